@@ -2,7 +2,7 @@
 
 use crate::export::tflite::{self, ExportOptions};
 use crate::import::{self, ImportOptions};
-use crate::passes::{fold_batchnorm, fuse_activation, fuse_bias, gelu, layout, lower, simplify};
+use crate::passes::{self, layout, PassSelection, PipelineOptions, PipelineReport};
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -15,6 +15,8 @@ pub struct ConvertOptions {
     pub input_shapes: HashMap<String, Vec<usize>>,
     /// Rank-4 inputs and outputs in NHWC (no transposes at the edges).
     pub nhwc_io: bool,
+    /// Which optional optimizations run.
+    pub passes: PassSelection,
 }
 
 /// What a conversion produced and did.
@@ -28,6 +30,10 @@ pub struct Conversion {
     pub arena_bytes: usize,
     pub weight_bytes: usize,
     pub seconds: f64,
+    /// What each pass did.
+    pub pipeline: PipelineReport,
+    /// Warnings about the source model (e.g. NaN constants), one line each.
+    pub warnings: Vec<String>,
 }
 
 /// Counts the ONNX op types of a model file (for the summary).
@@ -55,22 +61,17 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
         input_shapes: opts.input_shapes.clone(),
     };
     let mut graph = import::import_onnx_bytes(bytes, label, &import_opts)?;
-    graph.remove_dead();
-    simplify::simplify(&mut graph);
-    gelu::fuse_gelu(&mut graph);
-    fold_batchnorm::fold_batchnorm(&mut graph);
-    fuse_bias::fuse_bias(&mut graph);
-    simplify::simplify(&mut graph);
-    layout::to_nhwc(
+    let warnings = passes::nonfinite_constant_warnings(&graph);
+    let pipeline = passes::run_pipeline(
         &mut graph,
-        layout::LayoutOptions {
-            nhwc_io: opts.nhwc_io,
+        &PipelineOptions {
+            passes: opts.passes.clone(),
+            layout: layout::LayoutOptions {
+                nhwc_io: opts.nhwc_io,
+            },
         },
     )
     .with_context(|| label.to_string())?;
-    lower::lower(&mut graph).with_context(|| label.to_string())?;
-    fuse_activation::fuse_activations(&mut graph);
-    graph.remove_dead();
     let weight_bytes = graph.const_bytes();
     let out = tflite::export(
         &graph,
@@ -97,5 +98,7 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
         weight_bytes,
         seconds: start.elapsed().as_secs_f64(),
         bytes: out,
+        pipeline,
+        warnings,
     })
 }

@@ -3,6 +3,7 @@
 
 use litecvt::convert::{convert_file, ConvertOptions};
 use litecvt::npy::{self, NpyArray};
+use litecvt::passes::PassSelection;
 use litecvt::runtime::{error_stats, run_lite, run_onnx_tract};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -52,9 +53,14 @@ fn options_for(name: &str) -> ConvertOptions {
 
 /// Converts and compares one model; Err describes the failure.
 fn check(model: &Path, nhwc_io: bool) -> Result<f32, String> {
+    check_with(model, nhwc_io, PassSelection::All)
+}
+
+fn check_with(model: &Path, nhwc_io: bool, passes: PassSelection) -> Result<f32, String> {
     let name = model.file_stem().unwrap().to_string_lossy().to_string();
     let mut opts = options_for(&name);
     opts.nhwc_io = nhwc_io;
+    opts.passes = passes;
     let conv = convert_file(model, &opts).map_err(|e| format!("convert: {e:#}"))?;
     let inputs = inputs_for(model);
     let reference =
@@ -93,7 +99,7 @@ fn check(model: &Path, nhwc_io: bool) -> Result<f32, String> {
         }
         let s = error_stats(&a.to_f32(), &r.to_f32());
         worst = worst.max(s.max_rel);
-        if !(s.max_rel <= TOLERANCE) {
+        if s.max_rel.is_nan() || s.max_rel > TOLERANCE {
             return Err(format!(
                 "output '{oname}': max rel error {:.3e} (max abs {:.3e})",
                 s.max_rel, s.max_abs
@@ -274,4 +280,37 @@ fn training_mode_export_converts_like_the_inference_export() {
     )
     .unwrap();
     assert_eq!(a.ops_after, b.ops_after);
+}
+
+#[test]
+fn unoptimized_conversion_is_still_correct_and_larger() {
+    // `--no-optimize` is a debugging aid: the result must still be right, only bigger.
+    for name in ["mobilenetv2_block", "attention_block", "digits_cnn"] {
+        let model = root().join("fixtures").join(format!("{name}.onnx"));
+        check_with(&model, false, PassSelection::None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let count = |passes| {
+            let opts = ConvertOptions {
+                passes,
+                ..Default::default()
+            };
+            let c = convert_file(&model, &opts).unwrap();
+            c.ops_after.values().sum::<usize>()
+        };
+        assert!(
+            count(PassSelection::None) > count(PassSelection::All),
+            "{name}: optimizations removed nothing"
+        );
+    }
+}
+
+#[test]
+fn pass_selection_rejects_unknown_names() {
+    let err = PassSelection::parse_list("prune,nope")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("nope") && err.contains("fold_batchnorm"),
+        "{err}"
+    );
+    assert!(PassSelection::parse_list("prune, fold_batchnorm").is_ok());
 }

@@ -1,6 +1,7 @@
-use super::Command;
+use super::{Command, ConvertArgs};
 use crate::convert::{convert_file, ConvertOptions};
 use crate::npy::{self, NpyArray};
+use crate::passes::PassSelection;
 use crate::runtime::{error_stats, run_lite, run_onnx_tract};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::HashMap;
@@ -8,12 +9,7 @@ use std::path::{Path, PathBuf};
 
 pub fn run(cmd: Command) -> Result<()> {
     match cmd {
-        Command::Convert {
-            model,
-            output,
-            input_shapes,
-            nhwc_io,
-        } => convert(&model, &output, &input_shapes, nhwc_io),
+        Command::Convert(args) => convert(&args),
         Command::Inspect { model, json } => inspect(&model, json),
         Command::Run {
             model,
@@ -59,12 +55,22 @@ fn human(bytes: usize) -> String {
     }
 }
 
-fn convert(model: &Path, output: &Path, shapes: &[String], nhwc_io: bool) -> Result<()> {
+fn convert(args: &ConvertArgs) -> Result<()> {
+    let (model, output) = (args.model.as_path(), args.output.as_path());
+    let passes = match (&args.passes, args.no_optimize) {
+        (Some(list), _) => PassSelection::parse_list(list)?,
+        (None, true) => PassSelection::None,
+        (None, false) => PassSelection::All,
+    };
     let opts = ConvertOptions {
-        input_shapes: parse_shapes(shapes)?,
-        nhwc_io,
+        input_shapes: parse_shapes(&args.input_shapes)?,
+        nhwc_io: args.nhwc_io,
+        passes,
     };
     let c = convert_file(model, &opts)?;
+    for w in &c.warnings {
+        eprintln!("warning: {}: {w}", model.display());
+    }
     crate::util::write_atomic(output, &c.bytes)?;
     let hist = |h: &std::collections::BTreeMap<String, usize>| {
         h.iter()
@@ -94,7 +100,57 @@ fn convert(model: &Path, output: &Path, shapes: &[String], nhwc_io: bool) -> Res
         human(c.arena_bytes),
         c.seconds * 1000.0
     );
+    if args.verbose {
+        print_passes(&c.pipeline);
+    }
+    if let Some(path) = &args.report {
+        let report = serde_json::json!({
+            "model": model.display().to_string(),
+            "output": output.display().to_string(),
+            "onnx_ops": c.ops_before,
+            "tflite_ops": c.ops_after,
+            "bytes": c.bytes.len(),
+            "weight_bytes": c.weight_bytes,
+            "arena_bytes": c.arena_bytes,
+            "seconds": c.seconds,
+            "warnings": c.warnings,
+            "pipeline": c.pipeline,
+        });
+        let text = serde_json::to_string_pretty(&report)?;
+        crate::util::write_atomic(path, text.as_bytes())?;
+    }
     Ok(())
+}
+
+fn print_passes(p: &crate::passes::PipelineReport) {
+    println!(
+        "  passes ({} nodes → {}, constants {} → {}):",
+        p.nodes_before,
+        p.nodes_after,
+        human(p.const_bytes_before),
+        human(p.const_bytes_after)
+    );
+    println!(
+        "    {:<18} {:>4} {:>8} {:>7} {:>12} {:>8}",
+        "pass", "runs", "rewrites", "nodes", "const bytes", "ms"
+    );
+    for r in &p.passes {
+        println!(
+            "    {:<18} {:>4} {:>8} {:>+7} {:>+12} {:>8.2}",
+            r.pass, r.runs, r.rewrites, r.nodes_delta, r.const_bytes_delta, r.millis
+        );
+    }
+    let hist = |h: &std::collections::BTreeMap<String, usize>| {
+        h.iter()
+            .map(|(k, v)| format!("{k}×{v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!("  IR ops after import: {}", hist(&p.ir_ops_before));
+    println!("  IR ops after passes: {}", hist(&p.ir_ops_after));
+    if p.transposes_left > 0 {
+        println!("  transposes the layout needs: {}", p.transposes_left);
+    }
 }
 
 fn load_lite(path: &Path) -> Result<Vec<u8>> {

@@ -1,9 +1,261 @@
-//! Graph passes. Each takes `&mut Graph` and reports what it did.
+//! Graph passes and the pipeline that runs them.
+//!
+//! Optimizations are `fn(&mut Graph) -> usize` (how many rewrites they made) and can be turned
+//! off (`--no-optimize`, `--passes a,b`); `gelu` (TFLite has no Erf), `layout` and `lower` are
+//! required to produce a valid file and always run. Each group runs to a fixed point, and every run is recorded in the
+//! [`PipelineReport`] that `litecvt convert -v` / `--report` show.
 
+pub mod dedup_constants;
 pub mod fold_batchnorm;
+pub mod fold_constants;
 pub mod fuse_activation;
 pub mod fuse_bias;
 pub mod gelu;
 pub mod layout;
 pub mod lower;
 pub mod simplify;
+
+use crate::ir::Graph;
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+/// An optional optimization.
+pub struct Optimization {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub run: fn(&mut Graph) -> usize,
+}
+
+fn prune(g: &mut Graph) -> usize {
+    let (nodes, tensors) = g.remove_dead();
+    nodes + tensors
+}
+
+/// Run on the ONNX-layout graph, in this order, until none of them changes anything.
+pub const BEFORE_LAYOUT: &[Optimization] = &[
+    Optimization {
+        name: "prune",
+        about: "remove nodes and tensors no output depends on",
+        run: prune,
+    },
+    Optimization {
+        name: "fold_constants",
+        about: "evaluate nodes whose inputs are all constant",
+        run: fold_constants::fold_constants,
+    },
+    Optimization {
+        name: "simplify",
+        about: "algebraic identities, like terms, chains of constant Mul/Add, Reshape/Transpose",
+        run: simplify::simplify,
+    },
+    Optimization {
+        name: "fold_batchnorm",
+        about: "fold BatchNorm into the preceding conv/dense layer",
+        run: fold_batchnorm::fold_batchnorm,
+    },
+    Optimization {
+        name: "fuse_bias",
+        about: "fold bias Add and per-channel Mul/Add into conv/dense weights",
+        run: fuse_bias::fuse_bias,
+    },
+    Optimization {
+        name: "dedup_constants",
+        about: "share identical constant tensors",
+        run: dedup_constants::dedup_constants,
+    },
+];
+
+/// Run on the lowered NHWC graph (TFLite ops) until none of them changes anything.
+pub const AFTER_LOWERING: &[Optimization] = &[
+    Optimization {
+        name: "fuse_activation",
+        about: "fuse Relu/Relu6/ReluN1To1/Tanh into the producer's fused activation",
+        run: fuse_activation::fuse_activations,
+    },
+    Optimization {
+        name: "prune",
+        about: "remove nodes and tensors no output depends on",
+        run: prune,
+    },
+];
+
+/// Which optimizations run.
+#[derive(Clone, Debug, Default)]
+pub enum PassSelection {
+    #[default]
+    All,
+    None,
+    Only(BTreeSet<String>),
+}
+
+impl PassSelection {
+    /// Parses `--passes a,b,c`; unknown names are an error listing the known ones.
+    pub fn parse_list(list: &str) -> Result<PassSelection> {
+        let known = optimization_names();
+        let mut set = BTreeSet::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if !known.contains(&name) {
+                bail!(
+                    "unknown pass '{name}'; known passes: {}",
+                    known.into_iter().collect::<Vec<_>>().join(", ")
+                );
+            }
+            set.insert(name.to_string());
+        }
+        Ok(PassSelection::Only(set))
+    }
+
+    fn enabled(&self, name: &str) -> bool {
+        match self {
+            PassSelection::All => true,
+            PassSelection::None => false,
+            PassSelection::Only(s) => s.contains(name),
+        }
+    }
+}
+
+/// Names of all optional passes, sorted.
+pub fn optimization_names() -> BTreeSet<&'static str> {
+    BEFORE_LAYOUT
+        .iter()
+        .chain(AFTER_LOWERING)
+        .map(|o| o.name)
+        .collect()
+}
+
+/// What one pass did over all its runs.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PassRecord {
+    pub pass: String,
+    pub runs: usize,
+    pub rewrites: usize,
+    /// Change in node count (negative: removed).
+    pub nodes_delta: i64,
+    /// Change in constant bytes.
+    pub const_bytes_delta: i64,
+    pub millis: f64,
+}
+
+/// What the pipeline did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PipelineReport {
+    pub passes: Vec<PassRecord>,
+    /// IR op histogram right after import and after the last pass.
+    pub ir_ops_before: BTreeMap<String, usize>,
+    pub ir_ops_after: BTreeMap<String, usize>,
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    pub const_bytes_before: usize,
+    pub const_bytes_after: usize,
+    /// Transposes the layout pass could not remove.
+    pub transposes_left: usize,
+}
+
+impl PipelineReport {
+    fn record(
+        &mut self,
+        name: &str,
+        g: &mut Graph,
+        f: impl FnOnce(&mut Graph) -> Result<usize>,
+    ) -> Result<usize> {
+        let (n0, b0) = (g.nodes.len() as i64, g.const_bytes() as i64);
+        let t = Instant::now();
+        let rewrites = f(g)?;
+        let millis = t.elapsed().as_secs_f64() * 1e3;
+        let rec = match self.passes.iter().position(|r| r.pass == name) {
+            Some(i) => &mut self.passes[i],
+            None => {
+                self.passes.push(PassRecord {
+                    pass: name.to_string(),
+                    ..Default::default()
+                });
+                self.passes.last_mut().expect("just pushed")
+            }
+        };
+        rec.runs += 1;
+        rec.rewrites += rewrites;
+        rec.nodes_delta += g.nodes.len() as i64 - n0;
+        rec.const_bytes_delta += g.const_bytes() as i64 - b0;
+        rec.millis += millis;
+        Ok(rewrites)
+    }
+
+    fn fixed_point(
+        &mut self,
+        g: &mut Graph,
+        group: &[Optimization],
+        sel: &PassSelection,
+    ) -> Result<()> {
+        // Each rewrite shrinks or canonicalises the graph; the cap only guards against a pair of
+        // passes undoing each other.
+        for _ in 0..16 {
+            let mut changed = 0;
+            for o in group.iter().filter(|o| sel.enabled(o.name)) {
+                changed += self.record(o.name, g, |g| Ok((o.run)(g)))?;
+            }
+            if changed == 0 {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Options of the pipeline.
+#[derive(Clone, Debug, Default)]
+pub struct PipelineOptions {
+    pub passes: PassSelection,
+    pub layout: layout::LayoutOptions,
+}
+
+fn histogram(g: &Graph) -> BTreeMap<String, usize> {
+    g.op_histogram()
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// Runs the optimizations and the required layout and lowering passes.
+pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineReport> {
+    let mut r = PipelineReport {
+        ir_ops_before: histogram(g),
+        nodes_before: g.nodes.len(),
+        const_bytes_before: g.const_bytes(),
+        ..Default::default()
+    };
+    r.fixed_point(g, BEFORE_LAYOUT, &opts.passes)?;
+    // Required: TFLite has no Erf, so GELU must be recognised for the model to be expressible.
+    r.record("gelu", g, |g| Ok(gelu::fuse_gelu(g)))?;
+    let layout_opts = opts.layout;
+    let mut left = 0;
+    r.record("layout", g, |g| {
+        let lr = layout::to_nhwc(g, layout_opts)?;
+        left = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, crate::ir::Op::Transpose { .. }))
+            .count();
+        Ok(lr.transposes_removed + lr.transposes_added)
+    })?;
+    r.transposes_left = left;
+    r.record("lower", g, lower::lower)?;
+    r.fixed_point(g, AFTER_LOWERING, &opts.passes)?;
+    // Dead code is removed even with --no-optimize: the writer needs a clean graph.
+    g.remove_dead();
+    r.ir_ops_after = histogram(g);
+    r.nodes_after = g.nodes.len();
+    r.const_bytes_after = g.const_bytes();
+    Ok(r)
+}
+
+/// Constants holding NaN or infinity, one warning each (they are legal, but usually a sign of
+/// a broken export; -inf attention masks are the common legitimate case).
+pub fn nonfinite_constant_warnings(g: &Graph) -> Vec<String> {
+    g.tensors
+        .iter()
+        .filter(|t| t.data.as_ref().is_some_and(|d| !d.all_finite()))
+        .map(|t| format!("constant '{}' contains NaN or infinite values", t.name))
+        .collect()
+}
