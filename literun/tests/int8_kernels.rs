@@ -51,6 +51,38 @@ fn range(v: &[f32]) -> (f32, f32) {
         })
 }
 
+/// With `LITERUN_DUMP_DIR` set, every model run here is written there (`<n>.tflite` and
+/// `<n>.json` with the inputs and literun's output) for `tests/litert_compare.py`, which runs
+/// the same files with LiteRT and reports the differences.
+fn dump<T: std::fmt::Display>(bytes: &[u8], dtype: &str, inputs: &[Vec<String>], out: &[T]) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let Ok(dir) = std::env::var("LITERUN_DUMP_DIR") else {
+        return;
+    };
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("t")
+        .replace("::", "_");
+    let n = N.fetch_add(1, Ordering::SeqCst);
+    let base = format!("{dir}/{name}_{n}");
+    std::fs::write(format!("{base}.tflite"), bytes).unwrap();
+    let ins: Vec<String> = inputs
+        .iter()
+        .map(|v| format!("[{}]", v.join(",")))
+        .collect();
+    let outs: Vec<String> = out.iter().map(|v| v.to_string()).collect();
+    std::fs::write(
+        format!("{base}.json"),
+        format!(
+            "{{\"dtype\":\"{dtype}\",\"inputs\":[{}],\"output\":[{}]}}",
+            ins.join(","),
+            outs.join(",")
+        ),
+    )
+    .unwrap();
+}
+
 fn run_f32(bytes: &AlignedBytes, inputs: &[&[f32]]) -> Vec<f32> {
     let model = Model::from_bytes(bytes).unwrap();
     let mut it = Interpreter::new(&model).unwrap();
@@ -58,7 +90,14 @@ fn run_f32(bytes: &AlignedBytes, inputs: &[&[f32]]) -> Vec<f32> {
         it.input_f32_mut(k).unwrap().copy_from_slice(x);
     }
     it.invoke().unwrap();
-    it.output(0).unwrap().as_f32().unwrap().to_vec()
+    let out = it.output(0).unwrap().as_f32().unwrap().to_vec();
+    let ins: Vec<Vec<String>> = inputs
+        .iter()
+        .map(|v| v.iter().map(|x| format!("{x:e}")).collect())
+        .collect();
+    let outs: Vec<String> = out.iter().map(|x| format!("{x:e}")).collect();
+    dump(bytes, "float32", &ins, &outs);
+    out
 }
 
 fn run_i8(bytes: &AlignedBytes, inputs: &[&[i8]]) -> Vec<i8> {
@@ -72,7 +111,13 @@ fn run_i8(bytes: &AlignedBytes, inputs: &[&[i8]]) -> Vec<i8> {
             .copy_from_slice(x);
     }
     it.invoke().unwrap();
-    it.output(0).unwrap().as_i8().unwrap().to_vec()
+    let out = it.output(0).unwrap().as_i8().unwrap().to_vec();
+    let ins: Vec<Vec<String>> = inputs
+        .iter()
+        .map(|v| v.iter().map(|x| x.to_string()).collect())
+        .collect();
+    dump(bytes, "int8", &ins, &out);
+    out
 }
 
 /// Asserts the dequantized int8 output is within `steps` output steps of the float output
