@@ -4,6 +4,18 @@
 //! These are the default (non-`TFLITE_SINGLE_ROUNDING`) forms: a saturating rounding doubling
 //! high multiply followed by a rounding (half away from zero) right shift. The converter uses the
 //! same functions, so multipliers computed at conversion time and at run time agree bit for bit.
+//!
+//! # Agreement with LiteRT
+//! `tests/litert_compare.py` runs the int8 kernel tests' models with the pip `ai-edge-litert`
+//! interpreter. With its builtin kernels (`BUILTIN_WITHOUT_DEFAULT_DELEGATES`) every int8 output
+//! is bit-exact (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD/SUB/MUL, pools, both MEAN paths,
+//! SOFTMAX's float table, the LUT activations, HARD_SWISH, LEAKY_RELU, QUANTIZE/DEQUANTIZE) and
+//! hybrid outputs agree to ~1e-5 relative (float summation order). LiteRT's default XNNPACK
+//! delegate differs from its own builtin kernels: ±1 step on some int8 MUL, DEPTHWISE_CONV_2D,
+//! MEAN and LEAKY_RELU outputs (single rounding), and ~2% on hybrid FULLY_CONNECTED with
+//! symmetric input quantization (XNNPACK quantizes the input asymmetrically per row); literun
+//! follows the builtin kernels. Builds with `TFLITE_SINGLE_ROUNDING` (some ARM builds) or the
+//! ARM uint16 softmax table may differ by ±1 step as well.
 
 /// `std::round` for `f64` (half away from zero), as `TfLiteRound`.
 #[inline]
