@@ -23,6 +23,16 @@ enum Loc {
     Const,
     /// `len` bytes at `off` in the arena.
     Arena { off: usize, len: usize },
+    /// `len` bytes at `off` in the prepacked buffer (constants dequantized in `new`).
+    Packed { off: usize, len: usize },
+}
+
+/// Run-time scratch of the quantized kernels, sized in [`Interpreter::new`].
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    pub(crate) i8s: Vec<i8>,
+    pub(crate) f32s: Vec<f32>,
+    pub(crate) i32s: Vec<i32>,
 }
 
 pub(crate) struct Prepared {
@@ -38,6 +48,9 @@ pub struct Interpreter<'m> {
     arena_bytes: usize,
     locs: Vec<Loc>,
     ops: Vec<Prepared>,
+    packed: Vec<u128>,
+    packed_bytes: usize,
+    scratch: Scratch,
 }
 
 /// A read-only view of a tensor.
@@ -164,6 +177,57 @@ impl<'m> Interpreter<'m> {
             });
         }
 
+        // DEQUANTIZE of constant data: done once here, into the prepacked buffer.
+        let mut packed_parts: Vec<(usize, Vec<f32>)> = Vec::new();
+        for p in ops.iter_mut() {
+            let op = &model.operators()[p.index];
+            let Some(Some(src)) = op.inputs.first().copied() else {
+                continue;
+            };
+            let Some(data) = tensors[src].data else {
+                continue;
+            };
+            if !matches!(
+                p.kind,
+                Kind::DequantizeF16
+                    | Kind::DequantizeAffine { .. }
+                    | Kind::DequantizePerChannel { .. }
+            ) {
+                continue;
+            }
+            let mut out = vec![0.0f32; tensors[src].elements];
+            dequantize(&p.kind, data, &mut out).map_err(|e| op_err(p.index, op, e))?;
+            packed_parts.push((op.outputs[0], out));
+            p.kind = Kind::Precomputed;
+        }
+        let mut packed_locs = Vec::new();
+        let mut packed_bytes = 0usize;
+        for (t, v) in &packed_parts {
+            let len = v.len() * 4;
+            packed_locs.push((*t, packed_bytes, len));
+            packed_bytes += len.div_ceil(16) * 16;
+        }
+        let mut packed = vec![0u128; packed_bytes / 16];
+        {
+            let pb = bytemuck::cast_slice_mut::<u128, u8>(&mut packed);
+            for ((_, v), &(_, off, len)) in packed_parts.iter().zip(&packed_locs) {
+                pb[off..off + len].copy_from_slice(bytemuck::cast_slice(v));
+            }
+        }
+
+        // Scratch for the quantized kernels.
+        let mut scratch = Scratch::default();
+        let (mut n8, mut nf, mut n32) = (0, 0, 0);
+        for p in &ops {
+            let (a, b, c) = p.kind.scratch();
+            n8 = n8.max(a);
+            nf = nf.max(b);
+            n32 = n32.max(c);
+        }
+        scratch.i8s = vec![0; n8];
+        scratch.f32s = vec![0.0; nf];
+        scratch.i32s = vec![0; n32];
+
         // Lifetimes.
         let nt = tensors.len();
         let mut first = vec![usize::MAX; nt];
@@ -190,11 +254,16 @@ impl<'m> Interpreter<'m> {
             first[info.tensor] = first[info.tensor].min(nops);
         }
         let mut locs = vec![Loc::Empty; nt];
+        for &(t, off, len) in &packed_locs {
+            locs[t] = Loc::Packed { off, len };
+        }
         let mut planned = Vec::new();
         let mut uses = Vec::new();
         for t in 0..nt {
             if tensors[t].data.is_some() {
                 locs[t] = Loc::Const;
+            } else if matches!(locs[t], Loc::Packed { .. }) {
+                // Already computed.
             } else if used[t] && tensors[t].bytes > 0 {
                 let f = first[t].min(last[t]);
                 planned.push(t);
@@ -220,6 +289,9 @@ impl<'m> Interpreter<'m> {
             arena_bytes: plan.total,
             locs,
             ops,
+            packed,
+            packed_bytes,
+            scratch,
         };
         // Every operator's outputs must be disjoint from its inputs (the planner guarantees it;
         // checked so invoke can rely on it).
@@ -249,6 +321,12 @@ impl<'m> Interpreter<'m> {
         self.arena_bytes
     }
 
+    /// Bytes of constant data prepared once in [`new`](Self::new) (constant DEQUANTIZE outputs:
+    /// fp16 or int8 weights feeding float operators), kept for the interpreter's lifetime.
+    pub fn prepacked_bytes(&self) -> usize {
+        self.packed_bytes
+    }
+
     /// Model inputs.
     pub fn inputs(&self) -> &'m [TensorInfo<'m>] {
         self.model.inputs()
@@ -265,6 +343,9 @@ impl<'m> Interpreter<'m> {
             Loc::Const => self.model.tensors()[t].data.unwrap_or(&[]),
             Loc::Arena { off, len } => {
                 &bytemuck::cast_slice::<u128, u8>(&self.arena)[off..off + len]
+            }
+            Loc::Packed { off, len } => {
+                &bytemuck::cast_slice::<u128, u8>(&self.packed)[off..off + len]
             }
         }
     }
@@ -364,11 +445,47 @@ impl<'m> Interpreter<'m> {
     /// Runs all operators.
     pub fn invoke(&mut self) -> Result<()> {
         let arena = bytemuck::cast_slice_mut::<u128, u8>(&mut self.arena);
+        let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
         let tensors = self.model.tensors();
         let ops = self.model.operators();
         for p in &self.ops {
             let op = &ops[p.index];
-            run_op(p, op, tensors, &self.locs, arena)?;
+            run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+        }
+        Ok(())
+    }
+
+    /// Runs all operators like [`invoke`](Self::invoke), calling `f(op_index, tensor_index,
+    /// value)` after each operator for each of its outputs (in the operator's output order).
+    /// Used to calibrate activation ranges and to compare layers; the values are only valid
+    /// during the call (the arena reuses memory).
+    pub fn invoke_observed(
+        &mut self,
+        f: &mut dyn FnMut(usize, usize, TensorRef<'_>),
+    ) -> Result<()> {
+        let tensors = self.model.tensors();
+        let ops = self.model.operators();
+        for k in 0..self.ops.len() {
+            let p = &self.ops[k];
+            let op = &ops[p.index];
+            {
+                let arena = bytemuck::cast_slice_mut::<u128, u8>(&mut self.arena);
+                let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
+                run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+            }
+            for &o in &op.outputs {
+                let d = &tensors[o];
+                f(
+                    p.index,
+                    o,
+                    TensorRef {
+                        name: d.name,
+                        shape: &d.shape,
+                        dtype: d.dtype,
+                        data: self.tensor_bytes(o),
+                    },
+                );
+            }
         }
         Ok(())
     }
@@ -387,6 +504,7 @@ struct Ins<'b> {
     lo: &'b [u8],
     hi: &'b [u8],
     hi_start: usize,
+    packed: &'b [u8],
     locs: &'b [Loc],
     tensors: &'b [TensorDesc<'b>],
     ids: &'b [Option<usize>],
@@ -398,6 +516,7 @@ impl<'b> Ins<'b> {
         match *self.locs.get(t)? {
             Loc::Empty => Some(&[]),
             Loc::Const => self.tensors.get(t)?.data,
+            Loc::Packed { off, len } => self.packed.get(off..off + len),
             Loc::Arena { off, len } => {
                 if off + len <= self.lo.len() {
                     self.lo.get(off..off + len)
@@ -423,6 +542,7 @@ impl<'b> Ins<'b> {
 
 fn split_io<'b>(
     arena: &'b mut [u8],
+    packed: &'b [u8],
     locs: &'b [Loc],
     tensors: &'b [TensorDesc<'b>],
     op: &'b OpDesc<'b>,
@@ -439,6 +559,7 @@ fn split_io<'b>(
             lo,
             hi,
             hi_start: e,
+            packed,
             locs,
             tensors,
             ids: &op.inputs,
@@ -486,6 +607,8 @@ fn run_op<'b>(
     tensors: &'b [TensorDesc<'b>],
     locs: &'b [Loc],
     arena: &'b mut [u8],
+    packed: &'b [u8],
+    scratch: &mut Scratch,
 ) -> Result<()> {
     // Multi-output operators handle each output separately.
     if let Kind::Split {
@@ -496,7 +619,7 @@ fn run_op<'b>(
     } = &p.kind
     {
         for (j, (start, shape)) in parts.iter().enumerate() {
-            let (ins, out) = split_io(arena, locs, tensors, op, op.outputs[j]);
+            let (ins, out) = split_io(arena, packed, locs, tensors, op, op.outputs[j]);
             by_size!(*size, ins, *input, out, |i, o| so::strided_copy(
                 i, *start, shape, strides, o
             ));
@@ -506,7 +629,7 @@ fn run_op<'b>(
     let Some(&out_t) = op.outputs.first() else {
         return Ok(());
     };
-    let (ins, out) = split_io(arena, locs, tensors, op, out_t);
+    let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
     let bias = |k: usize| -> Result<Option<&'b [f32]>> {
         if ins.has(k) {
             Ok(Some(ins.typed::<f32>(k)?))
@@ -660,6 +783,7 @@ fn run_op<'b>(
             before,
             after,
             size,
+            fill,
         } => {
             let value = if ins.has(2) {
                 ins.bytes(2).unwrap_or(&[])
@@ -667,6 +791,7 @@ fn run_op<'b>(
                 &[]
             };
             let mut v = [0u8; 8];
+            v[0] = *fill;
             if value.len() >= *size {
                 v[..*size].copy_from_slice(&value[..*size]);
             }
@@ -751,29 +876,242 @@ fn run_op<'b>(
                 }
             }
         }
-        Kind::DequantizeF16 => {
-            let i = ins.typed::<u16>(0)?;
-            for (o, &h) in cast_out::<f32>(out)?.iter_mut().zip(i) {
-                *o = so::f16_to_f32(h);
-            }
+        Kind::DequantizeF16 | Kind::DequantizeAffine { .. } | Kind::DequantizePerChannel { .. } => {
+            let i = ins.bytes(0).unwrap_or(&[]);
+            dequantize(&p.kind, i, cast_out::<f32>(out)?).map_err(|e| op_err(p.index, op, e))?;
         }
-        Kind::DequantizeAffine {
+        Kind::Precomputed => {}
+        Kind::Quantize {
             scale,
             zero_point,
-            from,
+            to,
         } => {
-            let o = cast_out::<f32>(out)?;
-            let f = |q: i64| (*scale * (q - zero_point) as f64) as f32;
-            match from {
-                DType::I8 => o
+            let i = ins.typed::<f32>(0)?;
+            let q = |x: f32, lo: f64, hi: f64| -> i32 {
+                let r = crate::math::roundf(x / *scale);
+                (f64::from(r) + f64::from(*zero_point)).clamp(lo, hi) as i32
+            };
+            match to {
+                DType::I8 => cast_out::<i8>(out)?
                     .iter_mut()
-                    .zip(ins.typed::<i8>(0)?)
-                    .for_each(|(o, &q)| *o = f(i64::from(q))),
-                _ => o
+                    .zip(i)
+                    .for_each(|(o, &x)| *o = q(x, -128.0, 127.0) as i8),
+                DType::U8 => out
                     .iter_mut()
-                    .zip(ins.typed::<u8>(0)?)
-                    .for_each(|(o, &q)| *o = f(i64::from(q))),
+                    .zip(i)
+                    .for_each(|(o, &x)| *o = q(x, 0.0, 255.0) as u8),
+                _ => cast_out::<i16>(out)?
+                    .iter_mut()
+                    .zip(i)
+                    .for_each(|(o, &x)| *o = q(x, -32768.0, 32767.0) as i16),
             }
+        }
+        Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),
+        Kind::BinaryI8 { p: bp, bc } => {
+            ew::binary_i8(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
+        }
+        Kind::ConvI8 {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => conv::conv2d_i8(
+            ins.typed(0)?,
+            *in_shape,
+            ins.typed(1)?,
+            *filter_shape,
+            bias_i32(&ins)?,
+            params,
+            q,
+            cast_out(out)?,
+            *out_shape,
+        ),
+        Kind::DepthwiseI8 {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => depthwise_conv::depthwise_conv2d_i8(
+            ins.typed(0)?,
+            *in_shape,
+            ins.typed(1)?,
+            *filter_shape,
+            bias_i32(&ins)?,
+            params,
+            q,
+            &mut scratch.i32s,
+            cast_out(out)?,
+            *out_shape,
+        ),
+        Kind::FullyConnectedI8 {
+            batches,
+            in_depth,
+            out_depth,
+            q,
+        } => fully_connected::fully_connected_i8(
+            ins.typed(0)?,
+            *batches,
+            *in_depth,
+            ins.typed(1)?,
+            *out_depth,
+            bias_i32(&ins)?,
+            q,
+            cast_out(out)?,
+        ),
+        Kind::ConvHybrid {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            scales,
+            mode,
+        } => {
+            let n = in_shape[0];
+            let mut hs = conv::HybridScratch {
+                quantized: &mut scratch.i8s,
+                scales: &mut scratch.f32s[..n],
+                offsets: &mut scratch.i32s[..n],
+            };
+            conv::conv2d_hybrid(
+                ins.typed(0)?,
+                *in_shape,
+                ins.typed(1)?,
+                *filter_shape,
+                scales,
+                bias(2)?,
+                params,
+                *mode,
+                &mut hs,
+                cast_out(out)?,
+                *out_shape,
+            )
+        }
+        Kind::DepthwiseHybrid {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            scales,
+            mode,
+        } => {
+            let n = in_shape[0];
+            let (offsets, acc) = scratch.i32s.split_at_mut(n);
+            let mut hs = conv::HybridScratch {
+                quantized: &mut scratch.i8s,
+                scales: &mut scratch.f32s[..n],
+                offsets,
+            };
+            depthwise_conv::depthwise_conv2d_hybrid(
+                ins.typed(0)?,
+                *in_shape,
+                ins.typed(1)?,
+                *filter_shape,
+                scales,
+                bias(2)?,
+                params,
+                *mode,
+                &mut hs,
+                acc,
+                cast_out(out)?,
+                *out_shape,
+            )
+        }
+        Kind::FullyConnectedHybrid {
+            batches,
+            in_depth,
+            out_depth,
+            act,
+            scales,
+            mode,
+        } => {
+            let n = *batches;
+            let mut hs = conv::HybridScratch {
+                quantized: &mut scratch.i8s,
+                scales: &mut scratch.f32s[..n],
+                offsets: &mut scratch.i32s[..n],
+            };
+            fully_connected::fully_connected_hybrid(
+                ins.typed(0)?,
+                *batches,
+                *in_depth,
+                ins.typed(1)?,
+                scales,
+                *out_depth,
+                bias(2)?,
+                *act,
+                *mode,
+                &mut hs,
+                cast_out(out)?,
+            )
+        }
+        Kind::PoolI8 {
+            max,
+            params,
+            in_shape,
+            out_shape,
+            act_min,
+            act_max,
+        } => pool::pool_i8(
+            *max,
+            ins.typed(0)?,
+            *in_shape,
+            params,
+            *act_min,
+            *act_max,
+            cast_out(out)?,
+            *out_shape,
+        ),
+        Kind::SoftmaxI8 {
+            table,
+            outer,
+            depth,
+            out_scale,
+            out_zero_point,
+        } => softmax::softmax_i8(
+            ins.typed(0)?,
+            *outer,
+            *depth,
+            table,
+            *out_scale,
+            *out_zero_point,
+            cast_out(out)?,
+        ),
+        Kind::MeanI8Hw {
+            in_shape,
+            in_q,
+            out_q,
+        } => reduce::mean_i8_hw(
+            ins.typed(0)?,
+            *in_shape,
+            in_q.zero_point,
+            in_q.scale,
+            out_q.zero_point,
+            out_q.scale,
+            cast_out(out)?,
+        ),
+        Kind::MeanI8 {
+            shape,
+            axes,
+            count,
+            in_zero_point,
+            multiplier,
+            shift,
+            out_zero_point,
+        } => {
+            let o = cast_out::<i8>(out)?;
+            let sums = &mut scratch.i32s[..o.len()];
+            reduce::sum_i8(ins.typed(0)?, shape, axes, sums);
+            reduce::mean_i8_general(
+                sums,
+                *count,
+                *in_zero_point,
+                *multiplier,
+                *shift,
+                *out_zero_point,
+                o,
+            );
         }
         Kind::Conv {
             params,
@@ -926,7 +1264,7 @@ fn run_cast(ins: &Ins<'_>, from: DType, to: DType, out: &mut [u8]) -> Result<()>
                         *o = so::CastTo::<Bool8>::cast(i).0;
                     }
                 }
-                DType::F16 => {}
+                DType::F16 | DType::I16 => {}
             }
         }};
     }
@@ -960,10 +1298,90 @@ fn run_cast(ins: &Ins<'_>, from: DType, to: DType, out: &mut [u8]) -> Result<()>
                     .iter_mut()
                     .zip(src)
                     .for_each(|(o, &i)| *o = i8::from(i != 0)),
-                DType::F16 => {}
+                DType::F16 | DType::I16 => {}
             }
         }
-        DType::F16 => {}
+        DType::F16 | DType::I16 => {}
+    }
+    Ok(())
+}
+
+fn bias_i32<'b>(ins: &Ins<'b>) -> Result<Option<&'b [i32]>> {
+    if ins.has(2) {
+        Ok(Some(ins.typed::<i32>(2)?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Runs a DEQUANTIZE kind over raw input bytes (also used for constants in `new`).
+fn dequantize(kind: &Kind, input: &[u8], out: &mut [f32]) -> core::result::Result<(), String> {
+    let bad = || String::from("input data is misaligned or has the wrong size");
+    match kind {
+        Kind::DequantizeF16 => {
+            let i: &[u16] = bytemuck::try_cast_slice(input).map_err(|_| bad())?;
+            for (o, &h) in out.iter_mut().zip(i) {
+                *o = so::f16_to_f32(h);
+            }
+        }
+        Kind::DequantizeAffine {
+            scale,
+            zero_point,
+            from,
+        } => {
+            // reference_ops::Dequantize: static_cast<float>(double scale * (q - zp)).
+            let f = |q: i64| (*scale * (q - zero_point) as f64) as f32;
+            match from {
+                DType::I8 => out
+                    .iter_mut()
+                    .zip(input)
+                    .for_each(|(o, &q)| *o = f(i64::from(q as i8))),
+                DType::I16 => {
+                    let i: &[i16] = bytemuck::try_cast_slice(input).map_err(|_| bad())?;
+                    out.iter_mut()
+                        .zip(i)
+                        .for_each(|(o, &q)| *o = f(i64::from(q)))
+                }
+                _ => out
+                    .iter_mut()
+                    .zip(input)
+                    .for_each(|(o, &q)| *o = f(i64::from(q))),
+            }
+        }
+        Kind::DequantizePerChannel {
+            scales,
+            zero_points,
+            channels,
+            inner,
+            from,
+        } => {
+            // reference_ops::PerChannelDequantize: float (q - zp) * scale.
+            let (channels, inner) = (*channels, (*inner).max(1));
+            let f = |i: usize, q: i32| {
+                let c = (i / inner) % channels.max(1);
+                (q - zero_points[c]) as f32 * scales[c]
+            };
+            match from {
+                DType::I8 => out
+                    .iter_mut()
+                    .zip(input)
+                    .enumerate()
+                    .for_each(|(i, (o, &q))| *o = f(i, i32::from(q as i8))),
+                DType::I16 => {
+                    let v: &[i16] = bytemuck::try_cast_slice(input).map_err(|_| bad())?;
+                    out.iter_mut()
+                        .zip(v)
+                        .enumerate()
+                        .for_each(|(i, (o, &q))| *o = f(i, i32::from(q)))
+                }
+                _ => out
+                    .iter_mut()
+                    .zip(input)
+                    .enumerate()
+                    .for_each(|(i, (o, &q))| *o = f(i, i32::from(q))),
+            }
+        }
+        _ => return Err("not a DEQUANTIZE".into()),
     }
     Ok(())
 }

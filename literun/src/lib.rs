@@ -15,8 +15,9 @@ pub mod model;
 pub mod ops;
 pub mod plan;
 mod prepare;
+pub mod quant;
 mod rawfb;
 
 pub use error::{Error, Result, UnsupportedOp};
 pub use interpreter::{Interpreter, TensorMut, TensorRef};
-pub use model::{AlignedBytes, DType, Model, TensorInfo};
+pub use model::{AlignedBytes, DType, Model, QuantParams, TensorInfo};

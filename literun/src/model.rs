@@ -28,6 +28,8 @@ pub enum DType {
     Bool,
     I8,
     U8,
+    /// Quantized 16-bit (only as DEQUANTIZE input and in data-movement ops).
+    I16,
 }
 
 impl DType {
@@ -35,7 +37,7 @@ impl DType {
     pub const fn size(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::F16 => 2,
+            DType::F16 | DType::I16 => 2,
             DType::I64 => 8,
             DType::Bool | DType::I8 | DType::U8 => 1,
         }
@@ -52,6 +54,7 @@ impl DType {
             DType::Bool => T::BOOL,
             DType::I8 => T::INT8,
             DType::U8 => T::UINT8,
+            DType::I16 => T::INT16,
         }
     }
 
@@ -66,6 +69,7 @@ impl DType {
             T::BOOL => DType::Bool,
             T::INT8 => DType::I8,
             T::UINT8 => DType::U8,
+            T::INT16 => DType::I16,
             _ => return None,
         })
     }
@@ -80,6 +84,19 @@ impl DType {
             DType::Bool => "BOOL",
             DType::I8 => "INT8",
             DType::U8 => "UINT8",
+            DType::I16 => "INT16",
+        }
+    }
+
+    /// The representable range of an integer type, `None` for float and bool types.
+    pub fn int_range(self) -> Option<(i64, i64)> {
+        match self {
+            DType::I8 => Some((-128, 127)),
+            DType::U8 => Some((0, 255)),
+            DType::I16 => Some((-32768, 32767)),
+            DType::I32 => Some((i64::from(i32::MIN), i64::from(i32::MAX))),
+            DType::I64 => Some((i64::MIN, i64::MAX)),
+            _ => None,
         }
     }
 }
@@ -89,6 +106,31 @@ impl DType {
 pub struct Quant {
     pub scale: f32,
     pub zero_point: i64,
+}
+
+/// Full affine quantization parameters of a tensor, verified when the model is loaded: every
+/// scale is finite and positive, there is one scale (per-tensor) or one per index of
+/// `quantized_dimension` (per-channel), as many zero points as scales, each in the range of the
+/// tensor's type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantParams {
+    pub scales: Vec<f32>,
+    pub zero_points: Vec<i64>,
+    /// The axis the scales run along (meaningful when there is more than one scale).
+    pub quantized_dimension: usize,
+}
+
+impl QuantParams {
+    /// Whether there is exactly one scale.
+    pub fn is_per_tensor(&self) -> bool {
+        self.scales.len() == 1
+    }
+
+    /// The scale and zero point of channel `c` (the only ones for a per-tensor tensor).
+    pub fn channel(&self, c: usize) -> (f32, i64) {
+        let i = if self.scales.len() == 1 { 0 } else { c };
+        (self.scales[i], self.zero_points[i])
+    }
 }
 
 /// A tensor of subgraph 0.
@@ -106,6 +148,9 @@ pub struct TensorDesc<'a> {
     pub data: Option<&'a [u8]>,
     /// Per-tensor quantization parameters, when the tensor has exactly one scale.
     pub quant: Option<Quant>,
+    /// All quantization parameters (per-tensor or per-channel) of an integer tensor, verified.
+    /// `None` when the file has none (or for float tensors).
+    pub qparams: Option<QuantParams>,
 }
 
 /// An operator of subgraph 0.
@@ -161,7 +206,9 @@ fn verifier_options(len: usize) -> flatbuffers::VerifierOptions {
     flatbuffers::VerifierOptions {
         max_depth: 64,
         max_tables: 1_000_000,
-        max_apparent_size: len.max(1 << 16),
+        // The apparent size counts shared vtables once per table and overlapping ranges again, so
+        // it can exceed the file size on valid models; a small multiple still bounds the work.
+        max_apparent_size: len.saturating_mul(4).max(1 << 16),
         ignore_missing_null_terminator: false,
     }
 }
@@ -171,6 +218,80 @@ fn index(i: i64, len: usize, what: &str) -> Result<usize> {
         .ok()
         .filter(|&u| u < len)
         .ok_or_else(|| invalid!("{what} index {i} out of range (0..{len})"))
+}
+
+/// Reads and verifies a tensor's quantization parameters. Float and bool tensors ignore them
+/// (TFLite does too); integer tensors get them checked.
+fn read_quant(
+    q: schema::QuantizationParameters<'_>,
+    dtype: DType,
+    shape: &[usize],
+) -> core::result::Result<Option<QuantParams>, String> {
+    let Some((lo, hi)) = dtype.int_range() else {
+        return Ok(None);
+    };
+    let scales: Vec<f32> = q.scale().map(|v| v.iter().collect()).unwrap_or_default();
+    let zps: Vec<i64> = q
+        .zero_point()
+        .map(|v| v.iter().collect())
+        .unwrap_or_default();
+    if scales.is_empty() {
+        if !zps.is_empty() {
+            return Err("quantization has zero points but no scales".into());
+        }
+        return Ok(None);
+    }
+    if q.details_type().0 != 0 {
+        return Err("custom quantization details are not supported".into());
+    }
+    for (i, &s) in scales.iter().enumerate() {
+        if !(s.is_finite() && s > 0.0) {
+            return Err(format!(
+                "quantization scale #{i} is {s} (must be finite and > 0)"
+            ));
+        }
+    }
+    let zero_points = if zps.is_empty() {
+        vec![0; scales.len()]
+    } else if zps.len() == scales.len() {
+        zps
+    } else {
+        return Err(format!(
+            "{} quantization scales but {} zero points",
+            scales.len(),
+            zps.len()
+        ));
+    };
+    for &z in &zero_points {
+        if z < lo || z > hi {
+            return Err(format!(
+                "zero point {z} is outside the range of {}",
+                dtype.name()
+            ));
+        }
+    }
+    let qd = q.quantized_dimension();
+    let quantized_dimension = if scales.len() > 1 {
+        let d = usize::try_from(qd)
+            .ok()
+            .filter(|&d| d < shape.len())
+            .ok_or_else(|| format!("quantized_dimension {qd} out of range for shape {shape:?}"))?;
+        if shape[d] != scales.len() {
+            return Err(format!(
+                "{} quantization scales, but dimension {d} of shape {shape:?} has size {}",
+                scales.len(),
+                shape[d]
+            ));
+        }
+        d
+    } else {
+        usize::try_from(qd).unwrap_or(0)
+    };
+    Ok(Some(QuantParams {
+        scales,
+        zero_points,
+        quantized_dimension,
+    }))
 }
 
 /// Checked element count of a shape.
@@ -271,19 +392,17 @@ impl<'a> Model<'a> {
                         }
                     }
                 }
-                let quant = t.quantization().and_then(|q| {
-                    let s = q.scale()?;
-                    if s.len() != 1 {
-                        return None;
-                    }
-                    let zp = q
-                        .zero_point()
-                        .map_or(0, |z| if z.is_empty() { 0 } else { z.get(0) });
-                    Some(Quant {
-                        scale: s.get(0),
-                        zero_point: zp,
-                    })
-                });
+                let qparams = match t.quantization() {
+                    Some(q) => read_quant(q, dtype, &shape).map_err(ctx)?,
+                    None => None,
+                };
+                let quant = qparams
+                    .as_ref()
+                    .filter(|q| q.is_per_tensor())
+                    .map(|q| Quant {
+                        scale: q.scales[0],
+                        zero_point: q.zero_points[0],
+                    });
                 tensors.push(TensorDesc {
                     name,
                     shape,
@@ -292,6 +411,7 @@ impl<'a> Model<'a> {
                     bytes: nbytes,
                     data,
                     quant,
+                    qparams,
                 });
             }
         }

@@ -54,6 +54,7 @@ pub fn arity(code: B) -> Option<Arity> {
         | B::SQUARE
         | B::CAST
         | B::DEQUANTIZE
+        | B::QUANTIZE
         | B::SQUEEZE => a(1, 1, 1, 1, 1),
         B::RESHAPE => a(1, 2, 1, 1, 1),
         B::EXPAND_DIMS | B::TRANSPOSE | B::GATHER | B::PAD | B::BROADCAST_TO | B::TILE => {

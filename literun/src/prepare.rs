@@ -9,10 +9,16 @@ use alloc::vec::Vec;
 use crate::error::{Error, Result};
 use crate::interpreter::op_err;
 use crate::kernels::{
-    conv::Conv2dParams, depthwise_conv::DepthwiseParams, elementwise as ew, pool::Pool2dParams,
-    reduce::ReduceKind, transpose_conv::TransposeConvParams, Activation,
+    conv::{Conv2dParams, HybridInput},
+    depthwise_conv::DepthwiseParams,
+    elementwise as ew,
+    pool::Pool2dParams,
+    reduce::ReduceKind,
+    transpose_conv::TransposeConvParams,
+    Activation,
 };
 use crate::model::{DType, Model, OpDesc, TensorDesc, MAX_RANK};
+use crate::quant::{activation_range_quantized, quantize_multiplier, OutputStage, QuantActivation};
 use crate::rawfb::RawTable;
 use crate::schema::{self, BuiltinOperator as B};
 
@@ -76,6 +82,8 @@ pub(crate) enum Kind {
         before: Vec<usize>,
         after: Vec<usize>,
         size: usize,
+        /// The pad byte when there is no constant-value input (the zero point for 8-bit types).
+        fill: u8,
     },
     /// MIRROR_PAD (float32): REFLECT excludes the border, SYMMETRIC repeats it.
     MirrorPad {
@@ -101,6 +109,105 @@ pub(crate) enum Kind {
         scale: f64,
         zero_point: i64,
         from: DType,
+    },
+    /// Per-channel DEQUANTIZE: element `i` is in channel `(i / inner) % channels`.
+    DequantizePerChannel {
+        scales: Vec<f32>,
+        zero_points: Vec<i32>,
+        channels: usize,
+        inner: usize,
+        from: DType,
+    },
+    /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
+    Precomputed,
+    /// QUANTIZE float32 -> INT8/UINT8/INT16.
+    Quantize {
+        scale: f32,
+        zero_point: i32,
+        to: DType,
+    },
+    /// An 8-bit -> 8-bit elementwise operator as a table over the input bytes.
+    Lut8 {
+        table: alloc::boxed::Box<ew::Lut8>,
+    },
+    BinaryI8 {
+        p: ew::BinaryI8,
+        bc: ew::Broadcast,
+    },
+    ConvI8 {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    DepthwiseI8 {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    FullyConnectedI8 {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        q: OutputStage,
+    },
+    ConvHybrid {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        scales: Vec<f32>,
+        mode: HybridInput,
+    },
+    DepthwiseHybrid {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        scales: Vec<f32>,
+        mode: HybridInput,
+    },
+    FullyConnectedHybrid {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        act: Activation,
+        scales: Vec<f32>,
+        mode: HybridInput,
+    },
+    PoolI8 {
+        max: bool,
+        params: Pool2dParams,
+        in_shape: [usize; 4],
+        out_shape: [usize; 4],
+        act_min: i32,
+        act_max: i32,
+    },
+    SoftmaxI8 {
+        table: alloc::boxed::Box<[f32; 256]>,
+        outer: usize,
+        depth: usize,
+        out_scale: f32,
+        out_zero_point: i32,
+    },
+    /// MEAN over H, W of a 4-D int8 tensor with keep_dims (TFLite's optimized path).
+    MeanI8Hw {
+        in_shape: [usize; 4],
+        in_q: ew::Q8,
+        out_q: ew::Q8,
+    },
+    /// Any other int8 MEAN (TFLite's `QuantizedMeanOrSum`).
+    MeanI8 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        count: usize,
+        in_zero_point: i32,
+        multiplier: i32,
+        shift: i32,
+        out_zero_point: i32,
     },
     Conv {
         params: Conv2dParams,
@@ -299,6 +406,55 @@ impl<'c, 'm> Ctx<'c, 'm> {
             .map_err(|_| self.err(format!("input {k} must be 4-D, has shape {s:?}")))
     }
 
+    /// Per-tensor quantization of an 8-bit activation tensor (required).
+    fn q8_of(&self, t: &TensorDesc<'_>, what: &str) -> Result<ew::Q8> {
+        let q = t.qparams.as_ref().ok_or_else(|| {
+            self.err(format!(
+                "{what} '{}' ({}) has no quantization parameters",
+                t.name,
+                t.dtype.name()
+            ))
+        })?;
+        if !q.is_per_tensor() {
+            return Err(self.err(format!(
+                "{what} '{}' must be quantized per tensor, has {} scales",
+                t.name,
+                q.scales.len()
+            )));
+        }
+        Ok(ew::Q8 {
+            scale: q.scales[0],
+            zero_point: q.zero_points[0] as i32,
+        })
+    }
+
+    fn in_q8(&self, k: usize) -> Result<ew::Q8> {
+        self.q8_of(self.input(k)?, &format!("input {k}"))
+    }
+
+    fn out_q8(&self, j: usize) -> Result<ew::Q8> {
+        self.q8_of(self.output(j)?, &format!("output {j}"))
+    }
+
+    /// For data-movement operators on quantized types: TFLite copies the stored values, so the
+    /// input and output must carry the same quantization.
+    fn same_q(&self, k: usize, j: usize) -> Result<()> {
+        let (i, o) = (self.input(k)?, self.output(j)?);
+        if !matches!(i.dtype, DType::I8 | DType::U8 | DType::I16) {
+            return Ok(());
+        }
+        if let (Some(a), Some(b)) = (&i.qparams, &o.qparams) {
+            if a != b {
+                return Err(self.err(format!(
+                    "input {k} and output {j} have different quantization (scale {:?} zp {:?} vs \
+                     scale {:?} zp {:?}); this operator copies values without requantizing",
+                    a.scales, a.zero_points, b.scales, b.zero_points
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Resolves a possibly negative axis against `rank`.
     fn axis(&self, a: i64, rank: usize) -> Result<usize> {
         let r = rank as i64;
@@ -414,6 +570,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         B::CAST => cast(c)?,
         B::ARG_MAX | B::ARG_MIN => arg_min_max(c, code == B::ARG_MAX)?,
         B::DEQUANTIZE => dequantize(c)?,
+        B::QUANTIZE => quantize(c)?,
         B::CONV_2D => conv2d(c)?,
         B::DEPTHWISE_CONV_2D => depthwise(c)?,
         B::TRANSPOSE_CONV => transpose_conv(c)?,
@@ -447,6 +604,9 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             // fused_activation_function is the first field of Add/Sub/Mul/DivOptions.
             act = c.opt(t.i8(4, 0).and_then(activation))?;
         }
+    }
+    if c.dtype(0)? == DType::I8 {
+        return binary_i8(c, op, act);
     }
     let int_ok = matches!(
         op,
@@ -504,6 +664,9 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             U::LeakyRelu { alpha }
         }
     };
+    if matches!(c.dtype(0)?, DType::I8 | DType::U8) {
+        return unary_8bit(c, op);
+    }
     let int_ok = matches!(
         op,
         U::Abs | U::Neg | U::Square | U::Relu | U::Relu6 | U::ReluN1To1
@@ -577,6 +740,7 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         }
     };
     c.check_out(0, &expected, i.dtype)?;
+    c.same_q(0, 0)?;
     Ok(Kind::Copy)
 }
 
@@ -608,6 +772,7 @@ fn data_dtype(c: &Ctx<'_, '_>, k: usize) -> Result<DType> {
             DType::Bool,
             DType::I8,
             DType::U8,
+            DType::I16,
         ],
     )
 }
@@ -621,6 +786,7 @@ fn transpose(c: &Ctx<'_, '_>) -> Result<Kind> {
     let perm = perm_of(c, 1, s.len())?;
     let out: Vec<usize> = perm.iter().map(|&p| s[p]).collect();
     c.check_out(0, &out, dt)?;
+    c.same_q(0, 0)?;
     Ok(Kind::Transpose {
         in_shape: s.to_vec(),
         perm,
@@ -666,6 +832,7 @@ fn concat(c: &Ctx<'_, '_>) -> Result<Kind> {
             )));
         }
         out[ax] += s[ax];
+        c.same_q(k, 0)?;
         let chunk = s[ax] * inner;
         parts.push((chunk, offset));
         offset += chunk;
@@ -731,6 +898,7 @@ fn split(c: &Ctx<'_, '_>, v: bool) -> Result<Kind> {
         let mut os = s.to_vec();
         os[ax] = sz;
         c.check_out(j, &os, dt)?;
+        c.same_q(input, j)?;
         parts.push(((off as isize) * strides[ax], os));
         off += sz;
     }
@@ -770,6 +938,7 @@ fn slice(c: &Ctx<'_, '_>) -> Result<Kind> {
         out.push(n as usize);
     }
     c.check_out(0, &out, dt)?;
+    c.same_q(0, 0)?;
     Ok(Kind::Strided {
         start,
         shape: out,
@@ -897,6 +1066,7 @@ fn strided_slice(c: &Ctx<'_, '_>) -> Result<Kind> {
         }
     }
     c.check_out(0, &out_shape, dt)?;
+    c.same_q(0, 0)?;
     if shape.contains(&0) {
         start_off = 0;
     }
@@ -929,6 +1099,7 @@ fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
         return Err(c.err("output rank too large"));
     }
     c.check_out(0, &out, dt)?;
+    c.same_q(0, 0)?;
     Ok(Kind::Gather {
         outer: s[..ax].iter().product(),
         axis_size: s[ax],
@@ -961,11 +1132,26 @@ fn pad(c: &Ctx<'_, '_>) -> Result<Kind> {
         out.push(s[d] + b as usize + a as usize);
     }
     c.check_out(0, &out, dt)?;
+    c.same_q(0, 0)?;
+    // TFLite pads quantized 8-bit tensors with the output zero point (real 0) by default.
+    let fill = match dt {
+        DType::I8 | DType::U8 => c.output(0)?.quant.map_or(0, |q| q.zero_point as i32 as u8),
+        _ => 0,
+    };
+    if c.has_input(2) && matches!(dt, DType::I8 | DType::U8) {
+        let v = c.input(2)?;
+        if let (Some(a), Some(b)) = (&v.qparams, &c.output(0)?.qparams) {
+            if a != b {
+                return Err(c.err("the pad value's quantization differs from the output's"));
+            }
+        }
+    }
     Ok(Kind::Pad {
         in_shape: s.to_vec(),
         before,
         after,
         size: dt.size(),
+        fill,
     })
 }
 
@@ -1023,6 +1209,7 @@ fn broadcast_to(c: &Ctx<'_, '_>) -> Result<Kind> {
         }
     }
     c.check_out(0, &out, dt)?;
+    c.same_q(0, 0)?;
     Ok(Kind::BroadcastTo {
         in_shape: s.to_vec(),
         out_shape: out,
@@ -1045,6 +1232,7 @@ fn tile(c: &Ctx<'_, '_>) -> Result<Kind> {
         );
     }
     c.check_out(0, &out, dt)?;
+    c.same_q(0, 0)?;
     Ok(Kind::Tile {
         in_shape: s.to_vec(),
         out_shape: out,
@@ -1055,8 +1243,8 @@ fn tile(c: &Ctx<'_, '_>) -> Result<Kind> {
 fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
     let from = data_dtype(c, 0)?;
     let to = c.output(0)?.dtype;
-    if to == DType::F16 {
-        return Err(c.err("cast to FLOAT16 is not supported"));
+    if matches!(to, DType::F16 | DType::I16) {
+        return Err(c.err(format!("cast to {} is not supported", to.name())));
     }
     c.check_out(0, c.shape(0)?, to)?;
     Ok(Kind::Cast { from, to })
@@ -1098,17 +1286,58 @@ fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.check_out(0, &i.shape, DType::F32)?;
     match i.dtype {
         DType::F16 => Ok(Kind::DequantizeF16),
-        DType::I8 | DType::U8 => {
+        DType::I8 | DType::U8 | DType::I16 => {
             let q = i
-                .quant
-                .ok_or_else(|| c.err("input needs per-tensor quantization parameters"))?;
-            Ok(Kind::DequantizeAffine {
-                scale: f64::from(q.scale),
-                zero_point: q.zero_point,
+                .qparams
+                .as_ref()
+                .ok_or_else(|| c.err("input has no quantization parameters"))?;
+            if q.is_per_tensor() {
+                return Ok(Kind::DequantizeAffine {
+                    scale: f64::from(q.scales[0]),
+                    zero_point: q.zero_points[0],
+                    from: i.dtype,
+                });
+            }
+            let d = q.quantized_dimension;
+            Ok(Kind::DequantizePerChannel {
+                scales: q.scales.clone(),
+                zero_points: q.zero_points.iter().map(|&z| z as i32).collect(),
+                channels: i.shape[d],
+                inner: i.shape[d + 1..].iter().product(),
                 from: i.dtype,
             })
         }
         d => Err(c.err(format!("cannot dequantize {}", d.name()))),
+    }
+}
+
+fn quantize(c: &Ctx<'_, '_>) -> Result<Kind> {
+    let i = c.input(0)?;
+    let o = c.output(0)?;
+    c.check_out(0, &i.shape, o.dtype)?;
+    let oq = c.out_q8(0)?;
+    match (i.dtype, o.dtype) {
+        (DType::F32, DType::I8 | DType::U8 | DType::I16) => Ok(Kind::Quantize {
+            scale: oq.scale,
+            zero_point: oq.zero_point,
+            to: o.dtype,
+        }),
+        (DType::I8 | DType::U8, DType::I8 | DType::U8) => {
+            let iq = c.in_q8(0)?;
+            Ok(Kind::Lut8 {
+                table: alloc::boxed::Box::new(ew::lut8_requantize(
+                    iq,
+                    oq,
+                    i.dtype == DType::I8,
+                    o.dtype == DType::I8,
+                )),
+            })
+        }
+        (a, b) => Err(c.err(format!(
+            "QUANTIZE from {} to {} is not supported",
+            a.name(),
+            b.name()
+        ))),
     }
 }
 
@@ -1132,7 +1361,10 @@ fn bias_check(c: &Ctx<'_, '_>, k: usize, n: usize) -> Result<()> {
 }
 
 fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
-    f32_inputs(c, 3)?;
+    let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    if (in_dt, f_dt) == (DType::F32, DType::F32) {
+        f32_inputs(c, 3)?;
+    }
     use schema::Conv2DOptions as O;
     let t = c.options(tag::CONV_2D)?;
     let get = |v, d| -> Result<i32> { t.map_or(Ok(d), |t| c.opt(t.i32(v, d))) };
@@ -1157,7 +1389,6 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (oh, pt) = conv_out_and_pad(c, same, is[1], fs[1], sh, dh)?;
     let (ow, pl) = conv_out_and_pad(c, same, is[2], fs[2], sw, dw)?;
     let os = [is[0], oh, ow, fs[0]];
-    c.check_out(0, &os, DType::F32)?;
     let params = Conv2dParams {
         stride_h: sh,
         stride_w: sw,
@@ -1167,16 +1398,63 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
         pad_left: pl,
         activation: act,
     };
-    Ok(Kind::Conv {
-        params,
-        in_shape: is,
-        filter_shape: fs,
-        out_shape: os,
-    })
+    match (in_dt, f_dt) {
+        (DType::F32, DType::F32) => {
+            c.check_out(0, &os, DType::F32)?;
+            Ok(Kind::Conv {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+            })
+        }
+        (DType::I8, DType::I8) => {
+            c.check_out(0, &os, DType::I8)?;
+            let q = output_stage(c, fs[0], 0, act, false)?;
+            Ok(Kind::ConvI8 {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+                q,
+            })
+        }
+        (DType::F32, DType::I8) => {
+            c.check_out(0, &os, DType::F32)?;
+            if c.input(1)?.data.is_none() {
+                return Err(c.err("a hybrid CONV_2D needs a constant int8 filter"));
+            }
+            hybrid_bias(c)?;
+            let scales = filter_scales(c, 1, fs[0], 0)?;
+            // TFLite: per-channel (distinct scales) or grouped -> HybridConvPerChannel with
+            // asymmetric input quantization; otherwise HybridConv with symmetric.
+            let mode = if distinct_scales(&scales) || fs[3] != is[3] {
+                HybridInput::Asymmetric
+            } else {
+                HybridInput::Symmetric
+            };
+            Ok(Kind::ConvHybrid {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+                scales,
+                mode,
+            })
+        }
+        (a, b) => Err(c.err(format!(
+            "input {} with filter {} is not supported",
+            a.name(),
+            b.name()
+        ))),
+    }
 }
 
 fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
-    f32_inputs(c, 3)?;
+    let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    if (in_dt, f_dt) == (DType::F32, DType::F32) {
+        f32_inputs(c, 3)?;
+    }
     use schema::DepthwiseConv2DOptions as O;
     let t = c.options(tag::DEPTHWISE_CONV_2D)?;
     let get = |v, d| -> Result<i32> { t.map_or(Ok(d), |t| c.opt(t.i32(v, d))) };
@@ -1201,7 +1479,6 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (oh, pt) = conv_out_and_pad(c, same, is[1], fs[1], sh, dh)?;
     let (ow, pl) = conv_out_and_pad(c, same, is[2], fs[2], sw, dw)?;
     let os = [is[0], oh, ow, fs[3]];
-    c.check_out(0, &os, DType::F32)?;
     let params = DepthwiseParams {
         stride_h: sh,
         stride_w: sw,
@@ -1212,12 +1489,50 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
         depth_multiplier: fs[3] / is[3],
         activation: act,
     };
-    Ok(Kind::Depthwise {
-        params,
-        in_shape: is,
-        filter_shape: fs,
-        out_shape: os,
-    })
+    match (in_dt, f_dt) {
+        (DType::F32, DType::F32) => {
+            c.check_out(0, &os, DType::F32)?;
+            Ok(Kind::Depthwise {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+            })
+        }
+        (DType::I8, DType::I8) => {
+            c.check_out(0, &os, DType::I8)?;
+            let q = output_stage(c, fs[3], 3, act, false)?;
+            Ok(Kind::DepthwiseI8 {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+                q,
+            })
+        }
+        (DType::F32, DType::I8) => {
+            c.check_out(0, &os, DType::F32)?;
+            if c.input(1)?.data.is_none() {
+                return Err(c.err("a hybrid DEPTHWISE_CONV_2D needs a constant int8 filter"));
+            }
+            hybrid_bias(c)?;
+            let scales = filter_scales(c, 1, fs[3], 3)?;
+            Ok(Kind::DepthwiseHybrid {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+                scales,
+                // TFLite's hybrid depthwise always quantizes the input asymmetrically.
+                mode: HybridInput::Asymmetric,
+            })
+        }
+        (a, b) => Err(c.err(format!(
+            "input {} with filter {} is not supported",
+            a.name(),
+            b.name()
+        ))),
+    }
 }
 
 fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1274,7 +1589,10 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
-    f32_inputs(c, 3)?;
+    let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    if (in_dt, f_dt) == (DType::F32, DType::F32) {
+        f32_inputs(c, 3)?;
+    }
     use schema::FullyConnectedOptions as O;
     let t = c.options(tag::FULLY_CONNECTED)?;
     let act = c.opt(
@@ -1311,13 +1629,55 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
     } else {
         vec![batches, out_depth]
     };
-    c.check_out(0, &out, DType::F32)?;
-    Ok(Kind::FullyConnected {
-        batches,
-        in_depth,
-        out_depth,
-        act,
-    })
+    match (in_dt, f_dt) {
+        (DType::F32, DType::F32) => {
+            c.check_out(0, &out, DType::F32)?;
+            Ok(Kind::FullyConnected {
+                batches,
+                in_depth,
+                out_depth,
+                act,
+            })
+        }
+        (DType::I8, DType::I8) => {
+            c.check_out(0, &out, DType::I8)?;
+            let q = output_stage(c, out_depth, 0, act, true)?;
+            Ok(Kind::FullyConnectedI8 {
+                batches,
+                in_depth,
+                out_depth,
+                q,
+            })
+        }
+        (DType::F32, DType::I8) => {
+            c.check_out(0, &out, DType::F32)?;
+            if c.input(1)?.data.is_none() {
+                return Err(c.err("a hybrid FULLY_CONNECTED needs constant int8 weights"));
+            }
+            hybrid_bias(c)?;
+            let scales = filter_scales(c, 1, out_depth, 0)?;
+            let asym = t.map_or(Ok(false), |t| {
+                c.opt(t.bool(O::VT_ASYMMETRIC_QUANTIZE_INPUTS, false))
+            })?;
+            Ok(Kind::FullyConnectedHybrid {
+                batches,
+                in_depth,
+                out_depth,
+                act,
+                scales,
+                mode: if asym {
+                    HybridInput::Asymmetric
+                } else {
+                    HybridInput::Symmetric
+                },
+            })
+        }
+        (a, b) => Err(c.err(format!(
+            "input {} with weights {} is not supported",
+            a.name(),
+            b.name()
+        ))),
+    }
 }
 
 fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1356,7 +1716,7 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
-    f32_inputs(c, 1)?;
+    let dt = c.want_dtype(0, &[DType::F32, DType::I8])?;
     use schema::Pool2DOptions as O;
     let t = c
         .options(tag::POOL_2D)?
@@ -1374,7 +1734,7 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
     let (oh, pt) = conv_out_and_pad(c, same, is[1], fh, sh, 1)?;
     let (ow, pl) = conv_out_and_pad(c, same, is[2], fw, sw, 1)?;
     let os = [is[0], oh, ow, is[3]];
-    c.check_out(0, &os, DType::F32)?;
+    c.check_out(0, &os, dt)?;
     let params = Pool2dParams {
         filter_h: fh,
         filter_w: fw,
@@ -1384,6 +1744,24 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
         pad_left: pl,
         activation: act,
     };
+    if dt == DType::I8 {
+        let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        if (qi.scale - qo.scale).abs() > 1e-6 || qi.zero_point != qo.zero_point {
+            return Err(c.err(
+                "int8 pooling needs the same input and output quantization (TFLite does not \
+                 requantize)",
+            ));
+        }
+        let (act_min, act_max) = act_range_i8(c, act, qo)?;
+        return Ok(Kind::PoolI8 {
+            max,
+            params,
+            in_shape: is,
+            out_shape: os,
+            act_min,
+            act_max,
+        });
+    }
     Ok(Kind::Pool {
         max,
         params,
@@ -1423,6 +1801,9 @@ fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
 }
 
 fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
+    if c.dtype(0)? == DType::I8 && !log {
+        return softmax_i8(c);
+    }
     f32_inputs(c, 1)?;
     let beta = if log {
         1.0
@@ -1448,7 +1829,11 @@ fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
 }
 
 fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
-    f32_inputs(c, 1)?;
+    let dt = if code == B::MEAN {
+        c.want_dtype(0, &[DType::F32, DType::I8])?
+    } else {
+        c.want_dtype(0, &[DType::F32])?
+    };
     let kind = match code {
         B::MEAN => ReduceKind::Mean,
         B::SUM => ReduceKind::Sum,
@@ -1481,10 +1866,264 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             out.push(v);
         }
     }
-    c.check_out(0, &out, DType::F32)?;
+    c.check_out(0, &out, dt)?;
+    if dt == DType::I8 {
+        let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        if keep && s.len() == 4 && axes == [1, 2] {
+            return Ok(Kind::MeanI8Hw {
+                in_shape: [s[0], s[1], s[2], s[3]],
+                in_q: qi,
+                out_q: qo,
+            });
+        }
+        let (multiplier, shift) = quantize_multiplier(f64::from(qi.scale) / f64::from(qo.scale));
+        let count = axes.iter().map(|&a| s[a]).product();
+        return Ok(Kind::MeanI8 {
+            shape: s.to_vec(),
+            axes,
+            count,
+            in_zero_point: qi.zero_point,
+            multiplier,
+            shift,
+            out_zero_point: qo.zero_point,
+        });
+    }
     Ok(Kind::Reduce {
         shape: s.to_vec(),
         axes,
         kind,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantized (int8) and hybrid preparation.
+
+fn quant_activation(c: &Ctx<'_, '_>, act: Activation) -> Result<QuantActivation> {
+    Ok(match act {
+        Activation::None => QuantActivation::None,
+        Activation::Relu => QuantActivation::Relu,
+        Activation::Relu6 => QuantActivation::Relu6,
+        Activation::ReluN1To1 => QuantActivation::ReluN1To1,
+        Activation::Tanh => return Err(c.err("a fused TANH is not supported on int8 outputs")),
+    })
+}
+
+/// The clamp range of an int8 output with a fused activation.
+fn act_range_i8(c: &Ctx<'_, '_>, act: Activation, out: ew::Q8) -> Result<(i32, i32)> {
+    let a = quant_activation(c, act)?;
+    Ok(activation_range_quantized(
+        a,
+        out.scale,
+        out.zero_point,
+        -128,
+        127,
+    ))
+}
+
+fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind> {
+    use ew::BinaryOp as O;
+    if c.dtype(1)? != DType::I8 {
+        return Err(c.err("inputs have different types"));
+    }
+    let (a, b) = (c.shape(0)?, c.shape(1)?);
+    let out = ew::broadcast_shapes(a, b)
+        .ok_or_else(|| c.err(format!("shapes {a:?} and {b:?} do not broadcast")))?;
+    c.check_out(0, &out, DType::I8)?;
+    let bc = ew::Broadcast::new(a, b).ok_or_else(|| c.err("bad broadcast"))?;
+    let (qa, qb, qo) = (c.in_q8(0)?, c.in_q8(1)?, c.out_q8(0)?);
+    let range = act_range_i8(c, act, qo)?;
+    let p = match op {
+        O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub)
+            .ok_or_else(|| c.err("input/output scales give an out-of-range multiplier"))?,
+        O::Mul => ew::BinaryI8::mul(qa, qb, qo, range),
+        _ => return Err(c.err("this operator has no int8 kernel")),
+    };
+    Ok(Kind::BinaryI8 { p, bc })
+}
+
+fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
+    use ew::UnaryOp as U;
+    let dt = c.dtype(0)?;
+    c.check_out(0, c.shape(0)?, dt)?;
+    let signed = dt == DType::I8;
+    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+    let table = match op {
+        U::Relu => ew::lut8_relu(qi, qo, signed, 0.0, None),
+        U::Relu6 => ew::lut8_relu(qi, qo, signed, 0.0, Some(6.0)),
+        U::ReluN1To1 => ew::lut8_relu(qi, qo, signed, -1.0, Some(1.0)),
+        U::LeakyRelu { alpha } => ew::lut8_leaky_relu(qi, qo, signed, alpha),
+        U::HardSwish => {
+            let hp = ew::HardSwishParams::new(qi, qo)
+                .ok_or_else(|| c.err("output scale too small for HARD_SWISH"))?;
+            ew::lut8_from_int(signed, signed, |v| hp.eval(v))
+        }
+        U::Logistic => {
+            if qo.scale != 1.0 / 256.0 {
+                return Err(c.err(format!(
+                    "quantized LOGISTIC needs output scale 1/256, has {}",
+                    qo.scale
+                )));
+            }
+            ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x))
+        }
+        U::Tanh | U::Gelu { .. } => ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x)),
+        _ => {
+            return Err(c.err(format!(
+                "{} input is not supported by this operator",
+                dt.name()
+            )))
+        }
+    };
+    Ok(Kind::Lut8 {
+        table: alloc::boxed::Box::new(table),
+    })
+}
+
+/// The scales of a constant int8 filter: symmetric (all zero points 0), one scale or one per
+/// index of `qdim` (which must then be the quantized dimension).
+fn filter_scales(c: &Ctx<'_, '_>, k: usize, channels: usize, qdim: usize) -> Result<Vec<f32>> {
+    let f = c.input(k)?;
+    let q = f
+        .qparams
+        .as_ref()
+        .ok_or_else(|| c.err("the int8 filter has no quantization parameters"))?;
+    if q.zero_points.iter().any(|&z| z != 0) {
+        return Err(c.err("int8 filters must be symmetric (zero point 0)"));
+    }
+    if !q.is_per_tensor() && (q.scales.len() != channels || q.quantized_dimension != qdim) {
+        return Err(c.err(format!(
+            "filter has {} scales along dimension {}, expected 1 or {channels} along {qdim}",
+            q.scales.len(),
+            q.quantized_dimension
+        )));
+    }
+    Ok(q.scales.clone())
+}
+
+/// The output stage of an int8 conv/depthwise/fully-connected layer, with bias checks.
+fn output_stage(
+    c: &Ctx<'_, '_>,
+    channels: usize,
+    qdim: usize,
+    act: Activation,
+    fc: bool,
+) -> Result<OutputStage> {
+    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+    let scales = filter_scales(c, 1, channels, qdim)?;
+    if c.has_input(2) {
+        let b = c.input(2)?;
+        if b.dtype != DType::I32 {
+            return Err(c.err(format!(
+                "int8 layers need an INT32 bias, not {}",
+                b.dtype.name()
+            )));
+        }
+        if let Some(bq) = &b.qparams {
+            for ch in 0..channels {
+                let want = f64::from(qi.scale) * f64::from(scales[ch.min(scales.len() - 1)]);
+                let got = f64::from(bq.channel(ch).0);
+                if (want - got).abs() / f64::from(qo.scale) > 0.02 {
+                    return Err(c.err(format!(
+                        "bias scale {got} of channel {ch} differs from input scale x filter \\
+                         scale {want}"
+                    )));
+                }
+            }
+        }
+    }
+    let mut multipliers = Vec::with_capacity(channels);
+    let mut shifts = Vec::with_capacity(channels);
+    for ch in 0..channels {
+        let fs = scales[if scales.len() == 1 { 0 } else { ch }];
+        let real = if fc && scales.len() == 1 {
+            // GetQuantizedConvolutionMultipler: the product in float.
+            f64::from(qi.scale * fs) / f64::from(qo.scale)
+        } else {
+            f64::from(qi.scale) * f64::from(fs) / f64::from(qo.scale)
+        };
+        let (m, sh) = quantize_multiplier(real);
+        multipliers.push(m);
+        shifts.push(sh);
+    }
+    let (act_min, act_max) = act_range_i8(c, act, qo)?;
+    Ok(OutputStage {
+        input_offset: -qi.zero_point,
+        output_offset: qo.zero_point,
+        multipliers,
+        shifts,
+        act_min,
+        act_max,
+    })
+}
+
+/// Checks the float bias of a hybrid layer.
+fn hybrid_bias(c: &Ctx<'_, '_>) -> Result<()> {
+    if c.has_input(2) {
+        c.want_dtype(2, &[DType::F32])?;
+    }
+    Ok(())
+}
+
+/// Whether a filter's scales are not all equal (TFLite then uses its per-channel hybrid path).
+fn distinct_scales(s: &[f32]) -> bool {
+    s.iter().any(|&v| v != s[0])
+}
+
+fn softmax_i8(c: &Ctx<'_, '_>) -> Result<Kind> {
+    let beta = match c.options(tag::SOFTMAX)? {
+        Some(t) => c.opt(t.f32(schema::SoftmaxOptions::VT_BETA, 0.0))?,
+        None => 1.0,
+    };
+    let i = c.input(0)?;
+    let depth = *i
+        .shape
+        .last()
+        .ok_or_else(|| c.err("input must have rank >= 1"))?;
+    c.check_out(0, &i.shape, DType::I8)?;
+    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+    if qo.zero_point != -128 || (qo.scale - 1.0 / 256.0).abs() > 0.001 / 256.0 {
+        return Err(c.err(format!(
+            "int8 SOFTMAX needs output scale 1/256 and zero point -128, has {} and {}",
+            qo.scale, qo.zero_point
+        )));
+    }
+    Ok(Kind::SoftmaxI8 {
+        table: alloc::boxed::Box::new(crate::kernels::softmax::softmax_table(qi.scale, beta)),
+        outer: i.elements.checked_div(depth).unwrap_or(0),
+        depth,
+        out_scale: qo.scale,
+        out_zero_point: qo.zero_point,
+    })
+}
+
+impl Kind {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(crate) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Kind::ConvHybrid { in_shape, .. } => {
+                (in_shape.iter().product(), in_shape[0], in_shape[0])
+            }
+            Kind::DepthwiseHybrid {
+                in_shape,
+                filter_shape,
+                ..
+            } => (
+                in_shape.iter().product(),
+                in_shape[0],
+                in_shape[0] + filter_shape[3],
+            ),
+            Kind::FullyConnectedHybrid {
+                batches, in_depth, ..
+            } => (batches * in_depth, *batches, *batches),
+            Kind::DepthwiseI8 { filter_shape, .. } => (0, 0, filter_shape[3]),
+            Kind::MeanI8 { shape, axes, .. } => {
+                let out: usize = (0..shape.len())
+                    .filter(|d| !axes.contains(d))
+                    .map(|d| shape[d])
+                    .product();
+                (0, 0, out)
+            }
+            _ => (0, 0, 0),
+        }
+    }
 }

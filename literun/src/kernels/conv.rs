@@ -120,6 +120,222 @@ pub fn conv2d_f32(
     }
 }
 
+/// How the float input of a hybrid (weights-only int8) kernel is quantized per batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HybridInput {
+    /// `SymmetricQuantizeFloats` (zero point 0, range ±127).
+    Symmetric,
+    /// `AsymmetricQuantizeFloats` (a zero point per batch).
+    Asymmetric,
+}
+
+/// Scratch buffers of a hybrid kernel, allocated once by the interpreter.
+#[derive(Debug)]
+pub struct HybridScratch<'a> {
+    /// Room for the quantized input (as many values as the float input).
+    pub quantized: &'a mut [i8],
+    /// One scaling factor per batch.
+    pub scales: &'a mut [f32],
+    /// One zero point per batch.
+    pub offsets: &'a mut [i32],
+}
+
+/// Quantizes `input` (`batches` rows of `row` values) into the scratch buffers.
+pub(crate) fn quantize_rows(
+    input: &[f32],
+    row: usize,
+    mode: HybridInput,
+    s: &mut HybridScratch<'_>,
+) {
+    if row == 0 {
+        return;
+    }
+    for (b, (x, q)) in input
+        .chunks_exact(row)
+        .zip(s.quantized.chunks_exact_mut(row))
+        .enumerate()
+    {
+        match mode {
+            HybridInput::Symmetric => {
+                s.scales[b] = crate::quant::symmetric_quantize_floats(x, q);
+                s.offsets[b] = 0;
+            }
+            HybridInput::Asymmetric => {
+                let (sc, off) = crate::quant::asymmetric_quantize_floats(x, q);
+                s.scales[b] = sc;
+                s.offsets[b] = off;
+            }
+        }
+    }
+}
+
+/// Calls `f(input_y, input_x, tap)` for every in-bounds tap of the window of output `(oy, ox)`,
+/// `tap = ky * k_w + kx`, in the reference order (filter row, filter column).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn for_each_tap(
+    oy: usize,
+    ox: usize,
+    in_h: usize,
+    in_w: usize,
+    k_h: usize,
+    k_w: usize,
+    p: &Conv2dParams,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    for ky in 0..k_h {
+        let y = oy * p.stride_h + ky * p.dilation_h;
+        if y < p.pad_top || y - p.pad_top >= in_h {
+            continue;
+        }
+        let iy = y - p.pad_top;
+        for kx in 0..k_w {
+            let x = ox * p.stride_w + kx * p.dilation_w;
+            if x < p.pad_left || x - p.pad_left >= in_w {
+                continue;
+            }
+            f(iy, x - p.pad_left, ky * k_w + kx);
+        }
+    }
+}
+
+/// Int8 CONV_2D with per-channel requantization, as TFLite's
+/// `reference_integer_ops::ConvPerChannel`: `acc = sum w * (x + input_offset)` over in-bounds
+/// taps (padding contributes the zero point, i.e. real 0), `+ bias`, requantized per output
+/// channel, clamped. `p.activation` is ignored (the clamp range is in `q`).
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_i8(
+    input: &[i8],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[i32]>,
+    p: &Conv2dParams,
+    q: &crate::quant::OutputStage,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [out_c, k_h, k_w, f_in] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    debug_assert_eq!(input.len(), batches * in_h * in_w * in_c);
+    debug_assert_eq!(filter.len(), out_c * k_h * k_w * f_in);
+    debug_assert_eq!(output.len(), batches * out_h * out_w * out_c);
+    if output.is_empty() {
+        return;
+    }
+    let groups = in_c.checked_div(f_in).unwrap_or(1).max(1);
+    let out_per_group = (out_c / groups).max(1);
+    let fo_stride = k_h * k_w * f_in;
+    for b in 0..batches {
+        let in_batch = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                let out_px = &mut output[out_off..out_off + out_c];
+                for (o, ov) in out_px.iter_mut().enumerate() {
+                    let g = o / out_per_group;
+                    let mut total = 0i32;
+                    for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |iy, ix, tap| {
+                        let io = (iy * in_w + ix) * in_c + g * f_in;
+                        let x = &in_batch[io..io + f_in];
+                        let fo = o * fo_stride + tap * f_in;
+                        let w = &filter[fo..fo + f_in];
+                        total += dot_offset(x, w, q.input_offset);
+                    });
+                    if let Some(bb) = bias {
+                        total = total.wrapping_add(bb[o]);
+                    }
+                    *ov = q.apply(total, o);
+                }
+            }
+        }
+    }
+}
+
+/// `sum w[i] * (x[i] + offset)` in i32 (`offset * sum w` is added separately, which is the same
+/// in two's-complement arithmetic and lets the product loop vectorize).
+#[inline]
+pub(crate) fn dot_offset(x: &[i8], w: &[i8], offset: i32) -> i32 {
+    let n = x.len().min(w.len());
+    let (x, w) = (&x[..n], &w[..n]);
+    let mut s = 0i32;
+    // Blocks of 16 with i16 products summed pairwise keep the compiler on the
+    // multiply-add instructions.
+    let mut xc = x.chunks_exact(16);
+    let mut wc = w.chunks_exact(16);
+    for (a, b) in (&mut xc).zip(&mut wc) {
+        let mut acc = 0i32;
+        for i in 0..16 {
+            acc += i32::from(i16::from(a[i]) * i16::from(b[i]));
+        }
+        s = s.wrapping_add(acc);
+    }
+    for (&a, &b) in xc.remainder().iter().zip(wc.remainder()) {
+        s = s.wrapping_add(i32::from(a) * i32::from(b));
+    }
+    if offset != 0 {
+        let ws: i32 = w.iter().map(|&v| i32::from(v)).sum();
+        s = s.wrapping_add(ws.wrapping_mul(offset));
+    }
+    s
+}
+
+/// Hybrid CONV_2D (float input/output, constant int8 filter), as TFLite's `HybridConv` (symmetric
+/// per-batch input quantization, per-tensor filter scale) and `HybridConvPerChannel`
+/// (asymmetric per-batch input quantization, per-channel filter scales):
+/// `out = act(float(sum w * (q - zp)) * (filter_scale[c] * input_scale[b]) + bias[c])`.
+/// `filter_scales` has one value (per-tensor) or one per output channel.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_hybrid(
+    input: &[f32],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    filter_scales: &[f32],
+    bias: Option<&[f32]>,
+    p: &Conv2dParams,
+    mode: HybridInput,
+    scratch: &mut HybridScratch<'_>,
+    output: &mut [f32],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [out_c, k_h, k_w, f_in] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    if output.is_empty() {
+        return;
+    }
+    let row = in_h * in_w * in_c;
+    quantize_rows(input, row, mode, scratch);
+    let groups = in_c.checked_div(f_in).unwrap_or(1).max(1);
+    let out_per_group = (out_c / groups).max(1);
+    let fo_stride = k_h * k_w * f_in;
+    for b in 0..batches {
+        let qin = &scratch.quantized[b * row..(b + 1) * row];
+        let sf = scratch.scales[b];
+        let offset = -scratch.offsets[b];
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                let out_px = &mut output[out_off..out_off + out_c];
+                for (o, ov) in out_px.iter_mut().enumerate() {
+                    let g = o / out_per_group;
+                    let mut total = 0i32;
+                    for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |iy, ix, tap| {
+                        let io = (iy * in_w + ix) * in_c + g * f_in;
+                        let fo = o * fo_stride + tap * f_in;
+                        total += dot_offset(&qin[io..io + f_in], &filter[fo..fo + f_in], offset);
+                    });
+                    let fs = filter_scales[if filter_scales.len() == 1 { 0 } else { o }];
+                    let v = total as f32 * (fs * sf) + bias.map_or(0.0, |bb| bb[o]);
+                    *ov = p.activation.apply(v);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

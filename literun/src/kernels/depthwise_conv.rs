@@ -110,6 +110,154 @@ pub fn depthwise_conv2d_f32(
     }
 }
 
+/// Calls `f(input_pixel_offset, filter_tap)` for each in-bounds tap of output `(oy, ox)`.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn for_each_tap(
+    oy: usize,
+    ox: usize,
+    in_h: usize,
+    in_w: usize,
+    k_h: usize,
+    k_w: usize,
+    p: &DepthwiseParams,
+    mut f: impl FnMut(usize, usize),
+) {
+    for ky in 0..k_h {
+        let y = oy * p.stride_h + ky * p.dilation_h;
+        if y < p.pad_top || y - p.pad_top >= in_h {
+            continue;
+        }
+        let iy = y - p.pad_top;
+        for kx in 0..k_w {
+            let x = ox * p.stride_w + kx * p.dilation_w;
+            if x < p.pad_left || x - p.pad_left >= in_w {
+                continue;
+            }
+            f(iy * in_w + x - p.pad_left, ky * k_w + kx);
+        }
+    }
+}
+
+/// Int8 DEPTHWISE_CONV_2D with per-channel requantization, as TFLite's
+/// `reference_integer_ops::DepthwiseConvPerChannel`. `p.activation` is ignored (the clamp range
+/// is in `q`); `acc` is scratch of `C_out` values.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv2d_i8(
+    input: &[i8],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[i32]>,
+    p: &DepthwiseParams,
+    q: &crate::quant::OutputStage,
+    acc: &mut [i32],
+    output: &mut [i8],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, k_h, k_w, out_c] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    let dm = p.depth_multiplier;
+    if output.is_empty() || dm == 0 {
+        return;
+    }
+    let acc = &mut acc[..out_c];
+    let off = q.input_offset;
+    for b in 0..batches {
+        let in_batch = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                acc.fill(0);
+                for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |px, tap| {
+                    let x = &in_batch[px * in_c..(px + 1) * in_c];
+                    let w = &filter[tap * out_c..(tap + 1) * out_c];
+                    for ((a_row, w_row), &xv) in
+                        acc.chunks_exact_mut(dm).zip(w.chunks_exact(dm)).zip(x)
+                    {
+                        let xv = i32::from(xv) + off;
+                        for (a, &wv) in a_row.iter_mut().zip(w_row) {
+                            *a += i32::from(wv) * xv;
+                        }
+                    }
+                });
+                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                for (o, (ov, &a)) in output[out_off..out_off + out_c]
+                    .iter_mut()
+                    .zip(acc.iter())
+                    .enumerate()
+                {
+                    let a = a.wrapping_add(bias.map_or(0, |bb| bb[o]));
+                    *ov = q.apply(a, o);
+                }
+            }
+        }
+    }
+}
+
+/// Hybrid DEPTHWISE_CONV_2D (float input/output, constant int8 filter), as TFLite's
+/// `DepthwiseConvHybridPerChannel`: the input is quantized per batch (asymmetric), then
+/// `out = act(float(sum w * (q - zp)) * (filter_scale[c] * input_scale[b]) + bias[c])`.
+/// `acc` is scratch of `C_out` values.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv2d_hybrid(
+    input: &[f32],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    filter_scales: &[f32],
+    bias: Option<&[f32]>,
+    p: &DepthwiseParams,
+    mode: super::conv::HybridInput,
+    scratch: &mut super::conv::HybridScratch<'_>,
+    acc: &mut [i32],
+    output: &mut [f32],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, k_h, k_w, out_c] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    let dm = p.depth_multiplier;
+    if output.is_empty() || dm == 0 {
+        return;
+    }
+    let row = in_h * in_w * in_c;
+    super::conv::quantize_rows(input, row, mode, scratch);
+    let acc = &mut acc[..out_c];
+    for b in 0..batches {
+        let in_batch = &scratch.quantized[b * row..(b + 1) * row];
+        let sf = scratch.scales[b];
+        let off = -scratch.offsets[b];
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                acc.fill(0);
+                for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |px, tap| {
+                    let x = &in_batch[px * in_c..(px + 1) * in_c];
+                    let w = &filter[tap * out_c..(tap + 1) * out_c];
+                    for ((a_row, w_row), &xv) in
+                        acc.chunks_exact_mut(dm).zip(w.chunks_exact(dm)).zip(x)
+                    {
+                        let xv = i32::from(xv) + off;
+                        for (a, &wv) in a_row.iter_mut().zip(w_row) {
+                            *a += i32::from(wv) * xv;
+                        }
+                    }
+                });
+                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                for (o, (ov, &a)) in output[out_off..out_off + out_c]
+                    .iter_mut()
+                    .zip(acc.iter())
+                    .enumerate()
+                {
+                    let fs = filter_scales[if filter_scales.len() == 1 { 0 } else { o }];
+                    let v = a as f32 * (fs * sf) + bias.map_or(0.0, |bb| bb[o]);
+                    *ov = p.activation.apply(v);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

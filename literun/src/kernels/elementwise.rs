@@ -459,3 +459,301 @@ mod tests {
         assert_eq!(o, [1, 2, 3]);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 8-bit quantized elementwise operators.
+
+use crate::quant::{
+    downscale_multiplier_to_i16, multiply_by_quantized_multiplier as mbqm,
+    multiply_by_quantized_multiplier_smaller_than_one as mbqm_lt1, quantize_multiplier,
+    quantize_multiplier_smaller_than_one, rounding_divide_by_pot_i16,
+    saturating_rounding_doubling_high_mul_i16 as srdhm16,
+};
+
+/// Scale and zero point of a per-tensor quantized 8-bit tensor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Q8 {
+    pub scale: f32,
+    pub zero_point: i32,
+}
+
+/// Prepared parameters of an int8 ADD, SUB or MUL (TFLite's `ArithmeticParams`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BinaryI8 {
+    /// ADD/SUB: inputs shifted left by `left_shift` (20), rescaled to twice the larger input
+    /// scale, summed, rescaled to the output.
+    AddSub {
+        sub: bool,
+        in1_offset: i32,
+        in2_offset: i32,
+        left_shift: i32,
+        in1_mult: i32,
+        in1_shift: i32,
+        in2_mult: i32,
+        in2_shift: i32,
+        out_mult: i32,
+        out_shift: i32,
+        out_offset: i32,
+        act_min: i32,
+        act_max: i32,
+    },
+    /// MUL: `(x1 - z1) * (x2 - z2)` rescaled by `s1 * s2 / s_out`.
+    Mul {
+        in1_offset: i32,
+        in2_offset: i32,
+        out_mult: i32,
+        out_shift: i32,
+        out_offset: i32,
+        act_min: i32,
+        act_max: i32,
+    },
+}
+
+impl BinaryI8 {
+    /// TFLite add.cc / sub.cc `PrepareGeneralSubOp`: `None` when a multiplier is out of range.
+    pub fn add_sub(a: Q8, b: Q8, out: Q8, range: (i32, i32), sub: bool) -> Option<BinaryI8> {
+        let left_shift = 20;
+        let twice_max = 2.0 * f64::from(a.scale.max(b.scale));
+        let r1 = f64::from(a.scale) / twice_max;
+        let r2 = f64::from(b.scale) / twice_max;
+        let ro = twice_max / f64::from((1 << left_shift) as f32 * out.scale);
+        let (in1_mult, in1_shift) = quantize_multiplier_smaller_than_one(r1)?;
+        let (in2_mult, in2_shift) = quantize_multiplier_smaller_than_one(r2)?;
+        let (out_mult, out_shift) = quantize_multiplier(ro);
+        if out_mult == 0 {
+            return None;
+        }
+        Some(BinaryI8::AddSub {
+            sub,
+            in1_offset: -a.zero_point,
+            in2_offset: -b.zero_point,
+            left_shift,
+            in1_mult,
+            in1_shift,
+            in2_mult,
+            in2_shift,
+            out_mult,
+            out_shift,
+            out_offset: out.zero_point,
+            act_min: range.0,
+            act_max: range.1,
+        })
+    }
+
+    /// TFLite mul.cc: `real = s1 * s2 / s_out` (in double).
+    pub fn mul(a: Q8, b: Q8, out: Q8, range: (i32, i32)) -> BinaryI8 {
+        let real = f64::from(a.scale) * f64::from(b.scale) / f64::from(out.scale);
+        let (out_mult, out_shift) = quantize_multiplier(real);
+        BinaryI8::Mul {
+            in1_offset: -a.zero_point,
+            in2_offset: -b.zero_point,
+            out_mult,
+            out_shift,
+            out_offset: out.zero_point,
+            act_min: range.0,
+            act_max: range.1,
+        }
+    }
+
+    /// One output value.
+    #[inline]
+    pub fn eval(&self, x: i8, y: i8) -> i8 {
+        match *self {
+            BinaryI8::AddSub {
+                sub,
+                in1_offset,
+                in2_offset,
+                left_shift,
+                in1_mult,
+                in1_shift,
+                in2_mult,
+                in2_shift,
+                out_mult,
+                out_shift,
+                out_offset,
+                act_min,
+                act_max,
+            } => {
+                let v1 = (in1_offset + i32::from(x)) * (1 << left_shift);
+                let v2 = (in2_offset + i32::from(y)) * (1 << left_shift);
+                let s1 = mbqm_lt1(v1, in1_mult, in1_shift);
+                let s2 = mbqm_lt1(v2, in2_mult, in2_shift);
+                let raw = if sub { s1 - s2 } else { s1 + s2 };
+                let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
+                o.clamp(act_min, act_max) as i8
+            }
+            BinaryI8::Mul {
+                in1_offset,
+                in2_offset,
+                out_mult,
+                out_shift,
+                out_offset,
+                act_min,
+                act_max,
+            } => {
+                let p = (in1_offset + i32::from(x)) * (in2_offset + i32::from(y));
+                let o = mbqm(p, out_mult, out_shift).saturating_add(out_offset);
+                o.clamp(act_min, act_max) as i8
+            }
+        }
+    }
+}
+
+/// `out = a (op) b` for int8 with broadcasting.
+pub fn binary_i8(p: &BinaryI8, bc: &Broadcast, a: &[i8], b: &[i8], out: &mut [i8]) {
+    bc.apply(a, b, out, |x, y| p.eval(x, y));
+}
+
+/// A 256-entry lookup table over the bytes of an 8-bit tensor: `out[i] = table[in[i] as u8]`.
+pub type Lut8 = [u8; 256];
+
+/// Applies a [`Lut8`].
+pub fn apply_lut8(table: &Lut8, input: &[u8], out: &mut [u8]) {
+    for (o, &x) in out.iter_mut().zip(input) {
+        *o = table[usize::from(x)];
+    }
+}
+
+/// The value range of an 8-bit type (`signed` = int8).
+fn range8(signed: bool) -> (i32, i32) {
+    if signed {
+        (-128, 127)
+    } else {
+        (0, 255)
+    }
+}
+
+/// The value a byte stands for.
+fn byte_value(byte: u8, signed: bool) -> i32 {
+    if signed {
+        i32::from(byte as i8)
+    } else {
+        i32::from(byte)
+    }
+}
+
+/// A table from an integer function of the stored value (the output is clamped to the output
+/// type and stored as its byte).
+pub fn lut8_from_int(in_signed: bool, out_signed: bool, f: impl Fn(i32) -> i32) -> Lut8 {
+    let (lo, hi) = range8(out_signed);
+    let mut t = [0u8; 256];
+    for (b, e) in t.iter_mut().enumerate() {
+        let v = f(byte_value(b as u8, in_signed)).clamp(lo, hi);
+        *e = v as u8;
+    }
+    t
+}
+
+/// TFLite `LUTPopulate` / `PopulateLookupTable` for 8-bit types: dequantize, apply `f` in float,
+/// requantize with `round(y / out_scale) + out_zp`, clamp.
+pub fn lut8_from_float(input: Q8, output: Q8, signed: bool, f: impl Fn(f32) -> f32) -> Lut8 {
+    let inv = 1.0 / output.scale;
+    lut8_from_int(signed, signed, |v| {
+        let x = input.scale * (v - input.zero_point) as f32;
+        let r = crate::math::roundf(f(x) * inv);
+        (r + output.zero_point as f32) as i32
+    })
+}
+
+/// TFLite's quantized RELU / RELU6 / RELU_N1_TO_1 (`QuantizedReluX`), as a table. `hi` is
+/// `None` for an unbounded RELU.
+pub fn lut8_relu(input: Q8, output: Q8, signed: bool, lo: f32, hi: Option<f32>) -> Lut8 {
+    let (tmin, tmax) = range8(signed);
+    let (m, s) = quantize_multiplier(f64::from(input.scale / output.scale));
+    let qmin = tmin.max(output.zero_point + crate::math::roundf(lo / output.scale) as i32);
+    let qmax = hi.map_or(tmax, |h| {
+        tmax.min(output.zero_point + crate::math::roundf(h / output.scale) as i32)
+    });
+    lut8_from_int(signed, signed, |v| {
+        (output.zero_point + mbqm(v - input.zero_point, m, s))
+            .max(qmin)
+            .min(qmax)
+    })
+}
+
+/// TFLite's quantized LEAKY_RELU (`QuantizeLeakyRelu`), as a table.
+pub fn lut8_leaky_relu(input: Q8, output: Q8, signed: bool, alpha: f32) -> Lut8 {
+    let (ma, sa) = quantize_multiplier(f64::from(input.scale * alpha / output.scale));
+    let (mi, si) = quantize_multiplier(f64::from(input.scale / output.scale));
+    lut8_from_int(signed, signed, |v| {
+        let x = v - input.zero_point;
+        if x >= 0 {
+            output.zero_point + mbqm(x, mi, si)
+        } else {
+            output.zero_point + mbqm(x, ma, sa)
+        }
+    })
+}
+
+/// TFLite's quantized requantization (QUANTIZE between 8-bit types, quantize.cc `Requantize`).
+pub fn lut8_requantize(input: Q8, output: Q8, in_signed: bool, out_signed: bool) -> Lut8 {
+    let (m, s) = quantize_multiplier(f64::from(input.scale) / f64::from(output.scale));
+    lut8_from_int(in_signed, out_signed, |v| {
+        mbqm(v - input.zero_point, m, s).saturating_add(output.zero_point)
+    })
+}
+
+/// The fixed-point parameters of a quantized HARD_SWISH (TFLite `HardSwishParams`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HardSwishParams {
+    pub input_zero_point: i16,
+    pub output_zero_point: i16,
+    pub reluish_multiplier: i16,
+    pub reluish_exponent: i32,
+    pub output_multiplier: i16,
+    pub output_exponent: i32,
+}
+
+impl HardSwishParams {
+    /// activations.cc `HardSwishPrepare`; `None` when the output multiplier would need a left
+    /// shift (TFLite rejects that too).
+    pub fn new(input: Q8, output: Q8) -> Option<HardSwishParams> {
+        let hires_input_scale = (1.0f32 / 128.0) * input.scale;
+        let reluish_scale = 3.0f32 / 32768.0;
+        let (om, oe) = quantize_multiplier(f64::from(hires_input_scale / output.scale));
+        let (rm, re) = quantize_multiplier(f64::from(hires_input_scale / reluish_scale));
+        if oe > 0 {
+            return None;
+        }
+        Some(HardSwishParams {
+            input_zero_point: input.zero_point as i16,
+            output_zero_point: output.zero_point as i16,
+            reluish_multiplier: downscale_multiplier_to_i16(rm),
+            reluish_exponent: re,
+            output_multiplier: downscale_multiplier_to_i16(om),
+            output_exponent: oe,
+        })
+    }
+
+    /// `reference_ops::HardSwish` for one stored value (before the type clamp).
+    pub fn eval(&self, v: i32) -> i32 {
+        fn sat_left_shift(value: i16, amount: i32) -> i16 {
+            let r = i64::from(value) * (1i64 << amount.clamp(0, 62));
+            r.clamp(i64::from(i16::MIN), i64::from(i16::MAX)) as i16
+        }
+        fn sat_doubling_high_mul(a: i16, b: i16) -> i16 {
+            if a == b && a == i16::MIN {
+                return i16::MAX;
+            }
+            ((i32::from(a) * i32::from(b)) / (1 << 15)) as i16
+        }
+        let input_value = (v - i32::from(self.input_zero_point)) as i16;
+        let hires = input_value.wrapping_mul(1 << 7);
+        let preshift_out = srdhm16(hires, self.output_multiplier);
+        let mut reluish = hires;
+        if self.reluish_exponent > 0 {
+            reluish = sat_left_shift(reluish, self.reluish_exponent - 1);
+        }
+        reluish = srdhm16(reluish, self.reluish_multiplier);
+        if self.reluish_exponent > 0 {
+            reluish = sat_left_shift(reluish, 1);
+        }
+        if self.reluish_exponent < 0 {
+            reluish = rounding_divide_by_pot_i16(reluish, -self.reluish_exponent);
+        }
+        reluish = ((i32::from(reluish) + (1 << 15)) >> 1) as i16;
+        let preshift_output_value = sat_doubling_high_mul(reluish, preshift_out);
+        let out = rounding_divide_by_pot_i16(preshift_output_value, -self.output_exponent);
+        i32::from(out.wrapping_add(self.output_zero_point))
+    }
+}

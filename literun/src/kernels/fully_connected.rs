@@ -41,6 +41,72 @@ pub fn fully_connected_f32(
     }
 }
 
+/// Int8 FULLY_CONNECTED as TFLite's `reference_integer_ops::FullyConnected` (per-tensor, the
+/// multiplier repeated) and `FullyConnectedPerChannel`: `acc = sum w * (x + input_offset) +
+/// bias`, requantized per output channel, clamped.
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected_i8(
+    input: &[i8],
+    batches: usize,
+    in_depth: usize,
+    weights: &[i8],
+    out_depth: usize,
+    bias: Option<&[i32]>,
+    q: &crate::quant::OutputStage,
+    output: &mut [i8],
+) {
+    if out_depth == 0 {
+        return;
+    }
+    for b in 0..batches {
+        let x = &input[b * in_depth..(b + 1) * in_depth];
+        let out_row = &mut output[b * out_depth..(b + 1) * out_depth];
+        for (o, ov) in out_row.iter_mut().enumerate() {
+            let w = &weights[o * in_depth..(o + 1) * in_depth];
+            let acc = super::conv::dot_offset(x, w, q.input_offset)
+                .wrapping_add(bias.map_or(0, |bb| bb[o]));
+            *ov = q.apply(acc, o);
+        }
+    }
+}
+
+/// Hybrid FULLY_CONNECTED (float input/output, constant int8 weights), as TFLite's
+/// `EvalHybrid`: each batch row is quantized (symmetric, or asymmetric when
+/// `asymmetric_quantize_inputs`), then
+/// `out = act(bias[o] + float(sum w * (q - zp)) * (input_scale[b] * weight_scale[o]))`.
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected_hybrid(
+    input: &[f32],
+    batches: usize,
+    in_depth: usize,
+    weights: &[i8],
+    weight_scales: &[f32],
+    out_depth: usize,
+    bias: Option<&[f32]>,
+    activation: Activation,
+    mode: super::conv::HybridInput,
+    scratch: &mut super::conv::HybridScratch<'_>,
+    output: &mut [f32],
+) {
+    if out_depth == 0 {
+        return;
+    }
+    super::conv::quantize_rows(input, in_depth, mode, scratch);
+    for b in 0..batches {
+        let x = &scratch.quantized[b * in_depth..(b + 1) * in_depth];
+        let sf = scratch.scales[b];
+        let off = -scratch.offsets[b];
+        let out_row = &mut output[b * out_depth..(b + 1) * out_depth];
+        for (o, ov) in out_row.iter_mut().enumerate() {
+            let w = &weights[o * in_depth..(o + 1) * in_depth];
+            let dot = super::conv::dot_offset(x, w, off);
+            let ws = weight_scales[if weight_scales.len() == 1 { 0 } else { o }];
+            let v = bias.map_or(0.0, |bb| bb[o]) + dot as f32 * (sf * ws);
+            *ov = activation.apply(v);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

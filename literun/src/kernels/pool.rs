@@ -150,6 +150,60 @@ pub fn average_pool_f32(
     );
 }
 
+/// Int8 pooling (TFLite `reference_integer_ops::AveragePool` / `MaxPool`): input and output
+/// share their quantization. Average rounds half away from zero
+/// (`(acc ± count/2) / count`); both clamp to `[act_min, act_max]`.
+#[allow(clippy::too_many_arguments)]
+pub fn pool_i8(
+    max: bool,
+    input: &[i8],
+    in_shape: [usize; 4],
+    p: &Pool2dParams,
+    act_min: i32,
+    act_max: i32,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, depth] = in_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    if output.is_empty() {
+        return;
+    }
+    for b in 0..batches {
+        for oy in 0..out_h {
+            let (fy0, fy1) = window(oy, p.stride_h, p.pad_top, p.filter_h, in_h);
+            for ox in 0..out_w {
+                let (fx0, fx1) = window(ox, p.stride_w, p.pad_left, p.filter_w, in_w);
+                let out_off = ((b * out_h + oy) * out_w + ox) * depth;
+                let count = ((fy1 - fy0) * (fx1 - fx0)) as i32;
+                for c in 0..depth {
+                    let mut acc: i32 = if max { -128 } else { 0 };
+                    for fy in fy0..fy1 {
+                        let iy = oy * p.stride_h + fy - p.pad_top;
+                        for fx in fx0..fx1 {
+                            let ix = ox * p.stride_w + fx - p.pad_left;
+                            let v = i32::from(input[((b * in_h + iy) * in_w + ix) * depth + c]);
+                            if max {
+                                acc = acc.max(v);
+                            } else {
+                                acc += v;
+                            }
+                        }
+                    }
+                    if !max && count > 0 {
+                        acc = if acc > 0 {
+                            (acc + count / 2) / count
+                        } else {
+                            (acc - count / 2) / count
+                        };
+                    }
+                    output[out_off + c] = acc.clamp(act_min, act_max) as i8;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -168,6 +168,97 @@ fn fold_slow(
     }
 }
 
+/// Sums int8 `input` (of `shape`) over `axes` into `sums` (one per output element, in the
+/// kept-dims order), in row-major order like TFLite's `ReduceSumImpl`.
+pub fn sum_i8(input: &[i8], shape: &[usize], axes: &[usize], sums: &mut [i32]) {
+    sums.fill(0);
+    let rank = shape.len();
+    if input.is_empty() || sums.is_empty() {
+        return;
+    }
+    if rank == 0 {
+        sums[0] = i32::from(input[0]);
+        return;
+    }
+    let mut stride = [0usize; super::elementwise::MAX_DIMS];
+    out_strides(shape, axes, |d, s| stride[d] = s);
+    let mut coord = [0usize; super::elementwise::MAX_DIMS];
+    let mut base = 0usize;
+    for &x in input {
+        sums[base] = sums[base].wrapping_add(i32::from(x));
+        let mut d = rank;
+        while d > 0 {
+            d -= 1;
+            coord[d] += 1;
+            base += stride[d];
+            if coord[d] < shape[d] {
+                break;
+            }
+            base -= stride[d] * shape[d];
+            coord[d] = 0;
+        }
+    }
+}
+
+/// Int8 MEAN, as TFLite's `reference_ops::QuantizedMeanOrSum` (the general path): the
+/// multiplier `(input_scale / output_scale)` is divided by the element count in fixed point,
+/// then `out = clamp(MBQM(sum - zp_in * n, m, s) + zp_out)`.
+pub fn mean_i8_general(
+    sums: &[i32],
+    count: usize,
+    input_zero_point: i32,
+    multiplier: i32,
+    shift: i32,
+    output_zero_point: i32,
+    output: &mut [i8],
+) {
+    if count == 0 {
+        return;
+    }
+    let n = count as i64;
+    let mut sh = 63 - (n as u64).leading_zeros() as i32;
+    sh = sh.min(32).min(31 + shift);
+    let m = ((i64::from(multiplier) << sh) / n) as i32;
+    let s = shift - sh;
+    for (o, &sum) in output.iter_mut().zip(sums) {
+        let shifted = sum.wrapping_sub((i64::from(input_zero_point) * n) as i32);
+        let v = crate::quant::multiply_by_quantized_multiplier(shifted, m, s)
+            .saturating_add(output_zero_point);
+        *o = v.clamp(-128, 127) as i8;
+    }
+}
+
+/// Int8 MEAN over H and W of a 4-D input with keep_dims, as TFLite's optimized
+/// `optimized_integer_ops::Mean` (the builtin kernel's path for that case).
+#[allow(clippy::too_many_arguments)]
+pub fn mean_i8_hw(
+    input: &[i8],
+    in_shape: [usize; 4],
+    input_zero_point: i32,
+    input_scale: f32,
+    output_zero_point: i32,
+    output_scale: f32,
+    output: &mut [i8],
+) {
+    let [batches, h, w, c] = in_shape;
+    let n = (h * w) as f32;
+    let mut temp = input_zero_point as f32 * input_scale / output_scale;
+    temp = if temp > 0.0 { temp + 0.5 } else { temp - 0.5 };
+    let bias = output_zero_point - temp as i32;
+    let real = input_scale / (n * output_scale);
+    let (m, s) = crate::quant::quantize_multiplier(f64::from(real));
+    for b in 0..batches {
+        for ch in 0..c {
+            let mut acc = 0i32;
+            for p in 0..h * w {
+                acc += i32::from(input[(b * h * w + p) * c + ch]);
+            }
+            let v = crate::quant::multiply_by_quantized_multiplier(acc, m, s).saturating_add(bias);
+            output[b * c + ch] = v.clamp(-128, 127) as i8;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,6 +66,51 @@ pub fn log_softmax_f32(input: &[f32], outer: usize, depth: usize, output: &mut [
     }
 }
 
+/// The exp table of TFLite's optimized quantized softmax (`PopulateSoftmaxLookupTable`):
+/// `table[255 - d] = exp(-input_scale * beta * d)` for `d` in `0..=255`.
+pub fn softmax_table(input_scale: f32, beta: f32) -> [f32; 256] {
+    let scale = -input_scale * beta;
+    let mut t = [0.0f32; 256];
+    for d in 0..=255i32 {
+        t[(255 - d) as usize] = expf(scale * d as f32);
+    }
+    t
+}
+
+/// Int8 softmax over rows of `depth`, as TFLite's optimized `Softmax` with a float table (the
+/// builtin kernel on x86): `p = table[x] / (sum * out_scale)`, `q = round(p) + out_zp`, clamped.
+pub fn softmax_i8(
+    input: &[i8],
+    outer: usize,
+    depth: usize,
+    table: &[f32; 256],
+    out_scale: f32,
+    out_zero_point: i32,
+    output: &mut [i8],
+) {
+    if depth == 0 {
+        return;
+    }
+    for (in_row, out_row) in input
+        .chunks_exact(depth)
+        .zip(output.chunks_exact_mut(depth))
+        .take(outer)
+    {
+        let max = in_row.iter().map(|&v| i32::from(v)).max().unwrap_or(-128);
+        let base = 255 - max;
+        let mut sum = 0.0f32;
+        for &x in in_row {
+            sum += table[(base + i32::from(x)) as usize];
+        }
+        let inv = 1.0f32 / (sum * out_scale);
+        for (o, &x) in out_row.iter_mut().zip(in_row) {
+            let p = table[(base + i32::from(x)) as usize] * inv;
+            let q = crate::math::roundf(p) as i32 + out_zero_point;
+            *o = q.clamp(-128, 127) as i8;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,7 @@ struct T {
     shape: Vec<i32>,
     ty: TensorType,
     buffer: u32,
+    quant: Option<(Vec<f32>, Vec<i64>, i32)>,
 }
 
 struct Op {
@@ -82,6 +83,7 @@ impl ModelBuilder {
             shape: shape.to_vec(),
             ty,
             buffer: 0,
+            quant: None,
         });
         self.tensors.len() as i32 - 1
     }
@@ -98,6 +100,7 @@ impl ModelBuilder {
             shape: shape.to_vec(),
             ty,
             buffer: b,
+            quant: None,
         });
         self.tensors.len() as i32 - 1
     }
@@ -110,6 +113,23 @@ impl ModelBuilder {
     pub fn const_i32(&mut self, name: &str, shape: &[i32], data: &[i32]) -> i32 {
         let bytes = data.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.const_bytes(name, shape, TensorType::INT32, bytes)
+    }
+
+    /// Sets a tensor's quantization parameters (scales, zero points, quantized dimension).
+    pub fn quant(&mut self, t: i32, scales: &[f32], zero_points: &[i64], qdim: i32) {
+        self.tensors[t as usize].quant = Some((scales.to_vec(), zero_points.to_vec(), qdim));
+    }
+
+    /// A per-tensor quantized tensor.
+    pub fn q(&mut self, name: &str, shape: &[i32], ty: TensorType, scale: f32, zp: i64) -> i32 {
+        let t = self.tensor(name, shape, ty);
+        self.quant(t, &[scale], &[zp], 0);
+        t
+    }
+
+    pub fn const_i8(&mut self, name: &str, shape: &[i32], data: &[i8]) -> i32 {
+        let bytes = data.iter().map(|&v| v as u8).collect();
+        self.const_bytes(name, shape, TensorType::INT8, bytes)
     }
 
     pub fn op(
@@ -156,6 +176,19 @@ impl ModelBuilder {
             .map(|t| {
                 let shape = Some(fbb.create_vector(&t.shape));
                 let name = Some(fbb.create_string(&t.name));
+                let quantization = t.quant.as_ref().map(|(sc, zp, qd)| {
+                    let scale = Some(fbb.create_vector(sc));
+                    let zero_point = Some(fbb.create_vector(zp));
+                    s::QuantizationParameters::create(
+                        &mut fbb,
+                        &s::QuantizationParametersArgs {
+                            scale,
+                            zero_point,
+                            quantized_dimension: *qd,
+                            ..Default::default()
+                        },
+                    )
+                });
                 s::Tensor::create(
                     &mut fbb,
                     &s::TensorArgs {
@@ -163,6 +196,7 @@ impl ModelBuilder {
                         type_: t.ty,
                         buffer: t.buffer,
                         name,
+                        quantization,
                         ..Default::default()
                     },
                 )
