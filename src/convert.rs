@@ -2,10 +2,16 @@
 
 use crate::export::tflite::{self, ExportOptions};
 use crate::import::{self, ImportOptions};
+use crate::ir::Graph;
 use crate::passes::{self, layout, PassSelection, PipelineOptions, PipelineReport};
+use crate::quantize::calibrate::{self, InputSpec, Method};
+use crate::quantize::report::{self, LayerError};
+use crate::quantize::{self, FullInt8Options, QuantSummary, QuantizeMode, Ranges};
+use anyhow::bail;
 use anyhow::{Context, Result};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Options of `litecvt convert`.
@@ -17,6 +23,14 @@ pub struct ConvertOptions {
     pub nhwc_io: bool,
     /// Which optional optimizations run.
     pub passes: PassSelection,
+    /// `--quantize`: `None` keeps float32.
+    pub quantize: Option<QuantizeMode>,
+    /// Representative data for full int8 (`--calibration`).
+    pub calibration: Option<PathBuf>,
+    pub calibration_method: Option<Method>,
+    pub int8: FullInt8Options,
+    /// Show a progress bar while calibrating.
+    pub progress: bool,
 }
 
 /// What a conversion produced and did.
@@ -34,6 +48,107 @@ pub struct Conversion {
     pub pipeline: PipelineReport,
     /// Warnings about the source model (e.g. NaN constants), one line each.
     pub warnings: Vec<String>,
+    /// What quantization did and what it cost (quantized conversions only).
+    pub quantization: Option<QuantReport>,
+}
+
+/// Quantization summary with the measured error.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuantReport {
+    #[serde(flatten)]
+    pub summary: QuantSummary,
+    pub calibration_samples: usize,
+    /// Samples the errors below were measured on.
+    pub error_samples: usize,
+    /// End-to-end error of each output, quantized vs the float file.
+    pub outputs: Vec<LayerError>,
+    /// Per int8 tensor, worst first.
+    pub layers: Vec<LayerError>,
+}
+
+/// Samples used to measure per-layer error (all activations of these are held at once).
+const ERROR_SAMPLES: usize = 8;
+
+fn export_graph(graph: &Graph, label: &str) -> Result<Vec<u8>> {
+    tflite::export(
+        graph,
+        &ExportOptions {
+            description: format!("litecvt {}", env!("CARGO_PKG_VERSION")),
+        },
+    )
+    .with_context(|| label.to_string())
+}
+
+fn input_specs(graph: &Graph, opts: &ConvertOptions) -> Vec<InputSpec> {
+    graph
+        .inputs
+        .iter()
+        .map(|&t| {
+            let shape = graph.tensors[t].shape.clone();
+            let nchw_shape = (opts.nhwc_io && shape.len() == 4)
+                .then(|| vec![shape[0], shape[3], shape[1], shape[2]]);
+            InputSpec {
+                name: graph.tensors[t].name.clone(),
+                shape,
+                nchw_shape,
+            }
+        })
+        .collect()
+}
+
+/// Quantizes the lowered float graph as `opts` asks.
+fn quantize_graph(
+    graph: &mut Graph,
+    label: &str,
+    opts: &ConvertOptions,
+) -> Result<Option<QuantReport>> {
+    let Some(mode) = opts.quantize else {
+        return Ok(None);
+    };
+    if opts.calibration.is_some() && mode != QuantizeMode::Int8Full {
+        bail!("--calibration is only used with --quantize int8");
+    }
+    let summary = match mode {
+        QuantizeMode::Fp16 => quantize::fp16_weights(graph),
+        QuantizeMode::Int8Weights => quantize::int8_weights(graph),
+        QuantizeMode::Int8Full => {
+            let data = opts
+                .calibration
+                .as_ref()
+                .ok_or_else(|| anyhow::anyhow!("full int8 needs --calibration DATA"))?;
+            let samples = calibrate::load(data, &input_specs(graph, opts))?;
+            let float = export_graph(graph, label)?;
+            let method = opts.calibration_method.unwrap_or(Method::MinMax);
+            let ranges = calibrate::collect_ranges(&float, &samples, method, opts.progress)
+                .with_context(|| format!("{label}: calibration"))?;
+            let ranges: Ranges = ranges
+                .into_iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.map(|r| (i, r)))
+                .filter(|&(i, _)| i < graph.tensors.len())
+                .collect();
+            let summary = quantize::full_int8(graph, &ranges, &opts.int8)
+                .with_context(|| label.to_string())?;
+            let quantized = export_graph(graph, label)?;
+            let few = &samples[..samples.len().min(ERROR_SAMPLES)];
+            return Ok(Some(QuantReport {
+                summary,
+                calibration_samples: samples.len(),
+                error_samples: few.len(),
+                outputs: report::output_errors(&float, &quantized, few)
+                    .with_context(|| format!("{label}: measuring quantization error"))?,
+                layers: report::layer_errors(&float, &quantized, few)
+                    .with_context(|| format!("{label}: measuring quantization error"))?,
+            }));
+        }
+    };
+    Ok(Some(QuantReport {
+        summary,
+        calibration_samples: 0,
+        error_samples: 0,
+        outputs: vec![],
+        layers: vec![],
+    }))
 }
 
 /// Counts the ONNX op types of a model file (for the summary).
@@ -72,14 +187,9 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
         },
     )
     .with_context(|| label.to_string())?;
+    let quantization = quantize_graph(&mut graph, label, opts)?;
     let weight_bytes = graph.const_bytes();
-    let out = tflite::export(
-        &graph,
-        &ExportOptions {
-            description: format!("litecvt {}", env!("CARGO_PKG_VERSION")),
-        },
-    )
-    .with_context(|| label.to_string())?;
+    let out = export_graph(&graph, label)?;
 
     // Check the result the way a device would, and learn its arena size.
     let aligned = literun::AlignedBytes::from_slice(&out);
@@ -100,5 +210,6 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
         bytes: out,
         pipeline,
         warnings,
+        quantization,
     })
 }

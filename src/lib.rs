@@ -1,7 +1,8 @@
 //! litecvt: converts ONNX models to TFLite-compatible FlatBuffers that literun (and LiteRT) run.
 //!
-//! The data flows one way: `import` (ONNX → IR) → `passes` (prune, NHWC layout, lowering) →
-//! `export` (IR → FlatBuffer bytes). `convert` wires them together; `cli` is the command line.
+//! The data flows one way: `import` (ONNX → IR) → `passes` (prune, fold, fuse, NHWC layout,
+//! lowering) → `quantize` (fp16 / int8, calibrated on the float file) → `export` (IR →
+//! FlatBuffer bytes). `convert` wires them together; `cli` is the command line.
 
 pub mod cli;
 pub mod convert;
@@ -10,5 +11,6 @@ pub mod import;
 pub mod ir;
 pub mod npy;
 pub mod passes;
+pub mod quantize;
 pub mod runtime;
 pub mod util;

@@ -10,6 +10,32 @@ pub fn run_lite(
     label: &str,
     inputs: &[(Option<String>, NpyArray)],
 ) -> Result<Vec<(String, NpyArray)>> {
+    run_lite_dumping(bytes, label, inputs, None)
+}
+
+fn tensor_npy(t: &literun::TensorRef<'_>) -> Option<NpyArray> {
+    let shape = t.shape().to_vec();
+    let data = match t.dtype() {
+        literun::DType::F32 => NpyData::F32(t.as_f32().ok()?.to_vec()),
+        literun::DType::I32 => NpyData::I32(t.as_i32().ok()?.to_vec()),
+        literun::DType::I64 => NpyData::I64(t.as_i64().ok()?.to_vec()),
+        literun::DType::U8 => NpyData::U8(t.bytes().to_vec()),
+        literun::DType::I8 => NpyData::I8(t.bytes().iter().map(|&b| b as i8).collect()),
+        literun::DType::Bool => NpyData::Bool(t.bytes().iter().map(|&b| b != 0).collect()),
+        _ => return None,
+    };
+    Some(NpyArray { shape, data })
+}
+
+/// [`run_lite`], also writing every operator output to `dump` as `<tensor name>.npy` (names
+/// with '/' and ':' replaced by '_'; integer tensors raw) — for finding where two runtimes
+/// diverge.
+pub fn run_lite_dumping(
+    bytes: &[u8],
+    label: &str,
+    inputs: &[(Option<String>, NpyArray)],
+    dump: Option<&Path>,
+) -> Result<Vec<(String, NpyArray)>> {
     let aligned = literun::AlignedBytes::from_slice(bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{label}: {e}"))?;
     let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{label}: {e}"))?;
@@ -58,7 +84,28 @@ pub fn run_lite(
             .map_err(|e| anyhow!("{label}: {e}"))?;
         t.bytes_mut().copy_from_slice(&array.to_le_bytes());
     }
-    interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
+    match dump {
+        None => interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?,
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            let tensors = model.tensors();
+            let mut failed = None;
+            interp
+                .invoke_observed(&mut |_op, t, view| {
+                    if let Some(a) = tensor_npy(&view) {
+                        let name = tensors[t].name.replace(['/', ':'], "_");
+                        if let Err(e) = crate::npy::write(&dir.join(format!("{name}.npy")), &a) {
+                            failed = Some(e);
+                        }
+                    }
+                })
+                .map_err(|e| anyhow!("{label}: {e}"))?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+        }
+    }
     let mut outs = Vec::new();
     for (i, info) in model.outputs().iter().enumerate() {
         let t = interp.output(i).map_err(|e| anyhow!("{label}: {e}"))?;
@@ -91,6 +138,7 @@ fn npy_dtype_name(d: literun::DType) -> &'static str {
         literun::DType::Bool => "bool",
         literun::DType::I8 => "int8",
         literun::DType::U8 => "uint8",
+        literun::DType::I16 => "int16",
     }
 }
 

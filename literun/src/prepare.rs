@@ -2053,6 +2053,7 @@ fn output_stage(
         shifts,
         act_min,
         act_max,
+        single_rounding: fc,
     })
 }
 

@@ -222,14 +222,37 @@ pub struct OutputStage {
     /// Clamp range (the fused activation's range intersected with the type's).
     pub act_min: i32,
     pub act_max: i32,
+    /// Round once (64-bit product, then one rounding shift) instead of TFLite's default double
+    /// rounding: LiteRT's int8 FULLY_CONNECTED kernel does, measured against ai-edge-litert.
+    pub single_rounding: bool,
+}
+
+/// `x * multiplier * 2^(shift - 31)` rounded once (TFLite's `TFLITE_SINGLE_ROUNDING` form).
+#[inline]
+pub fn multiply_by_quantized_multiplier_single_rounding(
+    x: i32,
+    multiplier: i32,
+    shift: i32,
+) -> i32 {
+    let total = (31 - shift).clamp(1, 62) as u32;
+    let r = (i64::from(x) * i64::from(multiplier) + (1i64 << (total - 1))) >> total;
+    r.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
 }
 
 impl OutputStage {
     /// Requantizes one accumulator of channel `c`.
     #[inline]
     pub fn apply(&self, acc: i32, c: usize) -> i8 {
-        let v = multiply_by_quantized_multiplier(acc, self.multipliers[c], self.shifts[c])
-            .saturating_add(self.output_offset);
+        let scaled = if self.single_rounding {
+            multiply_by_quantized_multiplier_single_rounding(
+                acc,
+                self.multipliers[c],
+                self.shifts[c],
+            )
+        } else {
+            multiply_by_quantized_multiplier(acc, self.multipliers[c], self.shifts[c])
+        };
+        let v = scaled.saturating_add(self.output_offset);
         v.clamp(self.act_min, self.act_max) as i8
     }
 }
@@ -314,6 +337,18 @@ pub fn asymmetric_quantize_floats(values: &[f32], out: &mut [i8]) -> (f32, i32) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn single_rounding_rounds_the_exact_product_once() {
+        // 6369 * real(0.00149...) = 9.4987: double rounding gives 10, one rounding gives 9
+        // (the case that showed LiteRT's FULLY_CONNECTED rounds once).
+        let (m, s) = quantize_multiplier(9.498_676_894_212_254 / 6369.0);
+        assert_eq!(multiply_by_quantized_multiplier_single_rounding(6369, m, s), 9);
+        assert_eq!(multiply_by_quantized_multiplier_single_rounding(-6369, m, s), -9);
+        let (m, s) = quantize_multiplier(0.5);
+        assert_eq!(multiply_by_quantized_multiplier_single_rounding(3, m, s), 2);
+        assert_eq!(multiply_by_quantized_multiplier_single_rounding(-3, m, s), -1);
+    }
+
     use super::*;
 
     #[test]

@@ -2,6 +2,8 @@ use super::{Command, ConvertArgs};
 use crate::convert::{convert_file, ConvertOptions};
 use crate::npy::{self, NpyArray};
 use crate::passes::PassSelection;
+use crate::quantize::calibrate::Method;
+use crate::quantize::{FullInt8Options, IoType, QuantizeMode};
 use crate::runtime::{error_stats, run_lite, run_onnx_tract};
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::HashMap;
@@ -16,7 +18,14 @@ pub fn run(cmd: Command) -> Result<()> {
             inputs,
             named,
             output_dir,
-        } => run_model(&model, &inputs, &named, &output_dir),
+            dump_tensors,
+        } => run_model(
+            &model,
+            &inputs,
+            &named,
+            &output_dir,
+            dump_tensors.as_deref(),
+        ),
         Command::Compare {
             onnx,
             lite,
@@ -62,10 +71,30 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         (None, true) => PassSelection::None,
         (None, false) => PassSelection::All,
     };
+    let quantize = match (args.quantize.as_deref(), &args.calibration) {
+        (None, _) => None,
+        (Some("fp16"), _) => Some(QuantizeMode::Fp16),
+        (Some(_), None) => Some(QuantizeMode::Int8Weights),
+        (Some(_), Some(_)) => Some(QuantizeMode::Int8Full),
+    };
     let opts = ConvertOptions {
         input_shapes: parse_shapes(&args.input_shapes)?,
         nhwc_io: args.nhwc_io,
         passes,
+        quantize,
+        calibration: args.calibration.clone(),
+        calibration_method: Some(Method::parse(&args.calibration_method)?),
+        int8: FullInt8Options {
+            io_type: if args.io_type == "int8" {
+                IoType::Int8
+            } else {
+                IoType::Float
+            },
+            strict: args.strict_int8,
+            exclude_nodes: args.exclude.clone(),
+            exclude_ops: args.exclude_op.clone(),
+        },
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     let c = convert_file(model, &opts)?;
     for w in &c.warnings {
@@ -100,6 +129,9 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         human(c.arena_bytes),
         c.seconds * 1000.0
     );
+    if let Some(q) = &c.quantization {
+        print_quantization(q, args.verbose);
+    }
     if args.verbose {
         print_passes(&c.pipeline);
     }
@@ -115,11 +147,57 @@ fn convert(args: &ConvertArgs) -> Result<()> {
             "seconds": c.seconds,
             "warnings": c.warnings,
             "pipeline": c.pipeline,
+            "quantization": c.quantization,
         });
         let text = serde_json::to_string_pretty(&report)?;
         crate::util::write_atomic(path, text.as_bytes())?;
     }
     Ok(())
+}
+
+fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
+    let s = &q.summary;
+    println!(
+        "  quantized ({}): {} node(s); weights {} → {}; {} QUANTIZE, {} DEQUANTIZE",
+        s.mode,
+        s.quantized_nodes,
+        human(s.weight_bytes_before),
+        human(s.weight_bytes_after),
+        s.quantize_ops,
+        s.dequantize_ops
+    );
+    if !s.float_nodes.is_empty() {
+        println!("  left in float ({}):", s.float_nodes.len());
+        for (name, op, why) in &s.float_nodes {
+            println!("    '{name}' ({op}): {why}");
+        }
+    }
+    if q.calibration_samples > 0 {
+        println!(
+            "  calibrated on {} sample(s); error vs float measured on {}:",
+            q.calibration_samples, q.error_samples
+        );
+        for o in &q.outputs {
+            println!(
+                "    output '{}': SNR {:.1} dB, max abs error {:.3e}",
+                o.tensor, o.snr_db, o.max_abs_error
+            );
+        }
+        let shown = if verbose {
+            q.layers.len()
+        } else {
+            q.layers.len().min(5)
+        };
+        if shown > 0 {
+            println!("    worst layers:");
+        }
+        for l in &q.layers[..shown] {
+            println!(
+                "      {:<40} {:<18} SNR {:>6.1} dB  max abs {:.3e}",
+                l.tensor, l.op, l.snr_db, l.max_abs_error
+            );
+        }
+    }
 }
 
 fn print_passes(p: &crate::passes::PipelineReport) {
@@ -263,10 +341,17 @@ pub fn output_file_name(name: &str) -> String {
     s
 }
 
-fn run_model(path: &Path, positional: &[PathBuf], named: &[String], dir: &Path) -> Result<()> {
+fn run_model(
+    path: &Path,
+    positional: &[PathBuf],
+    named: &[String],
+    dir: &Path,
+    dump: Option<&Path>,
+) -> Result<()> {
     let inputs = read_inputs(positional, named)?;
     let bytes = load_lite(path)?;
-    let outputs = run_lite(&bytes, &path.display().to_string(), &inputs)?;
+    let outputs =
+        crate::runtime::run_lite_dumping(&bytes, &path.display().to_string(), &inputs, dump)?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (name, array) in &outputs {
         let file = dir.join(output_file_name(name));

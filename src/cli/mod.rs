@@ -20,7 +20,7 @@ pub struct Cli {
 pub enum Command {
     /// Convert an ONNX model to a .lite (TFLite-compatible) file.
     #[command(
-        after_help = "Examples:\n  litecvt convert fixtures/digits_cnn.onnx -o digits.lite\n  litecvt convert model.onnx -o model.lite --input-shape input=1,3,224,224\n  litecvt convert model.onnx -o model.lite --nhwc-io -v --report report.json\n  litecvt convert model.onnx -o model.lite --passes prune,fold_batchnorm"
+        after_help = "Examples:\n  litecvt convert fixtures/digits_cnn.onnx -o digits.lite\n  litecvt convert model.onnx -o model.lite --input-shape input=1,3,224,224\n  litecvt convert model.onnx -o model.lite --nhwc-io -v --report report.json\n  litecvt convert model.onnx -o model.lite --passes prune,fold_batchnorm\n  litecvt convert fixtures/digits_cnn.onnx -o digits_int8.lite --quantize int8 --calibration calibration/digits\n  litecvt convert model.onnx -o model_fp16.lite --quantize fp16"
     )]
     Convert(ConvertArgs),
     /// Show a model's inputs, outputs, operators, tensors and memory.
@@ -47,6 +47,9 @@ pub enum Command {
         /// Directory for the outputs (default: current directory).
         #[arg(long, default_value = ".")]
         output_dir: PathBuf,
+        /// Also write every intermediate tensor to this directory (for debugging).
+        #[arg(long, value_name = "DIR")]
+        dump_tensors: Option<PathBuf>,
     },
     /// Run the ONNX model (tract) and the converted file (literun) on the same inputs and compare.
     #[command(
@@ -88,6 +91,44 @@ pub struct ConvertArgs {
     /// Run only these optional passes (comma-separated; see `-v` output for names).
     #[arg(long, value_name = "A,B,...")]
     pub passes: Option<String>,
+    /// Quantize: fp16 (float16 weights), int8 (int8 weights only; with --calibration, int8
+    /// weights and activations).
+    #[arg(long, value_name = "MODE", value_parser = ["fp16", "int8"])]
+    pub quantize: Option<String>,
+    /// Representative inputs for full int8: a directory of .npy files (one subdirectory per
+    /// input for several inputs), a .npy or a .npz.
+    #[arg(long, value_name = "DATA", requires = "quantize")]
+    pub calibration: Option<PathBuf>,
+    /// How activation ranges are chosen: minmax, percentile[:P] (default 99.99), mse.
+    #[arg(
+        long,
+        value_name = "METHOD",
+        default_value = "minmax",
+        requires = "calibration"
+    )]
+    pub calibration_method: String,
+    /// Element type of the model's inputs and outputs with full int8.
+    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8"], default_value = "float", requires = "calibration")]
+    pub io_type: String,
+    /// With full int8: fail if any op has to stay float.
+    #[arg(long, requires = "calibration")]
+    pub strict_int8: bool,
+    /// With full int8: keep these nodes (ONNX names, comma-separated) in float.
+    #[arg(
+        long,
+        value_name = "NODE,...",
+        value_delimiter = ',',
+        requires = "calibration"
+    )]
+    pub exclude: Vec<String>,
+    /// With full int8: keep all ops of these IR types (e.g. Softmax,Add) in float.
+    #[arg(
+        long,
+        value_name = "OP,...",
+        value_delimiter = ',',
+        requires = "calibration"
+    )]
+    pub exclude_op: Vec<String>,
 }
 
 pub fn main() -> std::process::ExitCode {

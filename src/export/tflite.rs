@@ -7,8 +7,8 @@
 //! The output is deterministic: same graph, same bytes.
 
 use crate::ir::{
-    Activation, BinaryOp, ConstData, DType, Graph, Layout, Node, Op, PadMode, PoolKind, ReduceOp,
-    ResizeCoords, ResizeMode, UnaryOp,
+    Activation, BinaryOp, ConstData, DType, Graph, Layout, Node, Op, PadMode, PoolKind,
+    QuantParams, ReduceOp, ResizeCoords, ResizeMode, UnaryOp,
 };
 use anyhow::{anyhow, bail, Result};
 use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, UnionWIPOffset, WIPOffset};
@@ -143,21 +143,34 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         fb::Buffer::create(fbb, &b)
     }];
     let mut tensor_offsets = Vec::new();
-    let all: Vec<(String, Vec<usize>, DType, Option<ConstData>)> = g
+    type Row = (
+        String,
+        Vec<usize>,
+        DType,
+        Option<ConstData>,
+        Option<QuantParams>,
+    );
+    let all: Vec<Row> = g
         .tensors
         .iter()
         .map(|t| {
             let data = t.data.as_ref().map(narrow_i64);
             let dtype = data.as_ref().map(|d| d.dtype()).unwrap_or(t.dtype);
-            (t.name.clone(), t.shape.clone(), dtype, data)
+            (
+                t.name.clone(),
+                t.shape.clone(),
+                dtype,
+                data,
+                t.quant.clone(),
+            )
         })
         .chain(
             w.extra
                 .iter()
-                .map(|(n, s, d)| (n.clone(), s.clone(), d.dtype(), Some(d.clone()))),
+                .map(|(n, s, d)| (n.clone(), s.clone(), d.dtype(), Some(d.clone()), None)),
         )
         .collect();
-    for (name, shape, dtype, data) in &all {
+    for (name, shape, dtype, data, quant) in &all {
         let buffer = match data {
             Some(d) => {
                 let bytes: Vec<Aligned16> = d.to_le_bytes().into_iter().map(Aligned16).collect();
@@ -177,6 +190,19 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         let shape_v: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
         let shape_off = fbb.create_vector(&shape_v);
         let name_off = fbb.create_string(name);
+        let quantization = quant.as_ref().map(|q| {
+            let scale = fbb.create_vector(&q.scale);
+            let zero_point = fbb.create_vector(&q.zero_point);
+            fb::QuantizationParameters::create(
+                fbb,
+                &fb::QuantizationParametersArgs {
+                    scale: Some(scale),
+                    zero_point: Some(zero_point),
+                    quantized_dimension: q.axis as i32,
+                    ..Default::default()
+                },
+            )
+        });
         tensor_offsets.push(fb::Tensor::create(
             fbb,
             &fb::TensorArgs {
@@ -184,6 +210,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
                 type_: tensor_type(*dtype),
                 buffer,
                 name: Some(name_off),
+                quantization,
                 has_rank: true,
                 ..Default::default()
             },
@@ -1005,14 +1032,38 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
                 }
             );
         }
-        Op::Dequantize => {
-            spec.code = B::DEQUANTIZE;
-            spec.version = if x_type == DType::F16 { 3 } else { 1 };
-        }
+        Op::Dequantize => spec.code = B::DEQUANTIZE,
+        Op::Quantize => spec.code = B::QUANTIZE,
         other => bail!(
             "no TFLite operator for {} here (the lowering pass should have rewritten it)",
             other.name()
         ),
     }
+    // Integer and hybrid kernels have their own versions.
+    let input1 = node.inputs.get(1).map(|&t| written_dtype(g, t));
+    let per_channel = node.inputs[..node.inputs.len().min(2)].iter().any(|&t| {
+        g.tensors[t]
+            .quant
+            .as_ref()
+            .is_some_and(|q| q.is_per_channel())
+    });
+    spec.version = super::versions::for_types(
+        spec.code,
+        spec.version,
+        &super::versions::TypeSig {
+            input0: written_dtype(g, node.inputs[0]),
+            input1,
+            output0: written_dtype(g, node.outputs[0]),
+            per_channel,
+        },
+    );
     Ok(spec)
+}
+
+/// The element type a tensor is written with (int64 constants are narrowed when they fit).
+fn written_dtype(g: &Graph, t: usize) -> DType {
+    match &g.tensors[t].data {
+        Some(d) => narrow_i64(d).dtype(),
+        None => g.tensors[t].dtype,
+    }
 }

@@ -1,7 +1,91 @@
 //! TFLite operator versions and the oldest runtime that has each, following TFLite's
 //! `op_version.cc` / `runtime_version.cc` for the float cases litecvt writes.
 
+use crate::ir::DType;
 use literun::schema::BuiltinOperator as B;
+
+/// The element types an operator version depends on (TFLite's `OpSignature`, reduced).
+pub struct TypeSig {
+    pub input0: DType,
+    /// Type of the second input (weights for conv/dense) if any.
+    pub input1: Option<DType>,
+    pub output0: DType,
+    /// The weights (or a DEQUANTIZE input) have per-channel parameters.
+    pub per_channel: bool,
+}
+
+/// The version `op_version.cc` gives `code` for these types, combined (max) with `version`,
+/// the version the operator's options alone require.
+pub fn for_types(code: B, version: i32, t: &TypeSig) -> i32 {
+    let (i8_in, f32_in) = (t.input0 == DType::I8, t.input0 == DType::F32);
+    let w_i8 = t.input1 == Some(DType::I8);
+    let hybrid = f32_in && w_i8 && t.output0 == DType::F32;
+    let by_type = match code {
+        B::CONV_2D if i8_in && w_i8 => 3,
+        B::CONV_2D if hybrid => {
+            if t.per_channel {
+                5
+            } else {
+                2
+            }
+        }
+        B::DEPTHWISE_CONV_2D if i8_in && w_i8 => 3,
+        B::DEPTHWISE_CONV_2D if hybrid => {
+            if t.per_channel {
+                6
+            } else {
+                4
+            }
+        }
+        B::FULLY_CONNECTED if hybrid && t.per_channel => 12,
+        B::FULLY_CONNECTED if i8_in && w_i8 => 4,
+        B::FULLY_CONNECTED if hybrid => 3,
+        B::TRANSPOSE_CONV if w_i8 => 2,
+        B::BATCH_MATMUL if i8_in => 2,
+        B::DEQUANTIZE if t.input0 == DType::F16 => 3,
+        B::DEQUANTIZE if i8_in => {
+            if t.per_channel {
+                5
+            } else {
+                2
+            }
+        }
+        B::TILE if i8_in => 3,
+        B::ADD
+        | B::SUB
+        | B::MUL
+        | B::MAX_POOL_2D
+        | B::AVERAGE_POOL_2D
+        | B::TRANSPOSE
+        | B::SLICE
+        | B::STRIDED_SLICE
+        | B::RESIZE_BILINEAR
+        | B::RESIZE_NEAREST_NEIGHBOR
+        | B::MAXIMUM
+        | B::MINIMUM
+        | B::PAD
+        | B::PADV2
+        | B::CONCATENATION
+        | B::SOFTMAX
+        | B::MEAN
+        | B::REDUCE_MAX
+        | B::REDUCE_MIN
+        | B::RELU
+        | B::RELU6
+        | B::RSQRT
+        | B::TANH
+        | B::LOGISTIC
+        | B::GATHER
+        | B::ARG_MAX
+            if i8_in =>
+        {
+            2
+        }
+        B::SPLIT if t.input1 == Some(DType::I8) => 2,
+        _ => 1,
+    };
+    version.max(by_type)
+}
 
 /// (major, minor, patch) of the oldest TFLite runtime that has `code` at `version`.
 pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
@@ -50,6 +134,34 @@ pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
         | (B::MINIMUM, 1) => (1, 14, 0),
         (B::SLICE, 1) | (B::QUANTIZE, 1) => (1, 14, 0),
         (B::HARD_SWISH, 1) | (B::DEQUANTIZE, 3) => (1, 15, 0),
+        // int8 and hybrid kernels (runtime_version.cc).
+        (B::CONV_2D, 2 | 3)
+        | (B::DEPTHWISE_CONV_2D, 3)
+        | (B::FULLY_CONNECTED, 3 | 4)
+        | (B::QUANTIZE, 2)
+        | (B::DEQUANTIZE, 2) => (1, 14, 0),
+        (
+            B::ADD
+            | B::SUB
+            | B::MUL
+            | B::MAX_POOL_2D
+            | B::AVERAGE_POOL_2D
+            | B::CONCATENATION
+            | B::SOFTMAX
+            | B::LOGISTIC
+            | B::TANH
+            | B::TRANSPOSE
+            | B::PAD
+            | B::MEAN
+            | B::SPLIT
+            | B::GATHER
+            | B::RESIZE_BILINEAR
+            | B::STRIDED_SLICE,
+            2,
+        ) => (1, 14, 0),
+        (B::DEPTHWISE_CONV_2D, 4) => (2, 2, 0),
+        (B::CONV_2D, 5) | (B::DEPTHWISE_CONV_2D, 6) | (B::FULLY_CONNECTED, 9) => (2, 3, 0),
+        (B::DEQUANTIZE, 5) => (2, 5, 0),
         (B::FULLY_CONNECTED, 5) => (2, 0, 0),
         (B::FULLY_CONNECTED, 6) => (2, 1, 0),
         (B::RESIZE_BILINEAR, 3) | (B::STRIDED_SLICE, 4) => (2, 2, 0),

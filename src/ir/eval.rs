@@ -165,7 +165,9 @@ pub fn eval(op: &Op, inputs: &[&ConstData]) -> Option<Result<Vec<ConstData>, Str
         } => one(reduce(*r, x, axes, *keep_dims)),
         Op::ArgMax { axis, keep_dims } => one(argmax(x, *axis, *keep_dims)),
         Op::Cast { to } => one(Ok(x.cast(*to))),
-        Op::Dequantize => one(Ok(x.cast(DType::F32))),
+        // Only float16 is evaluated: integer data needs its tensor's quantization parameters.
+        Op::Dequantize if x.dtype() == DType::F16 => one(Ok(x.cast(DType::F32))),
+        Op::Dequantize | Op::Quantize => None,
         Op::Conv2d { .. }
         | Op::ConvTranspose2d { .. }
         | Op::FullyConnected { .. }

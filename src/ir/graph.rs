@@ -13,6 +13,31 @@ pub struct Tensor {
     pub dtype: DType,
     /// Present for constants (weights, folded values).
     pub data: Option<ConstData>,
+    /// Affine quantization of an integer tensor (`real = scale * (q - zero_point)`).
+    pub quant: Option<QuantParams>,
+}
+
+/// Quantization parameters: one scale and zero point per tensor, or one per index of `axis`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantParams {
+    pub scale: Vec<f32>,
+    pub zero_point: Vec<i64>,
+    /// The channel axis of per-channel parameters (0 for per-tensor).
+    pub axis: usize,
+}
+
+impl QuantParams {
+    pub fn per_tensor(scale: f32, zero_point: i64) -> QuantParams {
+        QuantParams {
+            scale: vec![scale],
+            zero_point: vec![zero_point],
+            axis: 0,
+        }
+    }
+
+    pub fn is_per_channel(&self) -> bool {
+        self.scale.len() > 1
+    }
 }
 
 impl Tensor {
@@ -55,6 +80,7 @@ impl Graph {
             shape,
             dtype,
             data: None,
+            quant: None,
         });
         self.tensors.len() - 1
     }
@@ -65,6 +91,7 @@ impl Graph {
             shape: data.shape(),
             dtype: data.dtype(),
             data: Some(data),
+            quant: None,
         });
         self.tensors.len() - 1
     }

@@ -10,5 +10,5 @@ mod op;
 pub mod shape;
 
 pub use data::{ConstData, DType};
-pub use graph::{Graph, Node, NodeId, Tensor, TensorId};
+pub use graph::{Graph, Node, NodeId, QuantParams, Tensor, TensorId};
 pub use op::*;

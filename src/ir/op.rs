@@ -246,8 +246,11 @@ pub enum Op {
     Cast {
         to: super::DType,
     },
-    /// float16 constant → float32 (inserted by fp16 quantization).
+    /// float16 or quantized integer → float32 (inserted by quantization).
     Dequantize,
+    /// float32 → int8 with the output tensor's parameters, or int8 → int8 with new parameters
+    /// (inserted by full-integer quantization).
+    Quantize,
 }
 
 impl Op {
@@ -321,6 +324,7 @@ impl Op {
             Op::ArgMax { .. } => "ArgMax",
             Op::Cast { .. } => "Cast",
             Op::Dequantize => "Dequantize",
+            Op::Quantize => "Quantize",
         }
     }
 }

@@ -180,11 +180,11 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             need(2)?;
             Ok(vec![(broadcast(&x.shape, &inputs[1].shape)?, x.dtype)])
         }
-        Op::Unary(_) | Op::Clip { .. } | Op::HardSigmoid { .. } | Op::Dequantize => {
-            let dt = if matches!(op, Op::Dequantize) {
-                DType::F32
-            } else {
-                x.dtype
+        Op::Unary(_) | Op::Clip { .. } | Op::HardSigmoid { .. } | Op::Dequantize | Op::Quantize => {
+            let dt = match op {
+                Op::Dequantize => DType::F32,
+                Op::Quantize => DType::I8,
+                _ => x.dtype,
             };
             Ok(vec![(x.shape.clone(), dt)])
         }

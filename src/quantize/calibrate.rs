@@ -1,0 +1,498 @@
+//! Calibration: representative inputs are run through the optimized float model (the file the
+//! converter is about to quantize, executed by literun's kernels) and every intermediate tensor's
+//! range is recorded. Memory is bounded: running min/max, then (for the percentile and MSE
+//! methods) a fixed-size histogram per tensor; activations are never kept.
+
+use crate::npy::{self, NpyArray, NpyData};
+use anyhow::{anyhow, bail, Context, Result};
+use rayon::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// How a tensor's range is chosen from its statistics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Method {
+    /// The observed min and max.
+    MinMax,
+    /// Clip to the given percentile (e.g. 99.99) at both ends.
+    Percentile(f64),
+    /// The clipping range minimising the expected squared quantization error.
+    Mse,
+}
+
+impl Method {
+    /// Parses `minmax`, `percentile`, `percentile:99.9` or `mse`.
+    pub fn parse(s: &str) -> Result<Method> {
+        match s.split_once(':') {
+            None if s == "minmax" => Ok(Method::MinMax),
+            None if s == "mse" => Ok(Method::Mse),
+            None if s == "percentile" => Ok(Method::Percentile(99.99)),
+            Some(("percentile", p)) => {
+                let p: f64 = p
+                    .parse()
+                    .map_err(|_| anyhow!("--calibration-method percentile:{p}: not a number"))?;
+                if !(50.0..=100.0).contains(&p) {
+                    bail!("--calibration-method percentile:{p}: must be within [50, 100]");
+                }
+                Ok(Method::Percentile(p))
+            }
+            _ => bail!("unknown calibration method '{s}' (minmax, percentile[:P], mse)"),
+        }
+    }
+
+    fn needs_histogram(self) -> bool {
+        self != Method::MinMax
+    }
+}
+
+/// One model input as calibration needs it.
+#[derive(Clone, Debug)]
+pub struct InputSpec {
+    pub name: String,
+    pub shape: Vec<usize>,
+    /// The same input in NCHW when the model takes NHWC (`--nhwc-io`): data in the ONNX layout
+    /// is accepted and transposed.
+    pub nchw_shape: Option<Vec<usize>>,
+}
+
+/// A calibration sample: one float array per model input, in model input order.
+pub type Sample = Vec<Vec<f32>>;
+
+fn npy_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read calibration directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "npy"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn to_f32(a: &NpyArray, label: &str) -> Result<Vec<f32>> {
+    match &a.data {
+        NpyData::F32(v) => Ok(v.clone()),
+        _ => bail!(
+            "{label}: calibration data must be float32, got {}",
+            a.dtype_name()
+        ),
+    }
+}
+
+fn nhwc_from_nchw(v: &[f32], nchw: &[usize]) -> Vec<f32> {
+    let (n, c, h, w) = (nchw[0], nchw[1], nchw[2], nchw[3]);
+    let mut out = vec![0f32; v.len()];
+    for b in 0..n {
+        for ch in 0..c {
+            for y in 0..h {
+                for x in 0..w {
+                    out[((b * h + y) * w + x) * c + ch] = v[((b * c + ch) * h + y) * w + x];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Splits an array into samples for `input`: the input's exact shape (one sample), the shape
+/// without its leading 1 (one sample), or a batch of N along the leading axis.
+fn split_samples(a: &NpyArray, input: &InputSpec, label: &str) -> Result<Vec<Vec<f32>>> {
+    let v = to_f32(a, label)?;
+    let per = input.shape.iter().product::<usize>();
+    let matches = |shape: &[usize]| -> Option<usize> {
+        if a.shape == shape {
+            return Some(1);
+        }
+        if shape.first() == Some(&1) {
+            let inner = &shape[1..];
+            if a.shape == inner {
+                return Some(1);
+            }
+            if a.shape.len() == shape.len() && a.shape[1..] == *inner {
+                return Some(a.shape[0]);
+            }
+        }
+        None
+    };
+    let (n, transpose) = if let Some(n) = matches(&input.shape) {
+        (n, None)
+    } else if let Some(n) = input.nchw_shape.as_deref().and_then(matches) {
+        (n, input.nchw_shape.clone())
+    } else {
+        bail!(
+            "{label}: shape {:?} does not match input '{}' {:?} (one sample, or a batch along the first axis)",
+            a.shape,
+            input.name,
+            input.shape
+        );
+    };
+    let mut out = Vec::with_capacity(n);
+    for (k, chunk) in v.chunks(per).enumerate() {
+        if let Some(i) = chunk.iter().position(|x| !x.is_finite()) {
+            bail!("{label}: sample {k} has a non-finite value at element {i}");
+        }
+        out.push(match &transpose {
+            Some(nchw) => {
+                let mut one = nchw.clone();
+                one[0] = 1;
+                nhwc_from_nchw(chunk, &one)
+            }
+            None => chunk.to_vec(),
+        });
+    }
+    Ok(out)
+}
+
+/// Loads calibration samples from a directory of `.npy` files (one sample or a batch each; for
+/// several inputs, one subdirectory per input name, paired by sorted file order) or a `.npz`
+/// (one array per input name; a single-input model accepts any one array).
+pub fn load(path: &Path, inputs: &[InputSpec]) -> Result<Vec<Sample>> {
+    let per_input: Vec<Vec<Vec<f32>>> = if path.extension().is_some_and(|e| e == "npz") {
+        let arrays = npy::read_npz(path)?;
+        inputs
+            .iter()
+            .map(|inp| {
+                let (key, a) = arrays
+                    .iter()
+                    .find(|(k, _)| *k == inp.name)
+                    .or(if inputs.len() == 1 && arrays.len() == 1 {
+                        arrays.first()
+                    } else {
+                        None
+                    })
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "{}: no array named '{}' (arrays: {})",
+                            path.display(),
+                            inp.name,
+                            arrays
+                                .iter()
+                                .map(|(k, _)| k.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })?;
+                split_samples(a, inp, &format!("{}[{key}]", path.display()))
+            })
+            .collect::<Result<_>>()?
+    } else if path.is_dir() {
+        inputs
+            .iter()
+            .map(|inp| {
+                let sub = path.join(&inp.name);
+                let dir = if inputs.len() > 1 || sub.is_dir() {
+                    if !sub.is_dir() {
+                        bail!(
+                            "{}: the model has {} inputs; expected a subdirectory '{}' of .npy files",
+                            path.display(),
+                            inputs.len(),
+                            inp.name
+                        );
+                    }
+                    sub
+                } else {
+                    path.to_path_buf()
+                };
+                let mut samples = Vec::new();
+                for f in npy_files(&dir)? {
+                    let a = npy::read(&f)?;
+                    samples.extend(split_samples(&a, inp, &f.display().to_string())?);
+                }
+                Ok(samples)
+            })
+            .collect::<Result<_>>()?
+    } else if path.extension().is_some_and(|e| e == "npy") {
+        if inputs.len() != 1 {
+            bail!(
+                "{}: a single .npy can only calibrate a single-input model",
+                path.display()
+            );
+        }
+        vec![split_samples(
+            &npy::read(path)?,
+            &inputs[0],
+            &path.display().to_string(),
+        )?]
+    } else {
+        bail!(
+            "{}: calibration data must be a directory of .npy files, a .npy or a .npz",
+            path.display()
+        );
+    };
+    let n = per_input.first().map_or(0, |v| v.len());
+    if n == 0 {
+        bail!("{}: the calibration set is empty", path.display());
+    }
+    if let Some((inp, v)) = inputs.iter().zip(&per_input).find(|(_, v)| v.len() != n) {
+        bail!(
+            "{}: input '{}' has {} samples, '{}' has {n}",
+            path.display(),
+            inp.name,
+            v.len(),
+            inputs[0].name
+        );
+    }
+    Ok((0..n)
+        .map(|k| per_input.iter().map(|v| v[k].clone()).collect())
+        .collect())
+}
+
+const BINS: usize = 2048;
+
+/// Statistics of one tensor.
+#[derive(Clone, Debug)]
+struct Stat {
+    min: f32,
+    max: f32,
+    hist: Vec<u64>,
+}
+
+impl Stat {
+    fn new() -> Stat {
+        Stat {
+            min: f32::INFINITY,
+            max: f32::NEG_INFINITY,
+            hist: Vec::new(),
+        }
+    }
+
+    fn observe_range(&mut self, v: &[f32]) {
+        for &x in v {
+            if x.is_finite() {
+                self.min = self.min.min(x);
+                self.max = self.max.max(x);
+            }
+        }
+    }
+
+    fn observe_hist(&mut self, v: &[f32]) {
+        if self.hist.is_empty() {
+            self.hist = vec![0; BINS];
+        }
+        let (lo, w) = (self.min, (self.max - self.min) / BINS as f32);
+        if w.is_nan() || w <= 0.0 {
+            self.hist[0] += v.len() as u64;
+            return;
+        }
+        for &x in v {
+            if x.is_finite() {
+                let b = (((x - lo) / w) as usize).min(BINS - 1);
+                self.hist[b] += 1;
+            }
+        }
+    }
+
+    fn merge(&mut self, o: &Stat) {
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        if self.hist.is_empty() {
+            self.hist = o.hist.clone();
+        } else {
+            for (a, b) in self.hist.iter_mut().zip(&o.hist) {
+                *a += b;
+            }
+        }
+    }
+
+    /// The chosen [lo, hi].
+    fn range(&self, method: Method) -> (f32, f32) {
+        if self.min.is_nan() || self.max.is_nan() || self.min > self.max {
+            return (0.0, 0.0);
+        }
+        let total: u64 = self.hist.iter().sum();
+        if total == 0 || self.max == self.min {
+            return (self.min, self.max);
+        }
+        let w = (self.max - self.min) / BINS as f32;
+        let edge = |b: usize| self.min + w * b as f32;
+        match method {
+            Method::MinMax => (self.min, self.max),
+            Method::Percentile(p) => {
+                let cut = ((1.0 - p / 100.0) * total as f64).floor() as u64;
+                let (mut acc, mut lo_b) = (0u64, 0usize);
+                while lo_b < BINS && acc + self.hist[lo_b] <= cut {
+                    acc += self.hist[lo_b];
+                    lo_b += 1;
+                }
+                let (mut acc, mut hi_b) = (0u64, BINS);
+                while hi_b > lo_b + 1 && acc + self.hist[hi_b - 1] <= cut {
+                    acc += self.hist[hi_b - 1];
+                    hi_b -= 1;
+                }
+                (edge(lo_b).min(0.0f32.max(self.min)), edge(hi_b))
+            }
+            Method::Mse => {
+                // Shrink the range symmetrically around the data toward its centre of zero and
+                // keep the candidate with the least expected error (rounding + clipping).
+                let mut best = (f64::INFINITY, self.min, self.max);
+                for k in 0..=40 {
+                    let f = 1.0 - k as f32 * 0.02;
+                    let (lo, hi) = (self.min.min(0.0) * f, self.max.max(0.0) * f);
+                    let step = ((hi - lo) / 255.0).max(f32::MIN_POSITIVE) as f64;
+                    let mut err = 0f64;
+                    for (b, &c) in self.hist.iter().enumerate() {
+                        if c == 0 {
+                            continue;
+                        }
+                        let x = (edge(b) + w / 2.0) as f64;
+                        let clipped = x.clamp(lo as f64, hi as f64);
+                        let e = (x - clipped).powi(2) + step * step / 12.0;
+                        err += c as f64 * e;
+                    }
+                    if err < best.0 {
+                        best = (err, lo, hi);
+                    }
+                }
+                (best.1, best.2)
+            }
+        }
+    }
+}
+
+/// Runs `samples` through the float model and returns each observed tensor's chosen range,
+/// indexed by tensor index in the file. Model inputs are included.
+pub fn collect_ranges(
+    model_bytes: &[u8],
+    samples: &[Sample],
+    method: Method,
+    progress: bool,
+) -> Result<Vec<Option<(f32, f32)>>> {
+    let aligned = literun::AlignedBytes::from_slice(model_bytes);
+    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let nt = model.tensors().len();
+    let passes = if method.needs_histogram() { 2 } else { 1 };
+    let bar = if progress {
+        let bar = indicatif::ProgressBar::new((samples.len() * passes) as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("  calibrating {bar:30} {pos}/{len} samples")
+                .expect("valid template"),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut stats = vec![Stat::new(); nt];
+    for pass in 0..passes {
+        let base = stats.clone();
+        let chunk = samples
+            .len()
+            .div_ceil(rayon::current_num_threads().max(1))
+            .max(1);
+        let partial: Vec<Result<Vec<Stat>>> = samples
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+                let mut local = base.clone();
+                for s in &mut local {
+                    s.hist.clear();
+                }
+                for sample in part {
+                    for (i, values) in sample.iter().enumerate() {
+                        let info = &model.inputs()[i];
+                        interp
+                            .input_mut(i)
+                            .and_then(|mut t| t.copy_from_f32(values))
+                            .map_err(|e| anyhow!("input '{}': {e}", info.name))?;
+                        let st = &mut local[info.tensor];
+                        if pass == 0 {
+                            st.observe_range(values);
+                        } else {
+                            st.observe_hist(values);
+                        }
+                    }
+                    interp
+                        .invoke_observed(&mut |_op, t, view| {
+                            if let Ok(v) = view.as_f32() {
+                                if pass == 0 {
+                                    local[t].observe_range(v);
+                                } else {
+                                    local[t].observe_hist(v);
+                                }
+                            }
+                        })
+                        .map_err(|e| anyhow!("{e}"))?;
+                    bar.inc(1);
+                }
+                Ok(local)
+            })
+            .collect();
+        let mut merged = base;
+        for s in &mut merged {
+            s.hist.clear();
+        }
+        for p in partial {
+            for (m, s) in merged.iter_mut().zip(p?) {
+                if pass == 0 {
+                    m.merge(&s);
+                } else {
+                    // The range is fixed after the first pass; only histograms add up.
+                    let (min, max) = (m.min, m.max);
+                    m.merge(&s);
+                    m.min = min;
+                    m.max = max;
+                }
+            }
+        }
+        stats = merged;
+    }
+    bar.finish_and_clear();
+    Ok(stats
+        .iter()
+        .map(|s| (s.min <= s.max).then(|| s.range(method)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat_of(v: &[f32]) -> Stat {
+        let mut s = Stat::new();
+        s.observe_range(v);
+        s.observe_hist(v);
+        s
+    }
+
+    #[test]
+    fn minmax_is_the_observed_range() {
+        let s = stat_of(&[-1.0, 0.5, 3.0]);
+        assert_eq!(s.range(Method::MinMax), (-1.0, 3.0));
+    }
+
+    #[test]
+    fn percentile_and_mse_clip_a_lone_outlier() {
+        let mut v: Vec<f32> = (0..10000).map(|i| (i % 100) as f32 / 100.0).collect();
+        v.push(100.0);
+        let s = stat_of(&v);
+        let (_, hi) = s.range(Method::Percentile(99.9));
+        assert!(hi < 2.0, "percentile kept the outlier: {hi}");
+        let (_, hi) = s.range(Method::Mse);
+        assert!(hi < 100.0, "mse kept the full range: {hi}");
+    }
+
+    #[test]
+    fn method_names_parse() {
+        assert_eq!(Method::parse("minmax").unwrap(), Method::MinMax);
+        assert_eq!(
+            Method::parse("percentile:99.9").unwrap(),
+            Method::Percentile(99.9)
+        );
+        assert!(Method::parse("percentile:5").is_err());
+        assert!(Method::parse("kl").is_err());
+    }
+
+    #[test]
+    fn samples_split_by_batch_and_reject_wrong_shapes_and_nan() {
+        let inp = InputSpec {
+            name: "x".into(),
+            shape: vec![1, 2],
+            nchw_shape: None,
+        };
+        let a = NpyArray::f32(vec![3, 2], vec![0.0; 6]);
+        assert_eq!(split_samples(&a, &inp, "f").unwrap().len(), 3);
+        let bad = NpyArray::f32(vec![3], vec![0.0; 3]);
+        let e = split_samples(&bad, &inp, "f.npy").unwrap_err().to_string();
+        assert!(e.contains("f.npy") && e.contains("'x'"), "{e}");
+        let nan = NpyArray::f32(vec![1, 2], vec![0.0, f32::NAN]);
+        let e = split_samples(&nan, &inp, "f.npy").unwrap_err().to_string();
+        assert!(e.contains("sample 0"), "{e}");
+    }
+}

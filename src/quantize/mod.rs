@@ -1,0 +1,517 @@
+//! Quantization of the lowered (TFLite-shaped, NHWC) graph: float16 weights, int8 weights only
+//! (hybrid kernels), and full int8 from calibrated activation ranges. Follows the TFLite int8
+//! quantization spec: symmetric per-channel int8 weights, int32 biases with scale
+//! input_scale × weight_scale, asymmetric per-tensor int8 activations.
+
+pub mod calibrate;
+pub mod params;
+pub mod report;
+pub mod weights;
+
+use crate::ir::{ConstData, DType, Graph, Layout, Node, Op, QuantParams, TensorId};
+use anyhow::{bail, Result};
+use params::OutputRule;
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// `--quantize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuantizeMode {
+    /// float16 constants, DEQUANTIZE to float32 before use.
+    Fp16,
+    /// int8 weights, float activations (no calibration data).
+    Int8Weights,
+    /// int8 weights and activations (calibrated).
+    Int8Full,
+}
+
+/// The element type of the model's inputs and outputs in full-int8 mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IoType {
+    #[default]
+    Float,
+    Int8,
+}
+
+/// Calibrated [min, max] of each runtime tensor of the float graph.
+pub type Ranges = HashMap<TensorId, (f32, f32)>;
+
+/// What quantization did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct QuantSummary {
+    pub mode: String,
+    /// Nodes running integer (or hybrid) kernels.
+    pub quantized_nodes: usize,
+    /// Nodes left in float: (node name, op, why).
+    pub float_nodes: Vec<(String, String, String)>,
+    pub quantize_ops: usize,
+    pub dequantize_ops: usize,
+    pub weight_bytes_before: usize,
+    pub weight_bytes_after: usize,
+}
+
+/// Inserts `x' = DEQUANTIZE(c)` for constant `c` (re-encoded by the caller), returning x'.
+fn dequantize_const(g: &mut Graph, c: TensorId, new_nodes: &mut Vec<Node>) -> TensorId {
+    let name = g.tensors[c].name.clone();
+    let shape = g.tensors[c].shape.clone();
+    g.tensors[c].name = g.fresh_name(&format!("{name}/quantized"));
+    let out = g.add_tensor(name.clone(), shape, DType::F32);
+    new_nodes.push(Node {
+        name: format!("{name}/dequantize"),
+        op: Op::Dequantize,
+        inputs: vec![c],
+        outputs: vec![out],
+    });
+    out
+}
+
+/// Which constant inputs of `node` are weights that quantization may re-encode.
+fn weight_inputs(node: &Node) -> &'static [usize] {
+    match node.op {
+        Op::Conv2d { .. } | Op::ConvTranspose2d { .. } | Op::FullyConnected { .. } => &[1, 2],
+        Op::MatMul { .. } | Op::Binary { .. } | Op::PRelu => &[0, 1],
+        Op::Gather { .. } => &[0],
+        _ => &[],
+    }
+}
+
+/// float16 weights: each float32 weight constant becomes FLOAT16 behind a DEQUANTIZE (once per
+/// constant, however many nodes read it), as TFLite's float16 quantization does.
+pub fn fp16_weights(g: &mut Graph) -> QuantSummary {
+    let before = g.const_bytes();
+    let mut done: HashMap<TensorId, TensorId> = HashMap::new();
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    for mut node in std::mem::take(&mut g.nodes) {
+        for &k in weight_inputs(&node) {
+            let Some(&c) = node.inputs.get(k) else {
+                continue;
+            };
+            if g.tensors[c].data.as_ref().map(|d| d.dtype()) != Some(DType::F32) {
+                continue;
+            }
+            let f = match done.get(&c) {
+                Some(&f) => f,
+                None => {
+                    let d = weights::to_f16(g.tensors[c].data.as_ref().expect("constant"));
+                    g.tensors[c].dtype = DType::F16;
+                    g.tensors[c].data = Some(d);
+                    let f = dequantize_const(g, c, &mut nodes);
+                    done.insert(c, f);
+                    f
+                }
+            };
+            node.inputs[k] = f;
+        }
+        nodes.push(node);
+    }
+    g.nodes = nodes;
+    QuantSummary {
+        mode: "fp16".into(),
+        dequantize_ops: done.len(),
+        weight_bytes_before: before,
+        weight_bytes_after: g.const_bytes(),
+        ..Default::default()
+    }
+}
+
+/// The per-channel axis of a conv/dense weight in NHWC layout: output channels.
+fn weight_channel_axis(g: &Graph, node: &Node) -> Option<usize> {
+    match &node.op {
+        Op::Conv2d {
+            layout: Layout::Nhwc,
+            group,
+            ..
+        } => {
+            let ws = g.shape(node.inputs[1]);
+            let x = g.shape(node.inputs[0]);
+            // Depthwise weights are [1, KH, KW, C*M]: channels last.
+            if *group > 1 && *group == x[3] && ws[0] == 1 {
+                Some(3)
+            } else {
+                Some(0)
+            }
+        }
+        Op::FullyConnected { .. } => Some(0),
+        _ => None,
+    }
+}
+
+/// Constants smaller than this stay float in weights-only mode when no hybrid kernel reads them
+/// (TFLite's dynamic-range default): quantizing them saves little and costs a DEQUANTIZE.
+const MIN_DEQUANTIZED_ELEMENTS: usize = 1024;
+
+/// Weights-only int8: conv/depthwise/dense weights become int8 per output channel read directly
+/// by hybrid kernels; other large float weights become int8 behind a DEQUANTIZE.
+pub fn int8_weights(g: &mut Graph) -> QuantSummary {
+    let before = g.const_bytes();
+    let mut s = QuantSummary {
+        mode: "int8 weights-only".into(),
+        weight_bytes_before: before,
+        ..Default::default()
+    };
+    let uses = g.use_counts();
+    let mut done: HashMap<TensorId, TensorId> = HashMap::new();
+    let mut nodes = Vec::with_capacity(g.nodes.len());
+    for mut node in std::mem::take(&mut g.nodes) {
+        let hybrid_axis = weight_channel_axis(g, &node);
+        if let (Some(axis), Some(&w)) = (hybrid_axis, node.inputs.get(1)) {
+            let is_f32 = g.tensors[w]
+                .data
+                .as_ref()
+                .and_then(|d| d.as_f32())
+                .is_some();
+            // A weight shared with another reader keeps its float copy for that reader.
+            if is_f32 && uses.get(&w) == Some(&1) {
+                let data = g.tensors[w]
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.as_f32())
+                    .expect("f32");
+                let (q, p) = weights::quantize_symmetric(data, Some(axis));
+                g.tensors[w].data = Some(q);
+                g.tensors[w].dtype = DType::I8;
+                g.tensors[w].quant = Some(p);
+                s.quantized_nodes += 1;
+                nodes.push(node);
+                continue;
+            }
+        }
+        for &k in weight_inputs(&node) {
+            let Some(&c) = node.inputs.get(k) else {
+                continue;
+            };
+            let big_f32 = g.tensors[c]
+                .data
+                .as_ref()
+                .and_then(|d| d.as_f32())
+                .is_some_and(|d| d.len() >= MIN_DEQUANTIZED_ELEMENTS);
+            if !big_f32 {
+                continue;
+            }
+            let f = match done.get(&c) {
+                Some(&f) => f,
+                None => {
+                    let data = g.tensors[c]
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.as_f32())
+                        .expect("f32");
+                    let (q, p) = weights::quantize_symmetric(data, None);
+                    g.tensors[c].data = Some(q);
+                    g.tensors[c].dtype = DType::I8;
+                    g.tensors[c].quant = Some(p);
+                    let f = dequantize_const(g, c, &mut nodes);
+                    done.insert(c, f);
+                    f
+                }
+            };
+            node.inputs[k] = f;
+        }
+        nodes.push(node);
+    }
+    g.nodes = nodes;
+    s.dequantize_ops = done.len();
+    s.weight_bytes_after = g.const_bytes();
+    s
+}
+
+/// Options of full-integer quantization.
+#[derive(Clone, Debug, Default)]
+pub struct FullInt8Options {
+    pub io_type: IoType,
+    /// Fail instead of leaving ops in float.
+    pub strict: bool,
+    /// Node names to keep in float.
+    pub exclude_nodes: Vec<String>,
+    /// IR op names (e.g. "Softmax") to keep in float.
+    pub exclude_ops: Vec<String>,
+}
+
+struct Int8Builder<'r> {
+    ranges: &'r Ranges,
+    nodes: Vec<Node>,
+    /// float tensor → its int8 version (made by a QUANTIZE, or the tensor itself once int8).
+    int8_of: HashMap<TensorId, TensorId>,
+    /// int8 tensor → its float version (made by a DEQUANTIZE).
+    float_of: HashMap<TensorId, TensorId>,
+    quantize_ops: usize,
+    dequantize_ops: usize,
+}
+
+impl Int8Builder<'_> {
+    fn range(&self, g: &Graph, t: TensorId) -> Result<(f32, f32)> {
+        self.ranges.get(&t).copied().ok_or_else(|| {
+            anyhow::anyhow!(
+                "no calibration statistics for tensor '{}'",
+                g.tensors[t].name
+            )
+        })
+    }
+
+    /// The int8 version of runtime tensor `t`, with parameters `want` (or calibrated).
+    fn int8(&mut self, g: &mut Graph, t: TensorId, want: Option<&QuantParams>) -> Result<TensorId> {
+        if g.tensors[t].dtype == DType::I8 {
+            let have = g.tensors[t]
+                .quant
+                .clone()
+                .expect("int8 tensors carry parameters");
+            return match want {
+                Some(w) if *w != have => Ok(self.requantize(g, t, w.clone())),
+                _ => Ok(t),
+            };
+        }
+        if let Some(&q) = self.int8_of.get(&t) {
+            if want.is_none_or(|w| g.tensors[q].quant.as_ref() == Some(w)) {
+                return Ok(q);
+            }
+            return Ok(self.requantize(g, q, want.expect("checked").clone()));
+        }
+        let params = match want {
+            Some(w) => w.clone(),
+            None => {
+                let (lo, hi) = self.range(g, t)?;
+                weights::asymmetric_params(lo, hi)
+            }
+        };
+        let name = g.fresh_name(&format!("{}/int8", g.tensors[t].name));
+        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), DType::I8);
+        g.tensors[q].quant = Some(params);
+        self.nodes.push(Node {
+            name: format!("{name}/quantize"),
+            op: Op::Quantize,
+            inputs: vec![t],
+            outputs: vec![q],
+        });
+        self.quantize_ops += 1;
+        self.int8_of.insert(t, q);
+        Ok(q)
+    }
+
+    /// int8 → int8 with new parameters (QUANTIZE requantizes).
+    fn requantize(&mut self, g: &mut Graph, t: TensorId, params: QuantParams) -> TensorId {
+        let name = g.fresh_name(&format!("{}/requantized", g.tensors[t].name));
+        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), DType::I8);
+        g.tensors[q].quant = Some(params);
+        self.nodes.push(Node {
+            name: format!("{name}/quantize"),
+            op: Op::Quantize,
+            inputs: vec![t],
+            outputs: vec![q],
+        });
+        self.quantize_ops += 1;
+        q
+    }
+
+    /// The float version of int8 tensor `t`.
+    fn float(&mut self, g: &mut Graph, t: TensorId) -> TensorId {
+        if let Some(&f) = self.float_of.get(&t) {
+            return f;
+        }
+        let name = g.fresh_name(&format!("{}/float", g.tensors[t].name));
+        let f = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), DType::F32);
+        self.nodes.push(Node {
+            name: format!("{name}/dequantize"),
+            op: Op::Dequantize,
+            inputs: vec![t],
+            outputs: vec![f],
+        });
+        self.dequantize_ops += 1;
+        self.float_of.insert(t, f);
+        f
+    }
+}
+
+/// Full int8: every op with an int8 rule runs on int8 tensors; the rest stay float between
+/// DEQUANTIZE and QUANTIZE (reported, or an error with `strict`).
+pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Result<QuantSummary> {
+    let before = g.const_bytes();
+    let mut s = QuantSummary {
+        mode: "int8".into(),
+        weight_bytes_before: before,
+        ..Default::default()
+    };
+    let uses = g.use_counts();
+    // Outputs whose parameters come from calibration alone (a consumer may still choose them).
+    let mut free: std::collections::HashSet<TensorId> = Default::default();
+    let mut b = Int8Builder {
+        ranges,
+        nodes: Vec::new(),
+        int8_of: HashMap::new(),
+        float_of: HashMap::new(),
+        quantize_ops: 0,
+        dequantize_ops: 0,
+    };
+    if opts.io_type == IoType::Int8 {
+        for &t in &g.inputs.clone() {
+            if g.tensors[t].dtype == DType::F32 {
+                let (lo, hi) = b.range(g, t)?;
+                g.tensors[t].dtype = DType::I8;
+                g.tensors[t].quant = Some(weights::asymmetric_params(lo, hi));
+            }
+        }
+    }
+    // Rules are decided on the float graph, before any tensor becomes int8.
+    let rules: Vec<Option<OutputRule>> = g.nodes.iter().map(|n| params::int8_rule(g, n)).collect();
+    let old_nodes = std::mem::take(&mut g.nodes);
+    for (mut node, rule) in old_nodes.into_iter().zip(rules) {
+        let excluded = opts.exclude_nodes.contains(&node.name)
+            || opts.exclude_ops.iter().any(|o| o == node.op.name());
+        let rule = if excluded { None } else { rule };
+        let Some(rule) = rule else {
+            if !matches!(node.op, Op::Dequantize | Op::Quantize) {
+                let why = if excluded {
+                    "excluded"
+                } else {
+                    "no int8 kernel"
+                };
+                s.float_nodes.push((
+                    node.name.clone(),
+                    node.op.name().to_string(),
+                    why.to_string(),
+                ));
+            }
+            for i in 0..node.inputs.len() {
+                let t = node.inputs[i];
+                if g.tensors[t].dtype == DType::I8 && !g.tensors[t].is_const() {
+                    node.inputs[i] = b.float(g, t);
+                }
+            }
+            b.nodes.push(node);
+            continue;
+        };
+        s.quantized_nodes += 1;
+        // Output parameters first where they constrain the inputs (Shared).
+        let out = node.outputs[0];
+        let shared = if rule == OutputRule::Shared {
+            let (lo, hi) = b.range(g, out)?;
+            Some(weights::asymmetric_params(lo, hi))
+        } else {
+            None
+        };
+        // The spec quantizes FULLY_CONNECTED weights per tensor; per-channel FC is newer and
+        // LiteRT's kernels for it round differently from its reference, so int8 FC stays
+        // per-tensor (the hybrid path keeps per-channel).
+        let channel_axis = weight_channel_axis(g, &node);
+        let per_channel = !matches!(node.op, Op::FullyConnected { .. });
+        let mut input_scale = 1.0f32;
+        let mut weight_scales: Vec<f32> = vec![];
+        for i in 0..node.inputs.len() {
+            let t = node.inputs[i];
+            if let Some(d) = g.tensors[t].data.clone() {
+                let Some(f) = d.as_f32() else { continue };
+                let (q, p) = match (i, channel_axis) {
+                    (1, Some(axis)) => {
+                        let r = weights::quantize_symmetric(f, per_channel.then_some(axis));
+                        weight_scales = r.1.scale.clone();
+                        r
+                    }
+                    (2, Some(_)) => weights::quantize_bias(f, input_scale, &weight_scales),
+                    _ => {
+                        let (lo, hi) = f
+                            .iter()
+                            .fold((0f32, 0f32), |(l, h), &x| (l.min(x), h.max(x)));
+                        let p = weights::asymmetric_params(lo, hi);
+                        (weights::quantize_asymmetric(f, &p), p)
+                    }
+                };
+                // A constant read by several nodes gets its own quantized copy here.
+                let name = g.fresh_name(&format!("{}/q", g.tensors[t].name));
+                let c = g.add_const(name, q);
+                g.tensors[c].quant = Some(p);
+                node.inputs[i] = c;
+            } else {
+                let want = shared.as_ref();
+                // A free (calibrated) producer feeding only this concat adopts its parameters.
+                if let (Some(w), true) = (want, free.contains(&t)) {
+                    if uses.get(&t) == Some(&1) && !g.outputs.contains(&t) {
+                        g.tensors[t].quant = Some(w.clone());
+                    }
+                }
+                let q = b.int8(g, t, want)?;
+                if i == 0 {
+                    input_scale = g.tensors[q].quant.as_ref().expect("int8").scale[0];
+                }
+                node.inputs[i] = q;
+            }
+        }
+        let out_params = match &rule {
+            OutputRule::Calibrated => {
+                let (lo, hi) = b.range(g, out)?;
+                weights::asymmetric_params(lo, hi)
+            }
+            OutputRule::SameAsInput => g.tensors[node.inputs[0]].quant.clone().expect("int8"),
+            OutputRule::Fixed(p) => p.clone(),
+            OutputRule::Shared => shared.clone().expect("computed above"),
+        };
+        for &o in &node.outputs {
+            g.tensors[o].dtype = DType::I8;
+            g.tensors[o].quant = Some(out_params.clone());
+            if rule == OutputRule::Calibrated {
+                free.insert(o);
+            }
+        }
+        b.nodes.push(node);
+    }
+    if opts.strict && !s.float_nodes.is_empty() {
+        bail!(
+            "--strict-int8: {} op(s) have no int8 kernel: {}",
+            s.float_nodes.len(),
+            s.float_nodes
+                .iter()
+                .map(|(n, op, _)| format!("'{n}' ({op})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    // Outputs: float by default (DEQUANTIZE; the float tensor takes the model's output name).
+    if opts.io_type == IoType::Float {
+        for k in 0..g.outputs.len() {
+            let t = g.outputs[k];
+            if g.tensors[t].dtype == DType::I8 {
+                let f = b.float(g, t);
+                let name = g.tensors[t].name.clone();
+                g.tensors[t].name = g.fresh_name(&format!("{name}/int8"));
+                g.tensors[f].name = name;
+                g.outputs[k] = f;
+            }
+        }
+    } else {
+        for k in 0..g.outputs.len() {
+            let t = g.outputs[k];
+            if g.tensors[t].dtype == DType::F32 {
+                let q = b.int8(g, t, None)?;
+                let name = g.tensors[t].name.clone();
+                g.tensors[t].name = g.fresh_name(&format!("{name}/float"));
+                g.tensors[q].name = name;
+                g.outputs[k] = q;
+            }
+        }
+    }
+    g.nodes = b.nodes;
+    g.remove_dead();
+    s.quantize_ops = b.quantize_ops;
+    s.dequantize_ops = b.dequantize_ops;
+    s.weight_bytes_after = g.const_bytes();
+    Ok(s)
+}
+
+/// Float values of an int8 constant (for tests and reports).
+pub fn const_values(d: &ConstData, p: &QuantParams, axis_len: usize) -> Vec<f32> {
+    let v = d.to_i64_vec();
+    let inner = if p.is_per_channel() {
+        d.shape()[p.axis + 1..].iter().product::<usize>()
+    } else {
+        1
+    };
+    v.iter()
+        .enumerate()
+        .map(|(i, &q)| {
+            let c = if p.is_per_channel() {
+                (i / inner) % axis_len
+            } else {
+                0
+            };
+            (q - p.zero_point[c]) as f32 * p.scale[c]
+        })
+        .collect()
+}

@@ -1,0 +1,75 @@
+//! Which lowered ops run in int8, and how their output parameters are chosen (the TFLite int8
+//! quantization spec's per-op rules).
+
+use crate::ir::{BinaryOp, Graph, Layout, Node, Op, PadMode, QuantParams, ReduceOp, UnaryOp};
+
+/// How an int8 op's output parameters are chosen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OutputRule {
+    /// From the calibrated range of the output.
+    Calibrated,
+    /// Equal to the (first) input's: the op only moves or selects values.
+    SameAsInput,
+    /// Fixed by the spec (the kernel's output range is known).
+    Fixed(QuantParams),
+    /// All inputs and the output share one set of parameters (CONCATENATION).
+    Shared,
+}
+
+/// The int8 rule for `node`, or `None` when it stays float (no int8 kernel, or its constant
+/// operands cannot be quantized the way the kernel needs).
+pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
+    let is_const = |i: usize| node.inputs.get(i).is_some_and(|&t| g.tensors[t].is_const());
+    let float_inputs = node
+        .inputs
+        .iter()
+        .all(|&t| g.tensors[t].dtype == crate::ir::DType::F32 || g.tensors[t].is_const());
+    if !float_inputs
+        || node
+            .outputs
+            .iter()
+            .any(|&t| g.tensors[t].dtype != crate::ir::DType::F32)
+    {
+        return None;
+    }
+    use OutputRule::*;
+    let fixed = |scale: f32, zp: i64| Some(Fixed(QuantParams::per_tensor(scale, zp)));
+    match &node.op {
+        Op::Conv2d {
+            layout: Layout::Nhwc,
+            group,
+            ..
+        } if is_const(1) && (node.inputs.len() < 3 || is_const(2)) => {
+            // Grouped convs were split by the lowering; depthwise has group == channels.
+            let _ = group;
+            Some(Calibrated)
+        }
+        Op::FullyConnected { .. } if is_const(1) && (node.inputs.len() < 3 || is_const(2)) => {
+            Some(Calibrated)
+        }
+        Op::Binary {
+            op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul,
+            ..
+        } => Some(Calibrated),
+        Op::Pool2d { .. } => Some(SameAsInput),
+        Op::Reduce {
+            op: ReduceOp::Mean, ..
+        } => Some(Calibrated),
+        Op::Softmax { axis } if *axis + 1 == g.tensors[node.inputs[0]].shape.len() => {
+            fixed(1.0 / 256.0, -128)
+        }
+        Op::Unary(UnaryOp::Sigmoid) => fixed(1.0 / 256.0, -128),
+        Op::Unary(UnaryOp::Tanh) => fixed(1.0 / 128.0, 0),
+        Op::Unary(UnaryOp::HardSwish | UnaryOp::Relu | UnaryOp::Relu6 | UnaryOp::ReluN1To1) => {
+            Some(Calibrated)
+        }
+        Op::Concat { .. } if node.inputs.iter().all(|&t| !g.tensors[t].is_const()) => Some(Shared),
+        Op::Reshape { .. } | Op::Transpose { .. } => Some(SameAsInput),
+        Op::Pad {
+            mode: PadMode::Constant,
+            value,
+            ..
+        } if *value == 0.0 => Some(SameAsInput),
+        _ => None,
+    }
+}

@@ -1,0 +1,196 @@
+//! What quantization cost, per layer: the float model and the quantized model run on the same
+//! samples, and every int8 tensor of the quantized model (dequantized) is compared with the
+//! float tensor of the same name.
+
+use super::calibrate::Sample;
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Error of one tensor, accumulated over the samples.
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerError {
+    pub tensor: String,
+    /// Builtin name of the operator producing it in the quantized file.
+    pub op: String,
+    pub snr_db: f64,
+    pub max_abs_error: f32,
+}
+
+#[derive(Default, Clone)]
+struct Acc {
+    signal: f64,
+    noise: f64,
+    max_abs: f32,
+}
+
+impl Acc {
+    fn add(&mut self, reference: &[f32], test: impl Iterator<Item = f32>) {
+        for (&r, t) in reference.iter().zip(test) {
+            let e = (r - t) as f64;
+            self.signal += (r as f64) * (r as f64);
+            self.noise += e * e;
+            self.max_abs = self.max_abs.max(e.abs() as f32);
+        }
+    }
+
+    fn snr_db(&self) -> f64 {
+        if self.noise == 0.0 {
+            f64::INFINITY
+        } else {
+            10.0 * (self.signal / self.noise).log10()
+        }
+    }
+}
+
+/// Runs every sample through `model` and calls `f(tensor index, float values)` for each op
+/// output (int8 tensors dequantized).
+fn observe(
+    bytes: &[u8],
+    samples: &[Sample],
+    mut f: impl FnMut(usize, usize, &[f32]),
+) -> Result<()> {
+    let aligned = literun::AlignedBytes::from_slice(bytes);
+    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+    let tensors = model.tensors();
+    let mut buf = Vec::new();
+    for (k, sample) in samples.iter().enumerate() {
+        for (i, values) in sample.iter().enumerate() {
+            let mut t = interp.input_mut(i).map_err(|e| anyhow!("{e}"))?;
+            match t.dtype() {
+                literun::DType::F32 => t.copy_from_f32(values).map_err(|e| anyhow!("{e}"))?,
+                _ => {
+                    // An integer input: quantize with its parameters.
+                    let q = tensors[model.inputs()[i].tensor]
+                        .qparams
+                        .clone()
+                        .ok_or_else(|| anyhow!("integer input without quantization"))?;
+                    let (s, z) = q.channel(0);
+                    for (d, &x) in t.bytes_mut().iter_mut().zip(values) {
+                        *d = ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8;
+                    }
+                }
+            }
+        }
+        interp
+            .invoke_observed(&mut |_op, t, view| {
+                buf.clear();
+                match view.dtype() {
+                    literun::DType::F32 => buf.extend_from_slice(view.as_f32().unwrap_or(&[])),
+                    literun::DType::I8 => {
+                        if let Some(q) = &tensors[t].qparams {
+                            let (s, z) = q.channel(0);
+                            buf.extend(
+                                view.bytes()
+                                    .iter()
+                                    .map(|&b| (b as i8 as i64 - z) as f32 * s),
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+                if !buf.is_empty() {
+                    f(k, t, &buf);
+                }
+            })
+            .map_err(|e| anyhow!("{e}"))?;
+    }
+    Ok(())
+}
+
+/// (name, producing builtin, is int8) of every tensor of a model.
+fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
+    let aligned = literun::AlignedBytes::from_slice(bytes);
+    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let mut producer = vec![String::new(); model.tensors().len()];
+    for op in model.operators() {
+        for &o in &op.outputs {
+            producer[o] = op.name();
+        }
+    }
+    Ok(model
+        .tensors()
+        .iter()
+        .zip(producer)
+        .map(|(t, p)| (t.name.to_string(), p, t.dtype == literun::DType::I8))
+        .collect())
+}
+
+/// Per-layer error of `quantized` against `float` on `samples`, worst (lowest SNR) first.
+pub fn layer_errors(float: &[u8], quantized: &[u8], samples: &[Sample]) -> Result<Vec<LayerError>> {
+    // Float activations of every sample, by tensor name (bounded: the report uses few samples).
+    let mut float_values: HashMap<(usize, usize), Vec<f32>> = HashMap::new();
+    observe(float, samples, |k, t, v| {
+        float_values.insert((k, t), v.to_vec());
+    })?;
+    let float_index: HashMap<String, usize> = labels(float)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, _, _))| (name, i))
+        .collect();
+    let qlabels = labels(quantized)?;
+    let mut accs: HashMap<usize, Acc> = HashMap::new();
+    observe(quantized, samples, |k, t, v| {
+        let (name, _, int8) = &qlabels[t];
+        if !int8 {
+            return;
+        }
+        if let Some(r) = float_index
+            .get(name)
+            .and_then(|&fi| float_values.get(&(k, fi)))
+        {
+            if r.len() == v.len() {
+                accs.entry(t).or_default().add(r, v.iter().copied());
+            }
+        }
+    })?;
+    let mut out: Vec<LayerError> = accs
+        .into_iter()
+        .map(|(t, a)| LayerError {
+            tensor: qlabels[t].0.clone(),
+            op: qlabels[t].1.clone(),
+            snr_db: a.snr_db(),
+            max_abs_error: a.max_abs,
+        })
+        .collect();
+    out.sort_by(|a, b| a.snr_db.total_cmp(&b.snr_db));
+    Ok(out)
+}
+
+/// End-to-end output error: SNR (dB) and max abs error of each output, quantized vs float.
+pub fn output_errors(
+    float: &[u8],
+    quantized: &[u8],
+    samples: &[Sample],
+) -> Result<Vec<LayerError>> {
+    let run = |bytes: &[u8]| -> Result<Vec<Vec<Vec<f32>>>> {
+        let aligned = literun::AlignedBytes::from_slice(bytes);
+        let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+        let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
+        let mut per_sample = vec![vec![Vec::new(); outs.len()]; samples.len()];
+        observe(bytes, samples, |k, t, v| {
+            if let Some(j) = outs.iter().position(|&o| o == t) {
+                per_sample[k][j] = v.to_vec();
+            }
+        })?;
+        Ok(per_sample)
+    };
+    let (f, q) = (run(float)?, run(quantized)?);
+    let aligned = literun::AlignedBytes::from_slice(float);
+    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let mut out = Vec::new();
+    for (j, info) in model.outputs().iter().enumerate() {
+        let mut a = Acc::default();
+        for k in 0..samples.len() {
+            a.add(&f[k][j], q[k][j].iter().copied());
+        }
+        out.push(LayerError {
+            tensor: info.name.to_string(),
+            op: "output".into(),
+            snr_db: a.snr_db(),
+            max_abs_error: a.max_abs,
+        });
+    }
+    Ok(out)
+}
