@@ -342,11 +342,20 @@ mod tests {
         // 6369 * real(0.00149...) = 9.4987: double rounding gives 10, one rounding gives 9
         // (the case that showed LiteRT's FULLY_CONNECTED rounds once).
         let (m, s) = quantize_multiplier(9.498_676_894_212_254 / 6369.0);
-        assert_eq!(multiply_by_quantized_multiplier_single_rounding(6369, m, s), 9);
-        assert_eq!(multiply_by_quantized_multiplier_single_rounding(-6369, m, s), -9);
+        assert_eq!(
+            multiply_by_quantized_multiplier_single_rounding(6369, m, s),
+            9
+        );
+        assert_eq!(
+            multiply_by_quantized_multiplier_single_rounding(-6369, m, s),
+            -9
+        );
         let (m, s) = quantize_multiplier(0.5);
         assert_eq!(multiply_by_quantized_multiplier_single_rounding(3, m, s), 2);
-        assert_eq!(multiply_by_quantized_multiplier_single_rounding(-3, m, s), -1);
+        assert_eq!(
+            multiply_by_quantized_multiplier_single_rounding(-3, m, s),
+            -1
+        );
     }
 
     use super::*;

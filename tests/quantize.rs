@@ -1,0 +1,268 @@
+//! Quantized conversions of the fixtures: sizes, accuracy against the float model and the
+//! labels, error budgets, and bad calibration data. (LiteRT agreement is checked by
+//! tests/interop/litert_check.py in every mode.)
+
+use litecvt::convert::{convert_file, Conversion, ConvertOptions};
+use litecvt::npy::{self, NpyArray, NpyData};
+use litecvt::quantize::QuantizeMode;
+use litecvt::runtime::{error_stats, run_lite};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("fixtures").join(format!("{name}.onnx"))
+}
+
+fn convert(model: &Path, mode: Option<QuantizeMode>, calibration: Option<&str>) -> Conversion {
+    let opts = ConvertOptions {
+        quantize: mode,
+        calibration: calibration.map(|c| root().join("calibration").join(c)),
+        ..Default::default()
+    };
+    convert_file(model, &opts).unwrap_or_else(|e| panic!("{}: {e:#}", model.display()))
+}
+
+fn full_int8(name: &str, calibration: &str) -> Conversion {
+    convert(
+        &fixture(name),
+        Some(QuantizeMode::Int8Full),
+        Some(calibration),
+    )
+}
+
+fn run(bytes: &[u8], input: &NpyArray) -> Vec<f32> {
+    let outs = run_lite(bytes, "model", &[(None, input.clone())]).expect("runs");
+    outs[0].1.to_f32()
+}
+
+/// Top-1 accuracy of a digits model on the held-out test split (450 images).
+fn digits_accuracy(bytes: &[u8]) -> f64 {
+    let test = npy::read_npz(&root().join("fixtures/digits_test.npz")).unwrap();
+    let x = &test.iter().find(|(k, _)| k == "x").unwrap().1;
+    let y = match &test.iter().find(|(k, _)| k == "y").unwrap().1.data {
+        NpyData::I64(v) => v.clone(),
+        _ => panic!("labels are int64"),
+    };
+    let per: usize = x.shape[1..].iter().product();
+    let xs = x.to_f32();
+    let mut correct = 0;
+    for (i, &label) in y.iter().enumerate() {
+        let one = NpyArray::f32(vec![1, 1, 8, 8], xs[i * per..(i + 1) * per].to_vec());
+        let logits = run(bytes, &one);
+        let best = logits
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .unwrap()
+            .0;
+        correct += usize::from(best as i64 == label);
+    }
+    correct as f64 / y.len() as f64 * 100.0
+}
+
+#[test]
+fn digits_int8_accuracy_stays_within_budget_of_float() {
+    let model = fixture("digits_cnn");
+    let float = convert(&model, None, None);
+    let weights = convert(&model, Some(QuantizeMode::Int8Weights), None);
+    let full = full_int8("digits_cnn", "digits");
+    let (af, aw, a8) = (
+        digits_accuracy(&float.bytes),
+        digits_accuracy(&weights.bytes),
+        digits_accuracy(&full.bytes),
+    );
+    println!("digits top-1: float {af:.2}%, int8 weights-only {aw:.2}%, full int8 {a8:.2}%");
+    assert!(af > 95.0, "float accuracy {af}");
+    assert!(af - aw <= 0.3, "weights-only lost {:.2} points", af - aw);
+    assert!(af - a8 <= 0.5, "full int8 lost {:.2} points", af - a8);
+}
+
+/// SNR (dB) of the quantized model's output against the float model's on the fixture's test
+/// input (never part of the calibration set).
+fn output_snr(name: &str, float: &Conversion, quantized: &Conversion) -> f64 {
+    let input = npy::read(&root().join("fixtures").join(format!("{name}.input.npy"))).unwrap();
+    let (f, q) = (run(&float.bytes, &input), run(&quantized.bytes, &input));
+    error_stats(&q, &f).snr_db as f64
+}
+
+#[test]
+fn realistic_fixtures_keep_25_db_in_full_int8() {
+    for (name, calib) in [
+        ("mobilenetv2_block", "mobilenetv2_block"),
+        ("attention_block", "attention_block"),
+    ] {
+        let float = convert(&fixture(name), None, None);
+        let q = full_int8(name, calib);
+        let snr = output_snr(name, &float, &q);
+        println!("{name}: full int8 SNR {snr:.1} dB");
+        assert!(snr >= 25.0, "{name}: SNR {snr:.1} dB");
+        // The converter's own measurement agrees that the output is fine.
+        let report = q.quantization.as_ref().unwrap();
+        assert!(
+            report.outputs[0].snr_db >= 25.0,
+            "{name}: {:?}",
+            report.outputs
+        );
+        assert!(!report.layers.is_empty());
+    }
+}
+
+#[test]
+fn mobilenet_runs_integer_only_between_the_edges() {
+    let q = full_int8("mobilenetv2_block", "mobilenetv2_block");
+    let s = &q.quantization.as_ref().unwrap().summary;
+    assert!(
+        s.float_nodes.is_empty(),
+        "left in float: {:?}",
+        s.float_nodes
+    );
+    assert_eq!(q.ops_after.get("QUANTIZE"), Some(&1));
+    assert_eq!(q.ops_after.get("DEQUANTIZE"), Some(&1));
+    // int8 weights: about a quarter of the float weights.
+    assert!(
+        s.weight_bytes_after * 10 <= s.weight_bytes_before * 3,
+        "{s:?}"
+    );
+}
+
+#[test]
+fn weight_only_modes_shrink_the_file_and_stay_close_to_float() {
+    let model = fixture("digits_cnn");
+    let float = convert(&model, None, None);
+    let fp16 = convert(&model, Some(QuantizeMode::Fp16), None);
+    let int8 = convert(&model, Some(QuantizeMode::Int8Weights), None);
+    let ratio = |c: &Conversion| c.bytes.len() as f64 / float.bytes.len() as f64;
+    println!(
+        "digits file: float {} B, fp16 {:.1}%, int8 weights {:.1}%",
+        float.bytes.len(),
+        ratio(&fp16) * 100.0,
+        ratio(&int8) * 100.0
+    );
+    // Weights are 93% of this file; the rest (names, signature, operators) does not shrink.
+    assert!(ratio(&fp16) <= 0.56, "fp16 {:.3}", ratio(&fp16));
+    assert!(ratio(&int8) <= 0.33, "int8 {:.3}", ratio(&int8));
+    let input = npy::read(&root().join("fixtures/digits_cnn.input.npy")).unwrap();
+    let reference = run(&float.bytes, &input);
+    let s16 = error_stats(&run(&fp16.bytes, &input), &reference);
+    let s8 = error_stats(&run(&int8.bytes, &input), &reference);
+    assert!(s16.snr_db > 60.0, "fp16 SNR {}", s16.snr_db);
+    assert!(s8.snr_db > 30.0, "int8 weights-only SNR {}", s8.snr_db);
+}
+
+fn convert_err(opts: ConvertOptions) -> String {
+    match convert_file(&fixture("digits_cnn"), &opts) {
+        Ok(_) => panic!("conversion should fail"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn with_calibration(path: PathBuf) -> ConvertOptions {
+    ConvertOptions {
+        quantize: Some(QuantizeMode::Int8Full),
+        calibration: Some(path),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn bad_calibration_data_is_named_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // Wrong shape: names the file and the input.
+    let bad = dir.path().join("wrong_shape");
+    std::fs::create_dir(&bad).unwrap();
+    npy::write(
+        &bad.join("0.npy"),
+        &NpyArray::f32(vec![1, 3, 8, 8], vec![0.0; 192]),
+    )
+    .unwrap();
+    let e = convert_err(with_calibration(bad));
+    assert!(e.contains("0.npy") && e.contains("'input'"), "{e}");
+    // Empty set.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let e = convert_err(with_calibration(empty));
+    assert!(e.contains("empty"), "{e}");
+    // NaN: names the sample.
+    let nan = dir.path().join("nan");
+    std::fs::create_dir(&nan).unwrap();
+    let mut v = vec![0.5f32; 64];
+    v[3] = f32::NAN;
+    npy::write(&nan.join("7.npy"), &NpyArray::f32(vec![1, 1, 8, 8], v)).unwrap();
+    let e = convert_err(with_calibration(nan));
+    assert!(e.contains("7.npy") && e.contains("sample 0"), "{e}");
+    // Wrong dtype.
+    let ints = dir.path().join("ints");
+    std::fs::create_dir(&ints).unwrap();
+    let a = NpyArray {
+        shape: vec![1, 1, 8, 8],
+        data: NpyData::I32(vec![0; 64]),
+    };
+    npy::write(&ints.join("0.npy"), &a).unwrap();
+    let e = convert_err(with_calibration(ints));
+    assert!(e.contains("float32"), "{e}");
+}
+
+#[test]
+fn constant_calibration_data_still_gives_valid_scales() {
+    // All-zero inputs make every activation constant: scales must still be positive and the
+    // model must verify and run.
+    let dir = tempfile::tempdir().unwrap();
+    npy::write(
+        &dir.path().join("0.npy"),
+        &NpyArray::f32(vec![1, 1, 8, 8], vec![0.0; 64]),
+    )
+    .unwrap();
+    let c = convert_file(
+        &fixture("digits_cnn"),
+        &with_calibration(dir.path().to_path_buf()),
+    )
+    .expect("converts");
+    let out = run(&c.bytes, &NpyArray::f32(vec![1, 1, 8, 8], vec![0.0; 64]));
+    assert!(out.iter().all(|x| x.is_finite()));
+}
+
+#[test]
+fn npz_calibration_and_batched_arrays_are_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v = Vec::new();
+    for f in 0..10 {
+        let a = npy::read(&root().join(format!("calibration/digits/{f:04}.npy"))).unwrap();
+        v.extend(a.to_f32());
+    }
+    let batch = NpyArray::f32(vec![10, 1, 8, 8], v);
+    let path = dir.path().join("batch.npy");
+    npy::write(&path, &batch).unwrap();
+    let c = convert_file(&fixture("digits_cnn"), &with_calibration(path)).unwrap();
+    assert_eq!(c.quantization.unwrap().calibration_samples, 10);
+    // The same batch in a .npz under the input's name (as numpy.savez writes it).
+    let npz = dir.path().join("calib.npz");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&npz).unwrap());
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    zip.start_file("input.npy", stored).unwrap();
+    std::io::Write::write_all(&mut zip, &npy::to_bytes(&batch)).unwrap();
+    zip.finish().unwrap();
+    let c = convert_file(&fixture("digits_cnn"), &with_calibration(npz)).unwrap();
+    assert_eq!(c.quantization.unwrap().calibration_samples, 10);
+}
+
+#[test]
+fn strict_int8_rejects_float_islands_and_exclusions_keep_float() {
+    let model = fixture("attention_block");
+    let mut opts = with_calibration(root().join("calibration/attention_block"));
+    opts.int8.strict = true;
+    let e = format!("{:#}", convert_file(&model, &opts).unwrap_err());
+    assert!(
+        e.contains("--strict-int8") && e.contains("no int8 kernel"),
+        "{e}"
+    );
+    let mut opts = with_calibration(root().join("calibration/digits"));
+    opts.int8.exclude_ops = vec!["FullyConnected".into()];
+    let c = convert_file(&fixture("digits_cnn"), &opts).unwrap();
+    let s = c.quantization.unwrap().summary;
+    assert_eq!(s.float_nodes.len(), 1, "{:?}", s.float_nodes);
+    assert_eq!(s.float_nodes[0].2, "excluded");
+}
