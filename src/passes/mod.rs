@@ -10,6 +10,7 @@ pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod fuse_activation;
 pub mod fuse_bias;
+pub mod fuse_pad;
 pub mod gelu;
 pub mod layernorm;
 pub mod layout;
@@ -72,6 +73,11 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         name: "fuse_bias",
         about: "fold bias Add and per-channel Mul/Add into conv/dense weights",
         run: fuse_bias::fuse_bias,
+    },
+    Optimization {
+        name: "fuse_pad",
+        about: "fold a constant Pad of H/W into the conv or max pool reading it (SAME/VALID)",
+        run: fuse_pad::fuse_pad,
     },
     Optimization {
         name: "layernorm_affine",
