@@ -314,3 +314,88 @@ fn pass_selection_rejects_unknown_names() {
     );
     assert!(PassSelection::parse_list("prune, fold_batchnorm").is_ok());
 }
+
+/// TFLite op histogram of a fixture converted with default options.
+fn ops_of(rel: &str) -> std::collections::BTreeMap<String, usize> {
+    convert_file(
+        &root().join("fixtures").join(rel),
+        &ConvertOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("{rel}: {e:#}"))
+    .ops_after
+    .into_iter()
+    .collect()
+}
+
+#[test]
+fn decomposed_layernorm_becomes_one_layernorm() {
+    let h = ops_of("attention_block.onnx");
+    for gone in ["POW", "SQRT", "DIV"] {
+        assert!(!h.contains_key(gone), "{gone} left over: {h:?}");
+    }
+    // 39 before the LayerNorm passes; both LayerNorms' gamma/beta fold into the next dense layer.
+    assert!(h.values().sum::<usize>() <= 35, "ops: {h:?}");
+    for name in ["layernorm_decomposed", "layernorm_decomposed_recip"] {
+        let h = ops_of(&format!("ops/{name}.onnx"));
+        assert_eq!(h.get("MEAN"), Some(&2), "{name}: {h:?}");
+        assert_eq!(h.get("RSQRT"), Some(&1), "{name}: {h:?}");
+        for gone in ["POW", "SQRT", "DIV"] {
+            assert!(!h.contains_key(gone), "{name}: {gone} left over: {h:?}");
+        }
+    }
+    // gamma and beta went into the dense layer: only the normalisation's own MUL is left.
+    let h = ops_of("ops/layernorm_dense.onnx");
+    assert_eq!(h.get("MUL"), Some(&1), "{h:?}");
+    assert_eq!(h.get("ADD"), Some(&1), "{h:?}");
+    // Over a non-last axis the chain is not a LayerNorm op: it stays as written.
+    let h = ops_of("ops/layernorm_decomposed_axis1.onnx");
+    assert_eq!(h.get("POW"), Some(&1), "{h:?}");
+}
+
+#[test]
+fn swish_patterns_become_single_activations() {
+    for name in ["silu", "silu_swapped"] {
+        let h = ops_of(&format!("ops/{name}.onnx"));
+        let want = [("LOGISTIC".to_string(), 1), ("MUL".to_string(), 1)];
+        assert_eq!(h, want.into_iter().collect(), "{name}");
+    }
+    for name in [
+        "hard_swish_decomposed",
+        "hardswish_clip_div",
+        "hardswish_clip_x_div",
+        "hardswish_sixth_first",
+    ] {
+        let h = ops_of(&format!("ops/{name}.onnx"));
+        let want = [("HARD_SWISH".to_string(), 1)];
+        assert_eq!(h, want.into_iter().collect(), "{name}");
+    }
+    // Division by 5: not a hard-swish.
+    assert!(!ops_of("ops/hardswish_clip_div5.onnx").contains_key("HARD_SWISH"));
+}
+
+#[test]
+fn explicit_pads_fold_into_convs_and_max_pools_only_when_exact() {
+    let has_pad = |h: &std::collections::BTreeMap<String, usize>| {
+        h.contains_key("PAD") || h.contains_key("PADV2")
+    };
+    for name in [
+        "pad_conv",
+        "pad_conv_tf_stride2",
+        "pad_depthwise",
+        "pad_maxpool_relu",
+    ] {
+        let h = ops_of(&format!("ops/{name}.onnx"));
+        assert!(!has_pad(&h), "{name}: {h:?}");
+    }
+    // Not foldable: non-zero value, zeros counted by an average, zeros that can win a max, and
+    // a padding TFLite's SAME does not express.
+    for name in [
+        "pad_conv_value",
+        "pad_avgpool",
+        "pad_maxpool",
+        "pad_conv_stride2",
+    ] {
+        let h = ops_of(&format!("ops/{name}.onnx"));
+        assert!(has_pad(&h), "{name}: {h:?}");
+    }
+}

@@ -671,6 +671,7 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
                 );
             }
             UnaryOp::Erf => bail!("TFLite has no Erf operator"),
+            UnaryOp::Silu => bail!("SiLU must be lowered to LOGISTIC + MUL before export"),
         },
         Op::PRelu => spec.code = B::PRELU,
         Op::Softmax { axis } | Op::LogSoftmax { axis } => {

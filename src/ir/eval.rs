@@ -326,6 +326,7 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Sigmoid => 1.0 / (1.0 + (-v).exp()),
         UnaryOp::Tanh => v.tanh(),
         UnaryOp::HardSwish => v * (v + 3.0).clamp(0.0, 6.0) / 6.0,
+        UnaryOp::Silu => v / (1.0 + (-v).exp()),
         UnaryOp::Gelu { approximate: true } => {
             let c = (2.0 / std::f32::consts::PI).sqrt();
             0.5 * v * (1.0 + (c * (v + 0.044_715 * v * v * v)).tanh())

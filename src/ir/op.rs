@@ -54,6 +54,9 @@ pub enum UnaryOp {
     Sigmoid,
     Tanh,
     HardSwish,
+    /// SiLU / Swish: x * sigmoid(x). TFLite has no builtin: `passes::lower` writes LOGISTIC + MUL,
+    /// but it stays one op until then so quantization sees one activation.
+    Silu,
     /// GELU; `approximate` selects the tanh form.
     Gelu {
         approximate: bool,
@@ -284,6 +287,7 @@ impl Op {
                 UnaryOp::Sigmoid => "Sigmoid",
                 UnaryOp::Tanh => "Tanh",
                 UnaryOp::HardSwish => "HardSwish",
+                UnaryOp::Silu => "Silu",
                 UnaryOp::Gelu { .. } => "Gelu",
                 UnaryOp::Erf => "Erf",
                 UnaryOp::Floor => "Floor",

@@ -4,7 +4,7 @@
 
 use crate::ir::shape::window_out;
 use crate::ir::{
-    Activation, BinaryOp, ConstData, Graph, Layout, Node, Op, PadMode, PoolKind, ReduceOp,
+    Activation, BinaryOp, ConstData, DType, Graph, Layout, Node, Op, PadMode, PoolKind, ReduceOp,
     TensorId, UnaryOp,
 };
 use anyhow::{bail, Result};
@@ -415,6 +415,20 @@ fn lower_node(g: &mut Graph, b: &mut Builder, node: Node) -> Result<()> {
                 vec![x, mean],
                 &format!("{n}_centered"),
             )?;
+            // A scale of ones (a recognised LayerNorm without affine, or one whose affine was
+            // folded into the next dense layer) needs no MUL.
+            let scale = node.inputs[1];
+            let unit_scale = g.const_data(scale).is_some_and(|d| {
+                d.dtype() == DType::F32 && d.to_f32_vec().iter().all(|&v| v == 1.0)
+            }) && crate::ir::shape::broadcast(g.shape(x), g.shape(scale))
+                .ok()
+                .as_deref()
+                == Some(g.shape(x));
+            let bias = node.inputs.get(2).copied();
+            if unit_scale && bias.is_none() {
+                b.push_into(n, binary(BinaryOp::Mul), vec![centered, rs], out.unwrap());
+                return Ok(());
+            }
             let normed = b.push(
                 g,
                 format!("{n}/normalize"),
@@ -422,23 +436,22 @@ fn lower_node(g: &mut Graph, b: &mut Builder, node: Node) -> Result<()> {
                 vec![centered, rs],
                 &format!("{n}_normalized"),
             )?;
-            match node.inputs.get(2) {
-                Some(&bias) => {
-                    let scaled = b.push(
-                        g,
-                        format!("{n}/scale"),
-                        binary(BinaryOp::Mul),
-                        vec![normed, node.inputs[1]],
-                        &format!("{n}_scaled"),
-                    )?;
+            match bias {
+                Some(bias) => {
+                    let scaled = if unit_scale {
+                        normed
+                    } else {
+                        b.push(
+                            g,
+                            format!("{n}/scale"),
+                            binary(BinaryOp::Mul),
+                            vec![normed, scale],
+                            &format!("{n}_scaled"),
+                        )?
+                    };
                     b.push_into(n, binary(BinaryOp::Add), vec![scaled, bias], out.unwrap());
                 }
-                None => b.push_into(
-                    n,
-                    binary(BinaryOp::Mul),
-                    vec![normed, node.inputs[1]],
-                    out.unwrap(),
-                ),
+                None => b.push_into(n, binary(BinaryOp::Mul), vec![normed, scale], out.unwrap()),
             }
         }
         Op::ArgMax {
@@ -518,6 +531,16 @@ fn lower_node(g: &mut Graph, b: &mut Builder, node: Node) -> Result<()> {
                 steps: vec![1; 4],
             };
             b.push_into(n, slice, vec![t], out.unwrap());
+        }
+        Op::Unary(UnaryOp::Silu) => {
+            let s = b.push(
+                g,
+                format!("{n}/sigmoid"),
+                Op::Unary(UnaryOp::Sigmoid),
+                vec![x],
+                &format!("{n}_sigmoid"),
+            )?;
+            b.push_into(n, binary(BinaryOp::Mul), vec![x, s], out.unwrap());
         }
         Op::Unary(UnaryOp::Erf) => {
             bail!("'{n}' (Erf): TFLite has no Erf operator; only the GELU pattern x*0.5*(1+erf(x/sqrt(2))) can be converted");

@@ -10,10 +10,13 @@ pub mod fold_batchnorm;
 pub mod fold_constants;
 pub mod fuse_activation;
 pub mod fuse_bias;
+pub mod fuse_pad;
 pub mod gelu;
+pub mod layernorm;
 pub mod layout;
 pub mod lower;
 pub mod simplify;
+pub mod swish;
 
 use crate::ir::Graph;
 use anyhow::{bail, Result};
@@ -51,6 +54,17 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         run: simplify::simplify,
     },
     Optimization {
+        name: "layernorm",
+        about: "recognise LayerNorm written out as ReduceMean/Sub/Pow/Sqrt/Div (+ gamma, beta)",
+        run: layernorm::fuse_layernorm,
+    },
+    Optimization {
+        name: "swish",
+        about:
+            "recognise x*Sigmoid(x) as SiLU and x*HardSigmoid(x), x*Clip(x+3,0,6)/6 as HardSwish",
+        run: swish::fuse_swish,
+    },
+    Optimization {
         name: "fold_batchnorm",
         about: "fold BatchNorm into the preceding conv/dense layer",
         run: fold_batchnorm::fold_batchnorm,
@@ -59,6 +73,16 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         name: "fuse_bias",
         about: "fold bias Add and per-channel Mul/Add into conv/dense weights",
         run: fuse_bias::fuse_bias,
+    },
+    Optimization {
+        name: "fuse_pad",
+        about: "fold a constant Pad of H/W into the conv or max pool reading it (SAME/VALID)",
+        run: fuse_pad::fuse_pad,
+    },
+    Optimization {
+        name: "layernorm_affine",
+        about: "fold a LayerNorm's gamma/beta into the dense layers that read it",
+        run: layernorm::fold_layernorm_affine,
     },
     Optimization {
         name: "dedup_constants",

@@ -1,0 +1,602 @@
+//! LayerNorm written out as exporters (older PyTorch, TF) emit it, over the last axis:
+//!
+//! ```text
+//! m = ReduceMean(x, [-1], keepdims)      d = x - m
+//! v = ReduceMean(Pow(d, 2) | d * d | SquaredDifference(x, m), [-1], keepdims)
+//! n = d / Sqrt(v + eps)  |  d * Reciprocal(Sqrt(v + eps))  |  d * Rsqrt(v + eps)  |  d * Pow(v + eps, -0.5)
+//! y = n [* gamma] [+ beta]               (gamma, beta constant along the last axis)
+//! ```
+//!
+//! becomes one `LayerNorm { axis: last }` (inputs x, gamma or ones, optional beta). Only exact
+//! matches fold: every intermediate has exactly the consumers of the pattern and is no graph
+//! output, eps is a finite constant scalar, and no constant broadcasts a value to a new shape.
+//!
+//! [`fold_layernorm_affine`] then moves a LayerNorm's gamma/beta into the dense layers that are
+//! its only readers (`FC(n * gamma + beta) = n · (W diag gamma)ᵀ + (W beta + b)`), which removes
+//! the MUL and ADD the lowering would otherwise emit — the pre-norm transformer case.
+
+use crate::ir::{
+    Activation, BinaryOp, ConstData, DType, Graph, Node, Op, ReduceOp, TensorId, UnaryOp,
+};
+use std::collections::HashMap;
+
+struct View<'g> {
+    g: &'g Graph,
+    /// Consumer nodes of each tensor (a node reading a tensor twice appears twice).
+    consumers: HashMap<TensorId, Vec<usize>>,
+}
+
+impl<'g> View<'g> {
+    fn new(g: &'g Graph) -> Self {
+        let mut consumers: HashMap<TensorId, Vec<usize>> = HashMap::new();
+        for (i, n) in g.nodes.iter().enumerate() {
+            for &t in &n.inputs {
+                consumers.entry(t).or_default().push(i);
+            }
+        }
+        View { g, consumers }
+    }
+
+    fn consumers(&self, t: TensorId) -> &[usize] {
+        self.consumers.get(&t).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The only consumer node of `t` (read once, not a graph output).
+    fn sole(&self, t: TensorId) -> Option<(usize, &'g Node)> {
+        match self.consumers(t) {
+            [i] if !self.g.outputs.contains(&t) => Some((*i, &self.g.nodes[*i])),
+            _ => None,
+        }
+    }
+
+    fn scalar(&self, t: TensorId) -> Option<f32> {
+        let d = self.g.const_data(t)?;
+        (d.len() == 1 && d.dtype() == DType::F32).then(|| d.to_f32_vec()[0])
+    }
+}
+
+fn is_bin(n: &Node, op: BinaryOp) -> bool {
+    n.op == Op::Binary {
+        op,
+        activation: Activation::None,
+    }
+}
+
+/// The operand of binary node `n` that is not `t` (None if `t` is not an operand).
+fn other(n: &Node, t: TensorId) -> Option<TensorId> {
+    match n.inputs.as_slice() {
+        [a, b] if *a == t => Some(*b),
+        [a, b] if *b == t => Some(*a),
+        _ => None,
+    }
+}
+
+fn is_mean_last(op: &Op, rank: usize) -> bool {
+    matches!(op, Op::Reduce { op: ReduceOp::Mean, axes, keep_dims: true } if rank > 0 && axes.as_slice() == [rank - 1])
+}
+
+/// A constant that varies at most along the last axis of a rank-`rank` value with `k` elements
+/// there, as a [k] vector.
+fn per_last_axis(d: &ConstData, rank: usize, k: usize) -> Option<Vec<f32>> {
+    let shape = d.shape();
+    if d.dtype() != DType::F32 || shape.len() > rank {
+        return None;
+    }
+    let (last, lead) = shape.split_last().unwrap_or((&1, &[]));
+    if lead.iter().any(|&s| s != 1) || (*last != k && *last != 1) {
+        return None;
+    }
+    let v = d.to_f32_vec();
+    Some(if v.len() == k { v } else { vec![v[0]; k] })
+}
+
+struct Found {
+    /// The node whose output the LayerNorm now produces.
+    last: usize,
+    x: TensorId,
+    epsilon: f32,
+    gamma: Option<Vec<f32>>,
+    beta: Option<Vec<f32>>,
+}
+
+/// Matches the pattern whose first mean is node `mi`.
+fn match_at(v: &View, mi: usize) -> Option<Found> {
+    let g = v.g;
+    let m = &g.nodes[mi];
+    let x = m.inputs[0];
+    let shape = g.shape(x);
+    let rank = shape.len();
+    if !is_mean_last(&m.op, rank)
+        || g.tensors[x].dtype != DType::F32
+        || g.outputs.contains(&m.outputs[0])
+    {
+        return None;
+    }
+    let k = shape[rank - 1];
+    let mean = m.outputs[0];
+    // d = x - m, and maybe SquaredDifference(x, m) for the variance.
+    let mut sub = None;
+    let mut sqdiff = None;
+    for &ci in v.consumers(mean) {
+        let c = &g.nodes[ci];
+        if is_bin(c, BinaryOp::Sub) && c.inputs == [x, mean] && sub.is_none() {
+            sub = Some(c);
+        } else if is_bin(c, BinaryOp::SquaredDifference)
+            && other(c, mean) == Some(x)
+            && sqdiff.is_none()
+        {
+            sqdiff = Some(c);
+        } else {
+            return None;
+        }
+    }
+    let d = sub?.outputs[0];
+    if g.shape(d) != shape || g.outputs.contains(&d) {
+        return None;
+    }
+    // The square feeding the variance, and the one other reader of d (the normalization).
+    let (sq, norm_node) = match sqdiff {
+        Some(s) => match v.consumers(d) {
+            [ni] => (s.outputs[0], *ni),
+            _ => return None,
+        },
+        None => {
+            let cs = v.consumers(d);
+            let is_square = |i: usize| {
+                let c = &g.nodes[i];
+                (is_bin(c, BinaryOp::Mul) && c.inputs == [d, d])
+                    || (is_bin(c, BinaryOp::Pow)
+                        && c.inputs[0] == d
+                        && v.scalar(c.inputs[1]) == Some(2.0))
+            };
+            match cs {
+                // d * d reads d twice
+                [a, b, c] if a == b && is_square(*a) && c != a => (g.nodes[*a].outputs[0], *c),
+                [c, a, b] if a == b && is_square(*a) && c != a => (g.nodes[*a].outputs[0], *c),
+                [a, b] if is_square(*a) && !is_square(*b) => (g.nodes[*a].outputs[0], *b),
+                [b, a] if is_square(*a) && !is_square(*b) => (g.nodes[*a].outputs[0], *b),
+                _ => return None,
+            }
+        }
+    };
+    if g.shape(sq) != shape {
+        return None;
+    }
+    // v = mean(sq); ve = v + eps
+    let (_, vn) = v.sole(sq)?;
+    if !is_mean_last(&vn.op, rank) {
+        return None;
+    }
+    let var = vn.outputs[0];
+    let (_, an) = v.sole(var)?;
+    let eps_t = other(an, var)?;
+    let epsilon = v.scalar(eps_t).filter(|e| e.is_finite())?;
+    let ve = an.outputs[0];
+    if !is_bin(an, BinaryOp::Add) || g.shape(ve) != g.shape(var) {
+        return None;
+    }
+    // The normalization: d / sqrt(ve), or d * r with r = 1/sqrt(ve), rsqrt(ve), ve^-0.5.
+    let (_, sn) = v.sole(ve)?;
+    let s = sn.outputs[0];
+    let r = match &sn.op {
+        Op::Unary(UnaryOp::Sqrt) => {
+            let (ni, nn) = v.sole(s)?;
+            if ni == norm_node && is_bin(nn, BinaryOp::Div) && nn.inputs == [d, s] {
+                None
+            } else if is_bin(nn, BinaryOp::Div)
+                && nn.inputs[1] == s
+                && v.scalar(nn.inputs[0]) == Some(1.0)
+            {
+                Some(nn.outputs[0])
+            } else {
+                return None;
+            }
+        }
+        Op::Unary(UnaryOp::Rsqrt) => Some(s),
+        _ if is_bin(sn, BinaryOp::Pow)
+            && sn.inputs[0] == ve
+            && v.scalar(sn.inputs[1]) == Some(-0.5) =>
+        {
+            Some(s)
+        }
+        _ => return None,
+    };
+    if let Some(r) = r {
+        let (ni, nn) = v.sole(r)?;
+        if ni != norm_node
+            || !is_bin(nn, BinaryOp::Mul)
+            || other(nn, r) != Some(d)
+            || g.shape(r) != g.shape(var)
+        {
+            return None;
+        }
+    }
+    let nn = &g.nodes[norm_node];
+    let mut last = norm_node;
+    let mut cur = nn.outputs[0];
+    if g.shape(cur) != shape {
+        return None;
+    }
+    // Optional affine: * gamma, then + beta (each a constant along the last axis).
+    let mut gamma = None;
+    let mut beta = None;
+    for op in [BinaryOp::Mul, BinaryOp::Add] {
+        let Some((ci, c)) = v.sole(cur) else { break };
+        if !is_bin(c, op) || g.shape(c.outputs[0]) != shape {
+            continue;
+        }
+        let Some(vec) = other(c, cur)
+            .and_then(|t| g.const_data(t))
+            .and_then(|cd| per_last_axis(cd, rank, k))
+        else {
+            continue;
+        };
+        if op == BinaryOp::Mul {
+            gamma = Some(vec);
+        } else {
+            beta = Some(vec);
+        }
+        last = ci;
+        cur = c.outputs[0];
+    }
+    Some(Found {
+        last,
+        x,
+        epsilon,
+        gamma,
+        beta,
+    })
+}
+
+/// Replaces every decomposed LayerNorm by one `LayerNorm` op; returns how many.
+pub fn fuse_layernorm(g: &mut Graph) -> usize {
+    let mut fused = 0;
+    loop {
+        let found = {
+            let v = View::new(g);
+            (0..g.nodes.len()).find_map(|i| match_at(&v, i))
+        };
+        let Some(f) = found else { break };
+        let rank = g.shape(f.x).len();
+        let k = g.shape(f.x)[rank - 1];
+        let name = g.nodes[f.last].name.clone();
+        let gamma = f.gamma.unwrap_or_else(|| vec![1.0; k]);
+        let gname = g.fresh_name(&format!("{name}/layernorm_scale"));
+        let mut inputs = vec![f.x, g.add_const(gname, ConstData::from_f32(&[k], gamma))];
+        if let Some(beta) = f.beta {
+            let bname = g.fresh_name(&format!("{name}/layernorm_bias"));
+            inputs.push(g.add_const(bname, ConstData::from_f32(&[k], beta)));
+        }
+        let out = g.nodes[f.last].outputs[0];
+        // x and the constants exist before the last node of the pattern: it can take its place.
+        g.nodes[f.last] = Node {
+            name: format!("{name}/layernorm"),
+            op: Op::LayerNorm {
+                axis: rank - 1,
+                epsilon: f.epsilon,
+            },
+            inputs,
+            outputs: vec![out],
+        };
+        g.remove_dead();
+        fused += 1;
+    }
+    fused
+}
+
+/// Folds a last-axis LayerNorm's constant gamma/beta into the FullyConnected layers that are its
+/// only readers; returns how many LayerNorms were rewritten.
+pub fn fold_layernorm_affine(g: &mut Graph) -> usize {
+    let mut folded = 0;
+    loop {
+        let v = View::new(g);
+        let found = g.nodes.iter().enumerate().find_map(|(i, n)| {
+            let Op::LayerNorm { axis, .. } = n.op else {
+                return None;
+            };
+            let x = n.inputs[0];
+            let rank = g.shape(x).len();
+            let k = *g.shape(x).last()?;
+            if axis + 1 != rank || g.tensors[x].dtype != DType::F32 {
+                return None;
+            }
+            let gamma = per_last_axis(g.const_data(*n.inputs.get(1)?)?, rank, k)?;
+            let beta = match n.inputs.get(2) {
+                Some(&b) => Some(per_last_axis(g.const_data(b)?, rank, k)?),
+                None => None,
+            };
+            if gamma.iter().all(|&c| c == 1.0) && beta.is_none() {
+                return None; // nothing to fold
+            }
+            let out = n.outputs[0];
+            let readers = v.consumers(out);
+            let all_dense = !readers.is_empty()
+                && !g.outputs.contains(&out)
+                && readers.iter().all(|&c| {
+                    let c = &g.nodes[c];
+                    matches!(c.op, Op::FullyConnected { .. })
+                        && c.inputs[0] == out
+                        && c.inputs[1] != out
+                        && c.inputs.get(2) != Some(&out)
+                        && g.const_data(c.inputs[1]).is_some_and(|w| {
+                            w.dtype() == DType::F32 && w.shape().len() == 2 && w.shape()[1] == k
+                        })
+                        && c.inputs.get(2).is_none_or(|&b| {
+                            g.const_data(b).is_some_and(|b| {
+                                b.dtype() == DType::F32 && b.len() == g.shape(c.inputs[1])[0]
+                            })
+                        })
+                });
+            all_dense.then(|| (i, readers.to_vec(), gamma, beta))
+        });
+        drop(v);
+        let Some((li, readers, gamma, beta)) = found else {
+            break;
+        };
+        let mut readers = readers;
+        readers.dedup();
+        for ci in readers {
+            let (wt, bt) = (g.nodes[ci].inputs[1], g.nodes[ci].inputs.get(2).copied());
+            let w = g.const_data(wt).expect("checked").to_f32_vec();
+            let n = g.shape(wt)[0];
+            let k = gamma.len();
+            let mut bias = match bt {
+                Some(b) => g.const_data(b).expect("checked").to_f32_vec(),
+                None => vec![0.0; n],
+            };
+            let mut w2 = w.clone();
+            for (r, row) in w2.chunks_mut(k).enumerate() {
+                if let Some(beta) = &beta {
+                    // accumulate in f64: the fold must not add rounding of its own
+                    let dot: f64 = w[r * k..(r + 1) * k]
+                        .iter()
+                        .zip(beta)
+                        .map(|(&a, &b)| a as f64 * b as f64)
+                        .sum();
+                    bias[r] = (bias[r] as f64 + dot) as f32;
+                }
+                for (wv, gv) in row.iter_mut().zip(&gamma) {
+                    *wv *= gv;
+                }
+            }
+            let name = g.nodes[ci].name.clone();
+            let wname = g.fresh_name(&format!("{name}/weights_layernorm_folded"));
+            let new_w = g.add_const(wname, ConstData::from_f32(&[n, k], w2));
+            g.nodes[ci].inputs[1] = new_w;
+            if beta.is_some() || bt.is_some() {
+                let bname = g.fresh_name(&format!("{name}/bias_layernorm_folded"));
+                let new_b = g.add_const(bname, ConstData::from_f32(&[n], bias));
+                g.nodes[ci].inputs.truncate(2);
+                g.nodes[ci].inputs.push(new_b);
+            }
+        }
+        let k = gamma.len();
+        let oname = g.fresh_name(&format!("{}/unit_scale", g.nodes[li].name));
+        let ones = g.add_const(oname, ConstData::from_f32(&[k], vec![1.0; k]));
+        g.nodes[li].inputs.truncate(1);
+        g.nodes[li].inputs.push(ones);
+        g.remove_dead();
+        folded += 1;
+    }
+    folded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::eval;
+
+    fn bin(op: BinaryOp) -> Op {
+        Op::Binary {
+            op,
+            activation: Activation::None,
+        }
+    }
+
+    struct B {
+        g: Graph,
+    }
+
+    impl B {
+        fn node(&mut self, op: Op, inputs: Vec<TensorId>, shape: &[usize]) -> TensorId {
+            let name = format!("t{}", self.g.tensors.len());
+            let t = self.g.add_tensor(name.clone(), shape.to_vec(), DType::F32);
+            self.g.nodes.push(Node {
+                name,
+                op,
+                inputs,
+                outputs: vec![t],
+            });
+            t
+        }
+        fn c(&mut self, shape: &[usize], v: Vec<f32>) -> TensorId {
+            let name = format!("c{}", self.g.tensors.len());
+            self.g.add_const(name, ConstData::from_f32(shape, v))
+        }
+    }
+
+    fn mean(axis: usize) -> Op {
+        Op::Reduce {
+            op: ReduceOp::Mean,
+            axes: vec![axis],
+            keep_dims: true,
+        }
+    }
+
+    /// The PyTorch decomposition over axis `axis` of [2, 3, 4], with gamma and beta.
+    fn decomposed(axis: usize, square_by_mul: bool) -> Graph {
+        let mut b = B {
+            g: Graph::default(),
+        };
+        let shape = [2, 3, 4];
+        let mut red = shape.to_vec();
+        red[axis] = 1;
+        let x = b.g.add_tensor("x", shape.to_vec(), DType::F32);
+        let m = b.node(mean(axis), vec![x], &red);
+        let d = b.node(bin(BinaryOp::Sub), vec![x, m], &shape);
+        let sq = if square_by_mul {
+            b.node(bin(BinaryOp::Mul), vec![d, d], &shape)
+        } else {
+            let two = b.c(&[], vec![2.0]);
+            b.node(bin(BinaryOp::Pow), vec![d, two], &shape)
+        };
+        let v = b.node(mean(axis), vec![sq], &red);
+        let eps = b.c(&[], vec![1e-5]);
+        let ve = b.node(bin(BinaryOp::Add), vec![v, eps], &red);
+        let s = b.node(Op::Unary(UnaryOp::Sqrt), vec![ve], &red);
+        let n = b.node(bin(BinaryOp::Div), vec![d, s], &shape);
+        let gamma = b.c(&[4], vec![0.5, 1.0, 1.5, 2.0]);
+        let y = b.node(bin(BinaryOp::Mul), vec![n, gamma], &shape);
+        let beta = b.c(&[4], vec![0.1, -0.2, 0.3, 0.0]);
+        let y = b.node(bin(BinaryOp::Add), vec![beta, y], &shape);
+        b.g.inputs = vec![x];
+        b.g.outputs = vec![y];
+        b.g
+    }
+
+    /// Runs a small graph: `ir::eval` for the elementwise ops, LayerNorm and dense by hand.
+    fn run(g: &Graph, x: &ConstData) -> Vec<f32> {
+        let mut vals: HashMap<TensorId, ConstData> = HashMap::new();
+        vals.insert(g.inputs[0], x.clone());
+        let get = |vals: &HashMap<TensorId, ConstData>, t: TensorId| {
+            g.const_data(t).or(vals.get(&t)).expect("value").clone()
+        };
+        for n in &g.nodes {
+            let ins: Vec<ConstData> = n.inputs.iter().map(|&t| get(&vals, t)).collect();
+            let shape = g.shape(n.outputs[0]).to_vec();
+            let out = match &n.op {
+                Op::LayerNorm { epsilon, .. } => {
+                    let xs = ins[0].to_f32_vec();
+                    let k = *shape.last().unwrap();
+                    let gamma = ins[1].to_f32_vec();
+                    let beta = ins.get(2).map_or(vec![0.0; k], |b| b.to_f32_vec());
+                    let mut y = vec![];
+                    for row in xs.chunks(k) {
+                        let m = row.iter().sum::<f32>() / k as f32;
+                        let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f32>() / k as f32;
+                        for (i, v) in row.iter().enumerate() {
+                            y.push((v - m) / (var + epsilon).sqrt() * gamma[i] + beta[i]);
+                        }
+                    }
+                    ConstData::from_f32(&shape, y)
+                }
+                Op::FullyConnected { .. } => {
+                    let xs = ins[0].to_f32_vec();
+                    let w = ins[1].to_f32_vec();
+                    let nout = *shape.last().unwrap();
+                    let k = w.len() / nout;
+                    let b = ins.get(2).map_or(vec![0.0; nout], |b| b.to_f32_vec());
+                    let mut y = vec![];
+                    for row in xs.chunks(k) {
+                        for o in 0..nout {
+                            y.push(b[o] + (0..k).map(|i| row[i] * w[o * k + i]).sum::<f32>());
+                        }
+                    }
+                    ConstData::from_f32(&shape, y)
+                }
+                op => {
+                    let refs: Vec<&ConstData> = ins.iter().collect();
+                    eval::eval(op, &refs)
+                        .expect("evaluable")
+                        .expect("ok")
+                        .remove(0)
+                }
+            };
+            vals.insert(n.outputs[0], out);
+        }
+        get(&vals, g.outputs[0]).to_f32_vec()
+    }
+
+    fn input() -> ConstData {
+        ConstData::from_f32(
+            &[2, 3, 4],
+            (0..24).map(|i| ((i * 7) % 11) as f32 - 4.0).collect(),
+        )
+    }
+
+    fn assert_close(a: &[f32], b: &[f32]) {
+        for (x, y) in a.iter().zip(b) {
+            assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{a:?} vs {b:?}");
+        }
+    }
+
+    #[test]
+    fn the_pytorch_decomposition_becomes_one_layernorm() {
+        for by_mul in [false, true] {
+            let mut g = decomposed(2, by_mul);
+            let want = run(&g, &input());
+            assert_eq!(fuse_layernorm(&mut g), 1);
+            assert_eq!(g.nodes.len(), 1, "{:?}", g.nodes);
+            assert_eq!(
+                g.nodes[0].op,
+                Op::LayerNorm {
+                    axis: 2,
+                    epsilon: 1e-5
+                }
+            );
+            assert_eq!(g.nodes[0].inputs.len(), 3);
+            assert_close(&run(&g, &input()), &want);
+        }
+    }
+
+    #[test]
+    fn a_non_last_axis_or_a_shared_intermediate_is_left_alone() {
+        let mut g = decomposed(1, false);
+        assert_eq!(fuse_layernorm(&mut g), 0);
+        // d is also a graph output: the pattern's values are needed elsewhere.
+        let mut g = decomposed(2, false);
+        let d = g.nodes[1].outputs[0];
+        g.outputs.push(d);
+        assert_eq!(fuse_layernorm(&mut g), 0);
+    }
+
+    #[test]
+    fn a_runtime_epsilon_is_left_alone() {
+        let mut g = decomposed(2, false);
+        let eps_node = g
+            .nodes
+            .iter()
+            .position(|n| is_bin(n, BinaryOp::Add))
+            .unwrap();
+        let e = g.add_tensor("eps", vec![], DType::F32);
+        g.nodes[eps_node].inputs[1] = e;
+        g.inputs.push(e);
+        assert_eq!(fuse_layernorm(&mut g), 0);
+    }
+
+    #[test]
+    fn gamma_and_beta_fold_into_the_dense_readers() {
+        let mut g = decomposed(2, false);
+        let y = g.outputs[0];
+        let w = g.add_const(
+            "w",
+            ConstData::from_f32(&[2, 4], vec![1., 2., 3., 4., -1., 0.5, 0., 2.]),
+        );
+        let bias = g.add_const("b", ConstData::from_f32(&[2], vec![0.25, -0.5]));
+        let z = g.add_tensor("z", vec![2, 3, 2], DType::F32);
+        g.nodes.push(Node {
+            name: "fc".into(),
+            op: Op::FullyConnected {
+                activation: Activation::None,
+            },
+            inputs: vec![y, w, bias],
+            outputs: vec![z],
+        });
+        g.outputs = vec![z];
+        let want = run(&g, &input());
+        assert_eq!(fuse_layernorm(&mut g), 1);
+        assert_eq!(fold_layernorm_affine(&mut g), 1);
+        assert_eq!(
+            fold_layernorm_affine(&mut g),
+            0,
+            "a second run finds nothing"
+        );
+        let ln = &g.nodes[0];
+        assert_eq!(ln.inputs.len(), 2);
+        assert_eq!(
+            g.const_data(ln.inputs[1]).unwrap().to_f32_vec(),
+            vec![1.0; 4]
+        );
+        assert_close(&run(&g, &input()), &want);
+    }
+}
