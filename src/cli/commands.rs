@@ -1,4 +1,12 @@
 use super::{Command, ConvertArgs};
+
+/// `println!` that ignores a closed stdout (`litecvt ... | head` must not panic).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
 use crate::convert::{convert_file, ConvertOptions};
 use crate::npy::{self, NpyArray};
 use crate::passes::PassSelection;
@@ -110,18 +118,18 @@ fn convert(args: &ConvertArgs) -> Result<()> {
     let onnx_size = std::fs::metadata(model)
         .map(|m| m.len() as usize)
         .unwrap_or(0);
-    println!("converted {} → {}", model.display(), output.display());
-    println!(
+    outln!("converted {} → {}", model.display(), output.display());
+    outln!(
         "  ONNX ops   ({:>3}): {}",
         c.ops_before.values().sum::<usize>(),
         hist(&c.ops_before)
     );
-    println!(
+    outln!(
         "  TFLite ops ({:>3}): {}",
         c.ops_after.values().sum::<usize>(),
         hist(&c.ops_after)
     );
-    println!(
+    outln!(
         "  size: {} (ONNX {}), weights {}, arena {}, {:.0} ms",
         human(c.bytes.len()),
         human(onnx_size),
@@ -157,7 +165,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
 
 fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
     let s = &q.summary;
-    println!(
+    outln!(
         "  quantized ({}): {} node(s); weights {} → {}; {} QUANTIZE, {} DEQUANTIZE",
         s.mode,
         s.quantized_nodes,
@@ -167,20 +175,23 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         s.dequantize_ops
     );
     if !s.float_nodes.is_empty() {
-        println!("  left in float ({}):", s.float_nodes.len());
+        outln!("  left in float ({}):", s.float_nodes.len());
         for (name, op, why) in &s.float_nodes {
-            println!("    '{name}' ({op}): {why}");
+            outln!("    '{name}' ({op}): {why}");
         }
     }
     if q.calibration_samples > 0 {
-        println!(
+        outln!(
             "  calibrated on {} sample(s); error vs float measured on {}:",
-            q.calibration_samples, q.error_samples
+            q.calibration_samples,
+            q.error_samples
         );
         for o in &q.outputs {
-            println!(
+            outln!(
                 "    output '{}': SNR {:.1} dB, max abs error {:.3e}",
-                o.tensor, o.snr_db, o.max_abs_error
+                o.tensor,
+                o.snr_db,
+                o.max_abs_error
             );
         }
         let shown = if verbose {
@@ -189,33 +200,46 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
             q.layers.len().min(5)
         };
         if shown > 0 {
-            println!("    worst layers:");
+            outln!("    worst layers:");
         }
         for l in &q.layers[..shown] {
-            println!(
+            outln!(
                 "      {:<40} {:<18} SNR {:>6.1} dB  max abs {:.3e}",
-                l.tensor, l.op, l.snr_db, l.max_abs_error
+                l.tensor,
+                l.op,
+                l.snr_db,
+                l.max_abs_error
             );
         }
     }
 }
 
 fn print_passes(p: &crate::passes::PipelineReport) {
-    println!(
+    outln!(
         "  passes ({} nodes → {}, constants {} → {}):",
         p.nodes_before,
         p.nodes_after,
         human(p.const_bytes_before),
         human(p.const_bytes_after)
     );
-    println!(
+    outln!(
         "    {:<18} {:>4} {:>8} {:>7} {:>12} {:>8}",
-        "pass", "runs", "rewrites", "nodes", "const bytes", "ms"
+        "pass",
+        "runs",
+        "rewrites",
+        "nodes",
+        "const bytes",
+        "ms"
     );
     for r in &p.passes {
-        println!(
+        outln!(
             "    {:<18} {:>4} {:>8} {:>+7} {:>+12} {:>8.2}",
-            r.pass, r.runs, r.rewrites, r.nodes_delta, r.const_bytes_delta, r.millis
+            r.pass,
+            r.runs,
+            r.rewrites,
+            r.nodes_delta,
+            r.const_bytes_delta,
+            r.millis
         );
     }
     let hist = |h: &std::collections::BTreeMap<String, usize>| {
@@ -224,10 +248,10 @@ fn print_passes(p: &crate::passes::PipelineReport) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    println!("  IR ops after import: {}", hist(&p.ir_ops_before));
-    println!("  IR ops after passes: {}", hist(&p.ir_ops_after));
+    outln!("  IR ops after import: {}", hist(&p.ir_ops_before));
+    outln!("  IR ops after passes: {}", hist(&p.ir_ops_after));
     if p.transposes_left > 0 {
-        println!("  transposes the layout needs: {}", p.transposes_left);
+        outln!("  transposes the layout needs: {}", p.transposes_left);
     }
 }
 
@@ -271,22 +295,22 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         "inputs": io(model.inputs()), "outputs": io(model.outputs()), "operators": ops, "tensors": tensors,
     });
     if json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(());
     }
-    println!(
+    outln!(
         "{label}: {} ({} weights, arena {})",
         human(bytes.len()),
         human(weights),
         human(interp.arena_bytes())
     );
     for i in model.inputs() {
-        println!("  input  {} {:?} {}", i.name, i.shape, i.dtype.name());
+        outln!("  input  {} {:?} {}", i.name, i.shape, i.dtype.name());
     }
     for o in model.outputs() {
-        println!("  output {} {:?} {}", o.name, o.shape, o.dtype.name());
+        outln!("  output {} {:?} {}", o.name, o.shape, o.dtype.name());
     }
-    println!("  operators ({}):", model.operators().len());
+    outln!("  operators ({}):", model.operators().len());
     for (i, o) in model.operators().iter().enumerate() {
         let name = |t: &Option<usize>| match t {
             Some(t) => model.tensors()[*t].name.to_string(),
@@ -294,7 +318,7 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         };
         let ins: Vec<_> = o.inputs.iter().map(name).collect();
         let outs: Vec<_> = o.outputs.iter().map(|&t| name(&Some(t))).collect();
-        println!(
+        outln!(
             "    {i:>3} {}  ({}) → ({})",
             o.name(),
             ins.join(", "),
@@ -356,7 +380,7 @@ fn run_model(
     for (name, array) in &outputs {
         let file = dir.join(output_file_name(name));
         npy::write(&file, array)?;
-        println!("{name} {:?} → {}", array.shape, file.display());
+        outln!("{name} {:?} → {}", array.shape, file.display());
     }
     Ok(())
 }
@@ -378,9 +402,13 @@ fn compare(onnx: &Path, lite: &Path, positional: &[PathBuf], named: &[String]) -
         ordered.push(a.1.clone());
     }
     let reference = run_onnx_tract(onnx, &ordered)?;
-    println!(
+    outln!(
         "{:<24} {:>12} {:>12} {:>9} {:>5}",
-        "output", "max abs err", "max rel err", "SNR dB", "top1"
+        "output",
+        "max abs err",
+        "max rel err",
+        "SNR dB",
+        "top1"
     );
     for ((name, a), r) in ours.iter().zip(&reference) {
         if a.shape != r.shape {
@@ -391,7 +419,7 @@ fn compare(onnx: &Path, lite: &Path, positional: &[PathBuf], named: &[String]) -
             );
         }
         let s = error_stats(&a.to_f32(), &r.to_f32());
-        println!(
+        outln!(
             "{:<24} {:>12.3e} {:>12.3e} {:>9.1} {:>5}",
             name,
             s.max_abs,

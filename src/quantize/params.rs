@@ -60,11 +60,22 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
         }
         Op::Unary(UnaryOp::Sigmoid) => fixed(1.0 / 256.0, -128),
         Op::Unary(UnaryOp::Tanh) => fixed(1.0 / 128.0, 0),
-        Op::Unary(UnaryOp::HardSwish | UnaryOp::Relu | UnaryOp::Relu6 | UnaryOp::ReluN1To1) => {
-            Some(Calibrated)
-        }
+        Op::Unary(
+            UnaryOp::HardSwish
+            | UnaryOp::Relu
+            | UnaryOp::Relu6
+            | UnaryOp::ReluN1To1
+            | UnaryOp::LeakyRelu { .. }
+            | UnaryOp::Gelu { .. },
+        ) => Some(Calibrated),
         Op::Concat { .. } if node.inputs.iter().all(|&t| !g.tensors[t].is_const()) => Some(Shared),
-        Op::Reshape { .. } | Op::Transpose { .. } => Some(SameAsInput),
+        Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Split { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. } => Some(SameAsInput),
+        // TILE has an int8 kernel in TFLite (version 3) but LiteRT 2.3 does not register it.
         Op::Pad {
             mode: PadMode::Constant,
             value,
