@@ -24,7 +24,7 @@ fn element_order(shape: &[usize], ops: &[&Op]) -> Option<Vec<u32>> {
     let mut a = ArrayD::from_shape_vec(IxDyn(shape), (0..n as u32).collect()).ok()?;
     for op in ops {
         a = match op {
-            Op::Transpose { perm } if perm.len() == a.ndim() => {
+            Op::Transpose { perm } if is_permutation(perm, a.ndim()) => {
                 let t = a.permuted_axes(IxDyn(perm));
                 t.as_standard_layout().into_owned()
             }
@@ -35,6 +35,14 @@ fn element_order(shape: &[usize], ops: &[&Op]) -> Option<Vec<u32>> {
         };
     }
     Some(a.iter().copied().collect())
+}
+
+fn is_permutation(perm: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    perm.len() == rank
+        && perm
+            .iter()
+            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true))
 }
 
 fn is_movement(op: &Op) -> bool {
