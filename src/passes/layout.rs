@@ -738,6 +738,17 @@ impl Rewriter<'_> {
                 return Ok((self.get(t, &perm)?, transposed));
             }
         }
+        // The batch axes must move. Keep the two matrix axes in the order they already have
+        // and say which order that is with the flag: the TRANSPOSE then moves whole rows (or,
+        // when only unit axes move, is a pure reshape that `transpose_chains` removes).
+        if r >= 2 {
+            let pos = |a: usize| perm.iter().position(|&p| p == a);
+            if pos(r - 1) < pos(r - 2) {
+                let mut want = identity(r);
+                want.swap(r - 2, r - 1);
+                return Ok((self.get(t, &want)?, !transposed));
+            }
+        }
         Ok((self.get(t, &identity(r))?, transposed))
     }
 

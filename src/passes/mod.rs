@@ -17,6 +17,7 @@ pub mod layout;
 pub mod lower;
 pub mod simplify;
 pub mod swish;
+pub mod transpose_chains;
 
 use crate::ir::Graph;
 use anyhow::{bail, Result};
@@ -97,6 +98,11 @@ pub const AFTER_LOWERING: &[Optimization] = &[
         name: "fuse_activation",
         about: "fuse Relu/Relu6/ReluN1To1/Tanh into the producer's fused activation",
         run: fuse_activation::fuse_activations,
+    },
+    Optimization {
+        name: "transpose_chains",
+        about: "RESHAPE/TRANSPOSE chains that keep the element order become one RESHAPE",
+        run: transpose_chains::simplify_transposes,
     },
     Optimization {
         name: "prune",
