@@ -417,3 +417,15 @@ fn transformers_keep_only_the_transposes_the_math_needs() {
     assert!(!h.contains_key("TRANSPOSE"), "{h:?}");
     assert_eq!(h.get("BATCH_MATMUL"), Some(&2), "{h:?}");
 }
+
+#[test]
+fn deep_cnn_converts_to_one_conv_per_layer() {
+    // Conv + BatchNorm + Relu ×30: every BatchNorm and Relu folds into its conv.
+    let model = litecvt::import::builder::deep_cnn(30);
+    let c =
+        litecvt::convert::convert_bytes(&model, "deep_cnn", &ConvertOptions::default()).unwrap();
+    assert_eq!(c.ops_after.get("CONV_2D"), Some(&30), "{:?}", c.ops_after);
+    let total: usize = c.ops_after.values().sum();
+    // + MEAN, FULLY_CONNECTED and the NCHW input/output edges.
+    assert!(total <= 33, "{:?}", c.ops_after);
+}

@@ -1,5 +1,6 @@
 //! Importers: ONNX protobuf → IR (with ONNX semantics, static shapes, constants folded).
 
+pub mod builder;
 mod fold;
 mod onnx;
 mod proto;

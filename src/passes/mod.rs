@@ -259,21 +259,19 @@ pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineRep
     // Required: TFLite has no Erf, so GELU must be recognised for the model to be expressible.
     r.record("gelu", g, |g| Ok(gelu::fuse_gelu(g)))?;
     let layout_opts = opts.layout;
-    let mut left = 0;
     r.record("layout", g, |g| {
         let lr = layout::to_nhwc(g, layout_opts)?;
-        left = g
-            .nodes
-            .iter()
-            .filter(|n| matches!(n.op, crate::ir::Op::Transpose { .. }))
-            .count();
         Ok(lr.transposes_removed + lr.transposes_added)
     })?;
-    r.transposes_left = left;
     r.record("lower", g, lower::lower)?;
     r.fixed_point(g, AFTER_LOWERING, &opts.passes)?;
     // Dead code is removed even with --no-optimize: the writer needs a clean graph.
     g.remove_dead();
+    r.transposes_left = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, crate::ir::Op::Transpose { .. }))
+        .count();
     r.ir_ops_after = histogram(g);
     r.nodes_after = g.nodes.len();
     r.const_bytes_after = g.const_bytes();
