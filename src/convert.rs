@@ -31,6 +31,8 @@ pub struct ConvertOptions {
     pub int8: FullInt8Options,
     /// Show a progress bar while calibrating.
     pub progress: bool,
+    /// Full int8: keep layers in float until every output's SNR vs float reaches this.
+    pub min_snr_db: Option<f64>,
 }
 
 /// What a conversion produced and did.
@@ -64,7 +66,12 @@ pub struct QuantReport {
     pub outputs: Vec<LayerError>,
     /// Per int8 tensor, worst first.
     pub layers: Vec<LayerError>,
+    /// Nodes `--min-snr` left in float, in the order they were chosen.
+    pub kept_float_for_snr: Vec<String>,
 }
+
+/// How many nodes `--min-snr` may move back to float before giving up.
+const MAX_KEPT_FLOAT: usize = 16;
 
 /// Samples used to measure per-layer error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
@@ -127,18 +134,61 @@ fn quantize_graph(
                 .filter_map(|(i, r)| r.map(|r| (i, r)))
                 .filter(|&(i, _)| i < graph.tensors.len())
                 .collect();
-            let summary = quantize::full_int8(graph, &ranges, &opts.int8)
-                .with_context(|| label.to_string())?;
-            let quantized = export_graph(graph, label)?;
             let few = &samples[..samples.len().min(ERROR_SAMPLES)];
+            let measure = |what: Result<Vec<LayerError>>| {
+                what.with_context(|| format!("{label}: measuring quantization error"))
+            };
+            let float_graph = graph.clone();
+            // One full-int8 attempt with `extra` nodes kept in float: the quantized graph, what
+            // quantization did, and the quantized file's outputs' error against the float file.
+            let attempt =
+                |extra: &[String]| -> Result<(Graph, QuantSummary, Vec<u8>, Vec<LayerError>)> {
+                    let mut g = float_graph.clone();
+                    let mut int8 = opts.int8.clone();
+                    int8.exclude_nodes.extend(extra.iter().cloned());
+                    let summary = quantize::full_int8(&mut g, &ranges, &int8)
+                        .with_context(|| label.to_string())?;
+                    let bytes = export_graph(&g, label)?;
+                    let outputs = measure(report::output_errors(&float, &bytes, few))?;
+                    Ok((g, summary, bytes, outputs))
+                };
+            let worst = |outputs: &[LayerError]| {
+                outputs
+                    .iter()
+                    .map(|o| o.snr_db)
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let mut kept_float: Vec<String> = Vec::new();
+            let mut best = attempt(&kept_float)?;
+            if let Some(budget) = opts.min_snr_db {
+                // Sensitivity: the output SNR with each layer alone left in float; the layers
+                // that help most go back to float first, until the budget is met.
+                let mut gains = Vec::new();
+                if worst(&best.3) < budget {
+                    for name in quantize::mixed::candidates(&float_graph) {
+                        let (_, _, _, outputs) = attempt(std::slice::from_ref(&name))?;
+                        gains.push((worst(&outputs), name));
+                    }
+                }
+                gains.sort_by(|a, b| b.0.total_cmp(&a.0));
+                for (_, name) in gains.into_iter().take(MAX_KEPT_FLOAT) {
+                    if worst(&best.3) >= budget {
+                        break;
+                    }
+                    kept_float.push(name);
+                    best = attempt(&kept_float)?;
+                }
+            }
+            let (g, summary, quantized, outputs) = best;
+            *graph = g;
+            let layers = measure(report::layer_errors(&float, &quantized, few))?;
             return Ok(Some(QuantReport {
                 summary,
                 calibration_samples: samples.len(),
                 error_samples: few.len(),
-                outputs: report::output_errors(&float, &quantized, few)
-                    .with_context(|| format!("{label}: measuring quantization error"))?,
-                layers: report::layer_errors(&float, &quantized, few)
-                    .with_context(|| format!("{label}: measuring quantization error"))?,
+                outputs,
+                layers,
+                kept_float_for_snr: kept_float,
             }));
         }
     };
@@ -148,6 +198,7 @@ fn quantize_graph(
         error_samples: 0,
         outputs: vec![],
         layers: vec![],
+        kept_float_for_snr: vec![],
     }))
 }
 

@@ -103,6 +103,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
             exclude_ops: args.exclude_op.clone(),
         },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        min_snr_db: args.min_snr,
     };
     let c = convert_file(model, &opts)?;
     for w in &c.warnings {
@@ -179,6 +180,12 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         for (name, op, why) in &s.float_nodes {
             outln!("    '{name}' ({op}): {why}");
         }
+    }
+    if !q.kept_float_for_snr.is_empty() {
+        outln!(
+            "  kept in float to meet --min-snr: {}",
+            q.kept_float_for_snr.join(", ")
+        );
     }
     if q.calibration_samples > 0 {
         outln!(

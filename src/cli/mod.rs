@@ -121,6 +121,10 @@ pub struct ConvertArgs {
         requires = "calibration"
     )]
     pub exclude: Vec<String>,
+    /// With full int8: keep the layers that cost the most in float until every output's SNR
+    /// against the float model reaches this many dB (automatic mixed precision).
+    #[arg(long, value_name = "DB", requires = "calibration")]
+    pub min_snr: Option<f64>,
     /// With full int8: keep all ops of these IR types (e.g. Softmax,Add) in float.
     #[arg(
         long,

@@ -4,6 +4,7 @@
 //! input_scale × weight_scale, asymmetric per-tensor int8 activations.
 
 pub mod calibrate;
+pub mod mixed;
 pub mod params;
 pub mod report;
 pub mod weights;

@@ -136,10 +136,11 @@ pub fn layer_errors(float: &[u8], quantized: &[u8], samples: &[Sample]) -> Resul
         if !int8 {
             return;
         }
-        if let Some(r) = float_index
+        // A QUANTIZE of float tensor `x` writes `x/int8`: compare it with `x`.
+        let fi = float_index
             .get(name)
-            .and_then(|&fi| float_values.get(&(k, fi)))
-        {
+            .or_else(|| name.strip_suffix("/int8").and_then(|n| float_index.get(n)));
+        if let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) {
             if r.len() == v.len() {
                 accs.entry(t).or_default().add(r, v.iter().copied());
             }
