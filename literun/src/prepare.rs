@@ -240,6 +240,17 @@ pub(crate) enum Kind {
         adj_x: bool,
         adj_y: bool,
     },
+    /// Int8 x int8 -> int8 BATCH_MATMUL (per-tensor parameters, one multiplier).
+    BatchMatMulI8 {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+        /// `-rhs_zero_point`.
+        rhs_offset: i32,
+        q: OutputStage,
+    },
     Pool {
         max: bool,
         params: Pool2dParams,
@@ -1681,7 +1692,18 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
-    f32_inputs(c, 2)?;
+    let dts = (c.dtype(0)?, c.dtype(1)?);
+    match dts {
+        (DType::F32, DType::F32) => f32_inputs(c, 2)?,
+        (DType::I8, DType::I8) => {}
+        (a, b) => {
+            return Err(c.err(format!(
+                "lhs {} with rhs {} is not supported",
+                a.name(),
+                b.name()
+            )))
+        }
+    }
     let (mut adj_x, mut adj_y) = (false, false);
     if let Some(t) = c.options(tag::BATCH_MATMUL)? {
         adj_x = c.opt(t.bool(schema::BatchMatMulOptions::VT_ADJ_X, false))?;
@@ -1705,6 +1727,37 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
     })?;
     out.push(m);
     out.push(n);
+    if dts.0 == DType::I8 {
+        c.check_out(0, &out, DType::I8)?;
+        let (ql, qr, qo) = (c.in_q8(0)?, c.in_q8(1)?, c.out_q8(0)?);
+        // GetQuantizedConvolutionMultipler: the scale product in float, divided in double.
+        let real = f64::from(ql.scale * qr.scale) / f64::from(qo.scale);
+        if !(real.is_finite() && real > 0.0) {
+            return Err(c.err(format!(
+                "scales {} x {} / {} give no valid multiplier",
+                ql.scale, qr.scale, qo.scale
+            )));
+        }
+        let (multiplier, shift) = quantize_multiplier(real);
+        return Ok(Kind::BatchMatMulI8 {
+            lhs_shape: l.to_vec(),
+            rhs_shape: r.to_vec(),
+            out_shape: out,
+            adj_x,
+            adj_y,
+            rhs_offset: -qr.zero_point,
+            q: OutputStage {
+                input_offset: -ql.zero_point,
+                output_offset: qo.zero_point,
+                multipliers: vec![multiplier],
+                shifts: vec![shift],
+                act_min: -128,
+                act_max: 127,
+                // Measured: LiteRT's builtin and reference int8 BATCH_MATMUL both round twice.
+                single_rounding: false,
+            },
+        });
+    }
     c.check_out(0, &out, DType::F32)?;
     Ok(Kind::BatchMatMul {
         lhs_shape: l.to_vec(),

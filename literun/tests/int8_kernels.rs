@@ -761,3 +761,193 @@ fn hybrid_speed() {
         println!("conv hybrid={hybrid}: {:?} per invoke", t.elapsed() / 5);
     }
 }
+
+/// Interpreter creation must fail (not panic) with a message containing `needle`.
+fn expect_err(bytes: &AlignedBytes, needle: &str) {
+    let model = Model::from_bytes(bytes).unwrap();
+    let e = Interpreter::new(&model).err().expect("accepted");
+    assert!(e.to_string().contains(needle), "{e}");
+}
+
+/// `[.., M, K]` with the last two dims swapped when `adj`.
+fn swap_last2(shape: &[i32], adj: bool) -> Vec<i32> {
+    let mut s = shape.to_vec();
+    if adj {
+        let r = s.len();
+        s.swap(r - 2, r - 1);
+    }
+    s
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bmm_case(
+    ls: &[i32],
+    rs: &[i32],
+    os: &[i32],
+    adj_x: bool,
+    adj_y: bool,
+    ql: (f32, i64),
+    qr: (f32, i64),
+    seed: u64,
+) {
+    let mut r = Rng(seed);
+    let (ls, rs) = (swap_last2(ls, adj_x), swap_last2(rs, adj_y));
+    let nl: i32 = ls.iter().product();
+    let nr: i32 = rs.iter().product();
+    let a = r.i8s(nl as usize);
+    let b = r.i8s(nr as usize);
+    let (af, bf) = (deq(&a, ql.0, ql.1), deq(&b, qr.0, qr.1));
+    use s::BatchMatMulOptions as O;
+    let o = vec![F::Bool(O::VT_ADJ_X, adj_x), F::Bool(O::VT_ADJ_Y, adj_y)];
+    let build = |q: bool, out: (f32, i64)| {
+        let mut m = ModelBuilder::new();
+        let x = act(&mut m, q, "a", &ls, ql);
+        let y = act(&mut m, q, "b", &rs, qr);
+        let z = act(&mut m, q, "z", os, out);
+        m.op(B::BATCH_MATMUL, &[x, y], &[z], opts(101, o.clone()));
+        m.finish(&[x, y], &[z])
+    };
+    let want = run_f32(&build(false, (0.0, 0)), &[&af, &bf]);
+    let (lo, hi) = range(&want);
+    let (os_, oz) = qparams(lo * 0.8, hi * 0.8);
+    let got = run_i8(&build(true, (os_, oz)), &[&a, &b]);
+    check("batch_matmul", &got, os_, oz, &want, 0.76);
+}
+
+#[test]
+fn batch_matmul_int8_matches_float() {
+    bmm_case(
+        &[2, 3, 5],
+        &[2, 5, 4],
+        &[2, 3, 4],
+        false,
+        false,
+        (0.02, 3),
+        (0.05, -9),
+        71,
+    );
+    bmm_case(
+        &[2, 1, 3, 6],
+        &[4, 6, 2],
+        &[2, 4, 3, 2],
+        true,
+        false,
+        (0.03, -128),
+        (0.01, 0),
+        72,
+    );
+    bmm_case(
+        &[3, 7],
+        &[2, 7, 5],
+        &[2, 3, 5],
+        false,
+        true,
+        (0.015, 20),
+        (0.04, 7),
+        73,
+    );
+    bmm_case(
+        &[2, 2, 4, 3],
+        &[3, 2],
+        &[2, 2, 4, 2],
+        true,
+        true,
+        (0.05, -1),
+        (0.02, 100),
+        74,
+    );
+    // Large enough for LiteRT's optimized (ruy) path to use its real kernels.
+    bmm_case(
+        &[1, 24, 64],
+        &[64, 40],
+        &[1, 24, 40],
+        false,
+        false,
+        (0.01, -5),
+        (0.01, 2),
+        75,
+    );
+    bmm_case(
+        &[3, 17, 33],
+        &[3, 33, 19],
+        &[3, 17, 19],
+        true,
+        true,
+        (0.01, 9),
+        (0.02, 0),
+        76,
+    );
+}
+
+/// Rounding ties: out = acc / 4 for acc in {-10, -6, 10, 6, 2, -2}. LiteRT (builtin and
+/// reference kernels) rounds twice, ties away from zero: -3, -2, 3, 2, 1, -1 (one rounding,
+/// half up, as its FULLY_CONNECTED, would give -2, -1, 3, 2, 1, 0).
+#[test]
+fn batch_matmul_int8_rounding_ties() {
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[6, 2], TensorType::INT8, 0.5, 0);
+    let y = m.q("b", &[2, 1], TensorType::INT8, 0.5, 0);
+    let z = m.q("z", &[6, 1], TensorType::INT8, 1.0, 0);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    let bytes = m.finish(&[x, y], &[z]);
+    let got = run_i8(
+        &bytes,
+        &[&[-5, -5, -3, -3, 5, 5, 3, 3, 1, 1, -1, -1], &[1, 1]],
+    );
+    assert_eq!(got, vec![-3, -2, 3, 2, 1, -1]);
+    // The same with zero points on every tensor (rhs zp 3: stored 4 means 1).
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[6, 2], TensorType::INT8, 0.5, -7);
+    let y = m.q("b", &[2, 1], TensorType::INT8, 0.5, 3);
+    let z = m.q("z", &[6, 1], TensorType::INT8, 1.0, 11);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    let bytes = m.finish(&[x, y], &[z]);
+    let got = run_i8(
+        &bytes,
+        &[
+            &[-12, -12, -10, -10, -2, -2, -4, -4, -6, -6, -8, -8],
+            &[4, 4],
+        ],
+    );
+    assert_eq!(got, vec![8, 9, 14, 13, 12, 10]);
+}
+
+#[test]
+fn batch_matmul_int8_rejects_bad_params() {
+    // Per-channel rhs.
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[2, 2], TensorType::INT8, 0.5, 0);
+    let y = m.tensor("b", &[2, 2], TensorType::INT8);
+    m.quant(y, &[0.5, 0.25], &[0, 0], 1);
+    let z = m.q("z", &[2, 2], TensorType::INT8, 1.0, 0);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    expect_err(&m.finish(&[x, y], &[z]), "per tensor");
+    // No quantization on the output.
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[2, 2], TensorType::INT8, 0.5, 0);
+    let y = m.q("b", &[2, 2], TensorType::INT8, 0.5, 0);
+    let z = m.tensor("z", &[2, 2], TensorType::INT8);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    expect_err(&m.finish(&[x, y], &[z]), "quantization parameters");
+    // Float output of int8 inputs.
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[2, 2], TensorType::INT8, 0.5, 0);
+    let y = m.q("b", &[2, 2], TensorType::INT8, 0.5, 0);
+    let z = m.f32("z", &[2, 2]);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    expect_err(&m.finish(&[x, y], &[z]), "expected INT8");
+    // int8 lhs with a float rhs.
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[2, 2], TensorType::INT8, 0.5, 0);
+    let y = m.f32("b", &[2, 2]);
+    let z = m.q("z", &[2, 2], TensorType::INT8, 1.0, 0);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    expect_err(&m.finish(&[x, y], &[z]), "not supported");
+    // Wrong output shape.
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[2, 3], TensorType::INT8, 0.5, 0);
+    let y = m.q("b", &[3, 4], TensorType::INT8, 0.5, 0);
+    let z = m.q("z", &[2, 3], TensorType::INT8, 1.0, 0);
+    m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
+    expect_err(&m.finish(&[x, y], &[z]), "shape");
+}

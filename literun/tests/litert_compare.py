@@ -26,14 +26,23 @@ def main():
         action="store_true",
         help="keep LiteRT's default XNNPACK delegate (default: builtin kernels only)",
     )
-    a = ap.parse_args()
-    resolver = (
-        OpResolverType.AUTO
-        if a.xnnpack
-        else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    ap.add_argument(
+        "--ref",
+        action="store_true",
+        help="use LiteRT's reference kernels (BUILTIN_REF) instead of its optimized builtins",
     )
+    ap.add_argument("--only", default="", help="only files whose name contains this")
+    a = ap.parse_args()
+    if a.xnnpack:
+        resolver = OpResolverType.AUTO
+    elif a.ref:
+        resolver = OpResolverType.BUILTIN_REF
+    else:
+        resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
     bad = 0
     for path in sorted(glob.glob(os.path.join(a.dir, "*.tflite"))):
+        if a.only not in os.path.basename(path):
+            continue
         meta = json.load(open(path[:-7] + ".json"))
         it = Interpreter(model_path=path, experimental_op_resolver_type=resolver)
         it.allocate_tensors()

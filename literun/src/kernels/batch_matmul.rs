@@ -1,4 +1,4 @@
-//! BATCH_MATMUL (float32), matching TFLite's reference `BatchMatMul`.
+//! BATCH_MATMUL (float32 and int8), matching TFLite's reference `BatchMatMul`.
 //!
 //! `lhs` is `[..., M, K]` (`[..., K, M]` with `adj_x`), `rhs` is `[..., K, N]` (`[..., N, K]`
 //! with `adj_y`). Leading batch dims are right-aligned and broadcast numpy-style. Every output is
@@ -16,47 +16,54 @@ pub fn batch_matmul_f32(
     output: &mut [f32],
     out_shape: &[usize],
 ) {
-    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
-    debug_assert!(lr >= 2 && rr >= 2 && or >= 2);
-    debug_assert_eq!(or, lr.max(rr));
-    if lr < 2 || rr < 2 || or < 2 {
+    let d = dims(
+        lhs.len(),
+        lhs_shape,
+        rhs.len(),
+        rhs_shape,
+        adj_x,
+        adj_y,
+        output.len(),
+        out_shape,
+    );
+    debug_assert!(d.is_some(), "inconsistent BATCH_MATMUL shapes");
+    let Some((m, k, n)) = d else {
         return;
-    }
-    let (m, k) = if adj_x {
-        (lhs_shape[lr - 1], lhs_shape[lr - 2])
-    } else {
-        (lhs_shape[lr - 2], lhs_shape[lr - 1])
     };
-    let (k2, n) = if adj_y {
-        (rhs_shape[rr - 1], rhs_shape[rr - 2])
-    } else {
-        (rhs_shape[rr - 2], rhs_shape[rr - 1])
-    };
-    debug_assert_eq!(k, k2);
-    debug_assert_eq!(out_shape[or - 2], m);
-    debug_assert_eq!(out_shape[or - 1], n);
-    debug_assert_eq!(lhs.len(), lhs_shape.iter().product::<usize>());
-    debug_assert_eq!(rhs.len(), rhs_shape.iter().product::<usize>());
-    debug_assert_eq!(output.len(), out_shape.iter().product::<usize>());
-    let batch_dims = or - 2;
-    debug_assert!((0..batch_dims).all(|j| {
-        let o = out_shape[or - 3 - j];
-        let l = if j + 2 < lr { lhs_shape[lr - 3 - j] } else { 1 };
-        let r = if j + 2 < rr { rhs_shape[rr - 3 - j] } else { 1 };
-        (l == o || l == 1) && (r == o || r == 1)
-    }));
+    for_each_batch(
+        lhs_shape,
+        rhs_shape,
+        out_shape,
+        m * k,
+        k * n,
+        |lo, ro, oo| {
+            let a = &lhs[lo..lo + m * k];
+            let b = &rhs[ro..ro + k * n];
+            let out = &mut output[oo..oo + m * n];
+            matmul(a, b, m, k, n, adj_x, adj_y, out);
+        },
+    );
+}
 
-    let out_mat = m * n;
+/// Calls `f(lhs_offset, rhs_offset, out_offset)` for every output matrix, mapping each output
+/// batch index to the (broadcast) lhs/rhs matrix, innermost batch dim first. `lhs_mat` and
+/// `rhs_mat` are the element counts of one operand matrix.
+fn for_each_batch(
+    lhs_shape: &[usize],
+    rhs_shape: &[usize],
+    out_shape: &[usize],
+    lhs_mat: usize,
+    rhs_mat: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
+    let out_mat = out_shape[or - 2] * out_shape[or - 1];
     if out_mat == 0 {
         return;
     }
-    let lhs_mat = m * k;
-    let rhs_mat = k * n;
-    let out_batches = output.len() / out_mat;
-
+    let batch_dims = or - 2;
+    let out_batches: usize = out_shape[..batch_dims].iter().product();
     for ob in 0..out_batches {
-        // Map the output batch index to the (broadcast) lhs/rhs matrix offsets, innermost
-        // batch dim first.
         let mut rem = ob;
         let (mut lhs_off, mut rhs_off) = (0usize, 0usize);
         let (mut lhs_stride, mut rhs_stride) = (lhs_mat, rhs_mat);
@@ -79,11 +86,104 @@ pub fn batch_matmul_f32(
                 rhs_stride *= rd;
             }
         }
-        let a = &lhs[lhs_off..lhs_off + lhs_mat];
-        let b = &rhs[rhs_off..rhs_off + rhs_mat];
-        let out = &mut output[ob * out_mat..(ob + 1) * out_mat];
-        matmul(a, b, m, k, n, adj_x, adj_y, out);
+        f(lhs_off, rhs_off, ob * out_mat);
     }
+}
+
+/// Checks the operand shapes against the slices; `(m, k, n)` when they agree.
+#[allow(clippy::too_many_arguments)]
+fn dims(
+    lhs_len: usize,
+    lhs_shape: &[usize],
+    rhs_len: usize,
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    out_len: usize,
+    out_shape: &[usize],
+) -> Option<(usize, usize, usize)> {
+    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
+    if lr < 2 || rr < 2 || or != lr.max(rr) {
+        return None;
+    }
+    let (m, k) = if adj_x {
+        (lhs_shape[lr - 1], lhs_shape[lr - 2])
+    } else {
+        (lhs_shape[lr - 2], lhs_shape[lr - 1])
+    };
+    let (k2, n) = if adj_y {
+        (rhs_shape[rr - 1], rhs_shape[rr - 2])
+    } else {
+        (rhs_shape[rr - 2], rhs_shape[rr - 1])
+    };
+    let ok = k == k2
+        && out_shape[or - 2] == m
+        && out_shape[or - 1] == n
+        && lhs_len == lhs_shape.iter().product::<usize>()
+        && rhs_len == rhs_shape.iter().product::<usize>()
+        && out_len == out_shape.iter().product::<usize>()
+        && (0..or - 2).all(|j| {
+            let o = out_shape[or - 3 - j];
+            let l = if j + 2 < lr { lhs_shape[lr - 3 - j] } else { 1 };
+            let r = if j + 2 < rr { rhs_shape[rr - 3 - j] } else { 1 };
+            (l == o || l == 1) && (r == o || r == 1)
+        });
+    ok.then_some((m, k, n))
+}
+
+/// Int8 BATCH_MATMUL as LiteRT's builtin kernel (`EvalInt8Int8`): per output,
+/// `acc = sum_k (lhs + lhs_offset) * (rhs + rhs_offset)` (exact in i32), requantized by `q`
+/// (one multiplier; `q.input_offset` is `-lhs_zero_point`), plus the output zero point, clamped
+/// to int8. Shapes as [`batch_matmul_f32`]; does nothing if they do not agree with the slices.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_matmul_i8(
+    lhs: &[i8],
+    lhs_shape: &[usize],
+    rhs: &[i8],
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    rhs_offset: i32,
+    q: &crate::quant::OutputStage,
+    output: &mut [i8],
+    out_shape: &[usize],
+) {
+    let Some((m, k, n)) = dims(
+        lhs.len(),
+        lhs_shape,
+        rhs.len(),
+        rhs_shape,
+        adj_x,
+        adj_y,
+        output.len(),
+        out_shape,
+    ) else {
+        return;
+    };
+    let lo = q.input_offset;
+    for_each_batch(
+        lhs_shape,
+        rhs_shape,
+        out_shape,
+        m * k,
+        k * n,
+        |la, ra, oo| {
+            let a = &lhs[la..la + m * k];
+            let b = &rhs[ra..ra + k * n];
+            let out = &mut output[oo..oo + m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = 0i32;
+                    for kk in 0..k {
+                        let x = if adj_x { a[kk * m + i] } else { a[i * k + kk] };
+                        let y = if adj_y { b[j * k + kk] } else { b[kk * n + j] };
+                        acc = acc.wrapping_add((i32::from(x) + lo) * (i32::from(y) + rhs_offset));
+                    }
+                    out[i * n + j] = q.apply(acc, 0);
+                }
+            }
+        },
+    );
 }
 
 /// One `[M, N]` product; the lhs element (i, kk) is `a[i*K + kk]`, or `a[kk*M + i]` if `adj_x`.
