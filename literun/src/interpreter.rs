@@ -907,6 +907,20 @@ fn run_op<'b>(
             }
         }
         Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),
+        Kind::RsqrtI8 { table, min_input } => {
+            let i = ins.typed::<i8>(0)?;
+            if let Some(&v) = i.iter().find(|&&v| v < *min_input) {
+                return Err(op_err(
+                    p.index,
+                    op,
+                    format!(
+                        "int8 RSQRT of a negative value (stored {v} below the zero point \
+                         {min_input})"
+                    ),
+                ));
+            }
+            ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out)
+        }
         Kind::BinaryI8 { p: bp, bc } => {
             ew::binary_i8(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }

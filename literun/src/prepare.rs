@@ -130,6 +130,12 @@ pub(crate) enum Kind {
     Lut8 {
         table: alloc::boxed::Box<ew::Lut8>,
     },
+    /// Int8 RSQRT: a table, and an invocation error for stored inputs below `min_input` (the
+    /// input zero point: negative reals), as TFLite.
+    RsqrtI8 {
+        table: alloc::boxed::Box<ew::Lut8>,
+        min_input: i8,
+    },
     BinaryI8 {
         p: ew::BinaryI8,
         bc: ew::Broadcast,
@@ -1989,6 +1995,13 @@ fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind>
         O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub)
             .ok_or_else(|| c.err("input/output scales give an out-of-range multiplier"))?,
         O::Mul => ew::BinaryI8::mul(qa, qb, qo, range),
+        O::SquaredDifference => ew::BinaryI8::squared_difference(qa, qb, qo).ok_or_else(|| {
+            c.err(format!(
+                "output scale {} is too small for int8 SQUARED_DIFFERENCE of scales {} and {} \
+                 (TFLite needs (2 max scale)^2 / 2^14 < output scale)",
+                qo.scale, qa.scale, qb.scale
+            ))
+        })?,
         _ => return Err(c.err("this operator has no int8 kernel")),
     };
     Ok(Kind::BinaryI8 { p, bc })
@@ -2020,6 +2033,18 @@ fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
             ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x))
         }
         U::Tanh | U::Gelu { .. } => ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x)),
+        U::Rsqrt if signed => {
+            let table = ew::rsqrt_i8_table(qi, qo).ok_or_else(|| {
+                c.err(format!(
+                    "int8 RSQRT: 1 / (sqrt({}) * {}) is out of range for a multiplier",
+                    qi.scale, qo.scale
+                ))
+            })?;
+            return Ok(Kind::RsqrtI8 {
+                table: alloc::boxed::Box::new(table),
+                min_input: qi.zero_point as i8,
+            });
+        }
         _ => {
             return Err(c.err(format!(
                 "{} input is not supported by this operator",

@@ -8,7 +8,8 @@
 //! # Agreement with LiteRT
 //! `tests/litert_compare.py` runs the int8 kernel tests' models with the pip `ai-edge-litert`
 //! interpreter. With its builtin kernels (`BUILTIN_WITHOUT_DEFAULT_DELEGATES`) every int8 output
-//! is bit-exact (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, ADD/SUB/MUL, pools,
+//! is bit-exact (CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, BATCH_MATMUL, ADD/SUB/MUL,
+//! SQUARED_DIFFERENCE, RSQRT, pools,
 //! both MEAN paths, SOFTMAX's float table, the LUT activations, HARD_SWISH, LEAKY_RELU,
 //! QUANTIZE/DEQUANTIZE) and hybrid outputs agree to ~1e-5 relative (float summation order);
 //! `litert_compare.py --ref` checks against LiteRT's reference kernels (`BUILTIN_REF`) too. Of

@@ -91,11 +91,18 @@ fn run_f32(bytes: &AlignedBytes, inputs: &[&[f32]]) -> Vec<f32> {
     }
     it.invoke().unwrap();
     let out = it.output(0).unwrap().as_f32().unwrap().to_vec();
-    let ins: Vec<Vec<String>> = inputs
-        .iter()
-        .map(|v| v.iter().map(|x| format!("{x:e}")).collect())
-        .collect();
-    let outs: Vec<String> = out.iter().map(|x| format!("{x:e}")).collect();
+    // JSON (as Python reads it) spells the non-finite values Infinity and NaN.
+    let f = |x: &f32| {
+        if x.is_nan() {
+            "NaN".to_string()
+        } else if x.is_infinite() {
+            if *x > 0.0 { "Infinity" } else { "-Infinity" }.to_string()
+        } else {
+            format!("{x:e}")
+        }
+    };
+    let ins: Vec<Vec<String>> = inputs.iter().map(|v| v.iter().map(f).collect()).collect();
+    let outs: Vec<String> = out.iter().map(f).collect();
     dump(bytes, "float32", &ins, &outs);
     out
 }
@@ -950,4 +957,235 @@ fn batch_matmul_int8_rejects_bad_params() {
     let z = m.q("z", &[2, 3], TensorType::INT8, 1.0, 0);
     m.op(B::BATCH_MATMUL, &[x, y], &[z], None);
     expect_err(&m.finish(&[x, y], &[z]), "shape");
+}
+
+fn squared_difference_case(sa: &[i32], sb: &[i32], qa: (f32, i64), qb: (f32, i64), seed: u64) {
+    let mut r = Rng(seed);
+    let a = r.i8s(sa.iter().product::<i32>() as usize);
+    let b = r.i8s(sb.iter().product::<i32>() as usize);
+    let (af, bf) = (deq(&a, qa.0, qa.1), deq(&b, qb.0, qb.1));
+    let so: Vec<i32> = {
+        let n = sa.len().max(sb.len());
+        (0..n)
+            .map(|i| {
+                let da = if i + sa.len() >= n {
+                    sa[i + sa.len() - n]
+                } else {
+                    1
+                };
+                let db = if i + sb.len() >= n {
+                    sb[i + sb.len() - n]
+                } else {
+                    1
+                };
+                da.max(db)
+            })
+            .collect()
+    };
+    let build = |q: bool, out: (f32, i64)| {
+        let mut m = ModelBuilder::new();
+        let x = act(&mut m, q, "a", sa, qa);
+        let y = act(&mut m, q, "b", sb, qb);
+        let z = act(&mut m, q, "z", &so, out);
+        m.op(B::SQUARED_DIFFERENCE, &[x, y], &[z], None);
+        m.finish(&[x, y], &[z])
+    };
+    let want = run_f32(&build(false, (0.0, 0)), &[&af, &bf]);
+    let (lo, hi) = range(&want);
+    let out = qparams(lo, hi * 0.9);
+    let got = run_i8(&build(true, out), &[&a, &b]);
+    // Each input is rescaled to units of u = 2 max(s_a, s_b) / 128 (half a unit of error each,
+    // one unit on the difference d), so d^2 is off by up to (2|d| + 1) u^2; then the output
+    // rounds twice (0.76 steps).
+    let u = 2.0 * qa.0.max(qb.0) / 128.0;
+    let max_d = want.iter().fold(0.0f32, |m, &v| m.max(v.sqrt())) / u + 1.0;
+    let steps = 0.76 + (2.0 * max_d + 1.0) * u * u / out.0;
+    check("squared_difference", &got, out.0, out.1, &want, steps);
+}
+
+#[test]
+fn squared_difference_int8_matches_float() {
+    squared_difference_case(&[2, 3, 4], &[2, 3, 4], (0.02, 3), (0.03, -5), 81);
+    squared_difference_case(&[2, 3, 4], &[3, 1], (0.05, -128), (0.01, 10), 82);
+    squared_difference_case(&[4], &[2, 1, 3, 4], (0.04, 0), (0.04, 0), 83);
+}
+
+#[test]
+fn squared_difference_int8_hand_computed_and_bad_scales() {
+    // Same scales 0.5 (u = 1/128): d = 128 * (x - y) * 0.5 exactly; out = d^2 / 2^14 / s_out.
+    // (3 - 1) * 0.5 = 1 -> 1; (-4 - 0) * 0.5 = -2 -> 4; 0.5^2 = 0.25 -> 0.25/0.5 = 0.5 -> 1
+    // (ties away from zero); out zp -100.
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[3], TensorType::INT8, 0.5, 0);
+    let y = m.q("b", &[3], TensorType::INT8, 0.5, 0);
+    let z = m.q("z", &[3], TensorType::INT8, 0.5, -100);
+    m.op(B::SQUARED_DIFFERENCE, &[x, y], &[z], None);
+    let bytes = m.finish(&[x, y], &[z]);
+    assert_eq!(
+        run_i8(&bytes, &[&[3, -4, 1], &[1, 0, 0]]),
+        vec![-98, -92, -99]
+    );
+    // An output scale too small for TFLite's output multiplier (< 1 required).
+    let mut m = ModelBuilder::new();
+    let x = m.q("a", &[3], TensorType::INT8, 1.0, 0);
+    let y = m.q("b", &[3], TensorType::INT8, 1.0, 0);
+    let z = m.q("z", &[3], TensorType::INT8, 1e-4, 0);
+    m.op(B::SQUARED_DIFFERENCE, &[x, y], &[z], None);
+    expect_err(&m.finish(&[x, y], &[z]), "too small");
+}
+
+#[test]
+fn rsqrt_int8_matches_float() {
+    // All 256 stored values (zero point -128: every input >= 0).
+    let x: Vec<i8> = (-128..=127).map(|v| v as i8).collect();
+    for (q, out) in [
+        ((0.06f32, -128i64), (4.1f32 / 255.0, -128i64)),
+        ((0.3, -128), (2.0 / 255.0, -100)),
+        ((0.002, -128), (23.0 / 255.0, -128)),
+    ] {
+        let xf = deq(&x, q.0, q.1);
+        let build = |qq: bool| {
+            let mut m = ModelBuilder::new();
+            let a = act(&mut m, qq, "x", &[256], q);
+            let y = act(&mut m, qq, "y", &[256], out);
+            m.op(B::RSQRT, &[a], &[y], None);
+            m.finish(&[a], &[y])
+        };
+        let want = run_f32(&build(false), &[&xf]);
+        let got = run_i8(&build(true), &[&x]);
+        // rsqrt(0) = inf: TFLite gives the largest value.
+        assert_eq!(got[0], 127);
+        check("rsqrt", &got, out.0, out.1, &want, 0.76);
+    }
+}
+
+#[test]
+fn rsqrt_int8_hand_computed_and_negative_input() {
+    // Input scale 0.25, output scale 1/64: stored 4 (1.0) -> 64, 16 (4.0) -> 32, 9 (2.25) ->
+    // 42.67 -> 43, 1 (0.25 -> 2.0 -> 128) saturates, 0 -> 127; output zp 0.
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[5], TensorType::INT8, 0.25, 0);
+    let y = m.q("y", &[5], TensorType::INT8, 1.0 / 64.0, 0);
+    m.op(B::RSQRT, &[x], &[y], None);
+    let bytes = m.finish(&[x], &[y]);
+    assert_eq!(
+        run_i8(&bytes, &[&[4, 16, 9, 1, 0]]),
+        vec![64, 32, 43, 127, 127]
+    );
+    // A negative real input fails the invocation (as in TFLite), it does not panic.
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .as_i8_mut()
+        .unwrap()
+        .copy_from_slice(&[4, 4, -1, 4, 4]);
+    let e = it.invoke().expect_err("negative input accepted");
+    assert!(e.to_string().contains("negative"), "{e}");
+    // uint8 RSQRT has no TFLite kernel.
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[5], TensorType::UINT8, 0.25, 0);
+    let y = m.q("y", &[5], TensorType::UINT8, 1.0 / 64.0, 0);
+    m.op(B::RSQRT, &[x], &[y], None);
+    expect_err(&m.finish(&[x], &[y]), "not supported");
+}
+
+/// A LayerNorm as the converter lowers it (MEAN, SQUARED_DIFFERENCE, MEAN, ADD eps, RSQRT, SUB,
+/// MUL, then gamma MUL and beta ADD) entirely in int8, with every activation's parameters
+/// calibrated on the float model's own values.
+#[test]
+fn layer_norm_int8_chain_matches_float() {
+    let mut r = Rng(91);
+    let (shape, d) = ([2i32, 3, 8], 8usize);
+    let n = 48usize;
+    // Rows with different means and spreads.
+    let xf0: Vec<f32> = (0..n)
+        .map(|i| r.f() * (0.5 + (i / d) as f32 * 0.4) + (i / d) as f32 * 0.3 - 0.7)
+        .collect();
+    let qx = qparams(range(&xf0).0, range(&xf0).1);
+    let xq: Vec<i8> = xf0
+        .iter()
+        .map(|&v| ((v / qx.0).round() as i64 + qx.1).clamp(-128, 127) as i8)
+        .collect();
+    let xf = deq(&xq, qx.0, qx.1);
+    let gamma: Vec<f32> = (0..d).map(|i| 0.5 + 0.1 * i as f32).collect();
+    let beta: Vec<f32> = (0..d).map(|i| -0.2 + 0.05 * i as f32).collect();
+    let eps = 1e-3f32;
+    // Constants in int8: symmetric-ish parameters with their own scales.
+    let (gs, bs, es) = (1.3f32 / 127.0, 0.2f32 / 127.0, eps / 100.0);
+    let gq: Vec<i8> = gamma.iter().map(|&v| (v / gs).round() as i8).collect();
+    let bq: Vec<i8> = beta.iter().map(|&v| (v / bs).round() as i8).collect();
+    let (gf, bf) = (deq(&gq, gs, 0), deq(&bq, bs, 0));
+    let eq = -28i8; // (-28 + 128) * es = eps
+                    // Tensor order: x, mean, sd, var, ve, r, c, y0, y1, y (the float model's indices match).
+    let names = ["x", "mean", "sd", "var", "ve", "r", "c", "y0", "y1", "y"];
+    let build = |q: Option<&[(f32, i64)]>| {
+        let mut m = ModelBuilder::new();
+        let mut t = Vec::new();
+        let row = [2i32, 3, 1];
+        for (k, name) in names.iter().enumerate() {
+            let s: &[i32] = if matches!(k, 1 | 3 | 4 | 5) {
+                &row
+            } else {
+                &shape
+            };
+            t.push(match q {
+                Some(p) => m.q(name, s, TensorType::INT8, p[k].0, p[k].1),
+                None => m.f32(name, s),
+            });
+        }
+        let ax = m.const_i32("axes", &[1], &[-1]);
+        let (e, g, b) = if q.is_some() {
+            let e = m.const_i8("eps", &[1], &[eq]);
+            m.quant(e, &[es], &[-128], 0);
+            let g = m.const_i8("gamma", &[d as i32], &gq);
+            m.quant(g, &[gs], &[0], 0);
+            let b = m.const_i8("beta", &[d as i32], &bq);
+            m.quant(b, &[bs], &[0], 0);
+            (e, g, b)
+        } else {
+            (
+                m.const_f32("eps", &[1], &[(eq as f32 + 128.0) * es]),
+                m.const_f32("gamma", &[d as i32], &gf),
+                m.const_f32("beta", &[d as i32], &bf),
+            )
+        };
+        let keep = || opts(27, vec![F::Bool(4, true)]);
+        let none = |tag| opts(tag, vec![F::I8(4, 0)]);
+        m.op(B::MEAN, &[t[0], ax], &[t[1]], keep());
+        m.op(B::SQUARED_DIFFERENCE, &[t[0], t[1]], &[t[2]], None);
+        m.op(B::MEAN, &[t[2], ax], &[t[3]], keep());
+        m.op(B::ADD, &[t[3], e], &[t[4]], none(11));
+        m.op(B::RSQRT, &[t[4]], &[t[5]], None);
+        m.op(B::SUB, &[t[0], t[1]], &[t[6]], none(28));
+        m.op(B::MUL, &[t[6], t[5]], &[t[7]], none(21));
+        m.op(B::MUL, &[t[7], g], &[t[8]], none(21));
+        m.op(B::ADD, &[t[8], b], &[t[9]], none(11));
+        m.finish(&[t[0]], &[t[9]])
+    };
+    // Calibrate every activation on the float model.
+    let fbytes = build(None);
+    let model = Model::from_bytes(&fbytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_f32_mut(0).unwrap().copy_from_slice(&xf);
+    let mut ranges = vec![range(&xf); names.len()];
+    it.invoke_observed(&mut |op, _, v| {
+        ranges[op + 1] = range(v.as_f32().unwrap());
+    })
+    .unwrap();
+    let mut params: Vec<(f32, i64)> = ranges.iter().map(|&(lo, hi)| qparams(lo, hi)).collect();
+    params[0] = qx;
+    let want = run_f32(&fbytes, &[&xf]);
+    let got = run_i8(&build(Some(&params)), &[&xq]);
+    // End to end through nine requantizations: a loose bound (worst 3.7 steps, mean 0.83 here;
+    // the exact check is LiteRT's).
+    let (os_, oz) = params[9];
+    check("layer_norm", &got, os_, oz, &want, 5.0);
+    let mean_err: f32 = got
+        .iter()
+        .zip(&want)
+        .map(|(&g, &w)| (os_ * (g as i64 - oz) as f32 - w).abs())
+        .sum::<f32>()
+        / n as f32;
+    assert!(mean_err < 1.5 * os_, "mean error {mean_err} (step {os_})");
 }
