@@ -1172,6 +1172,31 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        Kind::TransposeConvI8 {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => {
+            let n: usize = out_shape.iter().product();
+            transpose_conv::transpose_conv_i8(
+                ins.typed(2)?,
+                *in_shape,
+                ins.typed(1)?,
+                *filter_shape,
+                if ins.has(3) {
+                    Some(ins.typed::<i32>(3)?)
+                } else {
+                    None
+                },
+                params,
+                q,
+                &mut scratch.i32s[..n],
+                cast_out(out)?,
+                *out_shape,
+            )
+        }
         Kind::FullyConnected {
             batches,
             in_depth,
@@ -1241,27 +1266,41 @@ fn run_op<'b>(
             half_pixel,
             in_shape,
             out_shape,
-        } => {
-            if *bilinear {
-                resize::resize_bilinear_f32(
-                    ins.typed(0)?,
-                    *in_shape,
-                    *align_corners,
-                    *half_pixel,
-                    cast_out(out)?,
-                    *out_shape,
-                )
-            } else {
-                resize::resize_nearest_f32(
-                    ins.typed(0)?,
-                    *in_shape,
-                    *align_corners,
-                    *half_pixel,
-                    cast_out(out)?,
-                    *out_shape,
-                )
-            }
-        }
+            int8,
+        } => match (*bilinear, *int8) {
+            (true, false) => resize::resize_bilinear_f32(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+            (true, true) => resize::resize_bilinear_i8(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+            (false, false) => resize::resize_nearest::<f32>(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+            (false, true) => resize::resize_nearest::<i8>(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+        },
         Kind::Softmax {
             outer,
             depth,

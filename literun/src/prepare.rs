@@ -233,6 +233,15 @@ pub(crate) enum Kind {
         filter_shape: [usize; 4],
         out_shape: [usize; 4],
     },
+    /// Int8 TRANSPOSE_CONV (per-tensor input/output, per-channel or per-tensor filter, int32
+    /// bias).
+    TransposeConvI8 {
+        params: TransposeConvParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
     FullyConnected {
         batches: usize,
         in_depth: usize,
@@ -269,6 +278,8 @@ pub(crate) enum Kind {
         half_pixel: bool,
         in_shape: [usize; 4],
         out_shape: [usize; 4],
+        /// Int8 (same input and output quantization) instead of float32.
+        int8: bool,
     },
     Softmax {
         outer: usize,
@@ -1553,11 +1564,22 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
-    c.want_dtype(1, &[DType::F32])?;
-    c.want_dtype(2, &[DType::F32])?;
-    if c.has_input(3) {
-        c.want_dtype(3, &[DType::F32])?;
-    }
+    let int8 = match (c.dtype(2)?, c.dtype(1)?) {
+        (DType::F32, DType::F32) => {
+            if c.has_input(3) {
+                c.want_dtype(3, &[DType::F32])?;
+            }
+            false
+        }
+        (DType::I8, DType::I8) => true,
+        (a, b) => {
+            return Err(c.err(format!(
+                "input {} with filter {} is not supported",
+                a.name(),
+                b.name()
+            )))
+        }
+    };
     use schema::TransposeConvOptions as O;
     let t = c.options(tag::TRANSPOSE_CONV)?;
     let get = |v, d| -> Result<i32> { t.map_or(Ok(d), |t| c.opt(t.i32(v, d))) };
@@ -1586,7 +1608,7 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
         )));
     }
     bias_check(c, 3, fs[0])?;
-    c.check_out(0, &os, DType::F32)?;
+    c.check_out(0, &os, if int8 { DType::I8 } else { DType::F32 })?;
     // TFLite: padding from the output size, as for the forward convolution producing the input.
     let (_, pt) = conv_out_and_pad(c, same, os[1], fs[1], sh, 1)?;
     let (_, pl) = conv_out_and_pad(c, same, os[2], fs[2], sw, 1)?;
@@ -1597,6 +1619,16 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
         pad_left: pl,
         activation: act,
     };
+    if int8 {
+        let q = output_stage_at(c, [2, 1, 3], fs[0], 0, act, false)?;
+        return Ok(Kind::TransposeConvI8 {
+            params,
+            in_shape: is,
+            filter_shape: fs,
+            out_shape: os,
+            q,
+        });
+    }
     Ok(Kind::TransposeConv {
         params,
         in_shape: is,
@@ -1830,7 +1862,7 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
 }
 
 fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
-    f32_inputs(c, 1)?;
+    let dt = c.want_dtype(0, &[DType::F32, DType::I8])?;
     let (mut align_corners, mut half_pixel) = (false, false);
     if bilinear {
         if let Some(t) = c.options(tag::RESIZE_BILINEAR)? {
@@ -1848,14 +1880,29 @@ fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
     if size.len() != 2 || size.iter().any(|&v| v <= 0 || v > i64::from(i32::MAX)) {
         return Err(c.err(format!("bad size {size:?}")));
     }
+    if bilinear && align_corners && half_pixel {
+        // TFLite's RESIZE_BILINEAR Prepare rejects this too.
+        return Err(c.err("align_corners and half_pixel_centers cannot both be set"));
+    }
     let os = [is[0], size[0] as usize, size[1] as usize, is[3]];
-    c.check_out(0, &os, DType::F32)?;
+    c.check_out(0, &os, dt)?;
+    if dt == DType::I8 {
+        let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        if qi != qo {
+            return Err(c.err(format!(
+                "int8 resizing needs the same input and output quantization (TFLite does not \
+                 requantize), has scale {} zp {} and scale {} zp {}",
+                qi.scale, qi.zero_point, qo.scale, qo.zero_point
+            )));
+        }
+    }
     Ok(Kind::Resize {
         bilinear,
         align_corners,
         half_pixel,
         in_shape: is,
         out_shape: os,
+        int8: dt == DType::I8,
     })
 }
 
@@ -2086,10 +2133,22 @@ fn output_stage(
     act: Activation,
     fc: bool,
 ) -> Result<OutputStage> {
-    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
-    let scales = filter_scales(c, 1, channels, qdim)?;
-    if c.has_input(2) {
-        let b = c.input(2)?;
+    output_stage_at(c, [0, 1, 2], channels, qdim, act, fc)
+}
+
+/// [`output_stage`] with the input, filter and bias at the given input indices.
+fn output_stage_at(
+    c: &Ctx<'_, '_>,
+    [xi, wi, bi]: [usize; 3],
+    channels: usize,
+    qdim: usize,
+    act: Activation,
+    fc: bool,
+) -> Result<OutputStage> {
+    let (qi, qo) = (c.in_q8(xi)?, c.out_q8(0)?);
+    let scales = filter_scales(c, wi, channels, qdim)?;
+    if c.has_input(bi) {
+        let b = c.input(bi)?;
         if b.dtype != DType::I32 {
             return Err(c.err(format!(
                 "int8 layers need an INT32 bias, not {}",
@@ -2097,6 +2156,9 @@ fn output_stage(
             )));
         }
         if let Some(bq) = &b.qparams {
+            if bq.zero_points.iter().any(|&z| z != 0) {
+                return Err(c.err("the int32 bias must have zero point 0"));
+            }
             for ch in 0..channels {
                 let want = f64::from(qi.scale) * f64::from(scales[ch.min(scales.len() - 1)]);
                 let got = f64::from(bq.channel(ch).0);
@@ -2195,6 +2257,7 @@ impl Kind {
                 batches, in_depth, ..
             } => (batches * in_depth, *batches, *batches),
             Kind::DepthwiseI8 { filter_shape, .. } => (0, 0, filter_shape[3]),
+            Kind::TransposeConvI8 { out_shape, .. } => (0, 0, out_shape.iter().product()),
             Kind::MeanI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))

@@ -1189,3 +1189,252 @@ fn layer_norm_int8_chain_matches_float() {
         / n as f32;
     assert!(mean_err < 1.5 * os_, "mean error {mean_err} (step {os_})");
 }
+
+fn resize_case(bilinear: bool, is: [i32; 4], ohw: [i32; 2], align: bool, half: bool, seed: u64) {
+    let mut r = Rng(seed);
+    let x = r.i8s(is.iter().product::<i32>() as usize);
+    let q = (0.03f32, -4i64);
+    let xf = deq(&x, q.0, q.1);
+    let os = [is[0], ohw[0], ohw[1], is[3]];
+    let (code, tag) = if bilinear {
+        (B::RESIZE_BILINEAR, 15u8)
+    } else {
+        (B::RESIZE_NEAREST_NEIGHBOR, 74u8)
+    };
+    let fields = if bilinear {
+        use s::ResizeBilinearOptions as O;
+        vec![
+            F::Bool(O::VT_ALIGN_CORNERS, align),
+            F::Bool(O::VT_HALF_PIXEL_CENTERS, half),
+        ]
+    } else {
+        use s::ResizeNearestNeighborOptions as O;
+        vec![
+            F::Bool(O::VT_ALIGN_CORNERS, align),
+            F::Bool(O::VT_HALF_PIXEL_CENTERS, half),
+        ]
+    };
+    let build = |qq: bool| {
+        let mut m = ModelBuilder::new();
+        let a = act(&mut m, qq, "x", &is, q);
+        let size = m.const_i32("size", &[2], &ohw);
+        let y = act(&mut m, qq, "y", &os, q);
+        m.op(code, &[a, size], &[y], opts(tag, fields.clone()));
+        m.finish(&[a], &[y])
+    };
+    let want = run_f32(&build(false), &[&xf]);
+    let got = run_i8(&build(true), &[&x]);
+    // Nearest copies values. Bilinear rounds once (half a step), but its positions and weights
+    // are in 1/1024 pixels: an extra error of up to |scale_10 - 1024 scale| * out / 1024 pixels
+    // times the largest neighbour difference (255 steps), plus the weight truncation.
+    let steps = if bilinear {
+        let pos_err = |i: i32, o: i32| {
+            let (a, b) = if align && o > 1 {
+                (i - 1, o - 1)
+            } else {
+                (i, o)
+            };
+            let s10 = ((1024 * a + b / 2) / b) as f32;
+            (s10 - 1024.0 * a as f32 / b as f32).abs() * o as f32 / 1024.0
+        };
+        0.5 + 255.0 * (pos_err(is[1], ohw[0]) + pos_err(is[2], ohw[1]))
+    } else {
+        0.0
+    };
+    check(&format!("{code:?}"), &got, q.0, q.1, &want, steps);
+}
+
+#[test]
+fn resize_int8_matches_float() {
+    for bilinear in [true, false] {
+        resize_case(bilinear, [1, 3, 4, 2], [6, 8], false, false, 101);
+        resize_case(bilinear, [2, 4, 3, 3], [7, 5], true, false, 102);
+        resize_case(bilinear, [1, 5, 5, 2], [8, 3], false, true, 103);
+        resize_case(bilinear, [1, 6, 7, 1], [3, 4], false, false, 104);
+    }
+    resize_case(false, [1, 3, 3, 2], [7, 5], true, true, 105);
+}
+
+#[test]
+fn resize_bilinear_int8_hand_computed_and_bad_params() {
+    // [0, 3] and [0, -3] doubled in width: scale 1/2, x = 1 is 1.5 / -1.5 -> 2 / -2 (ties away
+    // from zero); the last column repeats the edge.
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[1, 1, 2, 2], TensorType::INT8, 0.1, 0);
+    let size = m.const_i32("size", &[2], &[1, 4]);
+    let y = m.q("y", &[1, 1, 4, 2], TensorType::INT8, 0.1, 0);
+    m.op(B::RESIZE_BILINEAR, &[x, size], &[y], opts(15, vec![]));
+    let bytes = m.finish(&[x], &[y]);
+    assert_eq!(
+        run_i8(&bytes, &[&[0, 0, 3, -3]]),
+        vec![0, 0, 2, -2, 3, -3, 3, -3]
+    );
+    // Different output quantization: TFLite copies stored values, so this is refused.
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[1, 1, 2, 2], TensorType::INT8, 0.1, 0);
+    let size = m.const_i32("size", &[2], &[1, 4]);
+    let y = m.q("y", &[1, 1, 4, 2], TensorType::INT8, 0.2, 0);
+    m.op(B::RESIZE_NEAREST_NEIGHBOR, &[x, size], &[y], None);
+    expect_err(&m.finish(&[x], &[y]), "same input and output quantization");
+    // align_corners with half_pixel_centers (TFLite's bilinear Prepare refuses it).
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[1, 1, 2, 2], TensorType::INT8, 0.1, 0);
+    let size = m.const_i32("size", &[2], &[1, 4]);
+    let y = m.q("y", &[1, 1, 4, 2], TensorType::INT8, 0.1, 0);
+    use s::ResizeBilinearOptions as O;
+    let o = vec![
+        F::Bool(O::VT_ALIGN_CORNERS, true),
+        F::Bool(O::VT_HALF_PIXEL_CENTERS, true),
+    ];
+    m.op(B::RESIZE_BILINEAR, &[x, size], &[y], opts(15, o));
+    expect_err(&m.finish(&[x], &[y]), "cannot both");
+}
+
+#[allow(clippy::too_many_arguments)]
+fn transpose_conv_case(
+    is: [i32; 4],
+    fs: [i32; 4],
+    os: [i32; 4],
+    same: bool,
+    stride: i32,
+    act_code: i8,
+    per_channel: bool,
+    seed: u64,
+) {
+    let mut r = Rng(seed);
+    let oc = fs[0] as usize;
+    let nf: usize = fs.iter().product::<i32>() as usize;
+    let xq = r.i8s(is.iter().product::<i32>() as usize);
+    let (xs, xz) = (0.04f32, -6i64);
+    let wq = r.i8s(nf);
+    let wscales: Vec<f32> = if per_channel {
+        (0..oc).map(|i| 0.003 + 0.002 * i as f32).collect()
+    } else {
+        vec![0.004]
+    };
+    let ws = |o: usize| wscales[if per_channel { o } else { 0 }];
+    let wf: Vec<f32> = wq
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| v as f32 * ws(i / (nf / oc)))
+        .collect();
+    let bq: Vec<i32> = (0..oc).map(|_| (r.f() * 2000.0) as i32).collect();
+    let bf: Vec<f32> = bq
+        .iter()
+        .enumerate()
+        .map(|(o, &v)| (v as f64 * xs as f64 * ws(o) as f64) as f32)
+        .collect();
+    let xf = deq(&xq, xs, xz);
+    use s::TransposeConvOptions as O;
+    let o = vec![
+        F::I8(O::VT_PADDING, if same { 0 } else { 1 }),
+        F::I32(O::VT_STRIDE_W, stride),
+        F::I32(O::VT_STRIDE_H, stride),
+        F::I8(O::VT_FUSED_ACTIVATION_FUNCTION, act_code),
+    ];
+    let build = |q: bool, out: (f32, i64)| {
+        let mut m = ModelBuilder::new();
+        let shape = m.const_i32("shape", &[4], &os);
+        let x = act(&mut m, q, "x", &is, (xs, xz));
+        let (w, b) = if q {
+            let w = m.const_i8("w", &fs, &wq);
+            m.quant(w, &wscales, &vec![0; wscales.len()], 0);
+            let b = m.const_i32("b", &[oc as i32], &bq);
+            let bs: Vec<f32> = (0..oc).map(|o| xs * ws(o)).collect();
+            m.quant(b, &bs, &vec![0; oc], 0);
+            (w, b)
+        } else {
+            (
+                m.const_f32("w", &fs, &wf),
+                m.const_f32("b", &[oc as i32], &bf),
+            )
+        };
+        let y = act(&mut m, q, "y", &os, out);
+        m.op(
+            B::TRANSPOSE_CONV,
+            &[shape, w, x, b],
+            &[y],
+            opts(49, o.clone()),
+        );
+        m.finish(&[x], &[y])
+    };
+    let want = run_f32(&build(false, (0.0, 0)), &[&xf]);
+    let (lo, hi) = range(&want);
+    let (os_, oz) = qparams(lo, hi);
+    let got = run_i8(&build(true, (os_, oz)), &[&xq]);
+    check("transpose_conv", &got, os_, oz, &want, 0.76);
+}
+
+#[test]
+fn transpose_conv_int8_matches_float() {
+    transpose_conv_case(
+        [1, 3, 4, 3],
+        [4, 3, 3, 3],
+        [1, 6, 8, 4],
+        true,
+        2,
+        0,
+        true,
+        111,
+    );
+    transpose_conv_case(
+        [2, 4, 3, 2],
+        [3, 2, 3, 2],
+        [2, 5, 5, 3],
+        false,
+        1,
+        1,
+        true,
+        112,
+    );
+    transpose_conv_case(
+        [1, 3, 3, 5],
+        [2, 4, 4, 5],
+        [1, 8, 8, 2],
+        false,
+        2,
+        3,
+        false,
+        113,
+    );
+    transpose_conv_case(
+        [1, 5, 5, 4],
+        [6, 3, 3, 4],
+        [1, 15, 15, 6],
+        true,
+        3,
+        0,
+        true,
+        114,
+    );
+}
+
+#[test]
+fn transpose_conv_int8_rounding_ties_and_bad_params() {
+    // 1x1 filter, stride 1: out = (x - zp) * w * s_x * s_w / s_out with s_x s_w / s_out = 1/4:
+    // (x - zp) * w in {10, -10, 6, -6, 2, -2} -> double rounding (ties away from zero) gives
+    // 3, -3, 2, -2, 1, -1 (one rounding would give 3, -2, 2, -1, 1, 0).
+    let build = |bias_zp: i64, out_t: TensorType| {
+        let mut m = ModelBuilder::new();
+        let shape = m.const_i32("shape", &[4], &[1, 1, 6, 1]);
+        let x = m.q("x", &[1, 1, 6, 1], TensorType::INT8, 0.5, 3);
+        let w = m.const_i8("w", &[1, 1, 1, 1], &[2]);
+        m.quant(w, &[0.25], &[0], 0);
+        let b = m.const_i32("b", &[1], &[0]);
+        m.quant(b, &[0.125], &[bias_zp], 0);
+        let y = m.q("y", &[1, 1, 6, 1], out_t, 0.5, 0);
+        use s::TransposeConvOptions as O;
+        let o = vec![
+            F::I8(O::VT_PADDING, 1),
+            F::I32(O::VT_STRIDE_W, 1),
+            F::I32(O::VT_STRIDE_H, 1),
+        ];
+        m.op(B::TRANSPOSE_CONV, &[shape, w, x, b], &[y], opts(49, o));
+        m.finish(&[x], &[y])
+    };
+    // (x - 3) * 2 = 10, -10, 6, -6, 2, -2 -> x = 8, -2, 6, 0, 4, 2.
+    let got = run_i8(&build(0, TensorType::INT8), &[&[8, -2, 6, 0, 4, 2]]);
+    assert_eq!(got, vec![3, -3, 2, -2, 1, -1]);
+    expect_err(&build(5, TensorType::INT8), "zero point 0");
+    expect_err(&build(0, TensorType::FLOAT32), "expected INT8");
+}
