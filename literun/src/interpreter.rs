@@ -1228,6 +1228,45 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
+        Kind::BatchMatMulHybrid {
+            lhs_shape,
+            rhs_shape,
+            out_shape,
+            adj_x,
+            adj_y,
+            rhs_scale,
+            asymmetric,
+        } => {
+            let lhs = ins.typed::<f32>(0)?;
+            let l = lhs_shape.len();
+            let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
+            // Sized by `Kind::scratch` for these shapes (the kernel checks the lengths).
+            let rows = (lhs.len().checked_div(k).unwrap_or(0))
+                .min(scratch.f32s.len())
+                .min(scratch.i32s.len());
+            let (scales, row) = scratch.f32s.split_at_mut(rows);
+            let (offsets, col_sums) = scratch.i32s.split_at_mut(rows);
+            let mut hs = batch_matmul::HybridBmmScratch {
+                quantized: &mut scratch.i8s,
+                scales,
+                offsets,
+                row,
+                col_sums,
+            };
+            batch_matmul::batch_matmul_hybrid(
+                lhs,
+                lhs_shape,
+                ins.typed(1)?,
+                rhs_shape,
+                *adj_x,
+                *adj_y,
+                *rhs_scale,
+                *asymmetric,
+                &mut hs,
+                cast_out(out)?,
+                out_shape,
+            )
+        }
         Kind::BatchMatMulI8 {
             lhs_shape,
             rhs_shape,

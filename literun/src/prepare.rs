@@ -255,6 +255,16 @@ pub(crate) enum Kind {
         adj_x: bool,
         adj_y: bool,
     },
+    /// Hybrid BATCH_MATMUL: float lhs quantized per row at run time, constant int8 rhs.
+    BatchMatMulHybrid {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+        rhs_scale: f32,
+        asymmetric: bool,
+    },
     /// Int8 x int8 -> int8 BATCH_MATMUL (per-tensor parameters, one multiplier).
     BatchMatMulI8 {
         lhs_shape: Vec<usize>,
@@ -1733,7 +1743,7 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dts = (c.dtype(0)?, c.dtype(1)?);
     match dts {
         (DType::F32, DType::F32) => f32_inputs(c, 2)?,
-        (DType::I8, DType::I8) => {}
+        (DType::I8, DType::I8) | (DType::F32, DType::I8) => {}
         (a, b) => {
             return Err(c.err(format!(
                 "lhs {} with rhs {} is not supported",
@@ -1742,10 +1752,12 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
             )))
         }
     }
-    let (mut adj_x, mut adj_y) = (false, false);
+    let (mut adj_x, mut adj_y, mut asymmetric) = (false, false, false);
     if let Some(t) = c.options(tag::BATCH_MATMUL)? {
-        adj_x = c.opt(t.bool(schema::BatchMatMulOptions::VT_ADJ_X, false))?;
-        adj_y = c.opt(t.bool(schema::BatchMatMulOptions::VT_ADJ_Y, false))?;
+        use schema::BatchMatMulOptions as O;
+        adj_x = c.opt(t.bool(O::VT_ADJ_X, false))?;
+        adj_y = c.opt(t.bool(O::VT_ADJ_Y, false))?;
+        asymmetric = c.opt(t.bool(O::VT_ASYMMETRIC_QUANTIZE_INPUTS, false))?;
     }
     let (l, r) = (c.shape(0)?, c.shape(1)?);
     if !(2..=6).contains(&l.len()) || !(2..=6).contains(&r.len()) {
@@ -1797,6 +1809,53 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
         });
     }
     c.check_out(0, &out, DType::F32)?;
+    if dts.1 == DType::I8 {
+        let w = c.input(1)?;
+        if w.data.is_none() {
+            return Err(c.err("a hybrid BATCH_MATMUL needs a constant int8 rhs"));
+        }
+        let q = w
+            .qparams
+            .as_ref()
+            .ok_or_else(|| c.err("the int8 rhs has no quantization parameters"))?;
+        if q.scales.len() != 1 || q.zero_points[0] != 0 {
+            return Err(
+                c.err("a hybrid BATCH_MATMUL needs one scale and zero point 0 on its int8 rhs")
+            );
+        }
+        // LiteRT's hybrid kernel steps through its per-row scales and per-column sums by one
+        // matrix per batch level, which is only right with at most one batch dim above 1 on
+        // each side (after it folds the lhs batch into rows when the rhs is [..., 1, K, N]).
+        let fold = l.len() > 2 && r.len() > 2 && r[r.len() - 3] == 1;
+        let (lb, rb) = if fold {
+            (&l[..l.len() - 3], &r[..r.len() - 3])
+        } else {
+            (&l[..l.len() - 2], &r[..r.len() - 2])
+        };
+        if fold && adj_x {
+            return Err(c.err(format!(
+                "hybrid BATCH_MATMUL of {l:?} x {r:?} with adj_x: LiteRT quantizes the lhs \
+                 along the wrong axis when the rhs is [..., 1, K, N] (drop the rhs's leading 1s \
+                 or transpose the lhs first)"
+            )));
+        }
+        let many = |d: &[usize]| d.iter().filter(|&&v| v != 1).count() > 1;
+        if many(lb) || many(rb) || l.len() > 5 || r.len() > 5 {
+            return Err(c.err(format!(
+                "hybrid BATCH_MATMUL of {l:?} x {r:?}: LiteRT computes it wrongly with more than \
+                 one batch dimension above 1 per operand (reshape to rank 3 first)"
+            )));
+        }
+        return Ok(Kind::BatchMatMulHybrid {
+            lhs_shape: l.to_vec(),
+            rhs_shape: r.to_vec(),
+            out_shape: out,
+            adj_x,
+            adj_y,
+            rhs_scale: q.scales[0],
+            asymmetric,
+        });
+    }
     Ok(Kind::BatchMatMul {
         lhs_shape: l.to_vec(),
         rhs_shape: r.to_vec(),
@@ -2258,6 +2317,21 @@ impl Kind {
             } => (batches * in_depth, *batches, *batches),
             Kind::DepthwiseI8 { filter_shape, .. } => (0, 0, filter_shape[3]),
             Kind::TransposeConvI8 { out_shape, .. } => (0, 0, out_shape.iter().product()),
+            Kind::BatchMatMulHybrid {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            } => {
+                let (l, r) = (lhs_shape.len(), rhs_shape.len());
+                let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
+                let n = rhs_shape[if *adj_y { r - 2 } else { r - 1 }];
+                let lhs_len: usize = lhs_shape.iter().product();
+                let rows = lhs_len.checked_div(k).unwrap_or(0);
+                let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
+                (lhs_len, rows + k, rows + rhs_mats * n)
+            }
             Kind::MeanI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))

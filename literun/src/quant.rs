@@ -8,7 +8,8 @@
 //! # Agreement with LiteRT
 //! `tests/litert_compare.py` runs the int8 kernel tests' models with the pip `ai-edge-litert`
 //! interpreter. With its builtin kernels (`BUILTIN_WITHOUT_DEFAULT_DELEGATES`) every int8 output
-//! is bit-exact (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL,
+//! is bit-exact (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL (int8
+//! and hybrid, the latter to the bit in float),
 //! ADD/SUB/MUL, SQUARED_DIFFERENCE, RSQRT, both RESIZEs, pools, both MEAN paths, SOFTMAX's float
 //! table, the LUT activations, HARD_SWISH, LEAKY_RELU, QUANTIZE/DEQUANTIZE) and hybrid outputs
 //! agree to ~1e-5 relative (float summation order); `litert_compare.py --ref` checks against

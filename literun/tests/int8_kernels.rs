@@ -884,6 +884,20 @@ fn batch_matmul_int8_matches_float() {
         (0.02, 0),
         76,
     );
+    // rhs [..., 1, K, N]: LiteRT folds the lhs batch into its rows.
+    for (adj_x, adj_y) in [(false, false), (true, false), (false, true)] {
+        let (ql, qr) = ((0.02, 1), (0.02, 3));
+        bmm_case(
+            &[2, 3, 4, 5],
+            &[1, 5, 6],
+            &[2, 3, 4, 6],
+            adj_x,
+            adj_y,
+            ql,
+            qr,
+            77,
+        );
+    }
 }
 
 /// Rounding ties: out = acc / 4 for acc in {-10, -6, 10, 6, 2, -2}. LiteRT (builtin and
@@ -1437,4 +1451,143 @@ fn transpose_conv_int8_rounding_ties_and_bad_params() {
     assert_eq!(got, vec![3, -3, 2, -2, 1, -1]);
     expect_err(&build(5, TensorType::INT8), "zero point 0");
     expect_err(&build(0, TensorType::FLOAT32), "expected INT8");
+}
+
+#[allow(clippy::too_many_arguments)]
+fn hybrid_bmm_case(
+    ls: &[i32],
+    rs: &[i32],
+    os: &[i32],
+    adj_x: bool,
+    adj_y: bool,
+    asym: bool,
+    seed: u64,
+) {
+    let mut r = Rng(seed);
+    let (ls, rs) = (swap_last2(ls, adj_x), swap_last2(rs, adj_y));
+    let x = r.f32s(ls.iter().product::<i32>() as usize, 2.0);
+    let wq = r.i8s(rs.iter().product::<i32>() as usize);
+    let ws = 0.011f32;
+    let wf: Vec<f32> = wq.iter().map(|&v| v as f32 * ws).collect();
+    use s::BatchMatMulOptions as O;
+    let o = vec![
+        F::Bool(O::VT_ADJ_X, adj_x),
+        F::Bool(O::VT_ADJ_Y, adj_y),
+        F::Bool(O::VT_ASYMMETRIC_QUANTIZE_INPUTS, asym),
+    ];
+    let build = |hybrid: bool| {
+        let mut m = ModelBuilder::new();
+        let a = m.f32("a", &ls);
+        let b = if hybrid {
+            let b = m.const_i8("b", &rs, &wq);
+            m.quant(b, &[ws], &[0], 0);
+            b
+        } else {
+            m.const_f32("b", &rs, &wf)
+        };
+        let z = m.f32("z", os);
+        m.op(B::BATCH_MATMUL, &[a, b], &[z], opts(101, o.clone()));
+        m.finish(&[a], &[z])
+    };
+    let want = run_f32(&build(false), &[&x]);
+    let got = run_f32(&build(true), &[&x]);
+    // Each lhs row is quantized on its own: half a step of its range per value, times the
+    // largest |w| and K.
+    let k = ls[ls.len() - if adj_x { 2 } else { 1 }] as usize;
+    let max_w = wf.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+    let (lo, hi) = range(&x);
+    let step = if asym {
+        (hi.max(0.0) - lo.min(0.0)) / 255.0
+    } else {
+        lo.abs().max(hi.abs()) / 127.0
+    };
+    let bound = step * 0.5 * max_w * k as f32 * 1.01 + 1e-4;
+    let mut exact = 0;
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= bound,
+            "hybrid bmm {i}: {g} vs {w} (bound {bound})"
+        );
+        exact += usize::from(g == w);
+    }
+    assert!(exact < got.len(), "hybrid gave the float result");
+}
+
+#[test]
+fn batch_matmul_hybrid_matches_float() {
+    for asym in [false, true] {
+        hybrid_bmm_case(&[2, 3, 5], &[5, 4], &[2, 3, 4], false, false, asym, 121);
+        hybrid_bmm_case(&[3, 4, 5], &[3, 5, 2], &[3, 4, 2], true, true, asym, 122);
+        hybrid_bmm_case(
+            &[2, 1, 3, 6],
+            &[4, 6, 2],
+            &[2, 4, 3, 2],
+            false,
+            true,
+            asym,
+            123,
+        );
+        hybrid_bmm_case(&[6, 4, 5], &[5, 6], &[6, 4, 6], true, false, asym, 124);
+        hybrid_bmm_case(
+            &[2, 3, 4, 5],
+            &[1, 5, 6],
+            &[2, 3, 4, 6],
+            false,
+            false,
+            asym,
+            125,
+        );
+        hybrid_bmm_case(
+            &[2, 3, 4, 5],
+            &[1, 5, 6],
+            &[2, 3, 4, 6],
+            false,
+            true,
+            asym,
+            126,
+        );
+    }
+}
+
+#[test]
+fn batch_matmul_hybrid_rejects_what_litert_gets_wrong() {
+    let build = |ls: &[i32], rs: &[i32], os: &[i32], scales: &[f32], zp: i64, constant: bool| {
+        let mut m = ModelBuilder::new();
+        let a = m.f32("a", ls);
+        let n: i32 = rs.iter().product();
+        let b = if constant {
+            m.const_i8("b", rs, &vec![1; n as usize])
+        } else {
+            m.tensor("b", rs, TensorType::INT8)
+        };
+        m.quant(b, scales, &vec![zp; scales.len()], rs.len() as i32 - 1);
+        let z = m.f32("z", os);
+        m.op(B::BATCH_MATMUL, &[a, b], &[z], None);
+        if constant {
+            m.finish(&[a], &[z])
+        } else {
+            m.finish(&[a, b], &[z])
+        }
+    };
+    // Two lhs batch dims above 1 (LiteRT reuses the wrong per-row scales there).
+    let bytes = build(&[2, 3, 4, 5], &[5, 6], &[2, 3, 4, 6], &[0.1], 0, true);
+    expect_err(&bytes, "more than one batch dimension");
+    let bytes = build(&[4, 5], &[2, 3, 5, 6], &[2, 3, 4, 6], &[0.1], 0, true);
+    expect_err(&bytes, "more than one batch dimension");
+    // adj_x with an rhs [..., 1, K, N] (LiteRT quantizes the folded lhs along the wrong axis).
+    let mut m = ModelBuilder::new();
+    let a = m.f32("a", &[2, 3, 5, 4]);
+    let b = m.const_i8("b", &[1, 5, 6], &[1; 30]);
+    m.quant(b, &[0.1], &[0], 0);
+    let z = m.f32("z", &[2, 3, 4, 6]);
+    let o = vec![F::Bool(s::BatchMatMulOptions::VT_ADJ_X, true)];
+    m.op(B::BATCH_MATMUL, &[a, b], &[z], opts(101, o));
+    expect_err(&m.finish(&[a], &[z]), "adj_x");
+    // Per-channel scales, a zero point, a dynamic rhs.
+    let bytes = build(&[4, 5], &[5, 2], &[4, 2], &[0.1, 0.2], 0, true);
+    expect_err(&bytes, "one scale");
+    let bytes = build(&[4, 5], &[5, 2], &[4, 2], &[0.1], 3, true);
+    expect_err(&bytes, "zero point 0");
+    let bytes = build(&[4, 5], &[5, 2], &[4, 2], &[0.1], 0, false);
+    expect_err(&bytes, "constant");
 }

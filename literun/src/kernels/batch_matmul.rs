@@ -186,6 +186,128 @@ pub fn batch_matmul_i8(
     );
 }
 
+/// Scratch of [`batch_matmul_hybrid`].
+pub struct HybridBmmScratch<'a> {
+    /// The quantized lhs (as many values as the lhs).
+    pub quantized: &'a mut [i8],
+    /// One scaling factor per lhs row (all lhs matrices).
+    pub scales: &'a mut [f32],
+    /// One zero point per lhs row.
+    pub offsets: &'a mut [i32],
+    /// One lhs row (K values), gathered when `adj_x`.
+    pub row: &'a mut [f32],
+    /// The sum of each rhs column (N per rhs matrix).
+    pub col_sums: &'a mut [i32],
+}
+
+/// Hybrid BATCH_MATMUL (float lhs, int8 rhs with one scale, float output) as LiteRT's
+/// `EvalHybrid` (`reference_ops::BatchMatMul`, which both its kernels use): each lhs row of K
+/// values is quantized on its own (symmetric, or asymmetric when `asymmetric`), its scale
+/// multiplied by `rhs_scale` in f32; then per output
+/// `total = sum_k q[m, k] * w[k, n]`, `total -= col_sum[n] * offset[m]` (in f32, back to i32) and
+/// `out = scale[m] * total`. Does nothing if the shapes or scratch sizes do not agree.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_matmul_hybrid(
+    lhs: &[f32],
+    lhs_shape: &[usize],
+    rhs: &[i8],
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    rhs_scale: f32,
+    asymmetric: bool,
+    scratch: &mut HybridBmmScratch<'_>,
+    output: &mut [f32],
+    out_shape: &[usize],
+) {
+    let Some((m, k, n)) = dims(
+        lhs.len(),
+        lhs_shape,
+        rhs.len(),
+        rhs_shape,
+        adj_x,
+        adj_y,
+        output.len(),
+        out_shape,
+    ) else {
+        return;
+    };
+    if m * n == 0 || k == 0 {
+        output.fill(0.0);
+        return;
+    }
+    let rows = lhs.len() / k;
+    let rhs_mats = rhs.len() / (k * n);
+    if scratch.quantized.len() < lhs.len()
+        || scratch.scales.len() < rows
+        || scratch.offsets.len() < rows
+        || scratch.row.len() < k
+        || scratch.col_sums.len() < rhs_mats * n
+    {
+        output.fill(0.0);
+        return;
+    }
+    // Quantize each lhs row (`BatchQuantizeFloats`).
+    for r in 0..rows {
+        let (mat, i) = (r / m, r % m);
+        let row = &mut scratch.row[..k];
+        for (kk, v) in row.iter_mut().enumerate() {
+            *v = if adj_x {
+                lhs[mat * m * k + kk * m + i]
+            } else {
+                lhs[r * k + kk]
+            };
+        }
+        let q = &mut scratch.quantized[r * k..(r + 1) * k];
+        let (scale, offset) = if asymmetric {
+            crate::quant::asymmetric_quantize_floats(row, q)
+        } else {
+            (crate::quant::symmetric_quantize_floats(row, q), 0)
+        };
+        scratch.scales[r] = scale * rhs_scale;
+        scratch.offsets[r] = offset;
+    }
+    // Column sums of every rhs matrix (`ReductionSumVector` over the transposed rhs).
+    let w_at = |mat: usize, kk: usize, j: usize| {
+        let b = mat * k * n;
+        i32::from(if adj_y {
+            rhs[b + j * k + kk]
+        } else {
+            rhs[b + kk * n + j]
+        })
+    };
+    for mat in 0..rhs_mats {
+        for j in 0..n {
+            scratch.col_sums[mat * n + j] = (0..k).map(|kk| w_at(mat, kk, j)).sum();
+        }
+    }
+    let s = &*scratch;
+    for_each_batch(
+        lhs_shape,
+        rhs_shape,
+        out_shape,
+        m * k,
+        k * n,
+        |la, ra, oo| {
+            let (lmat, rmat) = (la / (m * k), ra / (k * n));
+            for i in 0..m {
+                let r = lmat * m + i;
+                let q = &s.quantized[r * k..(r + 1) * k];
+                let (scale, offset) = (s.scales[r], s.offsets[r] as f32);
+                for j in 0..n {
+                    let mut total = 0i32;
+                    for (kk, &qv) in q.iter().enumerate() {
+                        total = total.wrapping_add(i32::from(qv) * w_at(rmat, kk, j));
+                    }
+                    let col_sum = s.col_sums[rmat * n + j] as f32;
+                    let total = (total as f32 - col_sum * offset) as i32;
+                    output[oo + i * n + j] = 0.0 + scale * total as f32;
+                }
+            }
+        },
+    );
+}
+
 /// One `[M, N]` product; the lhs element (i, kk) is `a[i*K + kk]`, or `a[kk*M + i]` if `adj_x`.
 #[allow(clippy::too_many_arguments)]
 fn matmul(
