@@ -1352,6 +1352,29 @@ fn run_op<'b>(
                 softmax::softmax_f32(ins.typed(0)?, *outer, *depth, *beta, cast_out(out)?)
             }
         }
+        Kind::SumI8 {
+            shape,
+            axes,
+            count,
+            in_q,
+            out_q,
+        } => {
+            let o = cast_out::<i8>(out)?;
+            let sums = &mut scratch.i32s[..o.len()];
+            reduce::sum_i8(ins.typed(0)?, shape, axes, sums);
+            reduce::sum_i8_output(
+                sums,
+                *count,
+                in_q.zero_point,
+                in_q.scale,
+                out_q.zero_point,
+                out_q.scale,
+                o,
+            );
+        }
+        Kind::ReduceMaxMinI8 { shape, axes, max } => {
+            reduce::reduce_max_min_i8(ins.typed(0)?, shape, axes, *max, cast_out(out)?)
+        }
         Kind::Reduce { shape, axes, kind } => {
             reduce::reduce_f32(ins.typed(0)?, shape, axes, *kind, cast_out(out)?)
         }

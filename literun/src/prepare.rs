@@ -215,6 +215,20 @@ pub(crate) enum Kind {
         shift: i32,
         out_zero_point: i32,
     },
+    /// Int8 SUM (LiteRT's builtin float-scaled form).
+    SumI8 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        count: usize,
+        in_q: ew::Q8,
+        out_q: ew::Q8,
+    },
+    /// Int8 REDUCE_MAX / REDUCE_MIN (same input and output quantization).
+    ReduceMaxMinI8 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        max: bool,
+    },
     Conv {
         params: Conv2dParams,
         in_shape: [usize; 4],
@@ -1994,10 +2008,10 @@ fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
 }
 
 fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
-    let dt = if code == B::MEAN {
-        c.want_dtype(0, &[DType::F32, DType::I8])?
-    } else {
+    let dt = if code == B::REDUCE_PROD {
         c.want_dtype(0, &[DType::F32])?
+    } else {
+        c.want_dtype(0, &[DType::F32, DType::I8])?
     };
     let kind = match code {
         B::MEAN => ReduceKind::Mean,
@@ -2032,8 +2046,33 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         }
     }
     c.check_out(0, &out, dt)?;
+    if dt == DType::I8 && matches!(kind, ReduceKind::Max | ReduceKind::Min) {
+        let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        if qi != qo {
+            return Err(c.err(format!(
+                "int8 REDUCE_MAX/REDUCE_MIN need the same input and output quantization (TFLite \
+                 checks this), has scale {} zp {} and scale {} zp {}",
+                qi.scale, qi.zero_point, qo.scale, qo.zero_point
+            )));
+        }
+        return Ok(Kind::ReduceMaxMinI8 {
+            shape: s.to_vec(),
+            axes,
+            max: kind == ReduceKind::Max,
+        });
+    }
     if dt == DType::I8 {
         let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        let count = axes.iter().map(|&a| s[a]).product();
+        if kind == ReduceKind::Sum {
+            return Ok(Kind::SumI8 {
+                shape: s.to_vec(),
+                axes,
+                count,
+                in_q: qi,
+                out_q: qo,
+            });
+        }
         if keep && s.len() == 4 && axes == [1, 2] {
             return Ok(Kind::MeanI8Hw {
                 in_shape: [s[0], s[1], s[2], s[3]],
@@ -2042,7 +2081,6 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             });
         }
         let (multiplier, shift) = quantize_multiplier(f64::from(qi.scale) / f64::from(qo.scale));
-        let count = axes.iter().map(|&a| s[a]).product();
         return Ok(Kind::MeanI8 {
             shape: s.to_vec(),
             axes,
@@ -2101,6 +2139,19 @@ fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind>
         O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub)
             .ok_or_else(|| c.err("input/output scales give an out-of-range multiplier"))?,
         O::Mul => ew::BinaryI8::mul(qa, qb, qo, range),
+        O::Maximum | O::Minimum => {
+            // TFLite compares the stored values.
+            if qa != qo || qb != qo {
+                return Err(c.err(format!(
+                    "int8 MAXIMUM/MINIMUM need the same quantization on both inputs and the \
+                     output (TFLite compares stored values), have ({}, {}), ({}, {}), ({}, {})",
+                    qa.scale, qa.zero_point, qb.scale, qb.zero_point, qo.scale, qo.zero_point
+                )));
+            }
+            ew::BinaryI8::MaxMin {
+                max: op == O::Maximum,
+            }
+        }
         O::SquaredDifference => ew::BinaryI8::squared_difference(qa, qb, qo).ok_or_else(|| {
             c.err(format!(
                 "output scale {} is too small for int8 SQUARED_DIFFERENCE of scales {} and {} \
@@ -2332,7 +2383,7 @@ impl Kind {
                 let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
                 (lhs_len, rows + k, rows + rhs_mats * n)
             }
-            Kind::MeanI8 { shape, axes, .. } => {
+            Kind::MeanI8 { shape, axes, .. } | Kind::SumI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))
                     .map(|d| shape[d])

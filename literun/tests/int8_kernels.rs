@@ -1591,3 +1591,104 @@ fn batch_matmul_hybrid_rejects_what_litert_gets_wrong() {
     let bytes = build(&[4, 5], &[5, 2], &[4, 2], &[0.1], 0, false);
     expect_err(&bytes, "constant");
 }
+
+#[test]
+fn maximum_minimum_int8_broadcast_match_float() {
+    let mut r = Rng(131);
+    let (sa, sb) = ([2i32, 3, 4], [3, 1]);
+    let a = r.i8s(24);
+    let b = r.i8s(3);
+    let q = (0.05f32, -3i64);
+    let (af, bf) = (deq(&a, q.0, q.1), deq(&b, q.0, q.1));
+    for code in [B::MAXIMUM, B::MINIMUM] {
+        let build = |qq: bool, out: (f32, i64)| {
+            let mut m = ModelBuilder::new();
+            let x = act(&mut m, qq, "a", &sa, q);
+            let y = act(&mut m, qq, "b", &sb, q);
+            let z = act(&mut m, qq, "z", &sa, out);
+            m.op(code, &[x, y], &[z], None);
+            m.finish(&[x, y], &[z])
+        };
+        let want = run_f32(&build(false, q), &[&af, &bf]);
+        let got = run_i8(&build(true, q), &[&a, &b]);
+        check(&format!("{code:?}"), &got, q.0, q.1, &want, 0.0);
+        // Different output parameters would need a requantization TFLite does not do.
+        expect_err(&build(true, (0.1, -3)), "same quantization");
+    }
+}
+
+fn reduce_i8_case(code: B, shape: &[i32], axes: &[i32], keep: bool, seed: u64) {
+    let mut r = Rng(seed);
+    let n: i32 = shape.iter().product();
+    let x = r.i8s(n as usize);
+    let q = (0.05f32, 9i64);
+    let xf = deq(&x, q.0, q.1);
+    let rank = shape.len() as i32;
+    let mut oshape = Vec::new();
+    for (d, &v) in shape.iter().enumerate() {
+        if axes.iter().any(|&a| (a + rank) % rank == d as i32) {
+            if keep {
+                oshape.push(1);
+            }
+        } else {
+            oshape.push(v);
+        }
+    }
+    let build = |qq: bool, out: (f32, i64)| {
+        let mut m = ModelBuilder::new();
+        let a = act(&mut m, qq, "x", shape, q);
+        let ax = m.const_i32("axes", &[axes.len() as i32], axes);
+        let y = act(&mut m, qq, "y", &oshape, out);
+        m.op(code, &[a, ax], &[y], opts(27, vec![F::Bool(4, keep)]));
+        m.finish(&[a], &[y])
+    };
+    let want = run_f32(&build(false, (0.0, 0)), &[&xf]);
+    if code == B::SUM {
+        let (lo, hi) = range(&want);
+        let out = qparams(lo, hi);
+        let got = run_i8(&build(true, out), &[&x]);
+        check("sum", &got, out.0, out.1, &want, 0.76);
+    } else {
+        let got = run_i8(&build(true, q), &[&x]);
+        check(&format!("{code:?}"), &got, q.0, q.1, &want, 0.0);
+        expect_err(
+            &build(true, (0.06, 9)),
+            "same input and output quantization",
+        );
+    }
+}
+
+#[test]
+fn reduce_max_min_sum_int8_match_float() {
+    for code in [B::REDUCE_MAX, B::REDUCE_MIN, B::SUM] {
+        reduce_i8_case(code, &[2, 3, 4, 5], &[1, 3], false, 141);
+        reduce_i8_case(code, &[1, 5, 4, 6], &[1, 2], true, 142);
+        reduce_i8_case(code, &[3, 7], &[-1], true, 143);
+        reduce_i8_case(code, &[4, 6], &[0, 1], false, 144);
+    }
+}
+
+/// LiteRT's builtin int8 SUM rounds in f32 and clamps: 100 + 100 with equal scales gives 200,
+/// stored as 127 (its reference kernel wraps to -56, and misreads int8 data as uint8); 1.5
+/// rounds half away from zero.
+#[test]
+fn sum_int8_hand_computed() {
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[3, 2], TensorType::INT8, 0.5, 0);
+    let ax = m.const_i32("axes", &[1], &[1]);
+    let y = m.q("y", &[3], TensorType::INT8, 0.5, 0);
+    m.op(B::SUM, &[x, ax], &[y], opts(27, vec![F::Bool(4, false)]));
+    let bytes = m.finish(&[x], &[y]);
+    assert_eq!(
+        run_i8(&bytes, &[&[100, 100, -3, 1, 2, 1]]),
+        vec![127, -2, 3]
+    );
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[3, 2], TensorType::INT8, 0.5, 0);
+    let ax = m.const_i32("axes", &[1], &[1]);
+    let y = m.q("y", &[3], TensorType::INT8, 1.0, 0);
+    m.op(B::SUM, &[x, ax], &[y], opts(27, vec![F::Bool(4, false)]));
+    let bytes = m.finish(&[x], &[y]);
+    // (1 + 2) * 0.5 = 1.5 -> 2; (-1 - 2) * 0.5 = -1.5 -> -2.
+    assert_eq!(run_i8(&bytes, &[&[1, 2, -1, -2, 0, 0]]), vec![2, -2, 0]);
+}

@@ -5,6 +5,10 @@ with LiteRT (pip `ai-edge-litert`) and compares with literun's outputs.
 int8 outputs: reports the count of differing elements and the largest difference (in steps);
 float outputs: the largest absolute and relative difference. Exit status 1 if an int8 model
 differs by more than --max-steps or a float model by more than --rtol.
+
+Everything is bit-exact with `--max-steps 0` against LiteRT's builtin kernels (the default).
+`--ref` uses LiteRT's reference kernels instead; they differ from the builtin ones (and from
+literun) on the 4-D int8 MEAN over H, W and on int8 SUM.
 """
 import argparse
 import glob

@@ -511,6 +511,9 @@ pub enum BinaryI8 {
         out_shift: i32,
         out_offset: i32,
     },
+    /// MAXIMUM / MINIMUM: the larger / smaller stored value (all three tensors share their
+    /// quantization).
+    MaxMin { max: bool },
     /// MUL: `(x1 - z1) * (x2 - z2)` rescaled by `s1 * s2 / s_out`.
     Mul {
         in1_offset: i32,
@@ -619,6 +622,13 @@ impl BinaryI8 {
                 let raw = if sub { s1 - s2 } else { s1 + s2 };
                 let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
                 o.clamp(act_min, act_max) as i8
+            }
+            BinaryI8::MaxMin { max } => {
+                if max {
+                    x.max(y)
+                } else {
+                    x.min(y)
+                }
             }
             BinaryI8::SquaredDifference {
                 in1_offset,
