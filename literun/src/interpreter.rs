@@ -907,6 +907,20 @@ fn run_op<'b>(
             }
         }
         Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),
+        Kind::RsqrtI8 { table, min_input } => {
+            let i = ins.typed::<i8>(0)?;
+            if let Some(&v) = i.iter().find(|&&v| v < *min_input) {
+                return Err(op_err(
+                    p.index,
+                    op,
+                    format!(
+                        "int8 RSQRT of a negative value (stored {v} below the zero point \
+                         {min_input})"
+                    ),
+                ));
+            }
+            ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out)
+        }
         Kind::BinaryI8 { p: bp, bc } => {
             ew::binary_i8(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
@@ -1158,6 +1172,31 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        Kind::TransposeConvI8 {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => {
+            let n: usize = out_shape.iter().product();
+            transpose_conv::transpose_conv_i8(
+                ins.typed(2)?,
+                *in_shape,
+                ins.typed(1)?,
+                *filter_shape,
+                if ins.has(3) {
+                    Some(ins.typed::<i32>(3)?)
+                } else {
+                    None
+                },
+                params,
+                q,
+                &mut scratch.i32s[..n],
+                cast_out(out)?,
+                *out_shape,
+            )
+        }
         Kind::FullyConnected {
             batches,
             in_depth,
@@ -1189,6 +1228,65 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
+        Kind::BatchMatMulHybrid {
+            lhs_shape,
+            rhs_shape,
+            out_shape,
+            adj_x,
+            adj_y,
+            rhs_scale,
+            asymmetric,
+        } => {
+            let lhs = ins.typed::<f32>(0)?;
+            let l = lhs_shape.len();
+            let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
+            // Sized by `Kind::scratch` for these shapes (the kernel checks the lengths).
+            let rows = (lhs.len().checked_div(k).unwrap_or(0))
+                .min(scratch.f32s.len())
+                .min(scratch.i32s.len());
+            let (scales, row) = scratch.f32s.split_at_mut(rows);
+            let (offsets, col_sums) = scratch.i32s.split_at_mut(rows);
+            let mut hs = batch_matmul::HybridBmmScratch {
+                quantized: &mut scratch.i8s,
+                scales,
+                offsets,
+                row,
+                col_sums,
+            };
+            batch_matmul::batch_matmul_hybrid(
+                lhs,
+                lhs_shape,
+                ins.typed(1)?,
+                rhs_shape,
+                *adj_x,
+                *adj_y,
+                *rhs_scale,
+                *asymmetric,
+                &mut hs,
+                cast_out(out)?,
+                out_shape,
+            )
+        }
+        Kind::BatchMatMulI8 {
+            lhs_shape,
+            rhs_shape,
+            out_shape,
+            adj_x,
+            adj_y,
+            rhs_offset,
+            q,
+        } => batch_matmul::batch_matmul_i8(
+            ins.typed(0)?,
+            lhs_shape,
+            ins.typed(1)?,
+            rhs_shape,
+            *adj_x,
+            *adj_y,
+            *rhs_offset,
+            q,
+            cast_out(out)?,
+            out_shape,
+        ),
         Kind::Pool {
             max,
             params,
@@ -1207,27 +1305,41 @@ fn run_op<'b>(
             half_pixel,
             in_shape,
             out_shape,
-        } => {
-            if *bilinear {
-                resize::resize_bilinear_f32(
-                    ins.typed(0)?,
-                    *in_shape,
-                    *align_corners,
-                    *half_pixel,
-                    cast_out(out)?,
-                    *out_shape,
-                )
-            } else {
-                resize::resize_nearest_f32(
-                    ins.typed(0)?,
-                    *in_shape,
-                    *align_corners,
-                    *half_pixel,
-                    cast_out(out)?,
-                    *out_shape,
-                )
-            }
-        }
+            int8,
+        } => match (*bilinear, *int8) {
+            (true, false) => resize::resize_bilinear_f32(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+            (true, true) => resize::resize_bilinear_i8(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+            (false, false) => resize::resize_nearest::<f32>(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+            (false, true) => resize::resize_nearest::<i8>(
+                ins.typed(0)?,
+                *in_shape,
+                *align_corners,
+                *half_pixel,
+                cast_out(out)?,
+                *out_shape,
+            ),
+        },
         Kind::Softmax {
             outer,
             depth,
@@ -1239,6 +1351,29 @@ fn run_op<'b>(
             } else {
                 softmax::softmax_f32(ins.typed(0)?, *outer, *depth, *beta, cast_out(out)?)
             }
+        }
+        Kind::SumI8 {
+            shape,
+            axes,
+            count,
+            in_q,
+            out_q,
+        } => {
+            let o = cast_out::<i8>(out)?;
+            let sums = &mut scratch.i32s[..o.len()];
+            reduce::sum_i8(ins.typed(0)?, shape, axes, sums);
+            reduce::sum_i8_output(
+                sums,
+                *count,
+                in_q.zero_point,
+                in_q.scale,
+                out_q.zero_point,
+                out_q.scale,
+                o,
+            );
+        }
+        Kind::ReduceMaxMinI8 { shape, axes, max } => {
+            reduce::reduce_max_min_i8(ins.typed(0)?, shape, axes, *max, cast_out(out)?)
         }
         Kind::Reduce { shape, axes, kind } => {
             reduce::reduce_f32(ins.typed(0)?, shape, axes, *kind, cast_out(out)?)

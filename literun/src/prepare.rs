@@ -130,6 +130,12 @@ pub(crate) enum Kind {
     Lut8 {
         table: alloc::boxed::Box<ew::Lut8>,
     },
+    /// Int8 RSQRT: a table, and an invocation error for stored inputs below `min_input` (the
+    /// input zero point: negative reals), as TFLite.
+    RsqrtI8 {
+        table: alloc::boxed::Box<ew::Lut8>,
+        min_input: i8,
+    },
     BinaryI8 {
         p: ew::BinaryI8,
         bc: ew::Broadcast,
@@ -209,6 +215,20 @@ pub(crate) enum Kind {
         shift: i32,
         out_zero_point: i32,
     },
+    /// Int8 SUM (LiteRT's builtin float-scaled form).
+    SumI8 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        count: usize,
+        in_q: ew::Q8,
+        out_q: ew::Q8,
+    },
+    /// Int8 REDUCE_MAX / REDUCE_MIN (same input and output quantization).
+    ReduceMaxMinI8 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        max: bool,
+    },
     Conv {
         params: Conv2dParams,
         in_shape: [usize; 4],
@@ -227,6 +247,15 @@ pub(crate) enum Kind {
         filter_shape: [usize; 4],
         out_shape: [usize; 4],
     },
+    /// Int8 TRANSPOSE_CONV (per-tensor input/output, per-channel or per-tensor filter, int32
+    /// bias).
+    TransposeConvI8 {
+        params: TransposeConvParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
     FullyConnected {
         batches: usize,
         in_depth: usize,
@@ -240,6 +269,27 @@ pub(crate) enum Kind {
         adj_x: bool,
         adj_y: bool,
     },
+    /// Hybrid BATCH_MATMUL: float lhs quantized per row at run time, constant int8 rhs.
+    BatchMatMulHybrid {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+        rhs_scale: f32,
+        asymmetric: bool,
+    },
+    /// Int8 x int8 -> int8 BATCH_MATMUL (per-tensor parameters, one multiplier).
+    BatchMatMulI8 {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+        /// `-rhs_zero_point`.
+        rhs_offset: i32,
+        q: OutputStage,
+    },
     Pool {
         max: bool,
         params: Pool2dParams,
@@ -252,6 +302,8 @@ pub(crate) enum Kind {
         half_pixel: bool,
         in_shape: [usize; 4],
         out_shape: [usize; 4],
+        /// Int8 (same input and output quantization) instead of float32.
+        int8: bool,
     },
     Softmax {
         outer: usize,
@@ -1536,11 +1588,22 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
-    c.want_dtype(1, &[DType::F32])?;
-    c.want_dtype(2, &[DType::F32])?;
-    if c.has_input(3) {
-        c.want_dtype(3, &[DType::F32])?;
-    }
+    let int8 = match (c.dtype(2)?, c.dtype(1)?) {
+        (DType::F32, DType::F32) => {
+            if c.has_input(3) {
+                c.want_dtype(3, &[DType::F32])?;
+            }
+            false
+        }
+        (DType::I8, DType::I8) => true,
+        (a, b) => {
+            return Err(c.err(format!(
+                "input {} with filter {} is not supported",
+                a.name(),
+                b.name()
+            )))
+        }
+    };
     use schema::TransposeConvOptions as O;
     let t = c.options(tag::TRANSPOSE_CONV)?;
     let get = |v, d| -> Result<i32> { t.map_or(Ok(d), |t| c.opt(t.i32(v, d))) };
@@ -1569,7 +1632,7 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
         )));
     }
     bias_check(c, 3, fs[0])?;
-    c.check_out(0, &os, DType::F32)?;
+    c.check_out(0, &os, if int8 { DType::I8 } else { DType::F32 })?;
     // TFLite: padding from the output size, as for the forward convolution producing the input.
     let (_, pt) = conv_out_and_pad(c, same, os[1], fs[1], sh, 1)?;
     let (_, pl) = conv_out_and_pad(c, same, os[2], fs[2], sw, 1)?;
@@ -1580,6 +1643,16 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
         pad_left: pl,
         activation: act,
     };
+    if int8 {
+        let q = output_stage_at(c, [2, 1, 3], fs[0], 0, act, false)?;
+        return Ok(Kind::TransposeConvI8 {
+            params,
+            in_shape: is,
+            filter_shape: fs,
+            out_shape: os,
+            q,
+        });
+    }
     Ok(Kind::TransposeConv {
         params,
         in_shape: is,
@@ -1681,11 +1754,24 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
-    f32_inputs(c, 2)?;
-    let (mut adj_x, mut adj_y) = (false, false);
+    let dts = (c.dtype(0)?, c.dtype(1)?);
+    match dts {
+        (DType::F32, DType::F32) => f32_inputs(c, 2)?,
+        (DType::I8, DType::I8) | (DType::F32, DType::I8) => {}
+        (a, b) => {
+            return Err(c.err(format!(
+                "lhs {} with rhs {} is not supported",
+                a.name(),
+                b.name()
+            )))
+        }
+    }
+    let (mut adj_x, mut adj_y, mut asymmetric) = (false, false, false);
     if let Some(t) = c.options(tag::BATCH_MATMUL)? {
-        adj_x = c.opt(t.bool(schema::BatchMatMulOptions::VT_ADJ_X, false))?;
-        adj_y = c.opt(t.bool(schema::BatchMatMulOptions::VT_ADJ_Y, false))?;
+        use schema::BatchMatMulOptions as O;
+        adj_x = c.opt(t.bool(O::VT_ADJ_X, false))?;
+        adj_y = c.opt(t.bool(O::VT_ADJ_Y, false))?;
+        asymmetric = c.opt(t.bool(O::VT_ASYMMETRIC_QUANTIZE_INPUTS, false))?;
     }
     let (l, r) = (c.shape(0)?, c.shape(1)?);
     if !(2..=6).contains(&l.len()) || !(2..=6).contains(&r.len()) {
@@ -1705,7 +1791,85 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
     })?;
     out.push(m);
     out.push(n);
+    if dts.0 == DType::I8 {
+        c.check_out(0, &out, DType::I8)?;
+        let (ql, qr, qo) = (c.in_q8(0)?, c.in_q8(1)?, c.out_q8(0)?);
+        // GetQuantizedConvolutionMultipler: the scale product in float, divided in double.
+        let real = f64::from(ql.scale * qr.scale) / f64::from(qo.scale);
+        if !(real.is_finite() && real > 0.0) {
+            return Err(c.err(format!(
+                "scales {} x {} / {} give no valid multiplier",
+                ql.scale, qr.scale, qo.scale
+            )));
+        }
+        let (multiplier, shift) = quantize_multiplier(real);
+        return Ok(Kind::BatchMatMulI8 {
+            lhs_shape: l.to_vec(),
+            rhs_shape: r.to_vec(),
+            out_shape: out,
+            adj_x,
+            adj_y,
+            rhs_offset: -qr.zero_point,
+            q: OutputStage {
+                input_offset: -ql.zero_point,
+                output_offset: qo.zero_point,
+                multipliers: vec![multiplier],
+                shifts: vec![shift],
+                act_min: -128,
+                act_max: 127,
+                // Measured: LiteRT's builtin and reference int8 BATCH_MATMUL both round twice.
+                single_rounding: false,
+            },
+        });
+    }
     c.check_out(0, &out, DType::F32)?;
+    if dts.1 == DType::I8 {
+        let w = c.input(1)?;
+        if w.data.is_none() {
+            return Err(c.err("a hybrid BATCH_MATMUL needs a constant int8 rhs"));
+        }
+        let q = w
+            .qparams
+            .as_ref()
+            .ok_or_else(|| c.err("the int8 rhs has no quantization parameters"))?;
+        if q.scales.len() != 1 || q.zero_points[0] != 0 {
+            return Err(
+                c.err("a hybrid BATCH_MATMUL needs one scale and zero point 0 on its int8 rhs")
+            );
+        }
+        // LiteRT's hybrid kernel steps through its per-row scales and per-column sums by one
+        // matrix per batch level, which is only right with at most one batch dim above 1 on
+        // each side (after it folds the lhs batch into rows when the rhs is [..., 1, K, N]).
+        let fold = l.len() > 2 && r.len() > 2 && r[r.len() - 3] == 1;
+        let (lb, rb) = if fold {
+            (&l[..l.len() - 3], &r[..r.len() - 3])
+        } else {
+            (&l[..l.len() - 2], &r[..r.len() - 2])
+        };
+        if fold && adj_x {
+            return Err(c.err(format!(
+                "hybrid BATCH_MATMUL of {l:?} x {r:?} with adj_x: LiteRT quantizes the lhs \
+                 along the wrong axis when the rhs is [..., 1, K, N] (drop the rhs's leading 1s \
+                 or transpose the lhs first)"
+            )));
+        }
+        let many = |d: &[usize]| d.iter().filter(|&&v| v != 1).count() > 1;
+        if many(lb) || many(rb) || l.len() > 5 || r.len() > 5 {
+            return Err(c.err(format!(
+                "hybrid BATCH_MATMUL of {l:?} x {r:?}: LiteRT computes it wrongly with more than \
+                 one batch dimension above 1 per operand (reshape to rank 3 first)"
+            )));
+        }
+        return Ok(Kind::BatchMatMulHybrid {
+            lhs_shape: l.to_vec(),
+            rhs_shape: r.to_vec(),
+            out_shape: out,
+            adj_x,
+            adj_y,
+            rhs_scale: q.scales[0],
+            asymmetric,
+        });
+    }
     Ok(Kind::BatchMatMul {
         lhs_shape: l.to_vec(),
         rhs_shape: r.to_vec(),
@@ -1771,7 +1935,7 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
 }
 
 fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
-    f32_inputs(c, 1)?;
+    let dt = c.want_dtype(0, &[DType::F32, DType::I8])?;
     let (mut align_corners, mut half_pixel) = (false, false);
     if bilinear {
         if let Some(t) = c.options(tag::RESIZE_BILINEAR)? {
@@ -1789,14 +1953,29 @@ fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
     if size.len() != 2 || size.iter().any(|&v| v <= 0 || v > i64::from(i32::MAX)) {
         return Err(c.err(format!("bad size {size:?}")));
     }
+    if bilinear && align_corners && half_pixel {
+        // TFLite's RESIZE_BILINEAR Prepare rejects this too.
+        return Err(c.err("align_corners and half_pixel_centers cannot both be set"));
+    }
     let os = [is[0], size[0] as usize, size[1] as usize, is[3]];
-    c.check_out(0, &os, DType::F32)?;
+    c.check_out(0, &os, dt)?;
+    if dt == DType::I8 {
+        let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        if qi != qo {
+            return Err(c.err(format!(
+                "int8 resizing needs the same input and output quantization (TFLite does not \
+                 requantize), has scale {} zp {} and scale {} zp {}",
+                qi.scale, qi.zero_point, qo.scale, qo.zero_point
+            )));
+        }
+    }
     Ok(Kind::Resize {
         bilinear,
         align_corners,
         half_pixel,
         in_shape: is,
         out_shape: os,
+        int8: dt == DType::I8,
     })
 }
 
@@ -1829,10 +2008,10 @@ fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
 }
 
 fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
-    let dt = if code == B::MEAN {
-        c.want_dtype(0, &[DType::F32, DType::I8])?
-    } else {
+    let dt = if code == B::REDUCE_PROD {
         c.want_dtype(0, &[DType::F32])?
+    } else {
+        c.want_dtype(0, &[DType::F32, DType::I8])?
     };
     let kind = match code {
         B::MEAN => ReduceKind::Mean,
@@ -1867,8 +2046,33 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         }
     }
     c.check_out(0, &out, dt)?;
+    if dt == DType::I8 && matches!(kind, ReduceKind::Max | ReduceKind::Min) {
+        let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        if qi != qo {
+            return Err(c.err(format!(
+                "int8 REDUCE_MAX/REDUCE_MIN need the same input and output quantization (TFLite \
+                 checks this), has scale {} zp {} and scale {} zp {}",
+                qi.scale, qi.zero_point, qo.scale, qo.zero_point
+            )));
+        }
+        return Ok(Kind::ReduceMaxMinI8 {
+            shape: s.to_vec(),
+            axes,
+            max: kind == ReduceKind::Max,
+        });
+    }
     if dt == DType::I8 {
         let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+        let count = axes.iter().map(|&a| s[a]).product();
+        if kind == ReduceKind::Sum {
+            return Ok(Kind::SumI8 {
+                shape: s.to_vec(),
+                axes,
+                count,
+                in_q: qi,
+                out_q: qo,
+            });
+        }
         if keep && s.len() == 4 && axes == [1, 2] {
             return Ok(Kind::MeanI8Hw {
                 in_shape: [s[0], s[1], s[2], s[3]],
@@ -1877,7 +2081,6 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             });
         }
         let (multiplier, shift) = quantize_multiplier(f64::from(qi.scale) / f64::from(qo.scale));
-        let count = axes.iter().map(|&a| s[a]).product();
         return Ok(Kind::MeanI8 {
             shape: s.to_vec(),
             axes,
@@ -1936,6 +2139,26 @@ fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind>
         O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub)
             .ok_or_else(|| c.err("input/output scales give an out-of-range multiplier"))?,
         O::Mul => ew::BinaryI8::mul(qa, qb, qo, range),
+        O::Maximum | O::Minimum => {
+            // TFLite compares the stored values.
+            if qa != qo || qb != qo {
+                return Err(c.err(format!(
+                    "int8 MAXIMUM/MINIMUM need the same quantization on both inputs and the \
+                     output (TFLite compares stored values), have ({}, {}), ({}, {}), ({}, {})",
+                    qa.scale, qa.zero_point, qb.scale, qb.zero_point, qo.scale, qo.zero_point
+                )));
+            }
+            ew::BinaryI8::MaxMin {
+                max: op == O::Maximum,
+            }
+        }
+        O::SquaredDifference => ew::BinaryI8::squared_difference(qa, qb, qo).ok_or_else(|| {
+            c.err(format!(
+                "output scale {} is too small for int8 SQUARED_DIFFERENCE of scales {} and {} \
+                 (TFLite needs (2 max scale)^2 / 2^14 < output scale)",
+                qo.scale, qa.scale, qb.scale
+            ))
+        })?,
         _ => return Err(c.err("this operator has no int8 kernel")),
     };
     Ok(Kind::BinaryI8 { p, bc })
@@ -1967,6 +2190,18 @@ fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
             ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x))
         }
         U::Tanh | U::Gelu { .. } => ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x)),
+        U::Rsqrt if signed => {
+            let table = ew::rsqrt_i8_table(qi, qo).ok_or_else(|| {
+                c.err(format!(
+                    "int8 RSQRT: 1 / (sqrt({}) * {}) is out of range for a multiplier",
+                    qi.scale, qo.scale
+                ))
+            })?;
+            return Ok(Kind::RsqrtI8 {
+                table: alloc::boxed::Box::new(table),
+                min_input: qi.zero_point as i8,
+            });
+        }
         _ => {
             return Err(c.err(format!(
                 "{} input is not supported by this operator",
@@ -2008,10 +2243,22 @@ fn output_stage(
     act: Activation,
     fc: bool,
 ) -> Result<OutputStage> {
-    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
-    let scales = filter_scales(c, 1, channels, qdim)?;
-    if c.has_input(2) {
-        let b = c.input(2)?;
+    output_stage_at(c, [0, 1, 2], channels, qdim, act, fc)
+}
+
+/// [`output_stage`] with the input, filter and bias at the given input indices.
+fn output_stage_at(
+    c: &Ctx<'_, '_>,
+    [xi, wi, bi]: [usize; 3],
+    channels: usize,
+    qdim: usize,
+    act: Activation,
+    fc: bool,
+) -> Result<OutputStage> {
+    let (qi, qo) = (c.in_q8(xi)?, c.out_q8(0)?);
+    let scales = filter_scales(c, wi, channels, qdim)?;
+    if c.has_input(bi) {
+        let b = c.input(bi)?;
         if b.dtype != DType::I32 {
             return Err(c.err(format!(
                 "int8 layers need an INT32 bias, not {}",
@@ -2019,6 +2266,9 @@ fn output_stage(
             )));
         }
         if let Some(bq) = &b.qparams {
+            if bq.zero_points.iter().any(|&z| z != 0) {
+                return Err(c.err("the int32 bias must have zero point 0"));
+            }
             for ch in 0..channels {
                 let want = f64::from(qi.scale) * f64::from(scales[ch.min(scales.len() - 1)]);
                 let got = f64::from(bq.channel(ch).0);
@@ -2117,7 +2367,23 @@ impl Kind {
                 batches, in_depth, ..
             } => (batches * in_depth, *batches, *batches),
             Kind::DepthwiseI8 { filter_shape, .. } => (0, 0, filter_shape[3]),
-            Kind::MeanI8 { shape, axes, .. } => {
+            Kind::TransposeConvI8 { out_shape, .. } => (0, 0, out_shape.iter().product()),
+            Kind::BatchMatMulHybrid {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            } => {
+                let (l, r) = (lhs_shape.len(), rhs_shape.len());
+                let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
+                let n = rhs_shape[if *adj_y { r - 2 } else { r - 1 }];
+                let lhs_len: usize = lhs_shape.iter().product();
+                let rows = lhs_len.checked_div(k).unwrap_or(0);
+                let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
+                (lhs_len, rows + k, rows + rhs_mats * n)
+            }
+            Kind::MeanI8 { shape, axes, .. } | Kind::SumI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))
                     .map(|d| shape[d])

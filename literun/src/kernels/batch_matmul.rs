@@ -1,4 +1,4 @@
-//! BATCH_MATMUL (float32), matching TFLite's reference `BatchMatMul`.
+//! BATCH_MATMUL (float32 and int8), matching TFLite's reference `BatchMatMul`.
 //!
 //! `lhs` is `[..., M, K]` (`[..., K, M]` with `adj_x`), `rhs` is `[..., K, N]` (`[..., N, K]`
 //! with `adj_y`). Leading batch dims are right-aligned and broadcast numpy-style. Every output is
@@ -16,47 +16,54 @@ pub fn batch_matmul_f32(
     output: &mut [f32],
     out_shape: &[usize],
 ) {
-    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
-    debug_assert!(lr >= 2 && rr >= 2 && or >= 2);
-    debug_assert_eq!(or, lr.max(rr));
-    if lr < 2 || rr < 2 || or < 2 {
+    let d = dims(
+        lhs.len(),
+        lhs_shape,
+        rhs.len(),
+        rhs_shape,
+        adj_x,
+        adj_y,
+        output.len(),
+        out_shape,
+    );
+    debug_assert!(d.is_some(), "inconsistent BATCH_MATMUL shapes");
+    let Some((m, k, n)) = d else {
         return;
-    }
-    let (m, k) = if adj_x {
-        (lhs_shape[lr - 1], lhs_shape[lr - 2])
-    } else {
-        (lhs_shape[lr - 2], lhs_shape[lr - 1])
     };
-    let (k2, n) = if adj_y {
-        (rhs_shape[rr - 1], rhs_shape[rr - 2])
-    } else {
-        (rhs_shape[rr - 2], rhs_shape[rr - 1])
-    };
-    debug_assert_eq!(k, k2);
-    debug_assert_eq!(out_shape[or - 2], m);
-    debug_assert_eq!(out_shape[or - 1], n);
-    debug_assert_eq!(lhs.len(), lhs_shape.iter().product::<usize>());
-    debug_assert_eq!(rhs.len(), rhs_shape.iter().product::<usize>());
-    debug_assert_eq!(output.len(), out_shape.iter().product::<usize>());
-    let batch_dims = or - 2;
-    debug_assert!((0..batch_dims).all(|j| {
-        let o = out_shape[or - 3 - j];
-        let l = if j + 2 < lr { lhs_shape[lr - 3 - j] } else { 1 };
-        let r = if j + 2 < rr { rhs_shape[rr - 3 - j] } else { 1 };
-        (l == o || l == 1) && (r == o || r == 1)
-    }));
+    for_each_batch(
+        lhs_shape,
+        rhs_shape,
+        out_shape,
+        m * k,
+        k * n,
+        |lo, ro, oo| {
+            let a = &lhs[lo..lo + m * k];
+            let b = &rhs[ro..ro + k * n];
+            let out = &mut output[oo..oo + m * n];
+            matmul(a, b, m, k, n, adj_x, adj_y, out);
+        },
+    );
+}
 
-    let out_mat = m * n;
+/// Calls `f(lhs_offset, rhs_offset, out_offset)` for every output matrix, mapping each output
+/// batch index to the (broadcast) lhs/rhs matrix, innermost batch dim first. `lhs_mat` and
+/// `rhs_mat` are the element counts of one operand matrix.
+fn for_each_batch(
+    lhs_shape: &[usize],
+    rhs_shape: &[usize],
+    out_shape: &[usize],
+    lhs_mat: usize,
+    rhs_mat: usize,
+    mut f: impl FnMut(usize, usize, usize),
+) {
+    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
+    let out_mat = out_shape[or - 2] * out_shape[or - 1];
     if out_mat == 0 {
         return;
     }
-    let lhs_mat = m * k;
-    let rhs_mat = k * n;
-    let out_batches = output.len() / out_mat;
-
+    let batch_dims = or - 2;
+    let out_batches: usize = out_shape[..batch_dims].iter().product();
     for ob in 0..out_batches {
-        // Map the output batch index to the (broadcast) lhs/rhs matrix offsets, innermost
-        // batch dim first.
         let mut rem = ob;
         let (mut lhs_off, mut rhs_off) = (0usize, 0usize);
         let (mut lhs_stride, mut rhs_stride) = (lhs_mat, rhs_mat);
@@ -79,11 +86,226 @@ pub fn batch_matmul_f32(
                 rhs_stride *= rd;
             }
         }
-        let a = &lhs[lhs_off..lhs_off + lhs_mat];
-        let b = &rhs[rhs_off..rhs_off + rhs_mat];
-        let out = &mut output[ob * out_mat..(ob + 1) * out_mat];
-        matmul(a, b, m, k, n, adj_x, adj_y, out);
+        f(lhs_off, rhs_off, ob * out_mat);
     }
+}
+
+/// Checks the operand shapes against the slices; `(m, k, n)` when they agree.
+#[allow(clippy::too_many_arguments)]
+fn dims(
+    lhs_len: usize,
+    lhs_shape: &[usize],
+    rhs_len: usize,
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    out_len: usize,
+    out_shape: &[usize],
+) -> Option<(usize, usize, usize)> {
+    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
+    if lr < 2 || rr < 2 || or != lr.max(rr) {
+        return None;
+    }
+    let (m, k) = if adj_x {
+        (lhs_shape[lr - 1], lhs_shape[lr - 2])
+    } else {
+        (lhs_shape[lr - 2], lhs_shape[lr - 1])
+    };
+    let (k2, n) = if adj_y {
+        (rhs_shape[rr - 1], rhs_shape[rr - 2])
+    } else {
+        (rhs_shape[rr - 2], rhs_shape[rr - 1])
+    };
+    let ok = k == k2
+        && out_shape[or - 2] == m
+        && out_shape[or - 1] == n
+        && lhs_len == lhs_shape.iter().product::<usize>()
+        && rhs_len == rhs_shape.iter().product::<usize>()
+        && out_len == out_shape.iter().product::<usize>()
+        && (0..or - 2).all(|j| {
+            let o = out_shape[or - 3 - j];
+            let l = if j + 2 < lr { lhs_shape[lr - 3 - j] } else { 1 };
+            let r = if j + 2 < rr { rhs_shape[rr - 3 - j] } else { 1 };
+            (l == o || l == 1) && (r == o || r == 1)
+        });
+    ok.then_some((m, k, n))
+}
+
+/// Int8 BATCH_MATMUL as LiteRT's builtin kernel (`EvalInt8Int8`): per output,
+/// `acc = sum_k (lhs + lhs_offset) * (rhs + rhs_offset)` (exact in i32), requantized by `q`
+/// (one multiplier; `q.input_offset` is `-lhs_zero_point`), plus the output zero point, clamped
+/// to int8. Shapes as [`batch_matmul_f32`]; does nothing if they do not agree with the slices.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_matmul_i8(
+    lhs: &[i8],
+    lhs_shape: &[usize],
+    rhs: &[i8],
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    rhs_offset: i32,
+    q: &crate::quant::OutputStage,
+    output: &mut [i8],
+    out_shape: &[usize],
+) {
+    let Some((m, k, n)) = dims(
+        lhs.len(),
+        lhs_shape,
+        rhs.len(),
+        rhs_shape,
+        adj_x,
+        adj_y,
+        output.len(),
+        out_shape,
+    ) else {
+        return;
+    };
+    let lo = q.input_offset;
+    for_each_batch(
+        lhs_shape,
+        rhs_shape,
+        out_shape,
+        m * k,
+        k * n,
+        |la, ra, oo| {
+            let a = &lhs[la..la + m * k];
+            let b = &rhs[ra..ra + k * n];
+            let out = &mut output[oo..oo + m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let mut acc = 0i32;
+                    for kk in 0..k {
+                        let x = if adj_x { a[kk * m + i] } else { a[i * k + kk] };
+                        let y = if adj_y { b[j * k + kk] } else { b[kk * n + j] };
+                        acc = acc.wrapping_add((i32::from(x) + lo) * (i32::from(y) + rhs_offset));
+                    }
+                    out[i * n + j] = q.apply(acc, 0);
+                }
+            }
+        },
+    );
+}
+
+/// Scratch of [`batch_matmul_hybrid`].
+pub struct HybridBmmScratch<'a> {
+    /// The quantized lhs (as many values as the lhs).
+    pub quantized: &'a mut [i8],
+    /// One scaling factor per lhs row (all lhs matrices).
+    pub scales: &'a mut [f32],
+    /// One zero point per lhs row.
+    pub offsets: &'a mut [i32],
+    /// One lhs row (K values), gathered when `adj_x`.
+    pub row: &'a mut [f32],
+    /// The sum of each rhs column (N per rhs matrix).
+    pub col_sums: &'a mut [i32],
+}
+
+/// Hybrid BATCH_MATMUL (float lhs, int8 rhs with one scale, float output) as LiteRT's
+/// `EvalHybrid` (`reference_ops::BatchMatMul`, which both its kernels use): each lhs row of K
+/// values is quantized on its own (symmetric, or asymmetric when `asymmetric`), its scale
+/// multiplied by `rhs_scale` in f32; then per output
+/// `total = sum_k q[m, k] * w[k, n]`, `total -= col_sum[n] * offset[m]` (in f32, back to i32) and
+/// `out = scale[m] * total`. Does nothing if the shapes or scratch sizes do not agree.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_matmul_hybrid(
+    lhs: &[f32],
+    lhs_shape: &[usize],
+    rhs: &[i8],
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    rhs_scale: f32,
+    asymmetric: bool,
+    scratch: &mut HybridBmmScratch<'_>,
+    output: &mut [f32],
+    out_shape: &[usize],
+) {
+    let Some((m, k, n)) = dims(
+        lhs.len(),
+        lhs_shape,
+        rhs.len(),
+        rhs_shape,
+        adj_x,
+        adj_y,
+        output.len(),
+        out_shape,
+    ) else {
+        return;
+    };
+    if m * n == 0 || k == 0 {
+        output.fill(0.0);
+        return;
+    }
+    let rows = lhs.len() / k;
+    let rhs_mats = rhs.len() / (k * n);
+    if scratch.quantized.len() < lhs.len()
+        || scratch.scales.len() < rows
+        || scratch.offsets.len() < rows
+        || scratch.row.len() < k
+        || scratch.col_sums.len() < rhs_mats * n
+    {
+        output.fill(0.0);
+        return;
+    }
+    // Quantize each lhs row (`BatchQuantizeFloats`).
+    for r in 0..rows {
+        let (mat, i) = (r / m, r % m);
+        let row = &mut scratch.row[..k];
+        for (kk, v) in row.iter_mut().enumerate() {
+            *v = if adj_x {
+                lhs[mat * m * k + kk * m + i]
+            } else {
+                lhs[r * k + kk]
+            };
+        }
+        let q = &mut scratch.quantized[r * k..(r + 1) * k];
+        let (scale, offset) = if asymmetric {
+            crate::quant::asymmetric_quantize_floats(row, q)
+        } else {
+            (crate::quant::symmetric_quantize_floats(row, q), 0)
+        };
+        scratch.scales[r] = scale * rhs_scale;
+        scratch.offsets[r] = offset;
+    }
+    // Column sums of every rhs matrix (`ReductionSumVector` over the transposed rhs).
+    let w_at = |mat: usize, kk: usize, j: usize| {
+        let b = mat * k * n;
+        i32::from(if adj_y {
+            rhs[b + j * k + kk]
+        } else {
+            rhs[b + kk * n + j]
+        })
+    };
+    for mat in 0..rhs_mats {
+        for j in 0..n {
+            scratch.col_sums[mat * n + j] = (0..k).map(|kk| w_at(mat, kk, j)).sum();
+        }
+    }
+    let s = &*scratch;
+    for_each_batch(
+        lhs_shape,
+        rhs_shape,
+        out_shape,
+        m * k,
+        k * n,
+        |la, ra, oo| {
+            let (lmat, rmat) = (la / (m * k), ra / (k * n));
+            for i in 0..m {
+                let r = lmat * m + i;
+                let q = &s.quantized[r * k..(r + 1) * k];
+                let (scale, offset) = (s.scales[r], s.offsets[r] as f32);
+                for j in 0..n {
+                    let mut total = 0i32;
+                    for (kk, &qv) in q.iter().enumerate() {
+                        total = total.wrapping_add(i32::from(qv) * w_at(rmat, kk, j));
+                    }
+                    let col_sum = s.col_sums[rmat * n + j] as f32;
+                    let total = (total as f32 - col_sum * offset) as i32;
+                    output[oo + i * n + j] = 0.0 + scale * total as f32;
+                }
+            }
+        },
+    );
 }
 
 /// One `[M, N]` product; the lhs element (i, kk) is `a[i*K + kk]`, or `a[kk*M + i]` if `adj_x`.

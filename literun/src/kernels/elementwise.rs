@@ -477,7 +477,8 @@ pub struct Q8 {
     pub zero_point: i32,
 }
 
-/// Prepared parameters of an int8 ADD, SUB or MUL (TFLite's `ArithmeticParams`).
+/// Prepared parameters of an int8 ADD, SUB, MUL or SQUARED_DIFFERENCE (TFLite's
+/// `ArithmeticParams`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BinaryI8 {
     /// ADD/SUB: inputs shifted left by `left_shift` (20), rescaled to twice the larger input
@@ -497,6 +498,22 @@ pub enum BinaryI8 {
         act_min: i32,
         act_max: i32,
     },
+    /// SQUARED_DIFFERENCE: inputs shifted left by 7, rescaled to twice the larger input scale,
+    /// subtracted, squared, rescaled to the output (every multiplier below one).
+    SquaredDifference {
+        in1_offset: i32,
+        in2_offset: i32,
+        in1_mult: i32,
+        in1_shift: i32,
+        in2_mult: i32,
+        in2_shift: i32,
+        out_mult: i32,
+        out_shift: i32,
+        out_offset: i32,
+    },
+    /// MAXIMUM / MINIMUM: the larger / smaller stored value (all three tensors share their
+    /// quantization).
+    MaxMin { max: bool },
     /// MUL: `(x1 - z1) * (x2 - z2)` rescaled by `s1 * s2 / s_out`.
     Mul {
         in1_offset: i32,
@@ -537,6 +554,30 @@ impl BinaryI8 {
             out_offset: out.zero_point,
             act_min: range.0,
             act_max: range.1,
+        })
+    }
+
+    /// TFLite squared_difference.cc `Prepare` (int8): `None` when a multiplier is not below one
+    /// (TFLite aborts on a CHECK there), i.e. unless `s_out > (2 max(s1, s2))^2 / 2^14`.
+    pub fn squared_difference(a: Q8, b: Q8, out: Q8) -> Option<BinaryI8> {
+        const LEFT_SHIFT: i32 = 7;
+        let twice_max = f64::from(2.0 * a.scale.max(b.scale));
+        let r1 = f64::from(a.scale) / twice_max;
+        let r2 = f64::from(b.scale) / twice_max;
+        let ro = twice_max * twice_max / f64::from((1 << (2 * LEFT_SHIFT)) as f32 * out.scale);
+        let (in1_mult, in1_shift) = quantize_multiplier_smaller_than_one(r1)?;
+        let (in2_mult, in2_shift) = quantize_multiplier_smaller_than_one(r2)?;
+        let (out_mult, out_shift) = quantize_multiplier_smaller_than_one(ro)?;
+        Some(BinaryI8::SquaredDifference {
+            in1_offset: -a.zero_point,
+            in2_offset: -b.zero_point,
+            in1_mult,
+            in1_shift,
+            in2_mult,
+            in2_shift,
+            out_mult,
+            out_shift,
+            out_offset: out.zero_point,
         })
     }
 
@@ -581,6 +622,30 @@ impl BinaryI8 {
                 let raw = if sub { s1 - s2 } else { s1 + s2 };
                 let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
                 o.clamp(act_min, act_max) as i8
+            }
+            BinaryI8::MaxMin { max } => {
+                if max {
+                    x.max(y)
+                } else {
+                    x.min(y)
+                }
+            }
+            BinaryI8::SquaredDifference {
+                in1_offset,
+                in2_offset,
+                in1_mult,
+                in1_shift,
+                in2_mult,
+                in2_shift,
+                out_mult,
+                out_shift,
+                out_offset,
+            } => {
+                let v1 = (in1_offset + i32::from(x)) * (1 << 7);
+                let v2 = (in2_offset + i32::from(y)) * (1 << 7);
+                let d = mbqm_lt1(v1, in1_mult, in1_shift) - mbqm_lt1(v2, in2_mult, in2_shift);
+                let o = mbqm_lt1(d.wrapping_mul(d), out_mult, out_shift).saturating_add(out_offset);
+                o.clamp(-128, 127) as i8
             }
             BinaryI8::Mul {
                 in1_offset,
@@ -755,5 +820,121 @@ impl HardSwishParams {
         let preshift_output_value = sat_doubling_high_mul(reluish, preshift_out);
         let out = rounding_divide_by_pot_i16(preshift_output_value, -self.output_exponent);
         i32::from(out.wrapping_add(self.output_zero_point))
+    }
+}
+
+/// gemmlowp `SaturatingRoundingMultiplyByPOT` for a left shift (`exponent > 0`): saturates.
+fn sat_mul_pot(x: i32, exponent: u32) -> i32 {
+    let threshold = (1i32 << (31 - exponent)) - 1;
+    if x > threshold {
+        i32::MAX
+    } else if x < -threshold {
+        i32::MIN
+    } else {
+        x << exponent
+    }
+}
+
+/// TFLite `GetInvSqrtQuantizedMultiplierExp(input, /*reverse_shift=*/-1)`: `1 / sqrt(input)` as
+/// a multiplier and a (left) shift, by five Newton-Raphson steps in gemmlowp fixed point.
+/// `input <= 1` gives `(i32::MAX, 0)`.
+pub fn inv_sqrt_quantized_multiplier_exp(input: i32) -> (i32, i32) {
+    use crate::quant::saturating_rounding_doubling_high_mul as mul;
+    if input <= 1 {
+        return (i32::MAX, 0);
+    }
+    let mut input = input;
+    let mut shift = 11i32;
+    while input >= 1 << 29 {
+        input /= 4;
+        shift += 1;
+    }
+    let max_left_shift_bits = input.leading_zeros() - 1;
+    let left_shift_bit_pairs = max_left_shift_bits / 2 - 1;
+    shift -= left_shift_bit_pairs as i32;
+    input <<= 2 * left_shift_bit_pairs;
+    // F3 values (3 integer bits): raw / 2^28.
+    let fixed_input = input >> 1;
+    let half_input = crate::quant::rounding_divide_by_pot(fixed_input, 1);
+    let half_three = (1 << 28) + (1 << 27);
+    let mut x = 1i32 << 28;
+    for _ in 0..5 {
+        // x * x * x is F9; Rescale<3> multiplies by 2^6.
+        let x3 = sat_mul_pot(mul(mul(x, x), x), 6);
+        // F6 - F6, Rescale<3> multiplies by 2^3.
+        x = sat_mul_pot(mul(half_three, x).wrapping_sub(mul(half_input, x3)), 3);
+    }
+    // x * sqrt(2)/2 (F0).
+    let mut inv = mul(x, 1_518_500_250);
+    if shift < 0 {
+        inv = inv.wrapping_shl((-shift) as u32);
+        shift = 0;
+    }
+    (inv, -shift)
+}
+
+/// TFLite's int8 RSQRT (elementwise.cc `RsqrtEvalQuantized`) for the stored value `v`; `None`
+/// when `v` is below the input zero point (a negative real: TFLite fails the invocation).
+/// `multiplier`/`shift` quantize `1 / (sqrt(in_scale) * out_scale)`.
+pub fn rsqrt_i8(
+    v: i32,
+    in_zero_point: i32,
+    multiplier: i32,
+    shift: i32,
+    out_zero_point: i32,
+) -> Option<i8> {
+    const K_SHIFT: i32 = 20;
+    let value = v - in_zero_point;
+    if value < 0 {
+        return None;
+    }
+    if value == 0 {
+        return Some(127);
+    }
+    let (m, s) = inv_sqrt_quantized_multiplier_exp(value);
+    let data = mbqm(1, m, s + K_SHIFT);
+    let out = mbqm(data, multiplier, shift - K_SHIFT).saturating_add(out_zero_point);
+    Some(out.clamp(-128, 127) as i8)
+}
+
+/// The table of an int8 RSQRT and the smallest valid stored input (the input zero point).
+/// `None` when the output multiplier cannot be applied (`shift - 20` below -31).
+pub fn rsqrt_i8_table(input: Q8, output: Q8) -> Option<Lut8> {
+    let real = 1.0 / f64::from(crate::math::sqrtf(input.scale) * output.scale);
+    if !real.is_finite() {
+        return None;
+    }
+    let (m, s) = quantize_multiplier(real);
+    if m == 0 || s - 20 < -31 {
+        return None;
+    }
+    Some(lut8_from_int(true, true, |v| {
+        rsqrt_i8(v, input.zero_point, m, s, output.zero_point).map_or(0, i32::from)
+    }))
+}
+
+#[cfg(test)]
+mod quant_tests {
+    use super::*;
+
+    #[test]
+    fn inv_sqrt_multiplier_is_accurate() {
+        assert_eq!(inv_sqrt_quantized_multiplier_exp(1), (i32::MAX, 0));
+        assert_eq!(inv_sqrt_quantized_multiplier_exp(0), (i32::MAX, 0));
+        for v in (2..100_000).step_by(7).chain([1 << 29, i32::MAX]) {
+            let (m, s) = inv_sqrt_quantized_multiplier_exp(v);
+            let got = f64::from(m) * 2f64.powi(s - 31);
+            let want = 1.0 / f64::from(v).sqrt();
+            assert!((got / want - 1.0).abs() < 1e-5, "{v}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn squared_difference_needs_a_small_output_multiplier() {
+        let q = |scale, zero_point| Q8 { scale, zero_point };
+        assert!(BinaryI8::squared_difference(q(0.5, 0), q(0.5, 0), q(0.5, 0)).is_some());
+        // (2 * 1)^2 / 2^14 = 1/4096: the output scale must exceed it.
+        assert!(BinaryI8::squared_difference(q(1.0, 0), q(1.0, 0), q(1.0 / 4096.0, 0)).is_none());
+        assert!(BinaryI8::squared_difference(q(1.0, 0), q(1.0, 0), q(1.0 / 4000.0, 0)).is_some());
     }
 }

@@ -1,5 +1,5 @@
-//! MEAN / SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD (float32), matching TFLite's reference
-//! `ReduceGeneric` / `Mean`.
+//! MEAN / SUM / REDUCE_MAX / REDUCE_MIN / REDUCE_PROD (float32; MEAN, SUM, REDUCE_MAX and
+//! REDUCE_MIN also int8), matching TFLite's reference `ReduceGeneric` / `Mean`.
 //!
 //! The input is walked in row-major order and each element folded into its output slot, so every
 //! output accumulates its reduced elements in row-major order, as TFLite does. Initial values
@@ -104,12 +104,12 @@ fn out_strides(shape: &[usize], axes: &[usize], mut f: impl FnMut(usize, usize))
     }
 }
 
-fn fold_fast(
-    input: &[f32],
+fn fold_fast<T: Copy>(
+    input: &[T],
     shape: &[usize],
     axes: &[usize],
-    output: &mut [f32],
-    fold: impl Fn(f32, f32) -> f32,
+    output: &mut [T],
+    fold: impl Fn(T, T) -> T,
 ) {
     let rank = shape.len();
     if rank == 0 {
@@ -150,12 +150,12 @@ fn fold_fast(
     }
 }
 
-fn fold_slow(
-    input: &[f32],
+fn fold_slow<T: Copy>(
+    input: &[T],
     shape: &[usize],
     axes: &[usize],
-    output: &mut [f32],
-    fold: impl Fn(f32, f32) -> f32,
+    output: &mut [T],
+    fold: impl Fn(T, T) -> T,
 ) {
     for (i, &x) in input.iter().enumerate() {
         let mut rem = i;
@@ -165,6 +165,31 @@ fn fold_slow(
             rem /= shape[d];
         });
         output[o] = fold(output[o], x);
+    }
+}
+
+/// Int8 REDUCE_MAX / REDUCE_MIN: the largest / smallest stored value (TFLite compares stored
+/// values, so the input and output share their quantization). Shapes as [`reduce_f32`]; the
+/// reduced axes must not be empty.
+pub fn reduce_max_min_i8(
+    input: &[i8],
+    shape: &[usize],
+    axes: &[usize],
+    max: bool,
+    output: &mut [i8],
+) {
+    if output.is_empty() || input.len() != shape.iter().product::<usize>() {
+        return;
+    }
+    output.fill(if max { i8::MIN } else { i8::MAX });
+    if input.is_empty() {
+        return;
+    }
+    let fold = |cur: i8, x: i8| if max { cur.max(x) } else { cur.min(x) };
+    if shape.len() <= MAX_FAST_RANK {
+        fold_fast(input, shape, axes, output, fold);
+    } else {
+        fold_slow(input, shape, axes, output, fold);
     }
 }
 
@@ -225,6 +250,30 @@ pub fn mean_i8_general(
         let v = crate::quant::multiply_by_quantized_multiplier(shifted, m, s)
             .saturating_add(output_zero_point);
         *o = v.clamp(-128, 127) as i8;
+    }
+}
+
+/// Int8 SUM as LiteRT's builtin kernel (`optimized_ops::QuantizedMeanOrSum` with
+/// `compute_sum`), in f32: `scale = s_in / s_out`, `bias = -zp_in * scale * count`,
+/// `out = clamp(round(sum * scale + bias) + zp_out)` (half away from zero). (Older TFLite
+/// sources truncate instead of clamping; LiteRT 2.3 clamps, measured.)
+pub fn sum_i8_output(
+    sums: &[i32],
+    count: usize,
+    input_zero_point: i32,
+    input_scale: f32,
+    output_zero_point: i32,
+    output_scale: f32,
+    output: &mut [i8],
+) {
+    if count == 0 {
+        return;
+    }
+    let scale = input_scale / output_scale;
+    let bias = (-input_zero_point) as f32 * scale * count as f32;
+    for (o, &sum) in output.iter_mut().zip(sums) {
+        let r = crate::quant::saturating_f32_to_i32(crate::math::roundf(sum as f32 * scale + bias));
+        *o = r.saturating_add(output_zero_point).clamp(-128, 127) as i8;
     }
 }
 

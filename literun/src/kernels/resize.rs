@@ -1,5 +1,6 @@
-//! RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR (float32, NHWC), matching TFLite's reference
-//! kernels (`reference_ops::ResizeBilinear`, `reference_ops::ResizeNearestNeighbor`).
+//! RESIZE_BILINEAR and RESIZE_NEAREST_NEIGHBOR (float32 and int8, NHWC), matching TFLite's
+//! reference kernels (`reference_ops::ResizeBilinear`, `ResizeBilinearInteger` for int8,
+//! `reference_ops::ResizeNearestNeighbor`).
 //!
 //! Scale per axis: `in / out`, or `(in - 1) / (out - 1)` with `align_corners` (when `out > 1`),
 //! computed in f32.
@@ -116,13 +117,14 @@ fn nearest_index(
     idx.max(0) as usize
 }
 
-/// Nearest-neighbour resize of `[N, H, W, C]` to `[N, OH, OW, C]`.
-pub fn resize_nearest_f32(
-    input: &[f32],
+/// Nearest-neighbour resize of `[N, H, W, C]` to `[N, OH, OW, C]` (any element type: values
+/// are copied, so int8 needs the same input and output quantization).
+pub fn resize_nearest<T: Copy>(
+    input: &[T],
     in_shape: [usize; 4],
     align_corners: bool,
     half_pixel_centers: bool,
-    output: &mut [f32],
+    output: &mut [T],
     out_shape: [usize; 4],
 ) {
     let [batches, in_h, in_w, depth] = in_shape;
@@ -144,6 +146,93 @@ pub fn resize_nearest_f32(
                 let src = &in_b[iy * row + ix * depth..][..depth];
                 let out_off = ((b * out_h + y) * out_w + x) * depth;
                 output[out_off..out_off + depth].copy_from_slice(src);
+            }
+        }
+    }
+}
+
+/// TFLite's 10-bit fixed-point scale (`ResizeBilinearInteger`): `round(1024 * in / out)`, or
+/// `(in - 1) / (out - 1)` with `align_corners` (when `out > 1`).
+#[inline]
+fn scale_10(in_size: usize, out_size: usize, align_corners: bool) -> i64 {
+    let (i, o) = if align_corners && out_size > 1 {
+        (in_size as i64 - 1, out_size as i64 - 1)
+    } else {
+        (in_size as i64, out_size as i64)
+    };
+    ((1 << 10) * i + o / 2) / o
+}
+
+/// TFLite's integer `ComputeInterpolationValues`: (scaled value in 1/1024 pixels, lower index,
+/// upper index). Divisions truncate toward zero, as in C.
+#[inline]
+fn interpolation_values_10(
+    value: usize,
+    scale_10: i64,
+    half_pixel_centers: bool,
+    in_size: usize,
+) -> (i64, usize, usize) {
+    let v = value as i64;
+    let s = if half_pixel_centers {
+        v * scale_10 + scale_10 / 2 - (1 << 9)
+    } else {
+        v * scale_10
+    };
+    let last = in_size as i64 - 1;
+    let lower = (s / (1 << 10)).max(0).min(last.max(0));
+    let upper = ((s + (1 << 10) - 1) / (1 << 10)).min(last).max(0);
+    (s, lower as usize, upper as usize)
+}
+
+/// Int8 bilinear resize as TFLite's `reference_ops::ResizeBilinearInteger` (which LiteRT's
+/// optimized kernel calls too): positions and weights in 1/1024 pixels, the four products
+/// summed in 1/2^20 units and rounded half away from zero. Values are interpolated as stored,
+/// so the input and output must share their quantization.
+pub fn resize_bilinear_i8(
+    input: &[i8],
+    in_shape: [usize; 4],
+    align_corners: bool,
+    half_pixel_centers: bool,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, depth] = in_shape;
+    let [out_n, out_h, out_w, out_c] = out_shape;
+    if batches != out_n
+        || depth != out_c
+        || input.len() != batches * in_h * in_w * depth
+        || output.len() != out_n * out_h * out_w * out_c
+        || output.is_empty()
+        || input.is_empty()
+    {
+        return;
+    }
+    let h_scale = scale_10(in_h, out_h, align_corners);
+    let w_scale = scale_10(in_w, out_w, align_corners);
+    let row = in_w * depth;
+    const ONE: i64 = 1 << 10;
+    for b in 0..batches {
+        let in_b = &input[b * in_h * row..(b + 1) * in_h * row];
+        for y in 0..out_h {
+            let (iy, y0, y1) = interpolation_values_10(y, h_scale, half_pixel_centers, in_h);
+            let dy = iy - ONE * y0 as i64;
+            for x in 0..out_w {
+                let (ix, x0, x1) = interpolation_values_10(x, w_scale, half_pixel_centers, in_w);
+                let dx = ix - ONE * x0 as i64;
+                let p00 = &in_b[y0 * row + x0 * depth..][..depth];
+                let p10 = &in_b[y1 * row + x0 * depth..][..depth];
+                let p01 = &in_b[y0 * row + x1 * depth..][..depth];
+                let p11 = &in_b[y1 * row + x1 * depth..][..depth];
+                let out_off = ((b * out_h + y) * out_w + x) * depth;
+                let out_px = &mut output[out_off..out_off + depth];
+                for c in 0..depth {
+                    let v = i64::from(p00[c]) * (ONE - dy) * (ONE - dx)
+                        + i64::from(p10[c]) * dy * (ONE - dx)
+                        + i64::from(p01[c]) * (ONE - dy) * dx
+                        + i64::from(p11[c]) * dy * dx;
+                    let round = if v > 0 { 1 << 19 } else { -(1 << 19) };
+                    out_px[c] = ((v + round) / (1 << 20)).clamp(-128, 127) as i8;
+                }
             }
         }
     }
@@ -263,7 +352,7 @@ mod tests {
     fn nearest_1d(in_w: usize, out_w: usize, ac: bool, hp: bool) -> Vec<f32> {
         let input: Vec<f32> = (0..in_w).map(|v| v as f32).collect();
         let mut out = vec![0.0; out_w];
-        resize_nearest_f32(&input, [1, 1, in_w, 1], ac, hp, &mut out, [1, 1, out_w, 1]);
+        resize_nearest(&input, [1, 1, in_w, 1], ac, hp, &mut out, [1, 1, out_w, 1]);
         out
     }
 
@@ -272,7 +361,7 @@ mod tests {
         // floor(o/2), round(o/3) and floor((o+0.5)/2) all give 0,0,1,1.
         for (ac, hp) in [(false, false), (true, false), (false, true)] {
             let mut out = [0.0; 16];
-            resize_nearest_f32(&IN2X2, [1, 2, 2, 1], ac, hp, &mut out, [1, 4, 4, 1]);
+            resize_nearest(&IN2X2, [1, 2, 2, 1], ac, hp, &mut out, [1, 4, 4, 1]);
             #[rustfmt::skip]
             let want = [
                 1.0, 1.0, 2.0, 2.0,
@@ -304,7 +393,7 @@ mod tests {
     fn nearest_multichannel_copies_pixels() {
         let input: Vec<f32> = (0..2 * 2 * 3).map(|v| v as f32).collect(); // [1,2,2,3]
         let mut out = vec![0.0; 3 * 3 * 3];
-        resize_nearest_f32(&input, [1, 2, 2, 3], false, false, &mut out, [1, 3, 3, 3]);
+        resize_nearest(&input, [1, 2, 2, 3], false, false, &mut out, [1, 3, 3, 3]);
         // scale 2/3: floor(0, .667, 1.333) = 0, 0, 1
         let idx = [0usize, 0, 1];
         for y in 0..3 {

@@ -1,4 +1,5 @@
-//! TRANSPOSE_CONV (float32, NHWC), matching TFLite's reference `TransposeConv` (scatter form).
+//! TRANSPOSE_CONV (float32 and int8, NHWC), matching TFLite's reference `TransposeConv` (scatter
+//! form).
 //!
 //! Filter layout is `[O, KH, KW, I]`. The output is zeroed, then every input pixel scatters
 //! `in[n, iy, ix, i] * filter[o, kh, kw, i]` into `out[n, iy*sh - pad_top + kh,
@@ -100,6 +101,78 @@ pub fn transpose_conv_f32(
         for (o, v) in px.iter_mut().enumerate() {
             let bias_value = bias.map_or(0.0, |bb| bb[o]);
             *v = p.activation.apply(*v + bias_value);
+        }
+    }
+}
+
+/// Int8 TRANSPOSE_CONV as TFLite's `reference_integer_ops::TransposeConv` (per-channel):
+/// `acc[n, oy, ox, o] = sum (x + input_offset) * w` scattered as in [`transpose_conv_f32`] (exact
+/// in i32, so the order does not matter), plus `bias[o]`, requantized with channel `o`'s
+/// multiplier of `q`, clamped. `acc` is scratch of the output's length.
+#[allow(clippy::too_many_arguments)]
+pub fn transpose_conv_i8(
+    input: &[i8],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[i32]>,
+    p: &TransposeConvParams,
+    q: &crate::quant::OutputStage,
+    acc: &mut [i32],
+    output: &mut [i8],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [out_c, k_h, k_w, f_in] = filter_shape;
+    let [out_n, out_h, out_w, out_c2] = out_shape;
+    if batches != out_n
+        || in_c != f_in
+        || out_c != out_c2
+        || input.len() != batches * in_h * in_w * in_c
+        || filter.len() != out_c * k_h * k_w * f_in
+        || output.len() != out_n * out_h * out_w * out_c
+        || acc.len() < output.len()
+        || bias.is_some_and(|b| b.len() != out_c)
+        || q.multipliers.len() < out_c
+        || output.is_empty()
+    {
+        return;
+    }
+    let acc = &mut acc[..output.len()];
+    acc.fill(0);
+    let filter_o_stride = k_h * k_w * in_c;
+    for b in 0..batches {
+        for iy in 0..in_h {
+            for ix in 0..in_w {
+                let in_off = ((b * in_h + iy) * in_w + ix) * in_c;
+                let in_px = &input[in_off..in_off + in_c];
+                for ky in 0..k_h {
+                    let y = iy * p.stride_h + ky;
+                    if y < p.pad_top || y - p.pad_top >= out_h {
+                        continue;
+                    }
+                    let oy = y - p.pad_top;
+                    for kx in 0..k_w {
+                        let x = ix * p.stride_w + kx;
+                        if x < p.pad_left || x - p.pad_left >= out_w {
+                            continue;
+                        }
+                        let ox = x - p.pad_left;
+                        let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                        let f_off = (ky * k_w + kx) * in_c;
+                        for (o, a) in acc[out_off..out_off + out_c].iter_mut().enumerate() {
+                            let fo = o * filter_o_stride + f_off;
+                            let w = &filter[fo..fo + in_c];
+                            *a = a.wrapping_add(super::conv::dot_offset(in_px, w, q.input_offset));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    for (opx, apx) in output.chunks_exact_mut(out_c).zip(acc.chunks_exact(out_c)) {
+        for (o, (ov, &a)) in opx.iter_mut().zip(apx).enumerate() {
+            *ov = q.apply(a.wrapping_add(bias.map_or(0, |bb| bb[o])), o);
         }
     }
 }
