@@ -132,7 +132,7 @@ fn weight_channel_axis(g: &Graph, node: &Node) -> Option<usize> {
                 Some(0)
             }
         }
-        Op::FullyConnected { .. } => Some(0),
+        Op::FullyConnected { .. } | Op::ConvTranspose2d { .. } => Some(0),
         _ => None,
     }
 }
@@ -407,6 +407,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                         r
                     }
                     (2, Some(_)) => weights::quantize_bias(f, input_scale, &weight_scales),
+                    // Operands that must share the output's parameters (MAXIMUM, CONCATENATION).
+                    _ if shared.is_some() => {
+                        let p = shared.clone().expect("checked");
+                        (weights::quantize_asymmetric(f, &p), p)
+                    }
                     _ => {
                         let (lo, hi) = f
                             .iter()

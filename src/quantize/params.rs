@@ -44,9 +44,31 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
             let _ = group;
             Some(Calibrated)
         }
-        Op::FullyConnected { .. } if is_const(1) && (node.inputs.len() < 3 || is_const(2)) => {
+        Op::FullyConnected { .. } | Op::ConvTranspose2d { .. }
+            if is_const(1) && (node.inputs.len() < 3 || is_const(2)) =>
+        {
             Some(Calibrated)
         }
+        // Both operands are activations (attention); a constant operand was made a dense layer.
+        Op::MatMul { .. } if !is_const(0) && !is_const(1) && batch_rank_ok(g, node) => {
+            Some(Calibrated)
+        }
+        Op::Binary {
+            op: BinaryOp::SquaredDifference,
+            activation: crate::ir::Activation::None,
+        } => Some(Calibrated),
+        Op::Unary(UnaryOp::Rsqrt) => Some(Calibrated),
+        Op::Binary {
+            op: BinaryOp::Max | BinaryOp::Min,
+            activation: crate::ir::Activation::None,
+        } => Some(Shared),
+        Op::Reduce {
+            op: ReduceOp::Max | ReduceOp::Min,
+            ..
+        }
+        | Op::Resize { .. } => Some(SameAsInput),
+        // SUM stays float: LiteRT's reference int8 SUM (the code TFLite Micro shares) reads the
+        // data as uint8 and wraps, so an int8 SUM would not run the same everywhere.
         Op::Binary {
             op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul,
             ..
@@ -83,4 +105,11 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
         } if *value == 0.0 => Some(SameAsInput),
         _ => None,
     }
+}
+
+/// LiteRT's int8 BATCH_MATMUL takes ranks 2 to 5.
+fn batch_rank_ok(g: &Graph, node: &Node) -> bool {
+    node.inputs
+        .iter()
+        .all(|&t| (2..=5).contains(&g.tensors[t].shape.len()))
 }
