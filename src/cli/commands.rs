@@ -101,6 +101,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
             strict: args.strict_int8,
             exclude_nodes: args.exclude.clone(),
             exclude_ops: args.exclude_op.clone(),
+            per_tensor_dense: args.per_tensor_dense,
         },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         min_snr_db: args.min_snr,

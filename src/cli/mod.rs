@@ -125,6 +125,10 @@ pub struct ConvertArgs {
     /// against the float model reaches this many dB (automatic mixed precision).
     #[arg(long, value_name = "DB", requires = "calibration")]
     pub min_snr: Option<f64>,
+    /// With full int8: dense-layer weights per tensor instead of per channel (for TFLite runtimes
+    /// older than 2.13, which lack per-channel FULLY_CONNECTED).
+    #[arg(long, requires = "calibration")]
+    pub per_tensor_dense: bool,
     /// With full int8: keep all ops of these IR types (e.g. Softmax,Add) in float.
     #[arg(
         long,

@@ -226,6 +226,9 @@ pub struct FullInt8Options {
     pub exclude_nodes: Vec<String>,
     /// IR op names (e.g. "Softmax") to keep in float.
     pub exclude_ops: Vec<String>,
+    /// Dense-layer weights per tensor (for runtimes without per-channel FULLY_CONNECTED, such
+    /// as TFLite before 2.13); conv weights stay per channel.
+    pub per_tensor_dense: bool,
 }
 
 struct Int8Builder<'r> {
@@ -389,11 +392,10 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         } else {
             None
         };
-        // The spec quantizes FULLY_CONNECTED weights per tensor; per-channel FC is newer and
-        // LiteRT's kernels for it round differently from its reference, so int8 FC stays
-        // per-tensor (the hybrid path keeps per-channel).
+        // Weights per output channel, FULLY_CONNECTED included (LiteRT has per-channel FC;
+        // `FullInt8Options::per_tensor_dense` keeps the spec's older per-tensor form).
         let channel_axis = weight_channel_axis(g, &node);
-        let per_channel = !matches!(node.op, Op::FullyConnected { .. });
+        let per_channel = !(opts.per_tensor_dense && matches!(node.op, Op::FullyConnected { .. }));
         let mut input_scale = 1.0f32;
         let mut weight_scales: Vec<f32> = vec![];
         for i in 0..node.inputs.len() {
