@@ -33,6 +33,8 @@ pub struct ConvertOptions {
     pub progress: bool,
     /// Full int8: keep layers in float until every output's SNR vs float reaches this.
     pub min_snr_db: Option<f64>,
+    /// Preprocessing of image calibration data.
+    pub images: calibrate::ImageOptions,
 }
 
 /// What a conversion produced and did.
@@ -123,7 +125,7 @@ fn quantize_graph(
                 .calibration
                 .as_ref()
                 .ok_or_else(|| anyhow::anyhow!("full int8 needs --calibration DATA"))?;
-            let samples = calibrate::load(data, &input_specs(graph, opts))?;
+            let samples = calibrate::load(data, &input_specs(graph, opts), &opts.images)?;
             let float = export_graph(graph, label)?;
             let method = opts.calibration_method.unwrap_or(Method::MinMax);
             let ranges = calibrate::collect_ranges(&float, &samples, method, opts.progress)

@@ -10,7 +10,7 @@ macro_rules! outln {
 use crate::convert::{convert_file, ConvertOptions};
 use crate::npy::{self, NpyArray};
 use crate::passes::PassSelection;
-use crate::quantize::calibrate::Method;
+use crate::quantize::calibrate::{ImageOptions, Method};
 use crate::quantize::{FullInt8Options, IoType, QuantizeMode};
 use crate::runtime::{error_stats, run_lite, run_onnx_tract};
 use anyhow::{anyhow, bail, Context, Result};
@@ -105,6 +105,15 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         min_snr_db: args.min_snr,
+        images: ImageOptions {
+            mean: args.mean.clone(),
+            std: args.std.clone(),
+            resize: match args.resize.as_deref() {
+                None => None,
+                Some([h, w]) => Some([*h, *w]),
+                Some(_) => bail!("--resize expects H,W"),
+            },
+        },
     };
     let c = convert_file(model, &opts)?;
     for w in &c.warnings {

@@ -99,6 +99,34 @@ pub struct ConvertArgs {
     /// input for several inputs), a .npy or a .npz.
     #[arg(long, value_name = "DATA", requires = "quantize")]
     pub calibration: Option<PathBuf>,
+    /// Image calibration data: per-channel mean subtracted from pixels in [0, 1] (1 or 3 values).
+    #[arg(
+        long,
+        value_name = "M,...",
+        value_delimiter = ',',
+        default_value = "0",
+        requires = "calibration"
+    )]
+    pub mean: Vec<f32>,
+    /// Image calibration data: per-channel divisor after the mean (1 or 3 values).
+    #[arg(
+        long,
+        value_name = "S,...",
+        value_delimiter = ',',
+        default_value = "1",
+        requires = "calibration"
+    )]
+    pub std: Vec<f32>,
+    /// Image calibration data: resize to H,W, then center-crop to the model's input size
+    /// (default: resize straight to the input size).
+    #[arg(
+        long,
+        value_name = "H,W",
+        value_delimiter = ',',
+        num_args = 1,
+        requires = "calibration"
+    )]
+    pub resize: Option<Vec<u32>>,
     /// How activation ranges are chosen: minmax, percentile[:P] (default 99.99), mse.
     #[arg(
         long,

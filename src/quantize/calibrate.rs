@@ -57,6 +57,94 @@ pub struct InputSpec {
 /// A calibration sample: one float array per model input, in model input order.
 pub type Sample = Vec<Vec<f32>>;
 
+/// Preprocessing of PNG/JPEG calibration images: pixels scaled to [0, 1], optionally resized to
+/// `resize` (H, W) and center-cropped to the model's input size (else resized to it), then
+/// `(x - mean[c]) / std[c]`.
+#[derive(Clone, Debug)]
+pub struct ImageOptions {
+    pub mean: Vec<f32>,
+    pub std: Vec<f32>,
+    pub resize: Option<[u32; 2]>,
+}
+
+impl Default for ImageOptions {
+    fn default() -> Self {
+        ImageOptions {
+            mean: vec![0.0],
+            std: vec![1.0],
+            resize: None,
+        }
+    }
+}
+
+fn is_image(p: &Path) -> bool {
+    p.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "png" | "jpg" | "jpeg"))
+}
+
+/// One image as a sample for a rank-4 input with 1 or 3 channels (NCHW or NHWC).
+fn load_image(path: &Path, input: &InputSpec, opts: &ImageOptions) -> Result<Vec<f32>> {
+    let label = path.display();
+    let s = &input.shape;
+    let (nchw, c, h, w) = match s.as_slice() {
+        [1, c @ (1 | 3), h, w] => (true, *c, *h, *w),
+        [1, h, w, c @ (1 | 3)] => (false, *c, *h, *w),
+        _ => bail!(
+            "{label}: input '{}' {:?} is not an image input (batch 1, 1 or 3 channels)",
+            input.name,
+            s
+        ),
+    };
+    for (what, v) in [("--mean", &opts.mean), ("--std", &opts.std)] {
+        if v.len() != 1 && v.len() != c {
+            bail!(
+                "{what} has {} values; input '{}' has {c} channels",
+                v.len(),
+                input.name
+            );
+        }
+    }
+    if opts.std.iter().any(|&x| x == 0.0 || !x.is_finite()) {
+        bail!("--std values must be finite and non-zero");
+    }
+    let mut img = image::open(path).with_context(|| format!("cannot read image {label}"))?;
+    let (h32, w32) = (h as u32, w as u32);
+    let filter = image::imageops::FilterType::Triangle;
+    if let Some([rh, rw]) = opts.resize {
+        img = img.resize_exact(rw, rh, filter);
+    }
+    img = if img.width() >= w32 && img.height() >= h32 && opts.resize.is_some() {
+        img.crop_imm((img.width() - w32) / 2, (img.height() - h32) / 2, w32, h32)
+    } else {
+        img.resize_exact(w32, h32, filter)
+    };
+    let pixels: Vec<f32> = if c == 3 {
+        img.to_rgb32f().into_raw()
+    } else {
+        img.to_luma32f().into_raw()
+    };
+    let norm = |v: f32, ch: usize| {
+        let pick = |a: &[f32]| a[if a.len() == 1 { 0 } else { ch }];
+        (v - pick(&opts.mean)) / pick(&opts.std)
+    };
+    let mut out = vec![0f32; c * h * w];
+    for y in 0..h {
+        for x in 0..w {
+            for ch in 0..c {
+                let v = norm(pixels[(y * w + x) * c + ch], ch);
+                let dst = if nchw {
+                    (ch * h + y) * w + x
+                } else {
+                    (y * w + x) * c + ch
+                };
+                out[dst] = v;
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn npy_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read calibration directory {}", dir.display()))?
@@ -142,9 +230,10 @@ fn split_samples(a: &NpyArray, input: &InputSpec, label: &str) -> Result<Vec<Vec
 }
 
 /// Loads calibration samples from a directory of `.npy` files (one sample or a batch each; for
-/// several inputs, one subdirectory per input name, paired by sorted file order) or a `.npz`
-/// (one array per input name; a single-input model accepts any one array).
-pub fn load(path: &Path, inputs: &[InputSpec]) -> Result<Vec<Sample>> {
+/// several inputs, one subdirectory per input name, paired by sorted file order), a directory of
+/// PNG/JPEG images (single image input), or a `.npz` (one array per input name; a single-input
+/// model accepts any one array).
+pub fn load(path: &Path, inputs: &[InputSpec], images: &ImageOptions) -> Result<Vec<Sample>> {
     let per_input: Vec<Vec<Vec<f32>>> = if path.extension().is_some_and(|e| e == "npz") {
         let arrays = npy::read_npz(path)?;
         inputs
@@ -192,6 +281,15 @@ pub fn load(path: &Path, inputs: &[InputSpec]) -> Result<Vec<Sample>> {
                     path.to_path_buf()
                 };
                 let mut samples = Vec::new();
+                let mut pictures: Vec<PathBuf> = std::fs::read_dir(&dir)
+                    .with_context(|| format!("cannot read calibration directory {}", dir.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| is_image(p))
+                    .collect();
+                pictures.sort();
+                for f in pictures {
+                    samples.push(load_image(&f, inp, images)?);
+                }
                 for f in npy_files(&dir)? {
                     let a = npy::read(&f)?;
                     samples.extend(split_samples(&a, inp, &f.display().to_string())?);
@@ -466,6 +564,52 @@ mod tests {
         assert!(hi < 2.0, "percentile kept the outlier: {hi}");
         let (_, hi) = s.range(Method::Mse);
         assert!(hi < 100.0, "mse kept the full range: {hi}");
+    }
+
+    #[test]
+    fn images_are_resized_normalized_and_laid_out_for_the_input() {
+        let dir = tempfile::tempdir().unwrap();
+        // 4x2 RGB image: left half red, right half blue.
+        let img = image::RgbImage::from_fn(4, 2, |x, _| {
+            if x < 2 {
+                image::Rgb([255, 0, 0])
+            } else {
+                image::Rgb([0, 0, 255])
+            }
+        });
+        let path = dir.path().join("a.png");
+        img.save(&path).unwrap();
+        let opts = ImageOptions {
+            mean: vec![0.5],
+            std: vec![0.5],
+            resize: None,
+        };
+        let nchw = InputSpec {
+            name: "x".into(),
+            shape: vec![1, 3, 2, 4],
+            nchw_shape: None,
+        };
+        let v = load_image(&path, &nchw, &opts).unwrap();
+        // Channel 0 (red) row 0: 1, 1, -1, -1 after (x - 0.5) / 0.5.
+        assert_eq!(&v[0..4], &[1.0, 1.0, -1.0, -1.0]);
+        // Channel 2 (blue) row 0.
+        assert_eq!(&v[16..20], &[-1.0, -1.0, 1.0, 1.0]);
+        let nhwc = InputSpec {
+            shape: vec![1, 2, 4, 3],
+            ..nchw.clone()
+        };
+        let v = load_image(&path, &nhwc, &opts).unwrap();
+        assert_eq!(&v[0..3], &[1.0, -1.0, -1.0]);
+        // Not an image input: a clear error naming the file and input.
+        let flat = InputSpec {
+            shape: vec![1, 24],
+            ..nchw
+        };
+        let e = load_image(&path, &flat, &opts).unwrap_err().to_string();
+        assert!(e.contains("a.png") && e.contains("'x'"), "{e}");
+        // The directory loader picks images up.
+        let samples = load(dir.path(), std::slice::from_ref(&nhwc), &opts).unwrap();
+        assert_eq!(samples.len(), 1);
     }
 
     #[test]
