@@ -429,3 +429,21 @@ fn deep_cnn_converts_to_one_conv_per_layer() {
     // + MEAN, FULLY_CONNECTED and the NCHW input/output edges.
     assert!(total <= 33, "{:?}", c.ops_after);
 }
+
+#[test]
+fn nan_constants_are_named_in_a_warning() {
+    use litecvt::import::builder::{ftensor, OnnxBuilder};
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, 4])
+        .init(ftensor(
+            "bad_offset",
+            &[4],
+            vec![0.0, f32::NAN, 1.0, f32::INFINITY],
+        ))
+        .node("Add", "add", &["input", "bad_offset"], &["output"], vec![])
+        .output("output");
+    let c = litecvt::convert::convert_bytes(&b.bytes(), "m.onnx", &ConvertOptions::default())
+        .expect("NaN constants are legal");
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(c.warnings[0].contains("bad_offset"), "{:?}", c.warnings);
+}
