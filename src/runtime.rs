@@ -73,16 +73,26 @@ pub fn run_lite_dumping(
         }
         let want = npy_dtype_name(info.dtype);
         let have = array.dtype_name();
-        if want != have {
-            bail!(
+        // Float data for an int8 input (a model converted with --io-type int8) is quantized
+        // with the input's parameters, as the app would.
+        let qparams = model.tensors()[info.tensor].qparams.clone();
+        let bytes = match (info.dtype, &array.data, qparams) {
+            (literun::DType::I8, NpyData::F32(v), Some(q)) if q.is_per_tensor() => {
+                let (s, z) = q.channel(0);
+                v.iter()
+                    .map(|&x| ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8)
+                    .collect()
+            }
+            _ if want != have => bail!(
                 "{label}: input '{}' expects {want} data, got {have}",
                 info.name
-            );
-        }
+            ),
+            _ => array.to_le_bytes(),
+        };
         let mut t = interp
             .input_mut(index)
             .map_err(|e| anyhow!("{label}: {e}"))?;
-        t.bytes_mut().copy_from_slice(&array.to_le_bytes());
+        t.bytes_mut().copy_from_slice(&bytes);
     }
     match dump {
         None => interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?,

@@ -271,3 +271,40 @@ fn strict_int8_rejects_float_islands_and_exclusions_keep_float() {
     assert_eq!(s.float_nodes.len(), 1, "{:?}", s.float_nodes);
     assert_eq!(s.float_nodes[0].2, "excluded");
 }
+
+#[test]
+fn int8_io_models_are_integer_end_to_end_and_agree_with_float_io() {
+    let mut opts = with_calibration(root().join("calibration/digits"));
+    let float_io = convert_file(&fixture("digits_cnn"), &opts).unwrap();
+    opts.int8.io_type = litecvt::quantize::IoType::Int8;
+    let int_io = convert_file(&fixture("digits_cnn"), &opts).unwrap();
+    assert_eq!(
+        int_io.ops_after.get("QUANTIZE"),
+        None,
+        "{:?}",
+        int_io.ops_after
+    );
+    assert_eq!(
+        int_io.ops_after.get("DEQUANTIZE"),
+        None,
+        "{:?}",
+        int_io.ops_after
+    );
+    // `run_lite` quantizes float data for the int8 input; the int8 output, dequantized, is
+    // what the float-interface model returns.
+    let input = npy::read(&root().join("fixtures/digits_cnn.input.npy")).unwrap();
+    let outs = run_lite(&int_io.bytes, "m", &[(None, input.clone())]).unwrap();
+    let q: Vec<f32> = match &outs[0].1.data {
+        NpyData::I8(v) => v.iter().map(|&x| x as f32).collect(),
+        _ => panic!("int8 output expected, got {}", outs[0].1.dtype_name()),
+    };
+    let aligned = literun::AlignedBytes::from_slice(&int_io.bytes);
+    let model = literun::Model::from_bytes(&aligned).unwrap();
+    let qp = model.tensors()[model.outputs()[0].tensor]
+        .qparams
+        .clone()
+        .unwrap();
+    let (s, z) = qp.channel(0);
+    let deq: Vec<f32> = q.iter().map(|&v| (v - z as f32) * s).collect();
+    assert_eq!(deq, run(&float_io.bytes, &input));
+}

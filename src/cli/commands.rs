@@ -281,7 +281,10 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
     let label = path.display().to_string();
     let aligned = literun::AlignedBytes::from_slice(&bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{label}: {e}"))?;
-    let interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{label}: {e}"))?;
+    // A file literun cannot prepare (an op it lacks) is still described.
+    let prepared = literun::Interpreter::new(&model);
+    let arena = prepared.as_ref().ok().map(|i| i.arena_bytes());
+    let runnable = prepared.as_ref().err().map(|e| e.to_string());
     let io = |list: &[literun::TensorInfo]| {
         list.iter()
             .map(|i| serde_json::json!({"name": i.name, "tensor": i.tensor, "shape": i.shape, "dtype": i.dtype.name()}))
@@ -292,9 +295,14 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         .iter()
         .enumerate()
         .map(|(i, t)| {
+            let quant = t.qparams.as_ref().map(|q| {
+                serde_json::json!({"scale": q.scales, "zero_point": q.zero_points,
+                    "quantized_dimension": q.quantized_dimension})
+            });
             serde_json::json!({
                 "index": i, "name": t.name, "shape": t.shape, "dtype": t.dtype.name(),
                 "constant_bytes": model.const_bytes(i).map(|b| b.len()).unwrap_or(0),
+                "quantization": quant,
             })
         })
         .collect();
@@ -308,7 +316,8 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         .map(|b| b.len())
         .sum();
     let summary = serde_json::json!({
-        "file": label, "bytes": bytes.len(), "weights_bytes": weights, "arena_bytes": interp.arena_bytes(),
+        "file": label, "bytes": bytes.len(), "weights_bytes": weights, "arena_bytes": arena,
+        "literun_cannot_run": runnable,
         "inputs": io(model.inputs()), "outputs": io(model.outputs()), "operators": ops, "tensors": tensors,
     });
     if json {
@@ -319,13 +328,43 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         "{label}: {} ({} weights, arena {})",
         human(bytes.len()),
         human(weights),
-        human(interp.arena_bytes())
+        arena.map_or("unknown".to_string(), human)
     );
+    if let Some(why) = &runnable {
+        outln!("  literun cannot run this file: {why}");
+    }
+    let quant = |t: usize| match &model.tensors()[t].qparams {
+        Some(q) if q.scales.len() == 1 => {
+            format!(
+                " (scale {:.6e}, zero point {})",
+                q.scales[0],
+                q.zero_points.first().unwrap_or(&0)
+            )
+        }
+        Some(q) => format!(
+            " ({} per-channel scales on axis {})",
+            q.scales.len(),
+            q.quantized_dimension
+        ),
+        None => String::new(),
+    };
     for i in model.inputs() {
-        outln!("  input  {} {:?} {}", i.name, i.shape, i.dtype.name());
+        outln!(
+            "  input  {} {:?} {}{}",
+            i.name,
+            i.shape,
+            i.dtype.name(),
+            quant(i.tensor)
+        );
     }
     for o in model.outputs() {
-        outln!("  output {} {:?} {}", o.name, o.shape, o.dtype.name());
+        outln!(
+            "  output {} {:?} {}{}",
+            o.name,
+            o.shape,
+            o.dtype.name(),
+            quant(o.tensor)
+        );
     }
     outln!("  operators ({}):", model.operators().len());
     for (i, o) in model.operators().iter().enumerate() {

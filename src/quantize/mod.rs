@@ -345,6 +345,8 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         quantize_ops: 0,
         dequantize_ops: 0,
     };
+    // Rules are decided on the float graph, before any tensor becomes int8.
+    let rules: Vec<Option<OutputRule>> = g.nodes.iter().map(|n| params::int8_rule(g, n)).collect();
     if opts.io_type == IoType::Int8 {
         for &t in &g.inputs.clone() {
             if g.tensors[t].dtype == DType::F32 {
@@ -354,8 +356,6 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
     }
-    // Rules are decided on the float graph, before any tensor becomes int8.
-    let rules: Vec<Option<OutputRule>> = g.nodes.iter().map(|n| params::int8_rule(g, n)).collect();
     let old_nodes = std::mem::take(&mut g.nodes);
     for (mut node, rule) in old_nodes.into_iter().zip(rules) {
         let excluded = opts.exclude_nodes.contains(&node.name)
