@@ -441,6 +441,22 @@ fn run_model(
     Ok(())
 }
 
+/// Output values as floats; int8 outputs are dequantized with their tensor's parameters.
+fn dequantized(model: &literun::Model<'_>, name: &str, a: &NpyArray) -> Vec<f32> {
+    let q = model
+        .outputs()
+        .iter()
+        .find(|o| o.name == name)
+        .and_then(|o| model.tensors()[o.tensor].qparams.clone());
+    match (&a.data, q) {
+        (crate::npy::NpyData::I8(v), Some(q)) if q.is_per_tensor() => {
+            let (s, z) = q.channel(0);
+            v.iter().map(|&x| (x as i64 - z) as f32 * s).collect()
+        }
+        _ => a.to_f32(),
+    }
+}
+
 fn compare(onnx: &Path, lite: &Path, positional: &[PathBuf], named: &[String]) -> Result<()> {
     let inputs = read_inputs(positional, named)?;
     let bytes = load_lite(lite)?;
@@ -457,7 +473,28 @@ fn compare(onnx: &Path, lite: &Path, positional: &[PathBuf], named: &[String]) -
             .ok_or_else(|| anyhow!("no value for input '{}'", info.name))?;
         ordered.push(a.1.clone());
     }
-    let reference = run_onnx_tract(onnx, &ordered)?;
+    // The reference: tract on an ONNX model, or literun on another .lite/.tflite file.
+    let is_flatbuffer = onnx
+        .extension()
+        .is_some_and(|e| e == "lite" || e == "tflite");
+    let reference: Vec<NpyArray> = if is_flatbuffer {
+        let other = load_lite(onnx)?;
+        run_lite(&other, &onnx.display().to_string(), &inputs)?
+            .into_iter()
+            .map(|(_, a)| a)
+            .collect()
+    } else {
+        run_onnx_tract(onnx, &ordered)?
+    };
+    if reference.len() != ours.len() {
+        bail!(
+            "{} has {} outputs, {} has {}",
+            onnx.display(),
+            reference.len(),
+            lite.display(),
+            ours.len()
+        );
+    }
     outln!(
         "{:<24} {:>12} {:>12} {:>9} {:>5}",
         "output",
@@ -469,12 +506,12 @@ fn compare(onnx: &Path, lite: &Path, positional: &[PathBuf], named: &[String]) -
     for ((name, a), r) in ours.iter().zip(&reference) {
         if a.shape != r.shape {
             bail!(
-                "output '{name}': literun shape {:?} differs from tract's {:?}",
+                "output '{name}': shape {:?} differs from the reference's {:?}",
                 a.shape,
                 r.shape
             );
         }
-        let s = error_stats(&a.to_f32(), &r.to_f32());
+        let s = error_stats(&dequantized(&model, name, a), &r.to_f32());
         outln!(
             "{:<24} {:>12.3e} {:>12.3e} {:>9.1} {:>5}",
             name,

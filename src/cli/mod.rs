@@ -53,9 +53,10 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dump_tensors: Option<PathBuf>,
     },
-    /// Run the ONNX model (tract) and the converted file (literun) on the same inputs and compare.
+    /// Run the ONNX model (tract) and the converted file (literun) on the same inputs and compare;
+    /// the reference may also be another .lite/.tflite file (e.g. float vs int8).
     #[command(
-        after_help = "Examples:\n  litecvt compare fixtures/digits_cnn.onnx digits.lite --input input=fixtures/digits_cnn.input.npy"
+        after_help = "Examples:\n  litecvt compare fixtures/digits_cnn.onnx digits.lite --input input=fixtures/digits_cnn.input.npy\n  litecvt compare digits.lite digits_int8.lite fixtures/digits_cnn.input.npy"
     )]
     Compare {
         onnx: PathBuf,
