@@ -130,7 +130,7 @@ pub struct ConvertArgs {
         requires = "calibration"
     )]
     pub resize: Option<Vec<u32>>,
-    /// How activation ranges are chosen: minmax, percentile[:P] (default 99.99), mse.
+    /// How activation ranges are chosen: minmax, percentile[:P] (default 99.99), mse, entropy.
     #[arg(
         long,
         value_name = "METHOD",

@@ -17,6 +17,9 @@ pub enum Method {
     Percentile(f64),
     /// The clipping range minimising the expected squared quantization error.
     Mse,
+    /// The clipping range minimising the KL divergence between the float and quantized
+    /// distributions (TensorRT's "entropy" calibration).
+    Entropy,
 }
 
 impl Method {
@@ -25,6 +28,7 @@ impl Method {
         match s.split_once(':') {
             None if s == "minmax" => Ok(Method::MinMax),
             None if s == "mse" => Ok(Method::Mse),
+            None if s == "entropy" => Ok(Method::Entropy),
             None if s == "percentile" => Ok(Method::Percentile(99.99)),
             Some(("percentile", p)) => {
                 let p: f64 = p
@@ -35,7 +39,7 @@ impl Method {
                 }
                 Ok(Method::Percentile(p))
             }
-            _ => bail!("unknown calibration method '{s}' (minmax, percentile[:P], mse)"),
+            _ => bail!("unknown calibration method '{s}' (minmax, percentile[:P], mse, entropy)"),
         }
     }
 
@@ -441,6 +445,59 @@ impl Stat {
                 }
                 (best.1, best.2)
             }
+            Method::Entropy => {
+                // KL divergence between the observed distribution (values outside the candidate
+                // range merged into its edge bins) and the same distribution seen through 255
+                // quantization levels; the least divergent candidate wins.
+                let total = total as f64;
+                let mut best = (f64::INFINITY, self.min, self.max);
+                for k in 0..=40 {
+                    let f = 1.0 - k as f32 * 0.02;
+                    let (lo, hi) = (self.min.min(0.0) * f, self.max.max(0.0) * f);
+                    let bin_of = |x: f32| (((x - self.min) / w) as usize).min(BINS - 1);
+                    let (b_lo, b_hi) = (bin_of(lo.max(self.min)), bin_of(hi.min(self.max)));
+                    if b_hi <= b_lo {
+                        continue;
+                    }
+                    let inside: Vec<f64> =
+                        self.hist[b_lo..=b_hi].iter().map(|&c| c as f64).collect();
+                    let below: u64 = self.hist[..b_lo].iter().sum();
+                    let above: u64 = self.hist[b_hi + 1..].iter().sum();
+                    let mut p = inside.clone();
+                    p[0] += below as f64;
+                    let n = p.len();
+                    p[n - 1] += above as f64;
+                    // Q: the in-range values only, each of 255 levels spreading its mass evenly
+                    // over its non-empty bins — so clipped mass shows up as divergence at the edges.
+                    let levels = 255.min(n);
+                    let mut q = vec![0f64; n];
+                    for l in 0..levels {
+                        let (a, b) = (
+                            l * n / levels,
+                            ((l + 1) * n / levels).max(l * n / levels + 1),
+                        );
+                        let mass: f64 = inside[a..b].iter().sum();
+                        let nonzero = p[a..b].iter().filter(|&&v| v > 0.0).count().max(1);
+                        for i in a..b {
+                            if p[i] > 0.0 {
+                                q[i] = mass / nonzero as f64;
+                            }
+                        }
+                    }
+                    let kl: f64 = p
+                        .iter()
+                        .zip(&q)
+                        .filter(|(&pi, _)| pi > 0.0)
+                        .map(|(&pi, &qi)| {
+                            (pi / total) * ((pi / total) / (qi / total).max(1e-12)).ln()
+                        })
+                        .sum();
+                    if kl < best.0 {
+                        best = (kl, lo, hi);
+                    }
+                }
+                (best.1, best.2)
+            }
         }
     }
 }
@@ -564,6 +621,8 @@ mod tests {
         assert!(hi < 2.0, "percentile kept the outlier: {hi}");
         let (_, hi) = s.range(Method::Mse);
         assert!(hi < 100.0, "mse kept the full range: {hi}");
+        let (_, hi) = s.range(Method::Entropy);
+        assert!(hi < 100.0, "entropy kept the full range: {hi}");
     }
 
     #[test]
