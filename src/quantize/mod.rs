@@ -66,6 +66,27 @@ fn dequantize_const(g: &mut Graph, c: TensorId, new_nodes: &mut Vec<Node>) -> Te
     out
 }
 
+/// The float32 version of constant `c` re-encoded by `encode` (float16, or int8 with its
+/// parameters) behind one DEQUANTIZE, made once however many nodes read `c`.
+fn reencoded(
+    g: &mut Graph,
+    c: TensorId,
+    done: &mut HashMap<TensorId, TensorId>,
+    nodes: &mut Vec<Node>,
+    encode: impl FnOnce(&ConstData) -> (ConstData, Option<QuantParams>),
+) -> TensorId {
+    if let Some(&f) = done.get(&c) {
+        return f;
+    }
+    let (data, quant) = encode(g.tensors[c].data.as_ref().expect("a constant"));
+    g.tensors[c].dtype = data.dtype();
+    g.tensors[c].data = Some(data);
+    g.tensors[c].quant = quant;
+    let f = dequantize_const(g, c, nodes);
+    done.insert(c, f);
+    f
+}
+
 /// Which constant inputs of `node` are weights that quantization may re-encode.
 fn weight_inputs(node: &Node) -> &'static [usize] {
     match node.op {
@@ -90,18 +111,7 @@ pub fn fp16_weights(g: &mut Graph) -> QuantSummary {
             if g.tensors[c].data.as_ref().map(|d| d.dtype()) != Some(DType::F32) {
                 continue;
             }
-            let f = match done.get(&c) {
-                Some(&f) => f,
-                None => {
-                    let d = weights::to_f16(g.tensors[c].data.as_ref().expect("constant"));
-                    g.tensors[c].dtype = DType::F16;
-                    g.tensors[c].data = Some(d);
-                    let f = dequantize_const(g, c, &mut nodes);
-                    done.insert(c, f);
-                    f
-                }
-            };
-            node.inputs[k] = f;
+            node.inputs[k] = reencoded(g, c, &mut done, &mut nodes, |d| (weights::to_f16(d), None));
         }
         nodes.push(node);
     }
@@ -154,7 +164,11 @@ pub fn int8_weights(g: &mut Graph) -> QuantSummary {
     let mut done: HashMap<TensorId, TensorId> = HashMap::new();
     let mut nodes = Vec::with_capacity(g.nodes.len());
     for mut node in std::mem::take(&mut g.nodes) {
-        let hybrid_axis = weight_channel_axis(g, &node);
+        // Hybrid kernels exist for conv, depthwise and dense layers (not TRANSPOSE_CONV).
+        let hybrid_axis = match node.op {
+            Op::Conv2d { .. } | Op::FullyConnected { .. } => weight_channel_axis(g, &node),
+            _ => None,
+        };
         if let (Some(axis), Some(&w)) = (hybrid_axis, node.inputs.get(1)) {
             let is_f32 = g.tensors[w]
                 .data
@@ -189,24 +203,10 @@ pub fn int8_weights(g: &mut Graph) -> QuantSummary {
             if !big_f32 {
                 continue;
             }
-            let f = match done.get(&c) {
-                Some(&f) => f,
-                None => {
-                    let data = g.tensors[c]
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.as_f32())
-                        .expect("f32");
-                    let (q, p) = weights::quantize_symmetric(data, None);
-                    g.tensors[c].data = Some(q);
-                    g.tensors[c].dtype = DType::I8;
-                    g.tensors[c].quant = Some(p);
-                    let f = dequantize_const(g, c, &mut nodes);
-                    done.insert(c, f);
-                    f
-                }
-            };
-            node.inputs[k] = f;
+            node.inputs[k] = reencoded(g, c, &mut done, &mut nodes, |d| {
+                let (q, p) = weights::quantize_symmetric(d.as_f32().expect("f32"), None);
+                (q, Some(p))
+            });
         }
         nodes.push(node);
     }
