@@ -35,6 +35,32 @@ pub(crate) struct Scratch {
     pub(crate) i32s: Vec<i32>,
 }
 
+/// The activation arena: allocated by [`Interpreter::new`] or supplied by the app
+/// ([`Interpreter::with_arena`]).
+enum ArenaBuf<'m> {
+    Owned(Vec<u128>),
+    Borrowed(&'m mut [u128]),
+}
+
+impl core::ops::Deref for ArenaBuf<'_> {
+    type Target = [u128];
+    fn deref(&self) -> &[u128] {
+        match self {
+            ArenaBuf::Owned(v) => v,
+            ArenaBuf::Borrowed(s) => s,
+        }
+    }
+}
+
+impl core::ops::DerefMut for ArenaBuf<'_> {
+    fn deref_mut(&mut self) -> &mut [u128] {
+        match self {
+            ArenaBuf::Owned(v) => v,
+            ArenaBuf::Borrowed(s) => s,
+        }
+    }
+}
+
 pub(crate) struct Prepared {
     pub(crate) index: usize,
     pub(crate) kind: Kind,
@@ -44,7 +70,7 @@ pub(crate) struct Prepared {
 /// read outputs.
 pub struct Interpreter<'m> {
     model: &'m Model<'m>,
-    arena: Vec<u128>,
+    arena: ArenaBuf<'m>,
     arena_bytes: usize,
     locs: Vec<Loc>,
     ops: Vec<Prepared>,
@@ -167,6 +193,19 @@ impl<'m> Interpreter<'m> {
     /// Prepares `model`: checks every operator's shapes and parameters, plans and allocates the
     /// arena. No allocation happens in [`invoke`](Self::invoke) for float models.
     pub fn new(model: &'m Model<'m>) -> Result<Interpreter<'m>> {
+        Self::build(model, None)
+    }
+
+    /// Like [`new`](Self::new), but the activation arena is `arena`, supplied by the app (e.g. a
+    /// `static` buffer in firmware); it is aligned to 16 bytes internally, so it needs up to 15
+    /// bytes more than [`arena_bytes`](Self::arena_bytes) (`litecvt inspect` prints that number;
+    /// the error for a too-small arena does too). Preparing still allocates the interpreter's
+    /// small bookkeeping on the heap; [`invoke`](Self::invoke) allocates nothing.
+    pub fn with_arena(model: &'m Model<'m>, arena: &'m mut [u8]) -> Result<Interpreter<'m>> {
+        Self::build(model, Some(arena))
+    }
+
+    fn build(model: &'m Model<'m>, app_arena: Option<&'m mut [u8]>) -> Result<Interpreter<'m>> {
         let tensors = model.tensors();
         let nops = model.operators().len();
         let mut ops = Vec::with_capacity(nops);
@@ -282,7 +321,22 @@ impl<'m> Interpreter<'m> {
                 len: tensors[t].bytes,
             };
         }
-        let arena = vec![0u128; plan.total / 16];
+        let arena = match app_arena {
+            None => ArenaBuf::Owned(vec![0u128; plan.total / 16]),
+            Some(buf) => {
+                let given = buf.len();
+                let (_, words, _) = bytemuck::pod_align_to_mut::<u8, u128>(buf);
+                let words = words.get_mut(..plan.total / 16).ok_or_else(|| {
+                    Error::Tensor(format!(
+                        "the arena is too small: the model needs {} bytes (plus up to 15 to \
+                         align it to 16), got {given}",
+                        plan.total
+                    ))
+                })?;
+                words.fill(0);
+                ArenaBuf::Borrowed(words)
+            }
+        };
         let interp = Interpreter {
             model,
             arena,
@@ -535,7 +589,7 @@ impl<'b> Ins<'b> {
     fn typed<T: bytemuck::Pod>(&self, k: usize) -> Result<&'b [T]> {
         let b = self
             .bytes(k)
-            .ok_or(Error::Tensor(format!("input {k} unavailable")))?;
+            .ok_or_else(|| Error::Tensor(format!("input {k} unavailable")))?;
         bytemuck::try_cast_slice(b).map_err(|_| Error::Misaligned)
     }
 }

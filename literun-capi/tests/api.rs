@@ -1,0 +1,190 @@
+//! The C API from Rust: null checks, bad arguments and bad models give statuses and messages,
+//! never a crash; a fixture model runs and matches its expected output.
+
+use literun_capi::*;
+use std::ffi::CStr;
+use std::ptr;
+
+fn model_bytes() -> Vec<u8> {
+    std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../literun/examples/models/digits_cnn.int8.lite"
+    ))
+    .unwrap()
+}
+
+fn npy_data(path: &str) -> Vec<u8> {
+    let b = std::fs::read(path).unwrap();
+    let h = u16::from_le_bytes([b[8], b[9]]) as usize;
+    b[10 + h..].to_vec()
+}
+
+fn blank() -> LiterunTensorInfo {
+    LiterunTensorInfo {
+        name: ptr::null(),
+        dtype: LiterunDtype::Float32,
+        rank: 0,
+        dims: [0; LITERUN_MAX_RANK],
+        bytes: 0,
+        scale: 0.0,
+        zero_point: 0,
+    }
+}
+
+fn last_error() -> String {
+    unsafe { CStr::from_ptr(literun_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn runs_a_fixture_model() {
+    let bytes = model_bytes();
+    // Misaligned on purpose: the API copies into aligned memory.
+    let mut shifted = vec![0u8; bytes.len() + 1];
+    shifted[1..].copy_from_slice(&bytes);
+    let mut it = ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            literun_interpreter_create(shifted[1..].as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok
+        );
+        drop(shifted);
+        assert_eq!(literun_input_count(it), 1);
+        assert_eq!(literun_output_count(it), 1);
+        let mut info = blank();
+        assert_eq!(literun_input_info(it, 0, &mut info), LiterunStatus::Ok);
+        assert_eq!(CStr::from_ptr(info.name).to_str().unwrap(), "input");
+        assert_eq!(info.dtype, LiterunDtype::Float32);
+        assert_eq!(&info.dims[..info.rank], &[1, 1, 8, 8]);
+        assert_eq!(info.bytes, 256);
+        let x = npy_data("../fixtures/digits_cnn.input.npy");
+        assert_eq!(
+            literun_set_input(it, 0, x.as_ptr().cast(), x.len()),
+            LiterunStatus::Ok
+        );
+        assert_eq!(literun_invoke(it), LiterunStatus::Ok);
+        let want = npy_data("../literun/examples/models/digits_cnn.int8.expected.npy");
+        let mut y = vec![0u8; want.len()];
+        assert_eq!(
+            literun_get_output(it, 0, y.as_mut_ptr().cast(), y.len()),
+            LiterunStatus::Ok
+        );
+        assert_eq!(y, want);
+        let (mut p, mut n) = (ptr::null(), 0usize);
+        assert_eq!(
+            literun_output_data(it, 0, &mut p, &mut n),
+            LiterunStatus::Ok
+        );
+        assert_eq!(std::slice::from_raw_parts(p.cast::<u8>(), n), &want[..]);
+
+        // Bad arguments.
+        assert_eq!(
+            literun_input_info(it, 1, &mut info),
+            LiterunStatus::BadArgument
+        );
+        assert!(last_error().contains("no input 1"), "{}", last_error());
+        assert_eq!(
+            literun_set_input(it, 0, x.as_ptr().cast(), x.len() - 1),
+            LiterunStatus::BadArgument
+        );
+        assert_eq!(
+            literun_get_output(it, 3, y.as_mut_ptr().cast(), y.len()),
+            LiterunStatus::BadArgument
+        );
+        assert_eq!(
+            literun_set_input(it, 0, ptr::null(), 4),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(
+            literun_get_output(it, 0, ptr::null_mut(), 4),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(
+            literun_output_data(it, 0, ptr::null_mut(), &mut n),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(
+            literun_input_info(it, 0, ptr::null_mut()),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(it);
+    }
+}
+
+#[test]
+fn null_interpreter_everywhere() {
+    unsafe {
+        let mut info = blank();
+        let null = ptr::null_mut();
+        assert_eq!(literun_input_count(null), 0);
+        assert_eq!(literun_output_count(null), 0);
+        assert_eq!(literun_arena_bytes(null), 0);
+        assert_eq!(
+            literun_input_info(null, 0, &mut info),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(
+            literun_output_info(null, 0, &mut info),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(literun_invoke(null), LiterunStatus::NullArgument);
+        assert!(last_error().contains("interpreter is NULL"));
+        assert_eq!(
+            literun_set_input(null, 0, [0u8; 4].as_ptr().cast(), 4),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(null);
+        assert_eq!(
+            literun_interpreter_create(ptr::null(), 0, ptr::null_mut()),
+            LiterunStatus::NullArgument
+        );
+        let mut it = ptr::null_mut();
+        assert_eq!(
+            literun_interpreter_create(ptr::null(), 10, &mut it),
+            LiterunStatus::NullArgument
+        );
+        assert!(it.is_null());
+        let name = CStr::from_ptr(literun_status_name(2));
+        assert_eq!(name.to_str().unwrap(), "LITERUN_STATUS_INVALID_MODEL");
+        assert_eq!(
+            CStr::from_ptr(literun_status_name(99)).to_str().unwrap(),
+            "?"
+        );
+    }
+}
+
+#[test]
+fn corrupted_models_are_errors() {
+    let bytes = model_bytes();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for trial in 0..300 {
+        let mut b = bytes.clone();
+        if trial % 3 == 0 {
+            b.truncate(next() as usize % b.len());
+        } else {
+            for _ in 0..1 + trial % 8 {
+                let i = next() as usize % b.len();
+                b[i] = next() as u8;
+            }
+        }
+        let mut it = ptr::null_mut();
+        let s = unsafe { literun_interpreter_create(b.as_ptr(), b.len(), &mut it) };
+        assert_ne!(s, LiterunStatus::Panic, "trial {trial}: {}", last_error());
+        if s == LiterunStatus::Ok {
+            // Whatever survived verification must run or fail cleanly.
+            let s = unsafe { literun_invoke(it) };
+            assert_ne!(s, LiterunStatus::Panic, "trial {trial}: {}", last_error());
+        } else {
+            assert!(it.is_null());
+            assert!(!last_error().is_empty());
+        }
+        unsafe { literun_interpreter_destroy(it) };
+    }
+}

@@ -1,0 +1,134 @@
+//! Runs the committed converted fixture models (`literun/examples/models/*.lite`) on the committed
+//! fixture inputs and checks the outputs against committed expected outputs: bit-exact for the
+//! full-int8 models, within 1e-6 relative for the float ones. The expected outputs were written by
+//! literun on x86-64 (`examples/models/make.sh`), so running this test on another target (CI runs
+//! it under `qemu-aarch64`, with and without dotprod) proves that target computes the same numbers.
+
+use literun::{AlignedBytes, DType, Interpreter, Model};
+use std::path::{Path, PathBuf};
+
+/// A `.npy` array: shape, numpy dtype string, little-endian data bytes.
+struct Npy {
+    shape: Vec<usize>,
+    descr: String,
+    data: Vec<u8>,
+}
+
+fn read_npy(path: &Path) -> Npy {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not .npy", path.display());
+    let (hlen, start) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
+    let field = |key: &str| {
+        let i = header.find(key).unwrap() + key.len();
+        header[i..].trim_start_matches([' ', ':']).to_string()
+    };
+    let descr = field("'descr'");
+    let descr = descr[1..].split('\'').next().unwrap().to_string();
+    assert!(
+        field("'fortran_order'").starts_with("False"),
+        "{}",
+        path.display()
+    );
+    let shape = field("'shape'");
+    let shape = shape[1..shape.find(')').unwrap()]
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    Npy {
+        shape,
+        descr,
+        data: b[start + hlen..].to_vec(),
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// Runs `models/<model>.lite` on `input` and compares with `models/<model>.expected.npy`.
+fn check(model: &str, input: &str, exact: bool) {
+    let dir = root().join("examples/models");
+    let bytes = AlignedBytes::read_file(dir.join(format!("{model}.lite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap();
+    let x = read_npy(&root().join(input));
+    {
+        let mut t = it.input_mut(0).unwrap();
+        assert_eq!(t.shape(), &x.shape[..], "{model}: input shape");
+        assert_eq!(t.dtype(), DType::F32);
+        assert_eq!(x.descr, "<f4");
+        t.bytes_mut().copy_from_slice(&x.data);
+    }
+    it.invoke().unwrap();
+    let want = read_npy(&dir.join(format!("{model}.expected.npy")));
+    let out = it.output(0).unwrap();
+    assert_eq!(out.shape(), &want.shape[..], "{model}: output shape");
+    if exact {
+        assert_eq!(out.bytes(), &want.data[..], "{model}: not bit-exact");
+        return;
+    }
+    assert_eq!(want.descr, "<f4");
+    let got = out.as_f32().unwrap();
+    let want: Vec<f32> = want
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let scale = want.iter().fold(0f32, |a, &b| a.max(b.abs())).max(1e-30);
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        let rel = (g - w).abs() / scale;
+        assert!(rel <= 1e-6, "{model}[{i}]: got {g}, want {w} (rel {rel:e})");
+    }
+}
+
+#[test]
+fn digits_cnn_float() {
+    check("digits_cnn", "../fixtures/digits_cnn.input.npy", false);
+}
+
+#[test]
+fn digits_cnn_int8_bit_exact() {
+    check("digits_cnn.int8", "../fixtures/digits_cnn.input.npy", true);
+}
+
+#[test]
+fn mobilenetv2_block_float() {
+    check(
+        "mobilenetv2_block",
+        "../fixtures/mobilenetv2_block.input.npy",
+        false,
+    );
+}
+
+#[test]
+fn mobilenetv2_block_int8_bit_exact() {
+    check(
+        "mobilenetv2_block.int8",
+        "../fixtures/mobilenetv2_block.input.npy",
+        true,
+    );
+}
+
+#[test]
+fn attention_block_float() {
+    check(
+        "attention_block",
+        "../fixtures/attention_block.input.npy",
+        false,
+    );
+}
+
+#[test]
+fn attention_block_int8_bit_exact() {
+    check(
+        "attention_block.int8",
+        "../fixtures/attention_block.input.npy",
+        true,
+    );
+}
