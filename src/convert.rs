@@ -78,14 +78,27 @@ const MAX_KEPT_FLOAT: usize = 16;
 /// Samples used to measure per-layer error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
 
+/// Writes the graph, then plans its arena with literun's planner (on the written file, so the
+/// plan covers exactly the tensors a runtime sees) and writes it again with the plan stored as
+/// `OfflineMemoryAllocation` metadata.
 fn export_graph(graph: &Graph, label: &str) -> Result<Vec<u8>> {
-    tflite::export(
-        graph,
-        &ExportOptions {
-            description: format!("litecvt {}", env!("CARGO_PKG_VERSION")),
-        },
-    )
-    .with_context(|| label.to_string())
+    let mut opts = ExportOptions {
+        description: format!("litecvt {}", env!("CARGO_PKG_VERSION")),
+        memory_plan: None,
+    };
+    let first = tflite::export(graph, &opts).with_context(|| label.to_string())?;
+    let aligned = literun::AlignedBytes::from_slice(&first);
+    let model = literun::Model::from_bytes(&aligned)
+        .map_err(|e| anyhow::anyhow!("{label}: written model does not verify: {e}"))?;
+    let plan = model
+        .memory_plan()
+        .map_err(|e| anyhow::anyhow!("{label}: cannot plan the arena: {e}"))?;
+    let Some(offsets) = plan.to_offline_metadata() else {
+        // An arena beyond 2 GiB cannot be described in TFLite Micro's i32 layout.
+        return Ok(first);
+    };
+    opts.memory_plan = Some(offsets);
+    tflite::export(graph, &opts).with_context(|| label.to_string())
 }
 
 fn input_specs(graph: &Graph, opts: &ConvertOptions) -> Vec<InputSpec> {
@@ -250,6 +263,7 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
         .map_err(|e| anyhow::anyhow!("{label}: written model does not verify: {e}"))?;
     let interp = literun::Interpreter::new(&model)
         .map_err(|e| anyhow::anyhow!("{label}: written model cannot be prepared: {e}"))?;
+    debug_assert!(model.memory_plan().is_ok_and(|p| p.stored));
     let mut ops_after = BTreeMap::new();
     for op in model.operators() {
         *ops_after.entry(op.name()).or_insert(0) += 1;

@@ -4,6 +4,7 @@
 //! lowering) → `quantize` (fp16 / int8, calibrated on the float file) → `export` (IR →
 //! FlatBuffer bytes). `convert` wires them together; `cli` is the command line.
 
+pub mod bench;
 pub mod cli;
 pub mod convert;
 pub mod export;

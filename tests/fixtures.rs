@@ -447,3 +447,46 @@ fn nan_constants_are_named_in_a_warning() {
     assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
     assert!(c.warnings[0].contains("bad_offset"), "{:?}", c.warnings);
 }
+
+/// The converter stores its arena plan as TFLite Micro's `OfflineMemoryAllocation` metadata;
+/// literun uses it (same size as planning itself), and rejects a plan whose live tensors
+/// overlap.
+#[test]
+fn stored_memory_plan_is_used_and_verified() {
+    let model = root().join("fixtures/mobilenetv2_block.onnx");
+    let conv = convert_file(&model, &ConvertOptions::default()).expect("converts");
+    let bytes = literun::AlignedBytes::from_slice(&conv.bytes);
+    let m = literun::Model::from_bytes(&bytes).unwrap();
+    let plan = m.memory_plan().unwrap();
+    assert!(plan.stored);
+    let stored = m.stored_plan().unwrap().unwrap();
+    assert_eq!(stored.len(), m.tensors().len());
+    assert_eq!(m.arena_bytes().unwrap(), conv.arena_bytes);
+    assert_eq!(
+        literun::Interpreter::new(&m).unwrap().arena_bytes(),
+        conv.arena_bytes
+    );
+
+    // Tamper: every planned tensor at offset 0 (the words follow [1, 0, n] in the file).
+    let mut header = vec![1i32, 0, stored.len() as i32];
+    header.extend(&stored);
+    let needle: Vec<u8> = header.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let at = conv
+        .bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("plan words in the file");
+    let mut bad = conv.bytes.clone();
+    for (i, &o) in stored.iter().enumerate() {
+        if o >= 0 {
+            let p = at + 12 + 4 * i;
+            bad[p..p + 4].copy_from_slice(&0i32.to_le_bytes());
+        }
+    }
+    let bad = literun::AlignedBytes::from_slice(&bad);
+    let m = literun::Model::from_bytes(&bad).unwrap();
+    let e = literun::Interpreter::new(&m)
+        .err()
+        .expect("overlapping plan accepted");
+    assert!(e.to_string().contains("overlap"), "{e}");
+}

@@ -6,6 +6,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
+use crate::kernels::simd::{self, DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa};
 use crate::kernels::{
     batch_matmul, conv, depthwise_conv, elementwise as ew, fully_connected, pool, reduce, resize,
     shape_ops as so, softmax, transpose_conv, Activation,
@@ -33,50 +34,198 @@ pub(crate) struct Scratch {
     pub(crate) i8s: Vec<i8>,
     pub(crate) f32s: Vec<f32>,
     pub(crate) i32s: Vec<i32>,
-}
-
-/// The activation arena: allocated by [`Interpreter::new`] or supplied by the app
-/// ([`Interpreter::with_arena`]).
-enum ArenaBuf<'m> {
-    Owned(Vec<u128>),
-    Borrowed(&'m mut [u128]),
-}
-
-impl core::ops::Deref for ArenaBuf<'_> {
-    type Target = [u128];
-    fn deref(&self) -> &[u128] {
-        match self {
-            ArenaBuf::Owned(v) => v,
-            ArenaBuf::Borrowed(s) => s,
-        }
-    }
-}
-
-impl core::ops::DerefMut for ArenaBuf<'_> {
-    fn deref_mut(&mut self) -> &mut [u128] {
-        match self {
-            ArenaBuf::Owned(v) => v,
-            ArenaBuf::Borrowed(s) => s,
-        }
-    }
+    pub(crate) fast: FastScratch,
 }
 
 pub(crate) struct Prepared {
     pub(crate) index: usize,
     pub(crate) kind: Kind,
+    /// Weights pre-packed for a SIMD kernel, when the operator has one on this CPU.
+    pub(crate) fast: Option<Fast>,
+}
+
+/// An operator's pre-packed constant weights for the fast kernels ([`crate::kernels::simd`]).
+pub(crate) enum Fast {
+    ConvI8(GemmI8),
+    FullyConnectedI8(GemmI8),
+    DepthwiseI8(DwI8),
+    Conv(GemmF32),
+    FullyConnected(GemmF32),
+    Depthwise(DwF32),
+}
+
+impl Fast {
+    fn bytes(&self) -> usize {
+        match self {
+            Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => g.bytes(),
+            Fast::DepthwiseI8(d) => d.bytes(),
+            Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
+            Fast::Depthwise(d) => d.bytes(),
+        }
+    }
+
+    /// Scratch for [`FastScratch`]: (i8, i32, f32) values.
+    fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
+            Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
+            Fast::DepthwiseI8(_) | Fast::Depthwise(_) => (0, 0, 0),
+        }
+    }
+
+    /// Packs the weights of `kind` for `isa` when its weights (and bias) are constant.
+    fn prepare<'c>(
+        isa: Isa,
+        kind: &Kind,
+        op: &OpDesc<'_>,
+        constant: &dyn Fn(usize) -> Option<&'c [u8]>,
+    ) -> Option<Fast> {
+        if isa == Isa::Portable {
+            return None;
+        }
+        let input = |k: usize| op.inputs.get(k).copied().flatten();
+        let data = |k: usize| input(k).and_then(constant);
+        let weights_i8 = || -> Option<&'c [i8]> { Some(bytemuck::cast_slice(data(1)?)) };
+        let weights_f32 = || -> Option<&'c [f32]> { bytemuck::try_cast_slice(data(1)?).ok() };
+        // The bias: absent, or constant (a bias computed at run time keeps the portable kernel).
+        let bias_i32 = || -> Option<Option<&'c [i32]>> {
+            match input(2) {
+                None => Some(None),
+                Some(_) => Some(Some(bytemuck::try_cast_slice(data(2)?).ok()?)),
+            }
+        };
+        let bias_f32 = || -> Option<Option<&'c [f32]>> {
+            match input(2) {
+                None => Some(None),
+                Some(_) => Some(Some(bytemuck::try_cast_slice(data(2)?).ok()?)),
+            }
+        };
+        match kind {
+            Kind::ConvI8 {
+                in_shape,
+                filter_shape: [o, kh, kw, i],
+                q,
+                ..
+            } if *i == in_shape[3] => {
+                GemmI8::pack(isa, weights_i8()?, *o, kh * kw * i, bias_i32()?, q).map(Fast::ConvI8)
+            }
+            Kind::FullyConnectedI8 {
+                in_depth,
+                out_depth,
+                q,
+                ..
+            } => GemmI8::pack(isa, weights_i8()?, *out_depth, *in_depth, bias_i32()?, q)
+                .map(Fast::FullyConnectedI8),
+            Kind::DepthwiseI8 {
+                params,
+                filter_shape: [_, kh, kw, c],
+                q,
+                ..
+            } if params.depth_multiplier == 1 => {
+                DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q).map(Fast::DepthwiseI8)
+            }
+            Kind::Conv {
+                params,
+                in_shape,
+                filter_shape: [o, kh, kw, i],
+                ..
+            } if *i == in_shape[3] => GemmF32::pack(
+                isa,
+                weights_f32()?,
+                *o,
+                kh * kw * i,
+                bias_f32()?,
+                params.activation,
+            )
+            .map(Fast::Conv),
+            Kind::FullyConnected {
+                in_depth,
+                out_depth,
+                act,
+                ..
+            } => GemmF32::pack(
+                isa,
+                weights_f32()?,
+                *out_depth,
+                *in_depth,
+                bias_f32()?,
+                *act,
+            )
+            .map(Fast::FullyConnected),
+            Kind::Depthwise {
+                params,
+                filter_shape: [_, kh, kw, c],
+                ..
+            } if params.depth_multiplier == 1 => DwF32::pack(
+                isa,
+                weights_f32()?,
+                kh * kw,
+                *c,
+                bias_f32()?,
+                params.activation,
+            )
+            .map(Fast::Depthwise),
+            _ => None,
+        }
+    }
+}
+
+/// How an [`Interpreter`] is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Instruction set of the fast kernels (`Isa::Portable`: the reference kernels only).
+    /// Defaults to [`Isa::detect`], or to the `LITERUN_ISA` environment variable (`portable`,
+    /// `avx2`, `avx-vnni`, `avx512-vnni`) when set and available.
+    pub isa: Isa,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        #[cfg(feature = "std")]
+        if let Ok(name) = std::env::var("LITERUN_ISA") {
+            for isa in [Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni] {
+                if isa.name() == name && isa.available() {
+                    return Options { isa };
+                }
+            }
+        }
+        Options { isa: Isa::detect() }
+    }
+}
+
+/// The activation arena: owned, or lent by the application.
+enum Arena<'m> {
+    Owned(Vec<u128>),
+    Borrowed(&'m mut [u8]),
+}
+
+impl Arena<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Arena::Owned(v) => bytemuck::cast_slice(v),
+            Arena::Borrowed(b) => b,
+        }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Arena::Owned(v) => bytemuck::cast_slice_mut(v),
+            Arena::Borrowed(b) => b,
+        }
+    }
 }
 
 /// Runs a model. Create with [`Interpreter::new`], fill inputs, [`invoke`](Interpreter::invoke),
 /// read outputs.
 pub struct Interpreter<'m> {
     model: &'m Model<'m>,
-    arena: ArenaBuf<'m>,
+    arena: Arena<'m>,
     arena_bytes: usize,
     locs: Vec<Loc>,
     ops: Vec<Prepared>,
     packed: Vec<u128>,
     packed_bytes: usize,
     scratch: Scratch,
+    isa: Isa,
 }
 
 /// A read-only view of a tensor.
@@ -193,19 +342,41 @@ impl<'m> Interpreter<'m> {
     /// Prepares `model`: checks every operator's shapes and parameters, plans and allocates the
     /// arena. No allocation happens in [`invoke`](Self::invoke) for float models.
     pub fn new(model: &'m Model<'m>) -> Result<Interpreter<'m>> {
-        Self::build(model, None)
+        Self::build(model, Options::default(), None)
     }
 
-    /// Like [`new`](Self::new), but the activation arena is `arena`, supplied by the app (e.g. a
-    /// `static` buffer in firmware); it is aligned to 16 bytes internally, so it needs up to 15
-    /// bytes more than [`arena_bytes`](Self::arena_bytes) (`litecvt inspect` prints that number;
-    /// the error for a too-small arena does too). Preparing still allocates the interpreter's
-    /// small bookkeeping on the heap; [`invoke`](Self::invoke) allocates nothing.
+    /// [`new`](Self::new) with explicit [`Options`].
+    pub fn with_options(model: &'m Model<'m>, options: Options) -> Result<Interpreter<'m>> {
+        Self::build(model, options, None)
+    }
+
+    /// Runs in an arena the application owns (e.g. a `static` buffer in firmware): it must hold
+    /// [`Model::arena_bytes`] bytes from its first 16-byte aligned byte (so up to 15 more for
+    /// an unaligned buffer; the error says how many). [`invoke`](Self::invoke) then allocates
+    /// nothing.
     pub fn with_arena(model: &'m Model<'m>, arena: &'m mut [u8]) -> Result<Interpreter<'m>> {
-        Self::build(model, Some(arena))
+        Self::build(model, Options::default(), Some(arena))
     }
 
-    fn build(model: &'m Model<'m>, app_arena: Option<&'m mut [u8]>) -> Result<Interpreter<'m>> {
+    /// [`with_arena`](Self::with_arena) with explicit [`Options`].
+    pub fn with_arena_and_options(
+        model: &'m Model<'m>,
+        arena: &'m mut [u8],
+        options: Options,
+    ) -> Result<Interpreter<'m>> {
+        Self::build(model, options, Some(arena))
+    }
+
+    fn build(
+        model: &'m Model<'m>,
+        options: Options,
+        arena: Option<&'m mut [u8]>,
+    ) -> Result<Interpreter<'m>> {
+        let isa = if options.isa.available() {
+            options.isa
+        } else {
+            Isa::Portable
+        };
         let tensors = model.tensors();
         let nops = model.operators().len();
         let mut ops = Vec::with_capacity(nops);
@@ -213,6 +384,7 @@ impl<'m> Interpreter<'m> {
             ops.push(Prepared {
                 index: i,
                 kind: prepare_op(model, i, op)?,
+                fast: None,
             });
         }
 
@@ -254,88 +426,94 @@ impl<'m> Interpreter<'m> {
             }
         }
 
+        // Weights pre-packed for the fast kernels (constants of the file, or dequantized above).
+        {
+            let pb = bytemuck::cast_slice::<u128, u8>(&packed);
+            let constant = |t: usize| -> Option<&[u8]> {
+                if let Some(d) = tensors.get(t)?.data {
+                    return Some(d);
+                }
+                packed_locs
+                    .iter()
+                    .find(|&&(pt, _, _)| pt == t)
+                    .map(|&(_, off, len)| &pb[off..off + len])
+            };
+            for p in ops.iter_mut() {
+                p.fast = Fast::prepare(isa, &p.kind, &model.operators()[p.index], &constant);
+            }
+        }
+        let fast_bytes: usize = ops
+            .iter()
+            .filter_map(|p| p.fast.as_ref())
+            .map(Fast::bytes)
+            .sum();
+
         // Scratch for the quantized kernels.
         let mut scratch = Scratch::default();
         let (mut n8, mut nf, mut n32) = (0, 0, 0);
+        let (mut f8, mut f32n, mut ff) = (0, 0, 0);
         for p in &ops {
             let (a, b, c) = p.kind.scratch();
             n8 = n8.max(a);
             nf = nf.max(b);
             n32 = n32.max(c);
+            if let Some(f) = &p.fast {
+                let (a, b, c) = f.scratch();
+                f8 = f8.max(a);
+                f32n = f32n.max(b);
+                ff = ff.max(c);
+            }
         }
         scratch.i8s = vec![0; n8];
         scratch.f32s = vec![0.0; nf];
         scratch.i32s = vec![0; n32];
+        scratch.fast = FastScratch {
+            i8s: vec![0; f8],
+            i32s: vec![0; f32n],
+            f32s: vec![0.0; ff],
+        };
 
-        // Lifetimes.
+        let plan = model.memory_plan()?;
         let nt = tensors.len();
-        let mut first = vec![usize::MAX; nt];
-        let mut last = vec![0usize; nt];
-        let mut used = vec![false; nt];
-        for info in model.inputs() {
-            first[info.tensor] = 0;
-            used[info.tensor] = true;
-        }
-        for (i, op) in model.operators().iter().enumerate() {
-            for &o in &op.outputs {
-                first[o] = first[o].min(i);
-                last[o] = last[o].max(i);
-                used[o] = true;
-            }
-            for &t in op.inputs.iter().flatten() {
-                last[t] = last[t].max(i);
-                used[t] = true;
-            }
-        }
-        for info in model.outputs() {
-            last[info.tensor] = nops;
-            used[info.tensor] = true;
-            first[info.tensor] = first[info.tensor].min(nops);
-        }
         let mut locs = vec![Loc::Empty; nt];
         for &(t, off, len) in &packed_locs {
             locs[t] = Loc::Packed { off, len };
         }
-        let mut planned = Vec::new();
-        let mut uses = Vec::new();
         for t in 0..nt {
             if tensors[t].data.is_some() {
                 locs[t] = Loc::Const;
-            } else if matches!(locs[t], Loc::Packed { .. }) {
-                // Already computed.
-            } else if used[t] && tensors[t].bytes > 0 {
-                let f = first[t].min(last[t]);
-                planned.push(t);
-                uses.push(TensorUse {
-                    bytes: tensors[t].bytes,
-                    first: f,
-                    last: last[t],
-                });
+            } else if let Some(off) = plan.offsets[t] {
+                locs[t] = Loc::Arena {
+                    off,
+                    len: tensors[t].bytes,
+                };
+            } else if !matches!(locs[t], Loc::Packed { .. }) && tensors[t].bytes > 0 {
+                // Used tensors are planned; anything else must be unused.
+                debug_assert!(!model
+                    .operators()
+                    .iter()
+                    .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t))));
             }
         }
-        let plan =
-            plan_arena(&uses).ok_or_else(|| Error::InvalidModel("arena size overflows".into()))?;
-        for (k, &t) in planned.iter().enumerate() {
-            locs[t] = Loc::Arena {
-                off: plan.offsets[k],
-                len: tensors[t].bytes,
-            };
-        }
-        let arena = match app_arena {
-            None => ArenaBuf::Owned(vec![0u128; plan.total / 16]),
+        let arena = match arena {
             Some(buf) => {
+                // Any buffer works: the arena starts at its first 16-byte aligned byte, so an
+                // unaligned one needs up to 15 bytes more than the plan.
+                let skip = buf.as_ptr().align_offset(crate::plan::ARENA_ALIGN);
                 let given = buf.len();
-                let (_, words, _) = bytemuck::pod_align_to_mut::<u8, u128>(buf);
-                let words = words.get_mut(..plan.total / 16).ok_or_else(|| {
-                    Error::Tensor(format!(
-                        "the arena is too small: the model needs {} bytes (plus up to 15 to \
-                         align it to 16), got {given}",
-                        plan.total
-                    ))
-                })?;
-                words.fill(0);
-                ArenaBuf::Borrowed(words)
+                match buf.get_mut(skip..skip.saturating_add(plan.total)) {
+                    Some(aligned) => Arena::Borrowed(aligned),
+                    None => {
+                        return Err(Error::InvalidModel(format!(
+                            "the arena given has {given} bytes; the model needs {} ({} with \
+                             this buffer's alignment)",
+                            plan.total,
+                            plan.total + skip
+                        )))
+                    }
+                }
             }
+            None => Arena::Owned(vec![0u128; plan.total / 16]),
         };
         let interp = Interpreter {
             model,
@@ -344,8 +522,9 @@ impl<'m> Interpreter<'m> {
             locs,
             ops,
             packed,
-            packed_bytes,
+            packed_bytes: packed_bytes + fast_bytes,
             scratch,
+            isa,
         };
         // Every operator's outputs must be disjoint from its inputs (the planner guarantees it;
         // checked so invoke can rely on it).
@@ -375,10 +554,16 @@ impl<'m> Interpreter<'m> {
         self.arena_bytes
     }
 
-    /// Bytes of constant data prepared once in [`new`](Self::new) (constant DEQUANTIZE outputs:
-    /// fp16 or int8 weights feeding float operators), kept for the interpreter's lifetime.
+    /// Bytes of constant data prepared once in [`new`](Self::new), kept for the interpreter's
+    /// lifetime: constant DEQUANTIZE outputs (fp16 or int8 weights feeding float operators) and
+    /// weights re-laid out for the SIMD kernels (with their per-channel parameters).
     pub fn prepacked_bytes(&self) -> usize {
         self.packed_bytes
+    }
+
+    /// The instruction set the fast kernels use.
+    pub fn isa(&self) -> Isa {
+        self.isa
     }
 
     /// Model inputs.
@@ -395,9 +580,7 @@ impl<'m> Interpreter<'m> {
         match self.locs[t] {
             Loc::Empty => &[],
             Loc::Const => self.model.tensors()[t].data.unwrap_or(&[]),
-            Loc::Arena { off, len } => {
-                &bytemuck::cast_slice::<u128, u8>(&self.arena)[off..off + len]
-            }
+            Loc::Arena { off, len } => &self.arena.bytes()[off..off + len],
             Loc::Packed { off, len } => {
                 &bytemuck::cast_slice::<u128, u8>(&self.packed)[off..off + len]
             }
@@ -413,9 +596,7 @@ impl<'m> Interpreter<'m> {
             ))
         })?;
         let data: &mut [u8] = match self.locs[info.tensor] {
-            Loc::Arena { off, len } => {
-                &mut bytemuck::cast_slice_mut::<u128, u8>(&mut self.arena)[off..off + len]
-            }
+            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
             _ => &mut [],
         };
         Ok(TensorMut {
@@ -435,9 +616,7 @@ impl<'m> Interpreter<'m> {
             .ok_or_else(|| Error::Tensor(format!("no input {i}")))?;
         let dtype = info.dtype;
         let data: &mut [u8] = match self.locs[info.tensor] {
-            Loc::Arena { off, len } => {
-                &mut bytemuck::cast_slice_mut::<u128, u8>(&mut self.arena)[off..off + len]
-            }
+            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
             _ => &mut [],
         };
         typed_mut(data, dtype, DType::F32)
@@ -498,7 +677,7 @@ impl<'m> Interpreter<'m> {
 
     /// Runs all operators.
     pub fn invoke(&mut self) -> Result<()> {
-        let arena = bytemuck::cast_slice_mut::<u128, u8>(&mut self.arena);
+        let arena = self.arena.bytes_mut();
         let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
         let tensors = self.model.tensors();
         let ops = self.model.operators();
@@ -523,7 +702,7 @@ impl<'m> Interpreter<'m> {
             let p = &self.ops[k];
             let op = &ops[p.index];
             {
-                let arena = bytemuck::cast_slice_mut::<u128, u8>(&mut self.arena);
+                let arena = self.arena.bytes_mut();
                 let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
                 run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
             }
@@ -542,6 +721,150 @@ impl<'m> Interpreter<'m> {
             }
         }
         Ok(())
+    }
+}
+
+/// Per tensor: its lifetime if it needs arena memory (non-constant, used, non-empty, and not a
+/// DEQUANTIZE of a constant, which is computed once at load time).
+fn arena_uses(model: &Model<'_>) -> Vec<Option<TensorUse>> {
+    let tensors = model.tensors();
+    let nops = model.operators().len();
+    let nt = tensors.len();
+    let mut first = vec![usize::MAX; nt];
+    let mut last = vec![0usize; nt];
+    let mut used = vec![false; nt];
+    let mut precomputed = vec![false; nt];
+    for info in model.inputs() {
+        first[info.tensor] = 0;
+        used[info.tensor] = true;
+    }
+    for (i, op) in model.operators().iter().enumerate() {
+        for &o in &op.outputs {
+            first[o] = first[o].min(i);
+            last[o] = last[o].max(i);
+            used[o] = true;
+        }
+        for &t in op.inputs.iter().flatten() {
+            last[t] = last[t].max(i);
+            used[t] = true;
+        }
+        let const_input = matches!(op.inputs.first(), Some(Some(t)) if tensors[*t].data.is_some());
+        if op.code == crate::schema::BuiltinOperator::DEQUANTIZE && const_input {
+            for &o in &op.outputs {
+                precomputed[o] = true;
+            }
+        }
+    }
+    for info in model.outputs() {
+        last[info.tensor] = nops;
+        used[info.tensor] = true;
+        first[info.tensor] = first[info.tensor].min(nops);
+    }
+    (0..nt)
+        .map(|t| {
+            (tensors[t].data.is_none() && !precomputed[t] && used[t] && tensors[t].bytes > 0).then(
+                || TensorUse {
+                    bytes: tensors[t].bytes,
+                    first: first[t].min(last[t]),
+                    last: last[t],
+                },
+            )
+        })
+        .collect()
+}
+
+impl Model<'_> {
+    /// The stored `OfflineMemoryAllocation` offsets (TFLite Micro's layout), if the file has
+    /// them; `Err` if they are malformed.
+    pub fn stored_plan(&self) -> Result<Option<Vec<i32>>> {
+        let root = self.schema();
+        let Some(md) = root.metadata() else {
+            return Ok(None);
+        };
+        for m in md.iter() {
+            if m.name() != Some(crate::plan::OFFLINE_PLAN_METADATA) {
+                continue;
+            }
+            let bad = |why: String| Error::InvalidModel(format!("stored memory plan: {why}"));
+            let data = root
+                .buffers()
+                .and_then(|b| {
+                    let i = m.buffer() as usize;
+                    (i < b.len()).then(|| b.get(i))
+                })
+                .and_then(|b| b.data())
+                .ok_or_else(|| bad("its buffer is missing or empty".into()))?;
+            return crate::plan::parse_offline_metadata(data.bytes(), self.tensors().len())
+                .map(Some)
+                .map_err(bad);
+        }
+        Ok(None)
+    }
+
+    /// Where every tensor lives in the arena: the file's stored plan (verified: every tensor
+    /// that needs memory has an aligned offset and no two live tensors overlap, else `Err`),
+    /// or one planned now (greedy by size over lifetimes).
+    pub fn memory_plan(&self) -> Result<crate::plan::MemoryPlan> {
+        let uses = arena_uses(self);
+        let planned: Vec<usize> = (0..uses.len()).filter(|&t| uses[t].is_some()).collect();
+        let list: Vec<TensorUse> = planned.iter().filter_map(|&t| uses[t]).collect();
+        let mut offsets = vec![None; uses.len()];
+        let name = |t: usize| self.tensors()[t].name;
+        if let Some(stored) = self.stored_plan()? {
+            let mut offs = Vec::with_capacity(planned.len());
+            for &t in &planned {
+                let o = usize::try_from(stored[t]).map_err(|_| {
+                    Error::InvalidModel(format!(
+                        "stored memory plan: tensor {t} ('{}') needs memory but has no offset",
+                        name(t)
+                    ))
+                })?;
+                offs.push(o);
+            }
+            let total = crate::plan::verify_offsets(&list, &offs).map_err(|(a, b)| {
+                Error::InvalidModel(match b {
+                    None => format!(
+                        "stored memory plan: tensor {} ('{}') has a misaligned or too large \
+                         offset {}",
+                        planned[a],
+                        name(planned[a]),
+                        offs[a]
+                    ),
+                    Some(b) => format!(
+                        "stored memory plan: tensors {} ('{}') and {} ('{}') are alive at the \
+                         same time and overlap",
+                        planned[a],
+                        name(planned[a]),
+                        planned[b],
+                        name(planned[b])
+                    ),
+                })
+            })?;
+            for (&t, &o) in planned.iter().zip(&offs) {
+                offsets[t] = Some(o);
+            }
+            return Ok(crate::plan::MemoryPlan {
+                offsets,
+                total,
+                stored: true,
+            });
+        }
+        let plan =
+            plan_arena(&list).ok_or_else(|| Error::InvalidModel("arena size overflows".into()))?;
+        for (&t, &o) in planned.iter().zip(&plan.offsets) {
+            offsets[t] = Some(o);
+        }
+        Ok(crate::plan::MemoryPlan {
+            offsets,
+            total: plan.total,
+            stored: false,
+        })
+    }
+
+    /// Bytes of activation arena an [`Interpreter`] of this model needs (from the stored plan
+    /// when the file has one), known before any interpreter exists.
+    pub fn arena_bytes(&self) -> Result<usize> {
+        Ok(self.memory_plan()?.total)
     }
 }
 
@@ -655,6 +978,100 @@ macro_rules! by_size {
     };
 }
 
+/// Runs an operator with its pre-packed weights (`None` if the kinds do not match, which
+/// `Fast::prepare` rules out).
+fn run_fast(
+    fast: &Fast,
+    kind: &Kind,
+    ins: &Ins<'_>,
+    out: &mut [u8],
+    s: &mut FastScratch,
+) -> Option<()> {
+    match (fast, kind) {
+        (
+            Fast::ConvI8(g),
+            Kind::ConvI8 {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+                q,
+            },
+        ) => simd::conv2d_i8(
+            g,
+            ins.typed(0).ok()?,
+            *in_shape,
+            *filter_shape,
+            params,
+            q.input_offset,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (Fast::FullyConnectedI8(g), Kind::FullyConnectedI8 { batches, .. }) => {
+            simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
+        }
+        (
+            Fast::DepthwiseI8(d),
+            Kind::DepthwiseI8 {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+                ..
+            },
+        ) => simd::depthwise_i8(
+            d,
+            ins.typed(0).ok()?,
+            *in_shape,
+            [filter_shape[1], filter_shape[2]],
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+        ),
+        (
+            Fast::Conv(g),
+            Kind::Conv {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+            },
+        ) => simd::conv2d_f32(
+            g,
+            ins.typed(0).ok()?,
+            *in_shape,
+            *filter_shape,
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (Fast::FullyConnected(g), Kind::FullyConnected { batches, .. }) => {
+            simd::fully_connected_f32(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
+        }
+        (
+            Fast::Depthwise(d),
+            Kind::Depthwise {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+            },
+        ) => simd::depthwise_f32(
+            d,
+            ins.typed(0).ok()?,
+            *in_shape,
+            [filter_shape[1], filter_shape[2]],
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+        ),
+        _ => return None,
+    }
+    Some(())
+}
+
 fn run_op<'b>(
     p: &'b Prepared,
     op: &'b OpDesc<'b>,
@@ -684,6 +1101,10 @@ fn run_op<'b>(
         return Ok(());
     };
     let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
+    if let Some(fast) = &p.fast {
+        return run_fast(fast, &p.kind, &ins, out, &mut scratch.fast)
+            .ok_or_else(|| op_err(p.index, op, "fast kernel does not match the operator"));
+    }
     let bias = |k: usize| -> Result<Option<&'b [f32]>> {
         if ins.has(k) {
             Ok(Some(ins.typed::<f32>(k)?))

@@ -19,5 +19,6 @@ pub mod quant;
 mod rawfb;
 
 pub use error::{Error, Result, UnsupportedOp};
-pub use interpreter::{Interpreter, TensorMut, TensorRef};
+pub use interpreter::{Interpreter, Options, TensorMut, TensorRef};
+pub use kernels::simd::Isa;
 pub use model::{AlignedBytes, DType, Model, QuantParams, TensorInfo};

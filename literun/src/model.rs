@@ -658,12 +658,18 @@ impl AlignedBytes {
         }
     }
 
-    /// Reads a whole file into aligned storage.
+    /// Reads a whole file into aligned storage (straight into it: the file is held once).
     #[cfg(feature = "std")]
     pub fn read_file(path: impl AsRef<std::path::Path>) -> Result<AlignedBytes> {
+        use std::io::Read;
         let path = path.as_ref();
-        let v = std::fs::read(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
-        Ok(AlignedBytes::from_slice(&v))
+        let io = |e: std::io::Error| Error::Io(format!("{}: {e}", path.display()));
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let len = f.metadata().map_err(io)?.len() as usize;
+        let mut words = vec![0u128; len.div_ceil(16)];
+        f.read_exact(&mut bytemuck::cast_slice_mut::<u128, u8>(&mut words)[..len])
+            .map_err(io)?;
+        Ok(AlignedBytes { words, len })
     }
 }
 

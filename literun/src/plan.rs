@@ -72,6 +72,107 @@ pub fn plan_arena(uses: &[TensorUse]) -> Option<ArenaPlan> {
     Some(ArenaPlan { offsets, total })
 }
 
+/// Name of the metadata entry holding a stored plan (TFLite Micro's offline memory plan).
+pub const OFFLINE_PLAN_METADATA: &str = "OfflineMemoryAllocation";
+
+/// Where each tensor of subgraph 0 lives in the arena.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Per tensor: its byte offset in the arena, or `None` (constant, unused, empty, or
+    /// computed once at load time).
+    pub offsets: Vec<Option<usize>>,
+    /// Arena size in bytes (a multiple of [`ARENA_ALIGN`]).
+    pub total: usize,
+    /// Whether the plan came from the file's `OfflineMemoryAllocation` metadata.
+    pub stored: bool,
+}
+
+impl MemoryPlan {
+    /// The plan in TFLite Micro's `OfflineMemoryAllocation` layout: `[version 1, subgraph 0,
+    /// tensor count, offset per tensor (-1: not planned offline)]`, as i32. `None` if an offset
+    /// does not fit in an i32.
+    pub fn to_offline_metadata(&self) -> Option<Vec<i32>> {
+        let mut v = alloc::vec![1, 0, i32::try_from(self.offsets.len()).ok()?];
+        for o in &self.offsets {
+            v.push(match o {
+                Some(off) => i32::try_from(*off).ok()?,
+                None => -1,
+            });
+        }
+        Some(v)
+    }
+}
+
+/// Parses TFLite Micro's `OfflineMemoryAllocation` buffer for subgraph 0 of a model with
+/// `tensors` tensors: one offset per tensor, `-1` for "not planned".
+pub fn parse_offline_metadata(
+    bytes: &[u8],
+    tensors: usize,
+) -> Result<Vec<i32>, alloc::string::String> {
+    use alloc::format;
+    if !bytes.len().is_multiple_of(4) || bytes.len() < 12 {
+        return Err(format!(
+            "{} bytes is not a list of i32 of at least 3",
+            bytes.len()
+        ));
+    }
+    let words: Vec<i32> = bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    if words[0] != 1 {
+        return Err(format!("version {} (only 1 is known)", words[0]));
+    }
+    if words[1] != 0 {
+        return Err(format!(
+            "plan for subgraph {} (only subgraph 0 is run)",
+            words[1]
+        ));
+    }
+    if words[2] < 0 || words[2] as usize != tensors || words.len() != 3 + tensors {
+        return Err(format!(
+            "{} offsets ({} stored) for a subgraph of {tensors} tensors",
+            words[2],
+            words.len() - 3
+        ));
+    }
+    Ok(words[3..].to_vec())
+}
+
+/// Checks a stored plan: every tensor of `uses` has an aligned, non-negative offset, and no two
+/// tensors alive at the same time share bytes. Returns the arena size.
+pub fn verify_offsets(
+    uses: &[TensorUse],
+    offsets: &[usize],
+) -> Result<usize, (usize, Option<usize>)> {
+    let mut total = 0usize;
+    let mut spans = Vec::with_capacity(uses.len());
+    for (i, (u, &off)) in uses.iter().zip(offsets).enumerate() {
+        if off % ARENA_ALIGN != 0 {
+            return Err((i, None));
+        }
+        let end = round_up(u.bytes)
+            .and_then(|b| off.checked_add(b))
+            .ok_or((i, None))?;
+        total = total.max(end);
+        spans.push((off, off + u.bytes));
+    }
+    // Sweep over offsets: only tensors whose byte ranges overlap are compared.
+    let mut order: Vec<usize> = (0..uses.len()).filter(|&i| uses[i].bytes > 0).collect();
+    order.sort_by_key(|&i| spans[i].0);
+    for (a_pos, &a) in order.iter().enumerate() {
+        for &b in &order[a_pos + 1..] {
+            if spans[b].0 >= spans[a].1 {
+                break;
+            }
+            if uses[a].overlaps(&uses[b]) {
+                return Err((a, Some(b)));
+            }
+        }
+    }
+    Ok(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +286,39 @@ mod tests {
             },
         ];
         assert!(plan_arena(&uses).is_none());
+    }
+
+    #[test]
+    fn offline_metadata_roundtrip_and_errors() {
+        let p = MemoryPlan {
+            offsets: alloc::vec![Some(0), None, Some(32)],
+            total: 48,
+            stored: false,
+        };
+        let words = p.to_offline_metadata().unwrap();
+        assert_eq!(words, [1, 0, 3, 0, -1, 32]);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(parse_offline_metadata(&bytes, 3).unwrap(), [0, -1, 32]);
+        assert!(parse_offline_metadata(&bytes, 4).is_err());
+        assert!(parse_offline_metadata(&bytes[..10], 3).is_err());
+        let mut v2 = bytes.clone();
+        v2[0] = 2;
+        assert!(parse_offline_metadata(&v2, 3).is_err());
+        let mut sg = bytes.clone();
+        sg[4] = 1;
+        assert!(parse_offline_metadata(&sg, 3).is_err());
+    }
+
+    #[test]
+    fn verify_offsets_finds_overlaps_and_misalignment() {
+        let u = |bytes, first, last| TensorUse { bytes, first, last };
+        let uses = [u(100, 0, 1), u(64, 1, 2), u(64, 2, 3)];
+        // 0 and 2 are never alive together: they may share bytes.
+        assert_eq!(verify_offsets(&uses, &[0, 112, 0]), Ok(176));
+        assert_eq!(verify_offsets(&uses, &[0, 96, 0]), Err((0, Some(1))));
+        assert_eq!(verify_offsets(&uses, &[0, 120, 0]), Err((1, None)));
+        // The online planner's result always verifies.
+        let p = plan_arena(&uses).unwrap();
+        assert_eq!(verify_offsets(&uses, &p.offsets), Ok(p.total));
     }
 }

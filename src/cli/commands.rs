@@ -40,7 +40,94 @@ pub fn run(cmd: Command) -> Result<()> {
             inputs,
             named,
         } => compare(&onnx, &lite, &inputs, &named),
+        Command::Bench {
+            model,
+            threads,
+            runs,
+            warmup,
+            inputs,
+            json,
+            profile,
+        } => bench(&model, threads, runs, warmup, &inputs, json, profile),
     }
+}
+
+fn bench(
+    path: &Path,
+    threads: usize,
+    runs: usize,
+    warmup: usize,
+    inputs: &[String],
+    json: bool,
+    profile: bool,
+) -> Result<()> {
+    let mut given = Vec::new();
+    for s in inputs {
+        match s.split_once('=') {
+            Some((name, file)) => given.push((Some(name.to_string()), npy::read(Path::new(file))?)),
+            None => given.push((None, npy::read(Path::new(s))?)),
+        }
+    }
+    let opts = crate::bench::BenchOptions {
+        runs: runs.max(1),
+        warmup,
+        threads: threads.max(1),
+        inputs: given,
+        profile,
+    };
+    let onnx = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    let r = if onnx {
+        crate::bench::bench_onnx_tract(path, &opts)?
+    } else {
+        crate::bench::bench_lite(path, &opts)?
+    };
+    if json {
+        outln!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    outln!(
+        "{} ({}{}, {} thread{}, {} runs after {} warm-up)",
+        path.display(),
+        r.engine,
+        if r.isa.is_empty() {
+            String::new()
+        } else {
+            format!(" {} kernels", r.isa)
+        },
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        r.runs,
+        warmup
+    );
+    outln!(
+        "  latency   median {:.1} µs   p90 {:.1} µs   min {:.1} µs   mean {:.1} µs",
+        r.median_us,
+        r.p90_us,
+        r.min_us,
+        r.mean_us
+    );
+    outln!("  file      {}", human(r.file_bytes));
+    if !onnx {
+        outln!("  weights   {}", human(r.weights_bytes));
+        outln!("  arena     {} ({} B)", human(r.arena_bytes), r.arena_bytes);
+        outln!("  prepacked {}", human(r.prepacked_bytes));
+    }
+    if let Some(rss) = r.peak_rss_bytes {
+        outln!("  peak RSS  {} (VmHWM of this process)", human(rss));
+    }
+    if !r.profile.is_empty() {
+        let total: f64 = r.profile.iter().map(|p| p.2).sum();
+        outln!("  per operator type (median µs per run):");
+        for (name, count, us) in &r.profile {
+            outln!(
+                "    {name:<24} x{count:<4} {us:>10.1} µs  {:>5.1}%",
+                100.0 * us / total.max(1e-9)
+            );
+        }
+    }
+    Ok(())
 }
 
 fn parse_shapes(specs: &[String]) -> Result<HashMap<String, Vec<usize>>> {

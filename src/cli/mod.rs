@@ -67,6 +67,32 @@ pub enum Command {
         #[arg(long = "input", value_name = "NAME=FILE")]
         named: Vec<String>,
     },
+    /// Measure latency (median, p90) and memory of a model: a .lite with literun, or an .onnx
+    /// with tract (for comparison).
+    #[command(
+        after_help = "Examples:\n  litecvt bench m.lite\n  litecvt bench m.lite --runs 500 --warmup 50 --json\n  litecvt bench fixtures/mobilenetv2_block.onnx --input fixtures/mobilenetv2_block.input.npy"
+    )]
+    Bench {
+        model: PathBuf,
+        /// Threads for literun (needs the `threads` feature; 1 is the default and the fast path).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Timed invocations.
+        #[arg(long, default_value_t = 100)]
+        runs: usize,
+        /// Untimed invocations first.
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        /// Input .npy files (positional order; default: deterministic pseudo-random values).
+        #[arg(long = "input", value_name = "[NAME=]FILE")]
+        inputs: Vec<String>,
+        /// Print one JSON object (with every latency) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Also time every operator and print the totals per operator type.
+        #[arg(long)]
+        profile: bool,
+    },
 }
 
 #[derive(clap::Args)]

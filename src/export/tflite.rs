@@ -20,6 +20,9 @@ use std::collections::BTreeMap;
 pub struct ExportOptions {
     /// Free text stored in `Model.description`.
     pub description: String,
+    /// Arena offsets per tensor of the subgraph (`-1`: not planned), written as TFLite Micro's
+    /// `OfflineMemoryAllocation` metadata (`[1, 0, tensor count, offsets...]`).
+    pub memory_plan: Option<Vec<i32>>,
 }
 
 /// A byte whose vectors start 16-byte aligned, so constant data can be read in place
@@ -297,7 +300,32 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
             buffer: rt_buffer,
         },
     );
-    let metadata = fbb.create_vector(&[md]);
+    let mut mds = vec![md];
+    if let Some(plan) = &opts.memory_plan {
+        let bytes: Vec<Aligned16> = plan
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .map(Aligned16)
+            .collect();
+        let data = fbb.create_vector(&bytes);
+        buffers.push(fb::Buffer::create(
+            fbb,
+            &fb::BufferArgs {
+                data: Some(data),
+                offset: 0,
+                size_: 0,
+            },
+        ));
+        let name = fbb.create_string(literun::plan::OFFLINE_PLAN_METADATA);
+        mds.push(fb::Metadata::create(
+            fbb,
+            &fb::MetadataArgs {
+                name: Some(name),
+                buffer: (buffers.len() - 1) as u32,
+            },
+        ));
+    }
+    let metadata = fbb.create_vector(&mds);
     let buffers = fbb.create_vector(&buffers);
 
     // Signature: the ONNX names of inputs and outputs.

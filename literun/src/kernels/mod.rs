@@ -13,6 +13,7 @@ pub mod pool;
 pub mod reduce;
 pub mod resize;
 pub mod shape_ops;
+pub mod simd;
 pub mod softmax;
 pub mod transpose_conv;
 

@@ -1,0 +1,1234 @@
+//! Fast paths for the operators where the time goes: int8 and float CONV_2D (1x1 as a GEMM, any
+//! other size through an im2col row buffer), DEPTHWISE_CONV_2D (depth multiplier 1, any kernel,
+//! stride, dilation and padding) and FULLY_CONNECTED.
+//!
+//! Everything here is chosen once, when the interpreter is prepared: [`Isa::detect`] picks the
+//! best instruction set the CPU has, and the `pack_*` functions re-lay the constant weights for
+//! it (counted in `Interpreter::prepacked_bytes`). At run time the drivers below walk the output
+//! in tiles and call the ISA's micro-kernels (`x86.rs`; `aarch64.rs` is where NEON/`sdot` paths
+//! go). Operators whose weights are not constant, grouped convolutions and depth multipliers
+//! other than 1 keep the portable kernels.
+//!
+//! # Exactness
+//! The int8 paths compute the same integers as the portable kernels: the accumulation is exact
+//! (wrapping i32 arithmetic is associative), padding taps read the input zero point (which
+//! contributes `w * (zp - zp) = 0`, as the reference's skipped taps), `input_offset * sum(w)`
+//! and the bias are folded into one per-channel constant, and the requantization reproduces
+//! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::requant_8`). Float paths reorder the
+//! sums (and fuse multiply-adds), so they agree with the portable kernels to ~1e-6 relative.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::conv::Conv2dParams;
+use super::depthwise_conv::DepthwiseParams;
+use super::Activation;
+use crate::quant::OutputStage;
+
+#[cfg(target_arch = "aarch64")]
+pub mod aarch64;
+#[cfg(target_arch = "x86_64")]
+pub mod x86;
+
+/// The instruction set the fast kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isa {
+    /// The portable kernels only.
+    Portable,
+    /// x86-64 AVX2 + FMA.
+    Avx2,
+    /// AVX2 + FMA + AVX-VNNI (256-bit `vpdpbusd`).
+    AvxVnni,
+    /// AVX-512 F/BW/VL + VNNI (512-bit `vpdpbusd`).
+    Avx512Vnni,
+}
+
+impl Isa {
+    /// The best instruction set this CPU supports.
+    pub fn detect() -> Isa {
+        for isa in [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2] {
+            if isa.available() {
+                return isa;
+            }
+        }
+        Isa::Portable
+    }
+
+    /// Whether this CPU can run `self`'s kernels.
+    pub fn available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            _ => x86::available(self),
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::AvxVnni => "avx-vnni",
+            Isa::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// Rows of the int8 GEMM tile.
+    fn mr_i8(self) -> usize {
+        match self {
+            Isa::Avx512Vnni => 8,
+            Isa::AvxVnni => 6,
+            _ => 4,
+        }
+    }
+
+    /// Columns (output channels) of the int8 GEMM tile.
+    fn nr_i8(self) -> usize {
+        match self {
+            Isa::Avx512Vnni => 32,
+            _ => 16,
+        }
+    }
+
+    /// Bytes of `k` per 32-bit lane in the int8 tile: 4 with `vpdpbusd`, 2 with `vpmaddwd`.
+    fn kg_i8(self) -> usize {
+        match self {
+            Isa::Avx512Vnni | Isa::AvxVnni => 4,
+            _ => 2,
+        }
+    }
+
+    fn vnni(self) -> bool {
+        matches!(self, Isa::Avx512Vnni | Isa::AvxVnni)
+    }
+}
+
+/// Requantization parameters, one entry per output channel, padded to whole tiles.
+#[derive(Clone, Debug)]
+pub(crate) struct Requant {
+    /// `bias + input_offset * sum(w)` (and `- 128 * sum(w)` on the VNNI paths, whose input
+    /// is offset to unsigned).
+    pub(crate) bias: Vec<i32>,
+    pub(crate) mult: Vec<i32>,
+    pub(crate) left: Vec<i32>,
+    pub(crate) right: Vec<i32>,
+    /// `(1 << right) - 1` and its half: the rounding of `RoundingDivideByPOT`.
+    pub(crate) mask: Vec<i32>,
+    pub(crate) thr: Vec<i32>,
+    /// `shift` as in [`OutputStage`] (for the single-rounding form).
+    pub(crate) shift: Vec<i32>,
+    pub(crate) out_offset: i32,
+    pub(crate) act_min: i32,
+    pub(crate) act_max: i32,
+    pub(crate) single_rounding: bool,
+}
+
+impl Requant {
+    /// `padded` channels (zeros past `q`'s), with `bias_eff(c)` as the folded bias.
+    fn new(q: &OutputStage, padded: usize, bias_eff: impl Fn(usize) -> i32) -> Option<Requant> {
+        let n = q.multipliers.len();
+        let mut r = Requant {
+            bias: vec![0; padded],
+            mult: vec![0; padded],
+            left: vec![0; padded],
+            right: vec![0; padded],
+            mask: vec![0; padded],
+            thr: vec![0; padded],
+            shift: vec![0; padded],
+            out_offset: q.output_offset,
+            act_min: q.act_min,
+            act_max: q.act_max,
+            single_rounding: q.single_rounding,
+        };
+        for c in 0..n {
+            let (m, s) = (q.multipliers[c], q.shifts[c]);
+            // The vector high-multiply is exact except for MIN * MIN (never produced by
+            // QuantizeMultiplier); shifts outside TFLite's range keep the portable kernel.
+            if m == i32::MIN || !(-31..=31).contains(&s) {
+                return None;
+            }
+            let right = (-s).max(0);
+            r.bias[c] = bias_eff(c);
+            r.mult[c] = m;
+            r.left[c] = s.max(0);
+            r.right[c] = right;
+            r.mask[c] = ((1i64 << right) - 1) as i32;
+            r.thr[c] = r.mask[c] >> 1;
+            r.shift[c] = s;
+        }
+        Some(r)
+    }
+
+    /// Scalar requantization of channel `c` (exactly [`OutputStage::apply`] with the folded
+    /// bias).
+    #[inline]
+    pub(crate) fn apply(&self, acc: i32, c: usize) -> i8 {
+        let x = acc.wrapping_add(self.bias[c]);
+        let scaled = if self.single_rounding {
+            crate::quant::multiply_by_quantized_multiplier_single_rounding(
+                x,
+                self.mult[c],
+                self.shift[c],
+            )
+        } else {
+            crate::quant::multiply_by_quantized_multiplier(x, self.mult[c], self.shift[c])
+        };
+        scaled
+            .saturating_add(self.out_offset)
+            .clamp(self.act_min, self.act_max) as i8
+    }
+}
+
+/// Constant int8 weights `[N, K]` packed for the int8 GEMM of one ISA.
+#[derive(Clone, Debug)]
+pub struct GemmI8 {
+    pub(crate) isa: Isa,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    /// Groups of `kg` values of `k` (the last one zero-padded).
+    pub(crate) groups: usize,
+    /// Panel `p`, group `g`, channel `j`, byte `t` at `((p * groups + g) * nr + j) * kg + t`.
+    pub(crate) b: Vec<i8>,
+    pub(crate) rq: Requant,
+}
+
+impl GemmI8 {
+    /// Packs `weights` (`n` rows of `k`) with `bias` and the output stage `q` (whose
+    /// `input_offset` is folded into the bias). `None` when `isa` has no int8 GEMM here.
+    pub fn pack(
+        isa: Isa,
+        weights: &[i8],
+        n: usize,
+        k: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<GemmI8> {
+        if isa == Isa::Portable
+            || !isa.available()
+            || weights.len() != n * k
+            || q.multipliers.len() != n
+            || n == 0
+            || k == 0
+        {
+            return None;
+        }
+        let (nr, kg) = (isa.nr_i8(), isa.kg_i8());
+        let groups = k.div_ceil(kg);
+        let panels = n.div_ceil(nr);
+        let mut b = vec![0i8; panels * groups * nr * kg];
+        for p in 0..panels {
+            for g in 0..groups {
+                for j in 0..nr {
+                    let ch = p * nr + j;
+                    if ch >= n {
+                        continue;
+                    }
+                    for t in 0..kg {
+                        let kk = g * kg + t;
+                        if kk < k {
+                            b[((p * groups + g) * nr + j) * kg + t] = weights[ch * k + kk];
+                        }
+                    }
+                }
+            }
+        }
+        let off = q.input_offset - if isa.vnni() { 128 } else { 0 };
+        let rq = Requant::new(q, panels * nr, |c| {
+            let wsum: i32 = weights[c * k..(c + 1) * k]
+                .iter()
+                .map(|&v| i32::from(v))
+                .sum();
+            bias.map_or(0, |b| b[c])
+                .wrapping_add(off.wrapping_mul(wsum))
+        })?;
+        Some(GemmI8 {
+            isa,
+            n,
+            k,
+            groups,
+            b,
+            rq,
+        })
+    }
+
+    /// Bytes held (packed weights and per-channel parameters).
+    pub fn bytes(&self) -> usize {
+        self.b.len() + self.rq.bias.len() * 4 * 7
+    }
+
+    /// i32 words of the packed-rows scratch [`Self::run`] needs.
+    pub fn scratch_i32(&self) -> usize {
+        self.groups * self.isa.mr_i8()
+    }
+
+    /// `out[m, :] = requant(rows.row(m) · W^T)` for `m` in `0..m_count` (`out` has rows of
+    /// `n`). `row_buf` holds `k` values (for gathered rows), `a_buf` [`Self::scratch_i32`].
+    pub(crate) fn run(
+        &self,
+        m_count: usize,
+        rows: &Rows<'_, i8>,
+        row_buf: &mut [i8],
+        a_buf: &mut [i32],
+        out: &mut [i8],
+    ) {
+        let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
+        let n = self.n;
+        let a_buf = &mut a_buf[..self.groups * mr];
+        let mut tile = [[0i32; 32]; 8];
+        let mut m0 = 0;
+        while m0 < m_count {
+            let rows_here = (m_count - m0).min(mr);
+            for r in 0..rows_here {
+                let row = rows.row(m0 + r, row_buf);
+                pack_row_i8(self.isa, &row[..self.k], r, mr, a_buf);
+            }
+            for p in 0..n.div_ceil(nr) {
+                let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
+                tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
+                let c0 = p * nr;
+                let cn = (n - c0).min(nr);
+                for (r, acc) in tile.iter().enumerate().take(rows_here) {
+                    let o = &mut out[(m0 + r) * n + c0..(m0 + r) * n + c0 + cn];
+                    requant_row(self.isa, &self.rq, c0, acc, o);
+                }
+            }
+            m0 += mr;
+        }
+    }
+}
+
+/// Where the rows of a GEMM's left-hand side come from.
+pub(crate) enum Rows<'a, T> {
+    /// Row `m` is `data[m * stride..][..k]`.
+    Direct { data: &'a [T], stride: usize },
+    /// Row `m` is the receptive field of output pixel `m` of a convolution (im2col), in the
+    /// filter's `[KH, KW, C]` order, padding taps filled with `pad`.
+    Conv {
+        input: &'a [T],
+        in_hwc: [usize; 3],
+        k_hw: [usize; 2],
+        out_w: usize,
+        p: Conv2dParams,
+        pad: T,
+    },
+}
+
+impl<T: Copy> Rows<'_, T> {
+    #[inline]
+    pub(crate) fn row<'s>(&'s self, m: usize, buf: &'s mut [T]) -> &'s [T] {
+        match self {
+            Rows::Direct { data, stride } => &data[m * stride..],
+            Rows::Conv {
+                input,
+                in_hwc: [in_h, in_w, c],
+                k_hw: [k_h, k_w],
+                out_w,
+                p,
+                pad,
+            } => {
+                let (oy, ox) = (m / out_w, m % out_w);
+                let mut o = 0;
+                for ky in 0..*k_h {
+                    let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                    for kx in 0..*k_w {
+                        let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
+                        let dst = &mut buf[o..o + c];
+                        if y < *in_h && x < *in_w {
+                            let i = (y * in_w + x) * c;
+                            dst.copy_from_slice(&input[i..i + c]);
+                        } else {
+                            dst.fill(*pad);
+                        }
+                        o += c;
+                    }
+                }
+                &buf[..o]
+            }
+        }
+    }
+}
+
+/// Writes `row` into column `r` of the packed left-hand side (`kg` bytes per 32-bit word:
+/// unsigned `x + 128` for `vpdpbusd`, two sign-extended i16 for `vpmaddwd`).
+#[inline]
+fn pack_row_i8(isa: Isa, row: &[i8], r: usize, mr: usize, a_buf: &mut [i32]) {
+    if isa.vnni() {
+        let mut chunks = row.chunks_exact(4);
+        let mut g = 0;
+        for c in &mut chunks {
+            let w = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
+            a_buf[g * mr + r] = (w ^ 0x8080_8080) as i32;
+            g += 1;
+        }
+        let rem = chunks.remainder();
+        if !rem.is_empty() {
+            let mut b = [0x80u8; 4];
+            for (d, &s) in b.iter_mut().zip(rem) {
+                *d = s as u8;
+            }
+            a_buf[g * mr + r] = (u32::from_le_bytes(b) ^ 0x8080_8080) as i32;
+        }
+    } else {
+        let mut chunks = row.chunks_exact(2);
+        let mut g = 0;
+        for c in &mut chunks {
+            a_buf[g * mr + r] =
+                (u32::from(c[0] as i16 as u16) | (u32::from(c[1] as i16 as u16) << 16)) as i32;
+            g += 1;
+        }
+        if let [x] = chunks.remainder() {
+            a_buf[g * mr + r] = i32::from(*x as i16 as u16);
+        }
+    }
+}
+
+/// `tile[r][j] = sum_g a[g, r] · b[g, j]` for `r < rows`.
+#[inline]
+fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut [[i32; 32]; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    x86::tile_i8(isa, rows, a, b, groups, tile);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (isa, rows, a, b, groups, tile);
+        unreachable!("no int8 GEMM for this ISA");
+    }
+}
+
+/// Requantizes `out.len()` channels starting at `c0` from `acc`.
+#[inline]
+fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    #[cfg(target_arch = "x86_64")]
+    if !rq.single_rounding && isa != Isa::Portable {
+        x86::requant_row(rq, c0, acc, out);
+        return;
+    }
+    let _ = isa;
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = rq.apply(acc[j], c0 + j);
+    }
+}
+
+/// Scratch of the fast kernels, sized once by the interpreter ([`Fast::scratch`]).
+#[derive(Debug, Default)]
+pub(crate) struct FastScratch {
+    pub(crate) i8s: Vec<i8>,
+    pub(crate) i32s: Vec<i32>,
+    pub(crate) f32s: Vec<f32>,
+}
+
+/// Int8 CONV_2D (groups 1) through [`GemmI8`]: 1x1 stride 1 reads the input rows in place,
+/// anything else gathers one im2col row at a time.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_i8(
+    g: &GemmI8,
+    input: &[i8],
+    in_shape: [usize; 4],
+    filter_shape: [usize; 4],
+    p: &Conv2dParams,
+    input_offset: i32,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+    s: &mut FastScratch,
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, k_h, k_w, _] = filter_shape;
+    let [_, out_h, out_w, out_c] = out_shape;
+    let m = out_h * out_w;
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
+        let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, (-input_offset) as i8);
+        let _ = (k_h, k_w);
+        g.run(m, &rows, &mut s.i8s, &mut s.i32s, outb);
+    }
+}
+
+fn conv_rows<'a, T: Copy>(
+    input: &'a [T],
+    [_, in_h, in_w, in_c]: [usize; 4],
+    [_, k_h, k_w, _]: [usize; 4],
+    p: &Conv2dParams,
+    out_w: usize,
+    pad: T,
+) -> Rows<'a, T> {
+    let pointwise = k_h == 1
+        && k_w == 1
+        && p.stride_h == 1
+        && p.stride_w == 1
+        && p.pad_top == 0
+        && p.pad_left == 0;
+    if pointwise {
+        Rows::Direct {
+            data: input,
+            stride: in_c,
+        }
+    } else {
+        Rows::Conv {
+            input,
+            in_hwc: [in_h, in_w, in_c],
+            k_hw: [k_h, k_w],
+            out_w,
+            p: *p,
+            pad,
+        }
+    }
+}
+
+/// Int8 FULLY_CONNECTED through [`GemmI8`].
+pub(crate) fn fully_connected_i8(
+    g: &GemmI8,
+    input: &[i8],
+    batches: usize,
+    output: &mut [i8],
+    s: &mut FastScratch,
+) {
+    let rows = Rows::Direct {
+        data: input,
+        stride: g.k,
+    };
+    g.run(batches, &rows, &mut s.i8s, &mut s.i32s, output);
+}
+
+/// Largest kernel (taps) of the fast depthwise paths.
+pub(crate) const DW_MAX_TAPS: usize = 64;
+
+/// Constant int8 depthwise weights (`[1, KH, KW, C]`, depth multiplier 1), packed as pairs of
+/// taps interleaved per 16 channels for `vpmaddwd`.
+#[derive(Clone, Debug)]
+pub struct DwI8 {
+    pub(crate) isa: Isa,
+    pub(crate) c: usize,
+    pub(crate) taps: usize,
+    /// Block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`.
+    pub(crate) w: Vec<i16>,
+    pub(crate) rq: Requant,
+    pub(crate) input_offset: i16,
+}
+
+impl DwI8 {
+    pub fn pack(
+        isa: Isa,
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<DwI8> {
+        if isa == Isa::Portable
+            || !isa.available()
+            || taps == 0
+            || taps > DW_MAX_TAPS
+            || c == 0
+            || filter.len() != taps * c
+            || q.multipliers.len() != c
+            || q.single_rounding
+            || !(-255..=255).contains(&q.input_offset)
+        {
+            return None;
+        }
+        let blocks = c.div_ceil(16);
+        let pairs = taps.div_ceil(2);
+        let mut w = vec![0i16; blocks * pairs * 32];
+        let at = |t: usize, ch: usize| -> i16 {
+            if t < taps && ch < c {
+                i16::from(filter[t * c + ch])
+            } else {
+                0
+            }
+        };
+        for cb in 0..blocks {
+            for pr in 0..pairs {
+                let dst = &mut w[(cb * pairs + pr) * 32..][..32];
+                let (t0, t1) = (2 * pr, 2 * pr + 1);
+                // unpacklo/hi_epi16 order: 128-bit lane 0 holds channels 0-3 (lo) / 4-7 (hi),
+                // lane 1 holds 8-11 (lo) / 12-15 (hi), each as (tap0, tap1) pairs.
+                for (half, base) in [(0usize, 0usize), (1, 4)] {
+                    for lane in 0..2 {
+                        for i in 0..4 {
+                            let ch = cb * 16 + lane * 8 + base + i;
+                            let o = half * 16 + lane * 8 + 2 * i;
+                            dst[o] = at(t0, ch);
+                            dst[o + 1] = at(t1, ch);
+                        }
+                    }
+                }
+            }
+        }
+        let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
+        Some(DwI8 {
+            isa,
+            c,
+            taps,
+            w,
+            rq,
+            input_offset: q.input_offset as i16,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.w.len() * 2 + self.rq.bias.len() * 4 * 7
+    }
+}
+
+/// Calls `f(oy, ox, taps)` per output pixel with the input pixel index of every tap
+/// (`usize::MAX` for padding).
+#[inline]
+fn for_each_window(
+    in_hw: [usize; 2],
+    k_hw: [usize; 2],
+    out_hw: [usize; 2],
+    [stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left]: [usize; 6],
+    mut f: impl FnMut(usize, usize, &[usize]),
+) {
+    let [in_h, in_w] = in_hw;
+    let [k_h, k_w] = k_hw;
+    let mut taps = [usize::MAX; DW_MAX_TAPS];
+    let taps = &mut taps[..k_h * k_w];
+    for oy in 0..out_hw[0] {
+        for ox in 0..out_hw[1] {
+            for ky in 0..k_h {
+                let y = (oy * stride_h + ky * dilation_h).wrapping_sub(pad_top);
+                for kx in 0..k_w {
+                    let x = (ox * stride_w + kx * dilation_w).wrapping_sub(pad_left);
+                    taps[ky * k_w + kx] = if y < in_h && x < in_w {
+                        y * in_w + x
+                    } else {
+                        usize::MAX
+                    };
+                }
+            }
+            f(oy, ox, taps);
+        }
+    }
+}
+
+fn dw_geometry(p: &DepthwiseParams) -> [usize; 6] {
+    [
+        p.stride_h,
+        p.stride_w,
+        p.dilation_h,
+        p.dilation_w,
+        p.pad_top,
+        p.pad_left,
+    ]
+}
+
+/// Int8 DEPTHWISE_CONV_2D (depth multiplier 1) through [`DwI8`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise_i8(
+    dw: &DwI8,
+    input: &[i8],
+    in_shape: [usize; 4],
+    k_hw: [usize; 2],
+    p: &DepthwiseParams,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+) {
+    let isa = dw.isa;
+    let [batches, in_h, in_w, c] = in_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
+        let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
+        for_each_window(
+            [in_h, in_w],
+            k_hw,
+            [out_h, out_w],
+            dw_geometry(p),
+            |oy, ox, taps| {
+                let o = &mut outb[(oy * out_w + ox) * c..(oy * out_w + ox + 1) * c];
+                #[cfg(target_arch = "x86_64")]
+                x86::dw_i8_pixel(isa, dw, inb, taps, o);
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (isa, taps, o);
+            },
+        );
+    }
+}
+
+/// Constant float weights `[N, K]` packed in panels of 16 output channels (`[panel][k][16]`).
+#[derive(Clone, Debug)]
+pub struct GemmF32 {
+    pub(crate) isa: Isa,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) b: Vec<f32>,
+    pub(crate) bias: Vec<f32>,
+    pub(crate) act: Activation,
+}
+
+/// Rows of the float GEMM tile.
+pub(crate) const MR_F32: usize = 6;
+/// Output channels of a float GEMM panel.
+pub(crate) const NR_F32: usize = 16;
+
+impl GemmF32 {
+    pub fn pack(
+        isa: Isa,
+        weights: &[f32],
+        n: usize,
+        k: usize,
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Option<GemmF32> {
+        if isa == Isa::Portable || !isa.available() || weights.len() != n * k || n == 0 || k == 0 {
+            return None;
+        }
+        let panels = n.div_ceil(NR_F32);
+        let mut b = vec![0f32; panels * k * NR_F32];
+        for p in 0..panels {
+            for kk in 0..k {
+                for j in 0..NR_F32 {
+                    let ch = p * NR_F32 + j;
+                    if ch < n {
+                        b[(p * k + kk) * NR_F32 + j] = weights[ch * k + kk];
+                    }
+                }
+            }
+        }
+        let mut bv = vec![0f32; panels * NR_F32];
+        if let Some(bias) = bias {
+            bv[..n].copy_from_slice(&bias[..n]);
+        }
+        Some(GemmF32 {
+            isa,
+            n,
+            k,
+            b,
+            bias: bv,
+            act,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        (self.b.len() + self.bias.len()) * 4
+    }
+
+    /// f32 scratch of [`Self::run`] (row buffers for gathered rows).
+    pub fn scratch_f32(&self) -> usize {
+        MR_F32 * self.k
+    }
+
+    pub(crate) fn run(
+        &self,
+        m_count: usize,
+        rows: &Rows<'_, f32>,
+        row_bufs: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let (n, k) = (self.n, self.k);
+        let mut m0 = 0;
+        let mut tile = [[0f32; NR_F32]; MR_F32];
+        while m0 < m_count {
+            let rows_here = (m_count - m0).min(MR_F32);
+            let mut bufs = row_bufs[..MR_F32 * k].chunks_exact_mut(k);
+            let mut rs: [&[f32]; MR_F32] = [&[]; MR_F32];
+            for (r, slot) in rs.iter_mut().enumerate().take(rows_here) {
+                let buf = bufs.next().unwrap_or_default();
+                *slot = &rows.row(m0 + r, buf)[..k];
+            }
+            for p in 0..n.div_ceil(NR_F32) {
+                let b = &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
+                let bias = &self.bias[p * NR_F32..(p + 1) * NR_F32];
+                let c0 = p * NR_F32;
+                let cn = (n - c0).min(NR_F32);
+                #[cfg(target_arch = "x86_64")]
+                x86::tile_f32(self.isa, &rs[..rows_here], b, bias, self.act, &mut tile);
+                for (r, t) in tile.iter().enumerate().take(rows_here) {
+                    let o = &mut out[(m0 + r) * n + c0..(m0 + r) * n + c0 + cn];
+                    o.copy_from_slice(&t[..cn]);
+                    if self.act == Activation::Tanh {
+                        for v in o.iter_mut() {
+                            *v = self.act.apply(*v);
+                        }
+                    }
+                }
+            }
+            m0 += MR_F32;
+        }
+    }
+}
+
+/// Float CONV_2D (groups 1) through [`GemmF32`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_f32(
+    g: &GemmF32,
+    input: &[f32],
+    in_shape: [usize; 4],
+    filter_shape: [usize; 4],
+    p: &Conv2dParams,
+    output: &mut [f32],
+    out_shape: [usize; 4],
+    s: &mut FastScratch,
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, out_h, out_w, out_c] = out_shape;
+    let m = out_h * out_w;
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
+        let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, 0.0);
+        g.run(m, &rows, &mut s.f32s, outb);
+    }
+}
+
+/// Float FULLY_CONNECTED through [`GemmF32`].
+pub(crate) fn fully_connected_f32(
+    g: &GemmF32,
+    input: &[f32],
+    batches: usize,
+    output: &mut [f32],
+    s: &mut FastScratch,
+) {
+    let rows = Rows::Direct {
+        data: input,
+        stride: g.k,
+    };
+    g.run(batches, &rows, &mut s.f32s, output);
+}
+
+/// Constant float depthwise weights (depth multiplier 1), channels padded to 8.
+#[derive(Clone, Debug)]
+pub struct DwF32 {
+    pub(crate) isa: Isa,
+    pub(crate) c: usize,
+    pub(crate) cp: usize,
+    pub(crate) taps: usize,
+    /// Tap `t`, channel `ch` at `t * cp + ch`.
+    pub(crate) w: Vec<f32>,
+    pub(crate) bias: Vec<f32>,
+    pub(crate) act: Activation,
+}
+
+impl DwF32 {
+    pub fn pack(
+        isa: Isa,
+        filter: &[f32],
+        taps: usize,
+        c: usize,
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Option<DwF32> {
+        if isa == Isa::Portable
+            || !isa.available()
+            || taps == 0
+            || taps > DW_MAX_TAPS
+            || c == 0
+            || filter.len() != taps * c
+        {
+            return None;
+        }
+        let cp = c.div_ceil(8) * 8;
+        let mut w = vec![0f32; taps * cp];
+        for t in 0..taps {
+            w[t * cp..t * cp + c].copy_from_slice(&filter[t * c..(t + 1) * c]);
+        }
+        let mut bv = vec![0f32; cp];
+        if let Some(b) = bias {
+            bv[..c].copy_from_slice(&b[..c]);
+        }
+        Some(DwF32 {
+            isa,
+            c,
+            cp,
+            taps,
+            w,
+            bias: bv,
+            act,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        (self.w.len() + self.bias.len()) * 4
+    }
+}
+
+/// Float DEPTHWISE_CONV_2D (depth multiplier 1) through [`DwF32`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise_f32(
+    dw: &DwF32,
+    input: &[f32],
+    in_shape: [usize; 4],
+    k_hw: [usize; 2],
+    p: &DepthwiseParams,
+    output: &mut [f32],
+    out_shape: [usize; 4],
+) {
+    let isa = dw.isa;
+    let [batches, in_h, in_w, c] = in_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
+        let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
+        for_each_window(
+            [in_h, in_w],
+            k_hw,
+            [out_h, out_w],
+            dw_geometry(p),
+            |oy, ox, taps| {
+                let o = &mut outb[(oy * out_w + ox) * c..(oy * out_w + ox + 1) * c];
+                #[cfg(target_arch = "x86_64")]
+                x86::dw_f32_pixel(isa, dw, inb, taps, o);
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (isa, taps, o);
+                if dw.act == Activation::Tanh {
+                    for v in o.iter_mut() {
+                        *v = dw.act.apply(*v);
+                    }
+                }
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every fast path against the portable kernel on random shapes (odd sizes, padding,
+    //! strides, dilation), for every ISA this CPU has: int8 bit-exact, float within 1e-5.
+    use super::*;
+    use crate::kernels::{conv, depthwise_conv, fully_connected};
+    use crate::quant::quantize_multiplier;
+
+    struct Rng(u64);
+    impl Rng {
+        fn u(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.u() % n as u64) as usize
+        }
+        fn i8s(&mut self, n: usize) -> Vec<i8> {
+            (0..n).map(|_| (self.u() >> 56) as i8).collect()
+        }
+        fn f32s(&mut self, n: usize) -> Vec<f32> {
+            (0..n)
+                .map(|_| (self.u() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+                .collect()
+        }
+        fn stage(&mut self, n: usize, k: usize, single: bool) -> OutputStage {
+            let mut multipliers = Vec::new();
+            let mut shifts = Vec::new();
+            for _ in 0..n {
+                // Typical conv scales (acc ~ 2^15 * k -> int8), and some above 1.
+                let e = -(self.below(14) as i32) - 4 - (k as f64).log2() as i32 / 2;
+                let real = (1.0 + self.below(1000) as f64 / 1000.0) * 2f64.powi(e);
+                let real = if self.below(20) == 0 {
+                    real * 4096.0
+                } else {
+                    real
+                };
+                let (m, s) = quantize_multiplier(real);
+                multipliers.push(m);
+                shifts.push(s);
+            }
+            let act_min = -128 + self.below(2) as i32 * (self.below(100) as i32);
+            OutputStage {
+                input_offset: -((self.u() >> 56) as i8 as i32),
+                output_offset: (self.u() >> 56) as i8 as i32,
+                multipliers,
+                shifts,
+                act_min,
+                act_max: 127 - self.below(2) as i32 * (self.below(60) as i32),
+                single_rounding: single,
+            }
+        }
+    }
+
+    fn isas() -> Vec<Isa> {
+        [Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni]
+            .into_iter()
+            .filter(|i| i.available())
+            .collect()
+    }
+
+    fn scratch_for(k: usize, groups: usize) -> FastScratch {
+        FastScratch {
+            i8s: vec![0; k],
+            i32s: vec![0; groups * 8],
+            f32s: vec![0.0; MR_F32 * k],
+        }
+    }
+
+    #[test]
+    fn requant_matches_scalar_on_extreme_accumulators() {
+        let mut rng = Rng(99);
+        for isa in isas() {
+            for _ in 0..200 {
+                let mut q = rng.stage(32, 1, false);
+                for s in q.shifts.iter_mut() {
+                    *s = rng.below(62) as i32 - 31;
+                }
+                let rq = Requant::new(&q, 32, |c| [0, i32::MAX, i32::MIN, -7][c % 4]).unwrap();
+                let mut acc = [0i32; 32];
+                for a in acc.iter_mut() {
+                    *a = match rng.below(4) {
+                        0 => rng.u() as i32,
+                        1 => (rng.u() as i32) >> rng.below(32),
+                        2 => [i32::MIN, i32::MAX, 0, -1, 1][rng.below(5)],
+                        // Ties of the rounding shift.
+                        _ => (rng.below(1000) as i32 - 500) << 10 | 1 << 9,
+                    };
+                }
+                let mut got = [0i8; 32];
+                requant_row(isa, &rq, 0, &acc, &mut got);
+                for j in 0..32 {
+                    assert_eq!(
+                        got[j],
+                        rq.apply(acc[j], j),
+                        "{isa:?} lane {j} acc {}",
+                        acc[j]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn conv_i8_matches_portable() {
+        let mut rng = Rng(1);
+        for isa in isas() {
+            for case in 0..60usize {
+                let k = [1, 1, 3, 3, 5, 2][case % 6];
+                let (kh, kw) = if case.is_multiple_of(7) {
+                    (k, 1)
+                } else {
+                    (k, k)
+                };
+                let stride = 1 + rng.below(2);
+                let dil = if case.is_multiple_of(9) { 2 } else { 1 };
+                let cin = 1 + rng.below(40);
+                let cout = 1 + rng.below(70);
+                let (h, w) = (kh * dil + rng.below(9), kw * dil + rng.below(9));
+                let pad = if rng.below(2) == 0 {
+                    0
+                } else {
+                    (kh - 1) * dil / 2
+                };
+                let oh = (h + 2 * pad - (kh - 1) * dil - 1) / stride + 1;
+                let ow = (w + 2 * pad - (kw - 1) * dil - 1) / stride + 1;
+                let batches = 1 + rng.below(2);
+                let is = [batches, h, w, cin];
+                let fs = [cout, kh, kw, cin];
+                let os = [batches, oh, ow, cout];
+                let input = rng.i8s(is.iter().product());
+                let filter = rng.i8s(fs.iter().product());
+                let bias: Vec<i32> = (0..cout).map(|_| rng.u() as i32 >> 12).collect();
+                let bias = if case.is_multiple_of(5) {
+                    None
+                } else {
+                    Some(&bias[..])
+                };
+                let q = rng.stage(cout, kh * kw * cin, false);
+                let p = Conv2dParams {
+                    stride_h: stride,
+                    stride_w: stride,
+                    dilation_h: dil,
+                    dilation_w: dil,
+                    pad_top: pad,
+                    pad_left: pad,
+                    activation: Activation::None,
+                };
+                let mut want = vec![0i8; os.iter().product()];
+                conv::conv2d_i8(&input, is, &filter, fs, bias, &p, &q, &mut want, os);
+                let kk = kh * kw * cin;
+                let g = GemmI8::pack(isa, &filter, cout, kk, bias, &q).unwrap();
+                let mut s = scratch_for(kk, g.groups);
+                let mut got = vec![0i8; want.len()];
+                conv2d_i8(&g, &input, is, fs, &p, q.input_offset, &mut got, os, &mut s);
+                assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn fully_connected_i8_matches_portable() {
+        let mut rng = Rng(2);
+        for isa in isas() {
+            for case in 0..40usize {
+                let (b, k, n) = (1 + rng.below(9), 1 + rng.below(300), 1 + rng.below(80));
+                let input = rng.i8s(b * k);
+                let weights = rng.i8s(n * k);
+                let bias: Vec<i32> = (0..n).map(|_| rng.u() as i32 >> 10).collect();
+                let q = rng.stage(n, k, case.is_multiple_of(2));
+                let mut want = vec![0i8; b * n];
+                fully_connected::fully_connected_i8(
+                    &input,
+                    b,
+                    k,
+                    &weights,
+                    n,
+                    Some(&bias),
+                    &q,
+                    &mut want,
+                );
+                let g = GemmI8::pack(isa, &weights, n, k, Some(&bias), &q).unwrap();
+                let mut s = scratch_for(k, g.groups);
+                let mut got = vec![0i8; b * n];
+                fully_connected_i8(&g, &input, b, &mut got, &mut s);
+                assert_eq!(got, want, "{isa:?} case {case}: b {b} k {k} n {n}");
+            }
+        }
+    }
+
+    fn dw_case(
+        rng: &mut Rng,
+        case: usize,
+    ) -> ([usize; 4], [usize; 4], [usize; 4], DepthwiseParams) {
+        let k = [3, 3, 3, 5, 1, 2][case % 6];
+        let stride = 1 + case % 2;
+        let dil = if case.is_multiple_of(11) { 2 } else { 1 };
+        let c = 1 + rng.below(50);
+        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(10));
+        let pad = if case.is_multiple_of(3) {
+            0
+        } else {
+            (k - 1) * dil / 2 + rng.below(2)
+        };
+        let oh = (h + 2 * pad - (k - 1) * dil - 1) / stride + 1;
+        let ow = (w + 2 * pad - (k - 1) * dil - 1) / stride + 1;
+        let p = DepthwiseParams {
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: dil,
+            dilation_w: dil,
+            pad_top: pad,
+            pad_left: pad.min(1),
+            depth_multiplier: 1,
+            activation: [Activation::None, Activation::Relu6, Activation::Relu][case % 3],
+        };
+        let b = 1 + case % 2;
+        ([b, h, w, c], [1, k, k, c], [b, oh, ow, c], p)
+    }
+
+    #[test]
+    fn depthwise_i8_matches_portable() {
+        let mut rng = Rng(3);
+        for isa in isas() {
+            for case in 0..60usize {
+                let (is, fs, os, p) = dw_case(&mut rng, case);
+                let c = is[3];
+                let input = rng.i8s(is.iter().product());
+                let filter = rng.i8s(fs.iter().product());
+                let bias: Vec<i32> = (0..c).map(|_| rng.u() as i32 >> 14).collect();
+                let q = rng.stage(c, fs[1] * fs[2], false);
+                let mut want = vec![0i8; os.iter().product()];
+                let mut acc = vec![0i32; c];
+                depthwise_conv::depthwise_conv2d_i8(
+                    &input,
+                    is,
+                    &filter,
+                    fs,
+                    Some(&bias),
+                    &p,
+                    &q,
+                    &mut acc,
+                    &mut want,
+                    os,
+                );
+                let dw = DwI8::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), &q).unwrap();
+                let mut got = vec![0i8; want.len()];
+                depthwise_i8(&dw, &input, is, [fs[1], fs[2]], &p, &mut got, os);
+                assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+            }
+        }
+    }
+
+    fn close(got: &[f32], want: &[f32], what: &str) {
+        let peak = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * peak.max(b.abs()),
+                "{what} at {i}: {a} vs {b}"
+            );
+        }
+    }
+
+    #[test]
+    fn conv_and_fc_f32_match_portable() {
+        let mut rng = Rng(4);
+        for isa in isas() {
+            for case in 0..40usize {
+                let k = [1, 3, 1, 5, 2][case % 5];
+                let stride = 1 + rng.below(2);
+                let (cin, cout) = (1 + rng.below(30), 1 + rng.below(40));
+                let (h, w) = (k + rng.below(8), k + rng.below(8));
+                let pad = if case.is_multiple_of(2) { 0 } else { k / 2 };
+                let oh = (h + 2 * pad - k) / stride + 1;
+                let ow = (w + 2 * pad - k) / stride + 1;
+                let is = [1 + case % 2, h, w, cin];
+                let fs = [cout, k, k, cin];
+                let os = [is[0], oh, ow, cout];
+                let act = [
+                    Activation::None,
+                    Activation::Relu,
+                    Activation::Relu6,
+                    Activation::ReluN1To1,
+                    Activation::Tanh,
+                ][case % 5];
+                let p = Conv2dParams {
+                    stride_h: stride,
+                    stride_w: stride,
+                    pad_top: pad,
+                    pad_left: pad,
+                    activation: act,
+                    ..Default::default()
+                };
+                let input = rng.f32s(is.iter().product());
+                let filter = rng.f32s(fs.iter().product());
+                let bias = rng.f32s(cout);
+                let mut want = vec![0f32; os.iter().product()];
+                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let kk = k * k * cin;
+                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
+                let mut s = scratch_for(kk, 1);
+                let mut got = vec![0f32; want.len()];
+                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
+                close(&got, &want, &format!("{isa:?} conv case {case}"));
+
+                let (b, n) = (1 + rng.below(7), 1 + rng.below(50));
+                let x = rng.f32s(b * kk);
+                let mut want = vec![0f32; b * n];
+                let wts = rng.f32s(n * kk);
+                fully_connected::fully_connected_f32(&x, b, kk, &wts, n, None, act, &mut want);
+                let g = GemmF32::pack(isa, &wts, n, kk, None, act).unwrap();
+                let mut got = vec![0f32; b * n];
+                fully_connected_f32(&g, &x, b, &mut got, &mut s);
+                close(&got, &want, &format!("{isa:?} fc case {case}"));
+            }
+        }
+    }
+
+    #[test]
+    fn depthwise_f32_matches_portable() {
+        let mut rng = Rng(5);
+        for isa in isas() {
+            for case in 0..40usize {
+                let (is, fs, os, p) = dw_case(&mut rng, case);
+                let c = is[3];
+                let input = rng.f32s(is.iter().product());
+                let filter = rng.f32s(fs.iter().product());
+                let bias = rng.f32s(c);
+                let mut want = vec![0f32; os.iter().product()];
+                depthwise_conv::depthwise_conv2d_f32(
+                    &input,
+                    is,
+                    &filter,
+                    fs,
+                    Some(&bias),
+                    &p,
+                    &mut want,
+                    os,
+                );
+                let dw =
+                    DwF32::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), p.activation).unwrap();
+                let mut got = vec![0f32; want.len()];
+                depthwise_f32(&dw, &input, is, [fs[1], fs[2]], &p, &mut got, os);
+                close(&got, &want, &format!("{isa:?} dw case {case}"));
+            }
+        }
+    }
+}

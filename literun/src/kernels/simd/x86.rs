@@ -1,0 +1,470 @@
+//! x86-64 micro-kernels: AVX2 (+FMA), AVX-VNNI and AVX-512 VNNI.
+//!
+//! Every `unsafe` block here relies on one invariant besides its bounds checks: the packed
+//! weights it is given ([`GemmI8`], [`DwI8`], [`GemmF32`], [`DwF32`]) were built by their
+//! `pack` functions for an [`Isa`] whose `available()` returned true on this CPU, and their
+//! fields are private to the crate, so the instructions each kernel uses exist.
+
+use core::arch::x86_64::*;
+
+use super::{DwF32, DwI8, Isa, Requant, MR_F32, NR_F32};
+use crate::kernels::Activation;
+
+/// Whether the CPU has `isa`.
+pub(crate) fn available(isa: Isa) -> bool {
+    #[cfg(feature = "std")]
+    {
+        let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+        match isa {
+            Isa::Portable => true,
+            Isa::Avx2 => avx2,
+            Isa::AvxVnni => avx2 && std::is_x86_feature_detected!("avxvnni"),
+            Isa::Avx512Vnni => {
+                avx2 && std::is_x86_feature_detected!("avx512f")
+                    && std::is_x86_feature_detected!("avx512bw")
+                    && std::is_x86_feature_detected!("avx512vl")
+                    && std::is_x86_feature_detected!("avx512vnni")
+            }
+        }
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        // No run-time detection without std: what the build targets.
+        let avx2 = cfg!(target_feature = "avx2") && cfg!(target_feature = "fma");
+        match isa {
+            Isa::Portable => true,
+            Isa::Avx2 => avx2,
+            Isa::AvxVnni => avx2 && cfg!(target_feature = "avxvnni"),
+            Isa::Avx512Vnni => {
+                avx2 && cfg!(target_feature = "avx512f")
+                    && cfg!(target_feature = "avx512bw")
+                    && cfg!(target_feature = "avx512vl")
+                    && cfg!(target_feature = "avx512vnni")
+            }
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------ int8 GEMM
+
+/// `tile[r][j] = sum_g a[g * mr + r] · b[g][j]` for `r < rows` (`mr` = the ISA's tile rows).
+pub(crate) fn tile_i8(
+    isa: Isa,
+    rows: usize,
+    a: &[i32],
+    b: &[i8],
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mr = isa.mr_i8();
+    let bstride = isa.nr_i8() * isa.kg_i8();
+    assert!(rows >= 1 && rows <= mr && a.len() >= groups * mr && b.len() >= groups * bstride);
+    macro_rules! dispatch {
+        ($f:ident, $($n:literal)*) => {
+            match rows {
+                // SAFETY: the ISA is available (module invariant); `a` has `groups * mr`
+                // words and `b` `groups * bstride` bytes (asserted above), which is all the
+                // kernel reads.
+                $($n => unsafe { $f::<$n>(a.as_ptr(), mr, b.as_ptr(), groups, tile) },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    match isa {
+        Isa::Avx2 => dispatch!(tile_i8_avx2, 1 2 3 4),
+        Isa::AvxVnni => dispatch!(tile_i8_avxvnni, 1 2 3 4 5 6),
+        Isa::Avx512Vnni => dispatch!(tile_i8_avx512vnni, 1 2 3 4 5 6 7 8),
+        Isa::Portable => unreachable!("no int8 GEMM without SIMD"),
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_i8_avx2<const MR: usize>(
+    a: *const i32,
+    mr: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [[_mm256_setzero_si256(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: g < groups, so the 32 bytes at b + 32 g and the words a[g * mr + r], r < MR
+        // <= mr, are in bounds (checked by the caller).
+        unsafe {
+            let bp = b.add(g * 32);
+            let b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp as *const __m128i));
+            let b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp.add(16) as *const __m128i));
+            let ap = a.add(g * mr);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_epi32(*ap.add(r));
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(av, b0));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(av, b1));
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes; 16 are written.
+        unsafe {
+            _mm256_storeu_si256(tile[r].as_mut_ptr() as *mut __m256i, acc[0]);
+            _mm256_storeu_si256(tile[r].as_mut_ptr().add(8) as *mut __m256i, acc[1]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avxvnni")]
+unsafe fn tile_i8_avxvnni<const MR: usize>(
+    a: *const i32,
+    mr: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [[_mm256_setzero_si256(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: 64 bytes at b + 64 g and a[g * mr + r] are in bounds (checked by the caller).
+        unsafe {
+            let bp = b.add(g * 64);
+            let b0 = _mm256_loadu_si256(bp as *const __m256i);
+            let b1 = _mm256_loadu_si256(bp.add(32) as *const __m256i);
+            let ap = a.add(g * mr);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_epi32(*ap.add(r));
+                acc[0] = _mm256_dpbusd_avx_epi32(acc[0], av, b0);
+                acc[1] = _mm256_dpbusd_avx_epi32(acc[1], av, b1);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes; 16 are written.
+        unsafe {
+            _mm256_storeu_si256(tile[r].as_mut_ptr() as *mut __m256i, acc[0]);
+            _mm256_storeu_si256(tile[r].as_mut_ptr().add(8) as *mut __m256i, acc[1]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_i8_avx512vnni<const MR: usize>(
+    a: *const i32,
+    mr: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: 128 bytes at b + 128 g and a[g * mr + r] are in bounds (checked by the
+        // caller).
+        unsafe {
+            let bp = b.add(g * 128);
+            let b0 = _mm512_loadu_si512(bp as *const __m512i);
+            let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
+            let ap = a.add(g * mr);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_epi32(*ap.add(r));
+                acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes, all written.
+        unsafe {
+            _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut __m512i, acc[0]);
+            _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut __m512i, acc[1]);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------ requantization
+
+/// `MultiplyByQuantizedMultiplier` (double rounding) of 8 lanes of channels `c..c + 8`, plus
+/// the output offset and clamp, bit-exact with [`Requant::apply`]:
+/// - `SaturatingRoundingDoublingHighMul(a, m) = (a * m + 2^30) >> 31` (floor) for every `a`
+///   when `m != i32::MIN` (the reference's negative nudge `1 - 2^30` with truncating division
+///   gives the same value as the floor of `(a * m + 2^30) / 2^31`);
+/// - `RoundingDivideByPOT(x, e) = (x >> e) + (x & mask > (mask >> 1) + (x < 0))`;
+/// - `clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn requant_8(acc: __m256i, rq: &Requant, c: usize) -> __m256i {
+    assert!(c + 8 <= rq.bias.len());
+    // SAFETY: the eight-lane loads read rq.*[c..c + 8], in bounds (asserted; all arrays have
+    // the same length).
+    unsafe {
+        let ld = |v: &[i32]| _mm256_loadu_si256(v.as_ptr().add(c) as *const __m256i);
+        let x = _mm256_add_epi32(acc, ld(&rq.bias));
+        let x = _mm256_sllv_epi32(x, ld(&rq.left));
+        let m = ld(&rq.mult);
+        let nudge = _mm256_set1_epi64x(1 << 30);
+        let even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, m), nudge), 31);
+        let odd = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32));
+        let odd = _mm256_slli_epi64(_mm256_srli_epi64(_mm256_add_epi64(odd, nudge), 31), 32);
+        let hm = _mm256_blend_epi32(even, odd, 0b1010_1010);
+        let rem = _mm256_and_si256(hm, ld(&rq.mask));
+        let neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), hm);
+        let thr = _mm256_sub_epi32(ld(&rq.thr), neg);
+        let q = _mm256_srav_epi32(hm, ld(&rq.right));
+        let q = _mm256_sub_epi32(q, _mm256_cmpgt_epi32(rem, thr));
+        let off = rq.out_offset;
+        let lo = _mm256_set1_epi32(rq.act_min.saturating_sub(off));
+        let hi = _mm256_set1_epi32(rq.act_max.saturating_sub(off));
+        let q = _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
+        _mm256_add_epi32(q, _mm256_set1_epi32(off))
+    }
+}
+
+/// Two requantized 8-lane vectors (channels 0-7, 8-15) narrowed to 16 bytes in order.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn narrow_16(v0: __m256i, v1: __m256i) -> __m128i {
+    let p = _mm256_packs_epi32(v0, v1); // 0-3, 8-11 | 4-7, 12-15
+    let p = _mm256_permute4x64_epi64(p, 0b11_01_10_00); // 0-3, 4-7 | 8-11, 12-15
+    _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1))
+}
+
+/// Stores the first `out.len() <= 16` bytes of `v`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn store_16(v: __m128i, out: &mut [i8]) {
+    if out.len() >= 16 {
+        // SAFETY: 16 bytes fit.
+        unsafe { _mm_storeu_si128(out.as_mut_ptr() as *mut __m128i, v) };
+    } else {
+        let mut tmp = [0i8; 16];
+        // SAFETY: tmp has 16 bytes.
+        unsafe { _mm_storeu_si128(tmp.as_mut_ptr() as *mut __m128i, v) };
+        out.copy_from_slice(&tmp[..out.len()]);
+    }
+}
+
+/// Requantizes `out.len() <= 32` channels starting at `c0` (double rounding).
+pub(crate) fn requant_row(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    // SAFETY: only called with packed weights, which exist only when AVX2 is available
+    // (module invariant).
+    unsafe { requant_row_avx2(rq, c0, acc, out) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    assert!(out.len() <= 32);
+    let mut j = 0;
+    while j < out.len() {
+        // SAFETY: j + 16 <= 32 lanes of acc; the per-channel arrays are padded to whole
+        // 16-channel tiles (requant_8 asserts).
+        let (a0, a1) = unsafe {
+            (
+                _mm256_loadu_si256(acc.as_ptr().add(j) as *const __m256i),
+                _mm256_loadu_si256(acc.as_ptr().add(j + 8) as *const __m256i),
+            )
+        };
+        let v = narrow_16(requant_8(a0, rq, c0 + j), requant_8(a1, rq, c0 + j + 8));
+        let end = (j + 16).min(out.len());
+        store_16(v, &mut out[j..end]);
+        j += 16;
+    }
+}
+
+// ------------------------------------------------------------------------ int8 depthwise
+
+/// One output pixel of an int8 depthwise convolution: `taps[t]` is the input pixel of tap `t`
+/// (`usize::MAX` for padding).
+pub(crate) fn dw_i8_pixel(isa: Isa, dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
+    debug_assert!(isa != Isa::Portable);
+    let _ = isa;
+    // SAFETY: DwI8 exists only when AVX2 is available (module invariant).
+    unsafe { dw_i8_pixel_avx2(dw, input, taps, out) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
+    let c = dw.c;
+    assert!(taps.len() == dw.taps && out.len() == c);
+    let pairs = dw.taps.div_ceil(2);
+    let off = _mm256_set1_epi16(dw.input_offset);
+    let load = |t: usize, ch: usize| -> __m256i {
+        let Some(&px) = taps.get(t) else {
+            return _mm256_setzero_si256();
+        };
+        if px == usize::MAX {
+            return _mm256_setzero_si256();
+        }
+        let start = px * c + ch;
+        let v = if ch + 16 <= c {
+            let s = &input[start..start + 16];
+            // SAFETY: s has 16 bytes.
+            unsafe { _mm_loadu_si128(s.as_ptr() as *const __m128i) }
+        } else {
+            let mut tmp = [0i8; 16];
+            tmp[..c - ch].copy_from_slice(&input[start..start + c - ch]);
+            // SAFETY: tmp has 16 bytes.
+            unsafe { _mm_loadu_si128(tmp.as_ptr() as *const __m128i) }
+        };
+        _mm256_add_epi16(_mm256_cvtepi8_epi16(v), off)
+    };
+    for cb in 0..c.div_ceil(16) {
+        let ch = cb * 16;
+        let w = &dw.w[cb * pairs * 32..(cb + 1) * pairs * 32];
+        let mut lo = _mm256_setzero_si256();
+        let mut hi = _mm256_setzero_si256();
+        for pr in 0..pairs {
+            let x0 = load(2 * pr, ch);
+            let x1 = load(2 * pr + 1, ch);
+            let wp = &w[pr * 32..pr * 32 + 32];
+            // SAFETY: wp has 32 i16 (two 256-bit vectors).
+            let (wl, wh) = unsafe {
+                (
+                    _mm256_loadu_si256(wp.as_ptr() as *const __m256i),
+                    _mm256_loadu_si256(wp.as_ptr().add(16) as *const __m256i),
+                )
+            };
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), wl));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), wh));
+        }
+        // lo = channels 0-3 | 8-11, hi = 4-7 | 12-15.
+        let a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
+        let a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+        let v = narrow_16(requant_8(a0, &dw.rq, ch), requant_8(a1, &dw.rq, ch + 8));
+        let end = (ch + 16).min(c);
+        store_16(v, &mut out[ch..end]);
+    }
+}
+
+// ------------------------------------------------------------------------------ float
+
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn activate(v: __m256, act: Activation) -> __m256 {
+    match act {
+        Activation::Relu => _mm256_max_ps(v, _mm256_setzero_ps()),
+        Activation::Relu6 => {
+            _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(6.0))
+        }
+        Activation::ReluN1To1 => {
+            _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-1.0)), _mm256_set1_ps(1.0))
+        }
+        // Tanh is applied by the caller (scalar).
+        Activation::None | Activation::Tanh => v,
+    }
+}
+
+/// `tile[r][j] = act(bias[j] + rows[r] · b[:, j])` for one 16-channel panel `b` (`[k][16]`).
+pub(crate) fn tile_f32(
+    isa: Isa,
+    rows: &[&[f32]],
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    tile: &mut [[f32; NR_F32]; MR_F32],
+) {
+    debug_assert!(isa != Isa::Portable);
+    let _ = isa;
+    let k = b.len() / NR_F32;
+    assert!(!rows.is_empty() && rows.len() <= MR_F32 && bias.len() == NR_F32);
+    assert!(rows.iter().all(|r| r.len() >= k));
+    let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
+    for (p, r) in ptrs.iter_mut().zip(rows) {
+        *p = r.as_ptr();
+    }
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows.len() {
+                // SAFETY: AVX2+FMA are available (module invariant); every row has `k` values
+                // and `b` has `k * 16` (asserted above).
+                $($n => unsafe { tile_f32_avx2::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_f32_avx2<const MR: usize>(
+    rows: &[*const f32; MR_F32],
+    b: *const f32,
+    k: usize,
+    bias: &[f32],
+    act: Activation,
+    tile: &mut [[f32; NR_F32]; MR_F32],
+) {
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    for kk in 0..k {
+        // SAFETY: kk < k: b has k * 16 floats and every row k (checked by the caller).
+        unsafe {
+            let bp = b.add(kk * NR_F32);
+            let b0 = _mm256_loadu_ps(bp);
+            let b1 = _mm256_loadu_ps(bp.add(8));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_broadcast_ss(&*rows[r].add(kk));
+                acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
+                acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+            }
+        }
+    }
+    // SAFETY: bias has 16 floats; tile rows have 16.
+    unsafe {
+        let bias0 = _mm256_loadu_ps(bias.as_ptr());
+        let bias1 = _mm256_loadu_ps(bias.as_ptr().add(8));
+        for (r, acc) in acc.iter().enumerate() {
+            let t = tile[r].as_mut_ptr();
+            _mm256_storeu_ps(t, activate(_mm256_add_ps(acc[0], bias0), act));
+            _mm256_storeu_ps(t.add(8), activate(_mm256_add_ps(acc[1], bias1), act));
+        }
+    }
+}
+
+/// One output pixel of a float depthwise convolution (activation applied, except Tanh).
+pub(crate) fn dw_f32_pixel(isa: Isa, dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
+    debug_assert!(isa != Isa::Portable);
+    let _ = isa;
+    // SAFETY: DwF32 exists only when AVX2+FMA are available (module invariant).
+    unsafe { dw_f32_pixel_avx2(dw, input, taps, out) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn dw_f32_pixel_avx2(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(taps.len() == dw.taps && out.len() == c && dw.w.len() == dw.taps * cp);
+    for cb in 0..cp / 8 {
+        let ch = cb * 8;
+        let full = ch + 8 <= c;
+        let mut acc = _mm256_setzero_ps();
+        for (t, &px) in taps.iter().enumerate() {
+            if px == usize::MAX {
+                continue;
+            }
+            let start = px * c + ch;
+            let x = if full {
+                let s = &input[start..start + 8];
+                // SAFETY: s has 8 floats.
+                unsafe { _mm256_loadu_ps(s.as_ptr()) }
+            } else {
+                let mut tmp = [0f32; 8];
+                tmp[..c - ch].copy_from_slice(&input[start..start + c - ch]);
+                // SAFETY: tmp has 8 floats.
+                unsafe { _mm256_loadu_ps(tmp.as_ptr()) }
+            };
+            let w = &dw.w[t * cp + ch..t * cp + ch + 8];
+            // SAFETY: w has 8 floats.
+            let wv = unsafe { _mm256_loadu_ps(w.as_ptr()) };
+            acc = _mm256_fmadd_ps(x, wv, acc);
+        }
+        let bias = &dw.bias[ch..ch + 8];
+        // SAFETY: bias has 8 floats.
+        let v = activate(
+            _mm256_add_ps(acc, unsafe { _mm256_loadu_ps(bias.as_ptr()) }),
+            dw.act,
+        );
+        if full {
+            let o = &mut out[ch..ch + 8];
+            // SAFETY: o has 8 floats.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+        } else {
+            let mut tmp = [0f32; 8];
+            // SAFETY: tmp has 8 floats.
+            unsafe { _mm256_storeu_ps(tmp.as_mut_ptr(), v) };
+            out[ch..c].copy_from_slice(&tmp[..c - ch]);
+        }
+    }
+}
