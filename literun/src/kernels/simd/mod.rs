@@ -16,6 +16,12 @@
 //! and the bias are folded into one per-channel constant, and the requantization reproduces
 //! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::requant_8`). Float paths reorder the
 //! sums (and fuse multiply-adds), so they agree with the portable kernels to ~1e-6 relative.
+// The fast paths exist for x86-64 only so far (aarch64 is a slot): elsewhere `Isa::detect` is
+// always `Portable`, these functions are never reached, and their x86 calls compile away.
+#![cfg_attr(
+    not(target_arch = "x86_64"),
+    allow(unused_variables, unused_mut, dead_code)
+)]
 
 use alloc::vec;
 use alloc::vec::Vec;
@@ -641,7 +647,7 @@ pub(crate) fn depthwise_i8(
                 #[cfg(target_arch = "x86_64")]
                 x86::dw_i8_pixel(isa, dw, inb, taps, o);
                 #[cfg(not(target_arch = "x86_64"))]
-                let _ = (isa, taps, o);
+                let _ = (isa, inb, taps, &o);
             },
         );
     }
@@ -871,7 +877,7 @@ pub(crate) fn depthwise_f32(
                 #[cfg(target_arch = "x86_64")]
                 x86::dw_f32_pixel(isa, dw, inb, taps, o);
                 #[cfg(not(target_arch = "x86_64"))]
-                let _ = (isa, taps, o);
+                let _ = (isa, inb, taps, &o);
                 if dw.act == Activation::Tanh {
                     for v in o.iter_mut() {
                         *v = dw.act.apply(*v);
