@@ -308,3 +308,60 @@ fn int8_io_models_are_integer_end_to_end_and_agree_with_float_io() {
     let deq: Vec<f32> = q.iter().map(|&v| (v - z as f32) * s).collect();
     assert_eq!(deq, run(&float_io.bytes, &input));
 }
+
+#[test]
+fn weight_dominated_model_shrinks_to_about_half_and_a_quarter() {
+    // 8 Conv3x3(64→64)+BN+Relu layers: 295k weights, so the file is nearly all weights (as
+    // in real models; on the tiny fixtures names and operators are a visible share).
+    let model = litecvt::import::builder::deep_cnn_with_channels(8, 64);
+    let size = |q: Option<QuantizeMode>| {
+        let opts = ConvertOptions {
+            quantize: q,
+            ..Default::default()
+        };
+        litecvt::convert::convert_bytes(&model, "deep_cnn", &opts)
+            .unwrap()
+            .bytes
+            .len() as f64
+    };
+    let float = size(None);
+    let (fp16, int8) = (
+        size(Some(QuantizeMode::Fp16)) / float,
+        size(Some(QuantizeMode::Int8Weights)) / float,
+    );
+    println!(
+        "deep_cnn 8x64: float {float} B, fp16 {:.1}%, int8 weights-only {:.1}%",
+        fp16 * 100.0,
+        int8 * 100.0
+    );
+    assert!(fp16 <= 0.52, "fp16 {fp16:.3}");
+    assert!(int8 <= 0.27, "int8 {int8:.3}");
+}
+
+#[test]
+fn weights_shared_by_several_layers_are_reencoded_once_and_stay_correct() {
+    // Layers 0 and 11 of this model have identical weights, which `dedup_constants` shares.
+    let model = litecvt::import::builder::deep_cnn(12);
+    let conv = |q: Option<QuantizeMode>| {
+        let opts = ConvertOptions {
+            quantize: q,
+            ..Default::default()
+        };
+        litecvt::convert::convert_bytes(&model, "deep_cnn", &opts).unwrap()
+    };
+    let input = NpyArray::f32(
+        vec![1, 16, 32, 32],
+        (0..16 * 32 * 32)
+            .map(|i| ((i % 13) as f32 - 6.0) * 0.1)
+            .collect(),
+    );
+    let reference = run(&conv(None).bytes, &input);
+    for (q, min_snr) in [
+        (QuantizeMode::Fp16, 40.0),
+        (QuantizeMode::Int8Weights, 20.0),
+    ] {
+        let c = conv(Some(q));
+        let s = error_stats(&run(&c.bytes, &input), &reference);
+        assert!(s.snr_db as f64 > min_snr, "{q:?}: SNR {}", s.snr_db);
+    }
+}

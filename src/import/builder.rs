@@ -162,17 +162,28 @@ impl OnnxBuilder {
 
 /// Conv3x3(16→16) + BatchNorm + Relu, `layers` times, then global average pool and a dense layer.
 pub fn deep_cnn(layers: usize) -> Vec<u8> {
+    deep_cnn_with_channels(layers, 16)
+}
+
+/// [`deep_cnn`] with `c` channels in every layer.
+pub fn deep_cnn_with_channels(layers: usize, c: usize) -> Vec<u8> {
+    let ci = c as i64;
     let mut b = OnnxBuilder::new(13);
-    b.input("input", &[1, 16, 32, 32]);
+    b.input("input", &[1, ci, 32, 32]);
     let mut x = "input".to_string();
     for i in 0..layers {
         let (w, bias) = (format!("c{i}.w"), format!("c{i}.b"));
-        b.weights(&w, &[16, 16, 3, 3]).weights(&bias, &[16]);
+        // Distinct weights per layer (identical ones would be shared by `dedup_constants`).
+        let v = (0..c * c * 9)
+            .map(|j| (((j * 7 + i * 13) % 11) as f32 - 5.0) * 0.02)
+            .collect();
+        b.init(ftensor(&w, &[ci, ci, 3, 3], v));
+        b.weights(&bias, &[ci]);
         for p in ["scale", "shift", "mean"] {
-            b.weights(&format!("bn{i}.{p}"), &[16]);
+            b.weights(&format!("bn{i}.{p}"), &[ci]);
         }
         let var = format!("bn{i}.var");
-        b.init(ftensor(&var, &[16], vec![1.0; 16]));
+        b.init(ftensor(&var, &[ci], vec![1.0; c]));
         let (c, n, r) = (format!("c{i}"), format!("bn{i}"), format!("r{i}"));
         b.node(
             "Conv",
@@ -196,7 +207,7 @@ pub fn deep_cnn(layers: usize) -> Vec<u8> {
         b.node("Relu", &r, &[&n], &[&r], vec![]);
         x = r;
     }
-    b.weights("fc.w", &[10, 16]).weights("fc.b", &[10]);
+    b.weights("fc.w", &[10, ci]).weights("fc.b", &[10]);
     b.node("GlobalAveragePool", "gap", &[&x], &["gap"], vec![]);
     b.node("Flatten", "flat", &["gap"], &["flat"], vec![]);
     b.node(

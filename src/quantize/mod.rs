@@ -108,7 +108,9 @@ pub fn fp16_weights(g: &mut Graph) -> QuantSummary {
             let Some(&c) = node.inputs.get(k) else {
                 continue;
             };
-            if g.tensors[c].data.as_ref().map(|d| d.dtype()) != Some(DType::F32) {
+            // A weight shared by several nodes is re-encoded once; later readers reuse it.
+            let is_f32 = g.tensors[c].data.as_ref().map(|d| d.dtype()) == Some(DType::F32);
+            if !is_f32 && !done.contains_key(&c) {
                 continue;
             }
             node.inputs[k] = reencoded(g, c, &mut done, &mut nodes, |d| (weights::to_f16(d), None));
@@ -200,7 +202,7 @@ pub fn int8_weights(g: &mut Graph) -> QuantSummary {
                 .as_ref()
                 .and_then(|d| d.as_f32())
                 .is_some_and(|d| d.len() >= MIN_DEQUANTIZED_ELEMENTS);
-            if !big_f32 {
+            if !big_f32 && !done.contains_key(&c) {
                 continue;
             }
             node.inputs[k] = reencoded(g, c, &mut done, &mut nodes, |d| {
