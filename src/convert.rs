@@ -154,6 +154,8 @@ fn quantize_graph(
                 what.with_context(|| format!("{label}: measuring quantization error"))
             };
             let float_graph = graph.clone();
+            let reference = report::FloatOutputs::new(&float, few)
+                .with_context(|| format!("{label}: measuring quantization error"))?;
             // One full-int8 attempt with `extra` nodes kept in float: the quantized graph, what
             // quantization did, and the quantized file's outputs' error against the float file.
             let attempt =
@@ -164,7 +166,7 @@ fn quantize_graph(
                     let summary = quantize::full_int8(&mut g, &ranges, &int8)
                         .with_context(|| label.to_string())?;
                     let bytes = export_graph(&g, label)?;
-                    let outputs = measure(report::output_errors(&float, &bytes, few))?;
+                    let outputs = measure(report::output_errors(&reference, &bytes, few))?;
                     Ok((g, summary, bytes, outputs))
                 };
             let worst = |outputs: &[LayerError]| {

@@ -159,35 +159,53 @@ pub fn layer_errors(float: &[u8], quantized: &[u8], samples: &[Sample]) -> Resul
     Ok(out)
 }
 
+/// Every output of a model on every sample: `[sample][output]` values.
+fn outputs_of(bytes: &[u8], samples: &[Sample]) -> Result<Vec<Vec<Vec<f32>>>> {
+    let aligned = literun::AlignedBytes::from_slice(bytes);
+    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
+    let mut per_sample = vec![vec![Vec::new(); outs.len()]; samples.len()];
+    observe(bytes, samples, |k, t, v| {
+        if let Some(j) = outs.iter().position(|&o| o == t) {
+            per_sample[k][j] = v.to_vec();
+        }
+    })?;
+    Ok(per_sample)
+}
+
+/// The float model's outputs on the error samples, computed once and compared with every
+/// quantized attempt (`--min-snr` makes many).
+pub struct FloatOutputs {
+    names: Vec<String>,
+    values: Vec<Vec<Vec<f32>>>,
+}
+
+impl FloatOutputs {
+    pub fn new(float: &[u8], samples: &[Sample]) -> Result<FloatOutputs> {
+        let aligned = literun::AlignedBytes::from_slice(float);
+        let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+        Ok(FloatOutputs {
+            names: model.outputs().iter().map(|o| o.name.to_string()).collect(),
+            values: outputs_of(float, samples)?,
+        })
+    }
+}
+
 /// End-to-end output error: SNR (dB) and max abs error of each output, quantized vs float.
 pub fn output_errors(
-    float: &[u8],
+    float: &FloatOutputs,
     quantized: &[u8],
     samples: &[Sample],
 ) -> Result<Vec<LayerError>> {
-    let run = |bytes: &[u8]| -> Result<Vec<Vec<Vec<f32>>>> {
-        let aligned = literun::AlignedBytes::from_slice(bytes);
-        let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
-        let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
-        let mut per_sample = vec![vec![Vec::new(); outs.len()]; samples.len()];
-        observe(bytes, samples, |k, t, v| {
-            if let Some(j) = outs.iter().position(|&o| o == t) {
-                per_sample[k][j] = v.to_vec();
-            }
-        })?;
-        Ok(per_sample)
-    };
-    let (f, q) = (run(float)?, run(quantized)?);
-    let aligned = literun::AlignedBytes::from_slice(float);
-    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let q = outputs_of(quantized, samples)?;
     let mut out = Vec::new();
-    for (j, info) in model.outputs().iter().enumerate() {
+    for (j, name) in float.names.iter().enumerate() {
         let mut a = Acc::default();
-        for k in 0..samples.len() {
-            a.add(&f[k][j], q[k][j].iter().copied());
+        for (f, q) in float.values.iter().zip(&q) {
+            a.add(&f[j], q[j].iter().copied());
         }
         out.push(LayerError {
-            tensor: info.name.to_string(),
+            tensor: name.clone(),
             op: "output".into(),
             snr_db: a.snr_db(),
             max_abs_error: a.max_abs,
