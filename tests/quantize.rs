@@ -365,3 +365,20 @@ fn weights_shared_by_several_layers_are_reencoded_once_and_stay_correct() {
         assert!(s.snr_db as f64 > min_snr, "{q:?}: SNR {}", s.snr_db);
     }
 }
+
+#[test]
+fn min_snr_moves_layers_back_to_float_until_the_budget_is_met() {
+    let mut opts = with_calibration(root().join("calibration/mobilenetv2_block"));
+    let plain = convert_file(&fixture("mobilenetv2_block"), &opts).unwrap();
+    let before = plain.quantization.unwrap().outputs[0].snr_db;
+    let budget = before + 2.0;
+    opts.min_snr_db = Some(budget);
+    let mixed = convert_file(&fixture("mobilenetv2_block"), &opts).unwrap();
+    let q = mixed.quantization.unwrap();
+    assert!(!q.kept_float_for_snr.is_empty());
+    assert!(
+        q.outputs[0].snr_db >= budget,
+        "{} < {budget}",
+        q.outputs[0].snr_db
+    );
+}
