@@ -303,7 +303,13 @@ mod tests {
             bytes.extend_from_slice(&half::f16::from_f32(v).to_le_bytes());
         }
         let a = parse(&bytes, "t").unwrap();
-        assert_eq!(a, NpyArray::f32(vec![2, 2], vec![1.0, -2.5, 0.099975586, 65504.0]));
-        assert_eq!(a.index_axis0(1), NpyArray::f32(vec![1, 2], vec![0.099975586, 65504.0]));
+        assert_eq!(
+            a,
+            NpyArray::f32(vec![2, 2], vec![1.0, -2.5, 0.099975586, 65504.0])
+        );
+        assert_eq!(
+            a.index_axis0(1),
+            NpyArray::f32(vec![1, 2], vec![0.099975586, 65504.0])
+        );
     }
 }

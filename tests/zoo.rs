@@ -178,3 +178,24 @@ fn zoo_models_convert_to_float_and_full_int8() {
         failures.join("\n")
     );
 }
+
+/// A CNN keeps one TRANSPOSE, at its NCHW input (none when the graph input is already NHWC, as
+/// tf2onnx writes Keras models); a ViT block keeps the input one plus the four that split and
+/// merge attention heads.
+#[test]
+fn zoo_models_keep_only_the_transposes_the_math_needs() {
+    let expected = [
+        ("efficientnet_mbconv", 1),
+        ("mobilenetv3_block", 1),
+        ("resnet_basic", 1),
+        ("text_det_decoder", 1),
+        ("tf2onnx_cnn", 0),
+        ("vit_block", 5),
+        ("yolo_block", 1),
+    ];
+    for (name, transposes) in expected {
+        let conv = convert(&zoo_dir().join(format!("{name}.onnx")), None).unwrap();
+        let got = conv.ops_after.get("TRANSPOSE").copied().unwrap_or(0);
+        assert_eq!(got, transposes, "{name}: {:?}", conv.ops_after);
+    }
+}
