@@ -2,6 +2,7 @@
 
 pub mod builder;
 mod fold;
+mod functions;
 mod onnx;
 mod proto;
 #[cfg(test)]

@@ -94,6 +94,16 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
         .graph
         .as_ref()
         .ok_or_else(|| anyhow!("{file}: the model has no graph"))?;
+    let functions = super::functions::local_functions(bytes).map_err(|e| anyhow!("{file}: {e}"))?;
+    let inlined;
+    let graph = if functions.is_empty() {
+        graph
+    } else {
+        let mut g = graph.clone();
+        super::functions::inline_calls(&mut g, &functions).map_err(|e| anyhow!("{file}: {e}"))?;
+        inlined = g;
+        &inlined
+    };
     let order = schedule(graph).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;
