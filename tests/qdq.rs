@@ -89,15 +89,17 @@ fn ops(c: &Conversion, name: &str) -> usize {
 /// for the CNNs, within a few output steps of onnxruntime and ≥ 20 dB from the float model.
 #[test]
 fn qdq_models_agree_with_onnxruntime_running_them() {
-    // (model, variant, max output steps from ORT)
+    // (model, variant, max output steps from ORT). Measured: 1, 1, 2, 2, 1, 2, 2. The uint8
+    // weights of u8u8 are requantized symmetric (TFLite needs zero point 0), so ORT computes
+    // with other weights there.
     let cases = [
         ("digits_cnn", "s8s8_pc", 2.0),
         ("digits_cnn", "u8s8_pt", 2.0),
-        ("digits_cnn", "u8u8_pt", 8.0),
+        ("digits_cnn", "u8u8_pt", 4.0),
         ("mobilenetv2_block", "s8s8_pc", 2.0),
         ("mobilenetv2_block", "u8s8_pt", 2.0),
-        ("attention_block", "s8s8_pc", 6.0),
-        ("attention_block", "u8s8_pt", 6.0),
+        ("attention_block", "s8s8_pc", 2.0),
+        ("attention_block", "u8s8_pt", 2.0),
     ];
     for (model, variant, max_steps) in cases {
         let c = convert(&format!("{model}.{variant}.onnx"));
@@ -193,8 +195,8 @@ fn init_values(m: &ModelProto, name: &str) -> Option<(Vec<f32>, i32)> {
             .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect(),
         1 => t.float_data.clone(),
-        2 => t.raw_data.iter().map(|&b| b as f32).collect(),
-        3 => t.raw_data.iter().map(|&b| b as i8 as f32).collect(),
+        2 if !t.raw_data.is_empty() => t.raw_data.iter().map(|&b| b as f32).collect(),
+        3 if !t.raw_data.is_empty() => t.raw_data.iter().map(|&b| b as i8 as f32).collect(),
         _ => t.int32_data.iter().map(|&b| b as f32).collect(),
     };
     Some((v, t.data_type))
@@ -214,7 +216,7 @@ fn scales_and_zero_points_are_the_models() {
         let c = convert(file);
         let aligned = literun::AlignedBytes::from_slice(&c.bytes);
         let lite = literun::Model::from_bytes(&aligned).unwrap();
-        let by_name: HashMap<&str, &literun::TensorDesc> =
+        let by_name: HashMap<&str, &literun::model::TensorDesc> =
             lite.tensors().iter().map(|t| (t.name, t)).collect();
         let m = onnx_model(file);
         let g = m.graph.as_ref().unwrap();
@@ -225,6 +227,17 @@ fn scales_and_zero_points_are_the_models() {
             .filter(|t| t.data.is_some())
             .filter_map(|t| t.qparams.as_ref().map(|q| q.scales.clone()))
             .collect();
+        // The int8 values of the constant with these scales, sorted (the layout permutes them).
+        let sorted_values = |scales: &[f32]| -> Option<Vec<i8>> {
+            let t = lite.tensors().iter().find(|t| {
+                t.dtype == literun::DType::I8
+                    && t.data.is_some()
+                    && t.qparams.as_ref().is_some_and(|q| q.scales == scales)
+            })?;
+            let mut v: Vec<i8> = t.data?.iter().map(|&b| b as i8).collect();
+            v.sort();
+            Some(v)
+        };
         for n in g.node.iter().filter(|n| n.op_type == "QuantizeLinear") {
             let (scale, _) = init_values(&m, &n.input[1]).unwrap();
             let (zp, zt) = init_values(&m, &n.input[2]).unwrap();
@@ -237,7 +250,12 @@ fn scales_and_zero_points_are_the_models() {
             }
             // Activations keep their ONNX names (the graph input and output become the
             // QUANTIZE/DEQUANTIZE edges and are looked up through them).
-            let Some(t) = by_name.get(n.input[0].as_str()) else {
+            let int8_name = format!("{}/int8", n.input[0]);
+            let Some(t) = by_name
+                .get(n.input[0].as_str())
+                .filter(|t| t.qparams.is_some())
+                .or_else(|| by_name.get(int8_name.as_str()))
+            else {
                 continue;
             };
             let q = t
@@ -264,6 +282,11 @@ fn scales_and_zero_points_are_the_models() {
                 n.input[0],
                 &scale[..scale.len().min(4)]
             );
+            // ... and exactly the model's int8 values.
+            let (q, _) = init_values(&m, &n.input[0]).unwrap();
+            let mut q: Vec<i8> = q.iter().map(|&x| x as i8).collect();
+            q.sort();
+            assert_eq!(sorted_values(&scale), Some(q), "{file}: '{}'", n.input[0]);
             weights += 1;
         }
         println!("{file}: {acts} activation and {weights} weight parameter sets checked");
@@ -333,7 +356,7 @@ fn dynamic_models_convert_to_int8_weights_only() {
         let mut hybrid = 0;
         for op in lite.operators() {
             if matches!(
-                op.name(),
+                op.name().as_str(),
                 "CONV_2D" | "DEPTHWISE_CONV_2D" | "FULLY_CONNECTED"
             ) {
                 let w = &lite.tensors()[op.inputs[1].unwrap()];

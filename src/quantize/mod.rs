@@ -195,6 +195,18 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
                     .and_then(|d| d.as_f32())
                     .expect("f32");
                 let (q, p) = match qdq::weight(data, model.constants.get(&w), axis) {
+                    // LiteRT's hybrid conv kernels read one scale per output channel.
+                    Ok(Some((q, p)))
+                        if !p.is_per_channel() && matches!(node.op, Op::Conv2d { .. }) =>
+                    {
+                        let n = g.tensors[w].shape[axis];
+                        let p = QuantParams {
+                            scale: vec![p.scale[0]; n],
+                            zero_point: vec![0; n],
+                            axis,
+                        };
+                        (q, p)
+                    }
                     Ok(Some(exact)) => exact,
                     Ok(None) => weights::quantize_symmetric(data, Some(axis)),
                     Err(why) => {

@@ -54,7 +54,7 @@ MAIN_MODELS = ["digits_cnn", "mobilenetv2_block", "attention_block"]
 # model name -> op that the converter must name in its error message
 EXPECTED_UNSUPPORTED = {
     "erf": "Erf",  # standalone Erf has no TFLite builtin (Erf inside the GELU pattern is fine)
-    "qdq/digits_cnn.qoperator": "QLinearConv",  # QOperator format: re-quantize as QDQ
+    "qdq_digits_cnn.qoperator": "QLinearConv",  # QOperator format: re-quantize as QDQ
 }
 
 # extra `litecvt convert` arguments per model
@@ -227,7 +227,7 @@ def discover(fixtures: Path):
 
 def discover_qdq(fixtures: Path):
     """fixtures/qdq/*.onnx (made by fixtures/make_qdq.py), except the float reference models."""
-    return [(f"qdq/{p.stem}", p) for p in sorted((fixtures / "qdq").glob("*.onnx"))
+    return [(f"qdq_{p.stem}", p) for p in sorted((fixtures / "qdq").glob("*.onnx"))
             if not p.stem.endswith(".float")]
 
 
