@@ -113,7 +113,10 @@ fn qdq_models_agree_with_onnxruntime_running_them() {
             q.summary.float_nodes.len(),
             q.summary.notes
         );
-        assert!(steps <= max_steps, "{model}.{variant}: {steps} steps");
+        assert!(
+            steps <= max_steps + 1e-3,
+            "{model}.{variant}: {steps} steps"
+        );
         assert!(snr >= 20.0, "{model}.{variant}: SNR {snr}");
         if model != "attention_block" {
             assert_eq!(ops(&c, "QUANTIZE"), 1, "{:?}", c.ops_after);
@@ -135,7 +138,7 @@ fn qat_model_agrees_with_onnxruntime_and_the_float_model() {
         "qat_cnn: {steps:.2} steps from ORT, SNR vs float {snr:.1} dB, {:?}",
         c.ops_after
     );
-    assert!(steps <= 2.0, "{steps}");
+    assert!(steps <= 2.0 + 1e-3, "{steps}");
     assert!(snr >= 20.0, "{snr}");
     assert_eq!(ops(&c, "QUANTIZE"), 1);
     assert_eq!(ops(&c, "DEQUANTIZE"), 1);
@@ -366,6 +369,8 @@ fn dynamic_models_convert_to_int8_weights_only() {
         }
         // The int8 weights and scales are the model's.
         let m = onnx_model(&file);
+        // (A per-tensor scale is repeated per output channel for the hybrid convs, which LiteRT
+        // reads per channel.)
         let lite_scales: Vec<Vec<f32>> = lite
             .tensors()
             .iter()
@@ -374,7 +379,10 @@ fn dynamic_models_convert_to_int8_weights_only() {
         for t in &m.graph.as_ref().unwrap().initializer {
             if t.name.ends_with("_scale") && t.data_type == 1 {
                 let (s, _) = init_values(&m, &t.name).unwrap();
-                assert!(lite_scales.contains(&s), "{file}: '{}'", t.name);
+                let found = lite_scales
+                    .iter()
+                    .any(|l| *l == s || (s.len() == 1 && l.iter().all(|&x| x == s[0])));
+                assert!(found, "{file}: '{}'", t.name);
             }
         }
         let d = data(model);
@@ -424,8 +432,7 @@ fn qoperator_models_are_refused_with_the_node_and_op() {
         &qdq("digits_cnn.qoperator.onnx"),
         &ConvertOptions::default(),
     )
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     let msg = format!("{e:#}");
     assert!(msg.contains("digits_cnn.qoperator.onnx"), "{msg}");
     assert!(msg.contains("(QLinearConv)"), "{msg}");

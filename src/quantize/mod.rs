@@ -419,10 +419,12 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             let out_needed = matches!(r, OutputRule::Calibrated | OutputRule::Shared);
             let in_missing = node.inputs.iter().any(|&t| {
                 let tt = &g.tensors[t];
-                !tt.is_const()
-                    && tt.dtype == DType::F32
-                    && !b.int8_of.contains_key(&t)
-                    && !(b.has_params(t) || *r == OutputRule::Shared)
+                let known = tt.is_const()
+                    || tt.dtype != DType::F32
+                    || b.int8_of.contains_key(&t)
+                    || b.has_params(t)
+                    || *r == OutputRule::Shared;
+                !known
             });
             in_missing || (out_needed && node.outputs.iter().any(|&o| !b.has_params(o)))
         });
