@@ -205,6 +205,27 @@ fn init_values(m: &ModelProto, name: &str) -> Option<(Vec<f32>, i32)> {
     Some((v, t.data_type))
 }
 
+/// An int32 initializer's values.
+fn init_i32(m: &ModelProto, name: &str) -> Option<Vec<i32>> {
+    let t = m
+        .graph
+        .as_ref()?
+        .initializer
+        .iter()
+        .find(|t| t.name == name)?;
+    if t.data_type != 6 {
+        return None;
+    }
+    Some(if t.raw_data.is_empty() {
+        t.int32_data.clone()
+    } else {
+        t.raw_data
+            .chunks(4)
+            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    })
+}
+
 /// The parameters in our file are the model's: every activation QuantizeLinear's scale and zero
 /// point (uint8 shifted by -128) on the tensor of the same name, every weight's scales.
 #[test]
@@ -274,7 +295,30 @@ fn scales_and_zero_points_are_the_models() {
             );
             acts += 1;
         }
+        let int32_constants: Vec<Vec<i32>> = lite
+            .tensors()
+            .iter()
+            .filter(|t| t.dtype == literun::DType::I32 && t.data.is_some())
+            .map(|t| {
+                t.data
+                    .unwrap()
+                    .chunks(4)
+                    .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect()
+            })
+            .collect();
+        let mut biases = 0;
         for n in g.node.iter().filter(|n| n.op_type == "DequantizeLinear") {
+            // int32 biases: the same values (their scale, input × weight, is recomputed).
+            if let Some(b) = init_i32(&m, &n.input[0]) {
+                assert!(
+                    int32_constants.contains(&b),
+                    "{file}: bias '{}'",
+                    n.input[0]
+                );
+                biases += 1;
+                continue;
+            }
             let Some((_, 3)) = init_values(&m, &n.input[0]) else {
                 continue;
             };
@@ -292,7 +336,10 @@ fn scales_and_zero_points_are_the_models() {
             assert_eq!(sorted_values(&scale), Some(q), "{file}: '{}'", n.input[0]);
             weights += 1;
         }
-        println!("{file}: {acts} activation and {weights} weight parameter sets checked");
+        println!(
+            "{file}: {acts} activation and {weights} weight parameter sets, {biases} int32 biases \
+             checked"
+        );
         assert!(acts >= 3 && weights >= 3, "{file}: {acts} / {weights}");
     }
 }

@@ -565,11 +565,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     }
     if opts.strict && !s.float_nodes.is_empty() {
         bail!(
-            "--strict-int8: {} op(s) have no int8 kernel: {}",
+            "--strict-int8: {} op(s) would stay float: {}",
             s.float_nodes.len(),
             s.float_nodes
                 .iter()
-                .map(|(n, op, _)| format!("'{n}' ({op})"))
+                .map(|(n, op, why)| format!("'{n}' ({op}: {why})"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
