@@ -100,6 +100,12 @@ fn qdq_models_agree_with_onnxruntime_running_them() {
         ("mobilenetv2_block", "u8s8_pt", 2.0),
         ("attention_block", "s8s8_pc", 2.0),
         ("attention_block", "u8s8_pt", 2.0),
+        // QOperator format (QLinearConv, QGemm, QLinearAdd, QLinearSoftmax...), rewritten to QDQ.
+        // Measured 1, 1, 3: onnxruntime runs these with its own integer kernels (QLinearSoftmax
+        // with a table, QLinearAdd/Mul in fixed point), which round differently from TFLite's.
+        ("digits_cnn", "qoperator", 2.0),
+        ("mobilenetv2_block", "qoperator", 2.0),
+        ("attention_block", "qoperator", 3.0),
     ];
     for (model, variant, max_steps) in cases {
         let c = convert(&format!("{model}.{variant}.onnx"));
@@ -172,7 +178,7 @@ fn digits_accuracy_stays_within_budget() {
         .parse::<f64>()
         .unwrap()
         * 100.0;
-    for v in ["s8s8_pc", "u8s8_pt", "u8u8_pt", "dynamic"] {
+    for v in ["s8s8_pc", "u8s8_pt", "u8u8_pt", "qoperator", "dynamic"] {
         let acc = digits_accuracy(&convert(&format!("digits_cnn.{v}.onnx")));
         println!("digits_cnn.{v}: top-1 {acc:.2}% (float {float:.2}%)");
         assert!(acc >= float - 1.0, "{v}: {acc} vs {float}");
@@ -471,17 +477,4 @@ fn calibration_fills_the_float_islands() {
     let (steps, snr) = agreement("attention_block", "s8s8_pc", &calibrated);
     println!("calibrated: {steps:.2} steps from ORT, SNR vs float {snr:.1} dB");
     assert!(snr >= 20.0, "{snr}");
-}
-
-#[test]
-fn qoperator_models_are_refused_with_the_node_and_op() {
-    let e = convert_file(
-        &qdq("digits_cnn.qoperator.onnx"),
-        &ConvertOptions::default(),
-    )
-    .expect_err("refused");
-    let msg = format!("{e:#}");
-    assert!(msg.contains("digits_cnn.qoperator.onnx"), "{msg}");
-    assert!(msg.contains("(QLinearConv)"), "{msg}");
-    assert!(msg.contains("QDQ"), "{msg}");
 }

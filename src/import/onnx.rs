@@ -73,6 +73,9 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
     // onnxruntime's dynamic quantization, rewritten to float ops on dequantized weights.
     let rewritten = qdq::rewrite_dynamic(graph);
     let graph = rewritten.as_ref().unwrap_or(graph);
+    // QOperator-format ops, rewritten to the equivalent QDQ graph.
+    let rewritten_q = qdq::rewrite_qoperator(graph);
+    let graph = rewritten_q.as_ref().unwrap_or(graph);
     let order = schedule(graph).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;

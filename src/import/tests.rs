@@ -889,3 +889,32 @@ fn qdq_errors_name_the_node_and_what_is_wrong() {
         "{e}"
     );
 }
+
+#[test]
+fn unsupported_qoperator_ops_say_how_to_get_a_qdq_model() {
+    let mut b = B::new(13);
+    b.input("input", &[1, 2])
+        .init(ftensor("s", &[], vec![0.1]))
+        .init(u8tensor("z", &[], vec![128]))
+        .node("QuantizeLinear", "q", &["input", "s", "z"], &["xq"], vec![])
+        .node(
+            "QLinearReduceMean",
+            "mean_quant",
+            &["xq", "s", "z", "s", "z"],
+            &["yq"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dq",
+            &["yq", "s", "z"],
+            &["output"],
+            vec![],
+        );
+    b.output("output");
+    let e = format!("{:#}", b.import().unwrap_err());
+    assert!(
+        e.contains("'mean_quant' (QLinearReduceMean)") && e.contains("QuantFormat.QDQ"),
+        "{e}"
+    );
+}

@@ -54,7 +54,6 @@ MAIN_MODELS = ["digits_cnn", "mobilenetv2_block", "attention_block"]
 # model name -> op that the converter must name in its error message
 EXPECTED_UNSUPPORTED = {
     "erf": "Erf",  # standalone Erf has no TFLite builtin (Erf inside the GELU pattern is fine)
-    "qdq_digits_cnn.qoperator": "QLinearConv",  # QOperator format: re-quantize as QDQ
 }
 
 # extra `litecvt convert` arguments per model
