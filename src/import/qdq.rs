@@ -694,12 +694,7 @@ pub(super) fn rewrite_qoperator(graph: &GraphProto) -> Option<GraphProto> {
             r.nodes.push(n.clone());
             continue;
         }
-        let (float_op, ins, attrs, y): (
-            &str,
-            Vec<String>,
-            Vec<AttributeProto>,
-            Option<(String, String)>,
-        ) = match op {
+        let (float_op, ins, attrs, y): FloatOp = match op {
             "QLinearConv" if n.input.len() >= 8 => {
                 let x = r.dq(&i(0), &i(1), &i(2), None);
                 let w = r.dq(&i(3), &i(4), &i(5), per_axis(&i(4), 0));
@@ -823,6 +818,15 @@ pub(super) fn rewrite_qoperator(graph: &GraphProto) -> Option<GraphProto> {
     g.initializer.extend(new_inits);
     Some(g)
 }
+
+/// A rewritten op: float op type, inputs, attributes, and the output's (scale, zero point) names
+/// when the output is quantized.
+type FloatOp<'a> = (
+    &'a str,
+    Vec<String>,
+    Vec<AttributeProto>,
+    Option<(String, String)>,
+);
 
 /// State of [`rewrite_qoperator`].
 #[derive(Default)]
