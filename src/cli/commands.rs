@@ -209,6 +209,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
             exclude_nodes: args.exclude.clone(),
             exclude_ops: args.exclude_op.clone(),
             per_tensor_dense: args.per_tensor_dense,
+            ..Default::default()
         },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         min_snr_db: args.min_snr,
@@ -296,6 +297,12 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         outln!("  left in float ({}):", s.float_nodes.len());
         for (name, op, why) in &s.float_nodes {
             outln!("    '{name}' ({op}): {why}");
+        }
+    }
+    if !s.notes.is_empty() {
+        outln!("  the model's quantization, adjusted ({}):", s.notes.len());
+        for n in &s.notes {
+            outln!("    {n}");
         }
     }
     if !q.kept_float_for_snr.is_empty() {

@@ -168,19 +168,15 @@ pub struct ConvertArgs {
         requires = "calibration"
     )]
     pub calibration_method: String,
-    /// Element type of the model's inputs and outputs with full int8.
-    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8"], default_value = "float", requires = "calibration")]
+    /// Element type of the model's inputs and outputs with full int8 (--calibration, or a QDQ
+    /// model).
+    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8"], default_value = "float")]
     pub io_type: String,
     /// With full int8: fail if any op has to stay float.
-    #[arg(long, requires = "calibration")]
+    #[arg(long)]
     pub strict_int8: bool,
     /// With full int8: keep these nodes (ONNX names, comma-separated) in float.
-    #[arg(
-        long,
-        value_name = "NODE,...",
-        value_delimiter = ',',
-        requires = "calibration"
-    )]
+    #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
     pub exclude: Vec<String>,
     /// With full int8: keep the layers that cost the most in float until every output's SNR
     /// against the float model reaches this many dB (automatic mixed precision).
@@ -191,12 +187,7 @@ pub struct ConvertArgs {
     #[arg(long, requires = "calibration")]
     pub per_tensor_dense: bool,
     /// With full int8: keep all ops of these IR types (e.g. Softmax,Add) in float.
-    #[arg(
-        long,
-        value_name = "OP,...",
-        value_delimiter = ',',
-        requires = "calibration"
-    )]
+    #[arg(long, value_name = "OP,...", value_delimiter = ',')]
     pub exclude_op: Vec<String>,
 }
 

@@ -5,6 +5,8 @@
 //! shape subgraphs PyTorch exports. Unsupported ops are collected and reported all at once.
 
 use super::fold;
+#[path = "qdq.rs"]
+mod qdq;
 use super::proto::{
     cast_dtype, checked_elements, decode_tensor, dim_value, dim_values, norm_axis, runtime_dtype,
     size_value, size_values, Attrs,
@@ -104,6 +106,12 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
         inlined = g;
         &inlined
     };
+    // onnxruntime's dynamic quantization, rewritten to float ops on dequantized weights.
+    let rewritten = qdq::rewrite_dynamic(graph);
+    let graph = rewritten.as_ref().unwrap_or(graph);
+    // QOperator-format ops, rewritten to the equivalent QDQ graph.
+    let rewritten_q = qdq::rewrite_qoperator(graph);
+    let graph = rewritten_q.as_ref().unwrap_or(graph);
     let order = schedule(graph).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;
@@ -248,6 +256,8 @@ struct Importer<'m> {
     dropped_outputs: HashSet<String>,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
     cur: String,
+    /// QuantizeLinear/DequantizeLinear bookkeeping (`qdq.rs`).
+    qdq: qdq::QdqState,
 }
 
 impl<'m> Importer<'m> {
@@ -285,6 +295,7 @@ impl<'m> Importer<'m> {
             unsupported: Vec::new(),
             dropped_outputs: HashSet::new(),
             cur: String::new(),
+            qdq: Default::default(),
         }
     }
 
@@ -443,6 +454,9 @@ impl<'m> Importer<'m> {
     }
 
     fn finish(mut self, graph: &GraphProto) -> Result<Graph> {
+        if self.unsupported.is_empty() {
+            self.check_q_outputs(graph)?;
+        }
         if !self.unsupported.is_empty() {
             let n = self.unsupported.len();
             bail!(
@@ -495,6 +509,7 @@ impl<'m> Importer<'m> {
             });
             self.g.outputs.push(out);
         }
+        self.propagate_annotations();
         Ok(self.g)
     }
 
@@ -698,6 +713,10 @@ impl<'m> Importer<'m> {
     // ---- ops -----------------------------------------------------------------------------
 
     fn node(&mut self, n: &'m NodeProto) -> R<()> {
+        if let Some(msg) = qdq::qoperator_message(&n.op_type) {
+            return unsup(msg);
+        }
+        self.check_q_readers(n)?;
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return unsup(format!("operator domain '{}' is not supported", n.domain));
         }
@@ -829,6 +848,8 @@ impl<'m> Importer<'m> {
             "Elu" | "Selu" => self.elu(n, &a),
             "Softplus" => self.softplus(n),
             "InstanceNormalization" => self.instance_norm(n, &a),
+            "QuantizeLinear" => self.quantize_linear(n, &a),
+            "DequantizeLinear" => self.dequantize_linear(n, &a),
             _ => unsup("operator is not supported"),
         }
     }
@@ -1145,6 +1166,11 @@ impl<'m> Importer<'m> {
         )?;
         let wname = format!("{}_2d", self.g.tensors[w].name);
         let w4 = self.add_const(&wname, wdata.reshape(&[ws[0], ws[1], 1, ws[2]]));
+        // Per output channel (axis 0) still; 1-D weights have no other per-axis form.
+        self.g.tensors[w4].quant = self.g.tensors[w]
+            .quant
+            .clone()
+            .filter(|q| !q.is_per_channel() || q.axis == 0);
         let op = Op::Conv2d {
             strides: [1, strides[0]],
             dilations: [1, dilations[0]],
@@ -1324,6 +1350,12 @@ impl<'m> Importer<'m> {
             }
             let wname = format!("{}_fc_weights", self.g.tensors[bm].name);
             let w = self.add_const(&wname, wd);
+            // A dequantized weight keeps its parameters (axis moved by the transpose).
+            if alpha == 1.0 {
+                let perm: &[usize] = if trans_b { &[0, 1] } else { &[1, 0] };
+                self.g.tensors[w].quant =
+                    self.g.tensors[bm].quant.as_ref().map(|q| q.permuted(perm));
+            }
             let x = if trans_a {
                 self.emit_tmp(Op::Transpose { perm: vec![1, 0] }, &[am], "transpose_a")?
             } else {
@@ -1404,6 +1436,10 @@ impl<'m> Importer<'m> {
             if self.cst(am).is_none() {
                 let wname = format!("{}_T", self.g.tensors[bm].name);
                 let w = self.add_const(&wname, bd.cast(DType::F32).permute(&[1, 0]));
+                self.g.tensors[w].quant = self.g.tensors[bm]
+                    .quant
+                    .as_ref()
+                    .map(|q| q.permuted(&[1, 0]));
                 self.emit_to(
                     Op::FullyConnected {
                         activation: Activation::None,

@@ -149,6 +149,8 @@ pub fn to_nhwc(graph: &mut Graph, opts: LayoutOptions) -> Result<LayoutReport> {
         let id = rw
             .new
             .add_tensor(t.name.clone(), permute(&t.shape, &perm), t.dtype);
+        // Quantization parameters (of a QDQ model) are per tensor: they survive the permutation.
+        rw.new.tensors[id].quant = t.quant.clone();
         rw.new.inputs.push(id);
         rw.placed.insert(
             input,
@@ -228,7 +230,9 @@ impl Rewriter<'_> {
             } else {
                 format!("{}_nhwc", old.name)
             };
+            let quant = old.quant.as_ref().map(|q| q.permuted(want));
             let id = self.new.add_const(name, data);
+            self.new.tensors[id].quant = quant;
             self.cache.insert((t, want.to_vec()), id);
             return Ok(id);
         }
@@ -284,9 +288,11 @@ impl Rewriter<'_> {
         let mut outputs = Vec::new();
         for (&o, perm) in node.outputs.iter().zip(out_perms) {
             let t = &self.old.tensors[o];
+            let quant = t.quant.clone();
             let id = self
                 .new
                 .add_tensor(t.name.clone(), permute(&t.shape, &perm), t.dtype);
+            self.new.tensors[id].quant = quant;
             self.placed.insert(
                 o,
                 Placed {
@@ -694,10 +700,13 @@ impl Rewriter<'_> {
                                 cols[r * k + j] = data[r * k + l];
                             }
                         }
+                        let quant = wt.quant.clone();
                         let wid = self.new.add_const(
                             format!("{}_nhwc", wt.name),
                             ConstData::from_f32(&[n, k], cols),
                         );
+                        // Reordered columns keep their rows' (output channels') parameters.
+                        self.new.tensors[wid].quant = quant;
                         inputs = vec![id, wid];
                         perm = p;
                     }

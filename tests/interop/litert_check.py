@@ -27,6 +27,10 @@ names the op. Prints one line per model and a final "N passed, N failed" line; e
 For information, the difference between LiteRT and onnxruntime's reference (<name>.expected.npy) is shown
 too (not gated: float kernels legitimately differ from onnxruntime by more than 1e-5 in places).
 
+`--qdq` checks the already-quantized models of fixtures/qdq/ (fixtures/make_qdq.py) instead, in their
+default conversion (modes qdq, qdqio): QDQ models become full int8 with their own parameters (bit-exact
+against `--resolver ref`), dynamic-quantized ones int8 weights-only.
+
 `--self-test` checks only the LiteRT half (no litecvt needed): it builds two tiny .tflite files with the
 flatbuffers schema bundled in ai_edge_litert (one with a SignatureDef, one without) and runs them.
 """
@@ -66,6 +70,10 @@ MODES = {
     "int8w": ["--quantize", "int8"],  # weights only: hybrid kernels
     "int8": ["--quantize", "int8", "--calibration", "{calib}"],  # full integer
     "int8io": ["--quantize", "int8", "--calibration", "{calib}", "--io-type", "int8"],  # integer I/O too
+    # already-quantized models (--qdq): the default conversion is full int8 with the model's
+    # parameters (QDQ) or int8 weights-only (dynamic)
+    "qdq": [],
+    "qdqio": ["--io-type", "int8"],
 }
 
 # calibration data of the main fixtures (the op zoo calibrates on its own test input)
@@ -220,6 +228,12 @@ def discover(fixtures: Path):
     return models
 
 
+def discover_qdq(fixtures: Path):
+    """fixtures/qdq/*.onnx (made by fixtures/make_qdq.py), except the float reference models."""
+    return [(f"qdq_{p.stem}", p) for p in sorted((fixtures / "qdq").glob("*.onnx"))
+            if not p.stem.endswith(".float")]
+
+
 def input_files(model: Path):
     """input.npy -> graph input 'input', input2.npy -> 'input2', ...; zoo models name the files after
     their graph inputs (<name>.<input>.npy)."""
@@ -235,6 +249,13 @@ def input_files(model: Path):
         m = re.fullmatch(re.escape(model.stem) + r"\.(input\d*)\.npy", f.name)
         if m:
             feeds[m.group(1)] = f
+    if "input" not in feeds:
+        # fixtures/qdq/<model>.<variant>.onnx reads <model>'s input (fixtures/ or fixtures/qdq/)
+        base = model.name.split(".")[0]
+        for d in (model.parent, model.parent.parent):
+            if (d / f"{base}.input.npy").exists():
+                feeds["input"] = d / f"{base}.input.npy"
+                break
     if "input" not in feeds:
         raise FileNotFoundError(f"{stem}.input.npy missing")
     return dict(sorted(feeds.items(), key=lambda kv: (len(kv[0]), kv[0])))
@@ -352,7 +373,8 @@ def check_model(name, model, litecvt, work, args, mode="float"):
     elif lrt_left:
         problems.append(f"LiteRT outputs {sorted(lrt_left)} have no literun file (have {sorted(unmatched)})")
 
-    steps = output_steps(lite) if (mode.startswith("int8") and mode != "int8w" and args.int8_steps > 0) else {}
+    full_int8 = (mode.startswith("int8") and mode != "int8w") or (mode.startswith("qdq") and ".dynamic" not in name)
+    steps = output_steps(lite) if (full_int8 and args.int8_steps > 0) else {}
     zero_points = output_zero_points(lite) if args.int8_min_snr > 0 else {}
     worst = 0.0
     for lname, arr, ref in pairs:
@@ -371,7 +393,7 @@ def check_model(name, model, litecvt, work, args, mode="float"):
             msg = "" if ok else f"{msg}; {n:.2f} output steps > {args.int8_steps}"
             if ok:
                 notes.append(f"{lname}: {n:.0f} int8 step(s) from literun")
-        if not ok and args.int8_min_snr > 0 and mode.startswith("int8") and mode != "int8w":
+        if not ok and args.int8_min_snr > 0 and full_int8:
             # In deep models a one-step tie difference early on (e.g. in XNNPACK's convolutions) grows
             # through later layers; require instead that the two runtimes agree far better than int8
             # agrees with float.
@@ -509,6 +531,9 @@ def main() -> int:
                     help=f"comma-separated conversion modes to check: {', '.join(MODES)} (default %(default)s)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per litecvt invocation")
     ap.add_argument("--self-test", action="store_true", help="only test the LiteRT half on hand-built models")
+    ap.add_argument("--qdq", action="store_true",
+                    help="check the already-quantized models of fixtures/qdq/ instead (modes qdq,qdqio: the "
+                         "default conversion, full int8 with the model's parameters or int8 weights-only)")
     args = ap.parse_args()
 
     if args.self_test:
@@ -523,7 +548,9 @@ def main() -> int:
         litecvt = [str(Path(exe).resolve())]
 
     fixtures = Path(args.fixtures).resolve()
-    models = discover(fixtures)
+    models = discover_qdq(fixtures) if args.qdq else discover(fixtures)
+    if args.qdq and args.modes == "float":
+        args.modes = "qdq,qdqio"
     if args.only:
         pats = [p for p in args.only.split(",") if p]
         models = [(n, p) for n, p in models if any(re.fullmatch(pat, n) for pat in pats)]
@@ -548,6 +575,8 @@ def main() -> int:
     passed = failed = 0
     width = max(len(n) for n, _ in models) + max(len(m) for m in modes) + 1
     for mode, (name, model) in [(m, nm) for m in modes for nm in models]:
+        if mode == "qdqio" and name.endswith(".dynamic"):
+            continue  # dynamic-quantized models convert to int8 weights-only: float interface
         try:
             ok, status, err, detail = check_model(name, model, litecvt, work, args, mode)
         except Exception as e:  # noqa: BLE001
