@@ -2431,7 +2431,7 @@ impl Kind {
                     .product();
                 (0, 0, out)
             }
-            Kind::TopK { n, .. } => (0, *n, 0),
+            Kind::TopK { n, .. } => (0, 0, *n),
             _ => (0, 0, 0),
         }
     }

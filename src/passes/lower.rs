@@ -471,6 +471,23 @@ fn lower_node(g: &mut Graph, b: &mut Builder, node: Node) -> Result<()> {
             let shape = g.shape(out.unwrap()).to_vec();
             b.push_into(n, Op::Reshape { shape }, vec![t], out.unwrap());
         }
+        Op::ArgMin {
+            axis,
+            keep_dims: true,
+        } => {
+            let t = b.push(
+                g,
+                format!("{n}/argmin"),
+                Op::ArgMin {
+                    axis,
+                    keep_dims: false,
+                },
+                vec![x],
+                &format!("{n}_squeezed"),
+            )?;
+            let shape = g.shape(out.unwrap()).to_vec();
+            b.push_into(n, Op::Reshape { shape }, vec![t], out.unwrap());
+        }
         Op::ConvTranspose2d {
             strides,
             pads,

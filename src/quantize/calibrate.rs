@@ -162,6 +162,15 @@ fn npy_files(dir: &Path) -> Result<Vec<PathBuf>> {
 fn to_f32(a: &NpyArray, label: &str) -> Result<Vec<f32>> {
     match &a.data {
         NpyData::F32(v) => Ok(v.clone()),
+        // Integer inputs (token ids: int64 in ONNX, int32 in the converted model) travel as
+        // float, exact up to 2^24.
+        NpyData::I64(_) | NpyData::I32(_) => {
+            let v = a.to_f32();
+            if let Some(i) = v.iter().position(|x| x.abs() > (1 << 24) as f32) {
+                bail!("{label}: integer value at element {i} is too large for calibration data");
+            }
+            Ok(v)
+        }
         _ => bail!(
             "{label}: calibration data must be float32, got {}",
             a.dtype_name()
@@ -542,10 +551,25 @@ pub fn collect_ranges(
                 for sample in part {
                     for (i, values) in sample.iter().enumerate() {
                         let info = &model.inputs()[i];
-                        interp
-                            .input_mut(i)
-                            .and_then(|mut t| t.copy_from_f32(values))
-                            .map_err(|e| anyhow!("input '{}': {e}", info.name))?;
+                        if info.dtype == literun::DType::I32 {
+                            let ints: Vec<u8> = values
+                                .iter()
+                                .flat_map(|&v| (v as i32).to_le_bytes())
+                                .collect();
+                            let mut t = interp
+                                .input_mut(i)
+                                .map_err(|e| anyhow!("input '{}': {e}", info.name))?;
+                            let dst = t.bytes_mut();
+                            if dst.len() != ints.len() {
+                                bail!("input '{}': sample has the wrong size", info.name);
+                            }
+                            dst.copy_from_slice(&ints);
+                        } else {
+                            interp
+                                .input_mut(i)
+                                .and_then(|mut t| t.copy_from_f32(values))
+                                .map_err(|e| anyhow!("input '{}': {e}", info.name))?;
+                        }
                         let st = &mut local[info.tensor];
                         if pass == 0 {
                             st.observe_range(values);
