@@ -211,6 +211,19 @@ impl Unroll<'_, '_> {
         suffix: &str,
     ) -> R<TensorId> {
         let k = w.len() / n.max(1);
+        if let Some(xd) = self.imp.cst(x) {
+            // A constant state (initial_h): the product is a constant too.
+            let xv = xd.to_f32_vec();
+            let rows = xv.len() / k.max(1);
+            let mut out = vec![0f32; rows * n];
+            for r in 0..rows {
+                for j in 0..n {
+                    let dot: f32 = (0..k).map(|i| xv[r * k + i] * w[j * k + i]).sum();
+                    out[r * n + j] = dot + bias.as_ref().map_or(0.0, |b| b[j]);
+                }
+            }
+            return Ok(self.constant(suffix, &[rows, n], out));
+        }
         let wt = self.constant(&format!("{suffix}_weight"), &[n, k], w);
         let mut ins = vec![x, wt];
         if let Some(b) = bias {

@@ -359,10 +359,32 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         }
     }
     let old_nodes = std::mem::take(&mut g.nodes);
+    let is_f32 = |g: &Graph, t: TensorId| g.tensors[t].dtype == DType::F32;
     for (mut node, rule) in old_nodes.into_iter().zip(rules) {
+        // Nothing real-valued in or out (bool logic, integer index math): nothing to quantize.
+        if !node
+            .inputs
+            .iter()
+            .chain(&node.outputs)
+            .any(|&t| is_f32(g, t) || g.tensors[t].dtype == DType::I8)
+        {
+            b.nodes.push(node);
+            continue;
+        }
         let excluded = opts.exclude_nodes.contains(&node.name)
             || opts.exclude_ops.iter().any(|o| o == node.op.name());
-        let rule = if excluded { None } else { rule };
+        let mut rule = if excluded { None } else { rule };
+        // TFLite's int8 comparisons need every input scale below 1 (a range under 255).
+        if rule == Some(OutputRule::Unquantized) && matches!(node.op, Op::Compare { .. }) {
+            for &t in &node.inputs {
+                if !g.tensors[t].is_const() {
+                    let (lo, hi) = b.range(g, t)?;
+                    if weights::asymmetric_params(lo, hi).scale[0] >= 1.0 {
+                        rule = None;
+                    }
+                }
+            }
+        }
         let Some(rule) = rule else {
             if !matches!(node.op, Op::Dequantize | Op::Quantize) {
                 let why = if excluded {
@@ -388,11 +410,16 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         s.quantized_nodes += 1;
         // Output parameters first where they constrain the inputs (Shared).
         let out = node.outputs[0];
-        let shared = if rule == OutputRule::Shared {
-            let (lo, hi) = b.range(g, out)?;
-            Some(weights::asymmetric_params(lo, hi))
-        } else {
-            None
+        let shared = match rule {
+            OutputRule::Shared => {
+                let (lo, hi) = b.range(g, out)?;
+                Some(weights::asymmetric_params(lo, hi))
+            }
+            OutputRule::SameAs(k) => {
+                let q = b.int8(g, node.inputs[k], None)?;
+                g.tensors[q].quant.clone()
+            }
+            _ => None,
         };
         // Weights per output channel, FULLY_CONNECTED included (LiteRT has per-channel FC;
         // `FullInt8Options::per_tensor_dense` keeps the spec's older per-tensor form).
@@ -429,6 +456,9 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 let c = g.add_const(name, q);
                 g.tensors[c].quant = Some(p);
                 node.inputs[i] = c;
+            } else if !is_f32(g, t) && g.tensors[t].dtype != DType::I8 {
+                // Conditions and indices stay as they are.
+                continue;
             } else {
                 let want = shared.as_ref();
                 // A free (calibrated) producer feeding only this concat adopts its parameters.
@@ -445,15 +475,22 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
         let out_params = match &rule {
+            OutputRule::Unquantized => {
+                b.nodes.push(node);
+                continue;
+            }
             OutputRule::Calibrated => {
                 let (lo, hi) = b.range(g, out)?;
                 weights::asymmetric_params(lo, hi)
             }
             OutputRule::SameAsInput => g.tensors[node.inputs[0]].quant.clone().expect("int8"),
             OutputRule::Fixed(p) => p.clone(),
-            OutputRule::Shared => shared.clone().expect("computed above"),
+            OutputRule::Shared | OutputRule::SameAs(_) => shared.clone().expect("computed above"),
         };
         for &o in &node.outputs {
+            if !is_f32(g, o) {
+                continue;
+            }
             g.tensors[o].dtype = DType::I8;
             g.tensors[o].quant = Some(out_params.clone());
             if rule == OutputRule::Calibrated {

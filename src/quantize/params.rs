@@ -14,12 +14,23 @@ pub enum OutputRule {
     Fixed(QuantParams),
     /// All inputs and the output share one set of parameters (CONCATENATION).
     Shared,
+    /// The output takes run-time input `k`'s calibrated parameters, and the other value
+    /// operands (constants) are quantized with them, saturating (SELECT_V2 with a constant
+    /// fill such as -1e9 or -inf: the fill clamps to the lowest int8 value instead of
+    /// stretching the range until every real value rounds to one step).
+    SameAs(usize),
+    /// The outputs are not real values (bool, indices): the float inputs become int8 with
+    /// their own parameters (comparisons, ARG_MAX / ARG_MIN).
+    Unquantized,
 }
 
 /// The int8 rule for `node`, or `None` when it stays float (no int8 kernel, or its constant
 /// operands cannot be quantized the way the kernel needs).
 pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
     let is_const = |i: usize| node.inputs.get(i).is_some_and(|&t| g.tensors[t].is_const());
+    if let Some(r) = mixed_type_rule(g, node) {
+        return r;
+    }
     let float_inputs = node
         .inputs
         .iter()
@@ -45,7 +56,7 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
             Some(Calibrated)
         }
         Op::FullyConnected { .. } | Op::ConvTranspose2d { .. }
-            if is_const(1) && (node.inputs.len() < 3 || is_const(2)) =>
+            if !is_const(0) && is_const(1) && (node.inputs.len() < 3 || is_const(2)) =>
         {
             Some(Calibrated)
         }
@@ -112,4 +123,35 @@ fn batch_rank_ok(g: &Graph, node: &Node) -> bool {
     node.inputs
         .iter()
         .all(|&t| (2..=5).contains(&g.tensors[t].shape.len()))
+}
+
+/// Rules of the ops whose inputs or outputs are not all float (bool conditions and results,
+/// integer indices); `None` when `node` is not one of them.
+fn mixed_type_rule(g: &Graph, node: &Node) -> Option<Option<OutputRule>> {
+    use crate::ir::DType;
+    let dt = |i: usize| g.tensors[node.inputs[i]].dtype;
+    let runtime = |i: usize| !g.tensors[node.inputs[i]].is_const();
+    let f32_in = |i: usize| dt(i) == DType::F32;
+    Some(match &node.op {
+        // Comparisons of float values; int32/bool comparisons have nothing to quantize.
+        Op::Compare { .. } => (f32_in(0) && f32_in(1)).then_some(OutputRule::Unquantized),
+        Op::ArgMax { .. } | Op::ArgMin { .. } => f32_in(0).then_some(OutputRule::Unquantized),
+        // Values are copied: the indices output stays int32.
+        Op::TopK { .. } => f32_in(0).then_some(OutputRule::SameAsInput),
+        Op::Where => {
+            if !(f32_in(1) && f32_in(2)) {
+                return Some(None);
+            }
+            match (runtime(1), runtime(2)) {
+                (true, true) => Some(OutputRule::Shared),
+                (true, false) => Some(OutputRule::SameAs(1)),
+                (false, true) => Some(OutputRule::SameAs(2)),
+                (false, false) => None,
+            }
+        }
+        // An embedding lookup: the constant table is quantized, the output shares its
+        // parameters; the indices stay int32.
+        Op::Gather { .. } if f32_in(0) && !f32_in(1) => Some(OutputRule::SameAsInput),
+        _ => return None,
+    })
 }
