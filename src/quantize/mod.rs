@@ -416,8 +416,16 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 Some(weights::asymmetric_params(lo, hi))
             }
             OutputRule::SameAs(k) => {
-                let q = b.int8(g, node.inputs[k], None)?;
-                g.tensors[q].quant.clone()
+                let range = b.range(g, node.inputs[k])?;
+                let fills: Vec<f32> = node
+                    .inputs
+                    .iter()
+                    .filter_map(|&t| g.tensors[t].data.as_ref())
+                    .filter_map(|d| d.as_f32())
+                    .flat_map(|a| a.iter().copied())
+                    .collect();
+                let (lo, hi) = params::select_range(range, &fills);
+                Some(weights::asymmetric_params(lo, hi))
             }
             _ => None,
         };

@@ -14,10 +14,8 @@ pub enum OutputRule {
     Fixed(QuantParams),
     /// All inputs and the output share one set of parameters (CONCATENATION).
     Shared,
-    /// The output takes run-time input `k`'s calibrated parameters, and the other value
-    /// operands (constants) are quantized with them, saturating (SELECT_V2 with a constant
-    /// fill such as -1e9 or -inf: the fill clamps to the lowest int8 value instead of
-    /// stretching the range until every real value rounds to one step).
+    /// The output's range is run-time input `k`'s calibrated range, widened for the constant
+    /// operands by [`select_range`]; the constants are quantized with it, saturating.
     SameAs(usize),
     /// The outputs are not real values (bool, indices): the float inputs become int8 with
     /// their own parameters (comparisons, ARG_MAX / ARG_MIN).
@@ -154,4 +152,47 @@ fn mixed_type_rule(g: &Graph, node: &Node) -> Option<Option<OutputRule>> {
         Op::Gather { .. } if f32_in(0) && !f32_in(1) => Some(OutputRule::SameAsInput),
         _ => return None,
     })
+}
+
+/// Margin below (above) the run-time values that a far-away constant fill saturates to: a
+/// following SOFTMAX gives it weight ≤ e^-12 relative to the largest value.
+const FILL_MARGIN: f32 = 12.0;
+
+/// The int8 range of a SELECT_V2 whose run-time branch has range `(lo, hi)` and whose constant
+/// branch holds `fills`. A fill near the values is included as is; a far one (masked_fill with
+/// -1e9 or -inf) would stretch the range until every real value rounds to one step, so the range
+/// only extends to `FILL_MARGIN` (or one span, if larger) beyond the values and the fill
+/// saturates there.
+pub fn select_range((lo, hi): (f32, f32), fills: &[f32]) -> (f32, f32) {
+    let span = (hi - lo).max(f32::MIN_POSITIVE);
+    let reach = span.max(FILL_MARGIN);
+    let (mut a, mut b) = (lo, hi);
+    for &f in fills {
+        if f.is_nan() {
+            continue;
+        }
+        if f < lo - span {
+            a = a.min(hi - reach);
+        } else if f > hi + span {
+            b = b.max(lo + reach);
+        } else {
+            a = a.min(f);
+            b = b.max(f);
+        }
+    }
+    (a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::select_range;
+
+    #[test]
+    fn far_fills_saturate_near_the_values() {
+        assert_eq!(select_range((-1.0, 2.0), &[-1e9]), (2.0 - 12.0, 2.0));
+        assert_eq!(select_range((-1.0, 2.0), &[f32::INFINITY]), (-1.0, 11.0));
+        assert_eq!(select_range((-1.0, 2.0), &[-3.0]), (-3.0, 2.0));
+        // A wide range is already enough.
+        assert_eq!(select_range((-50.0, 50.0), &[-1e9]), (-50.0, 50.0));
+    }
 }
