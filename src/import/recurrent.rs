@@ -105,7 +105,8 @@ fn spec(
         (xs[0], xs[1], xs[2])
     };
     let ws = imp.shape(w);
-    if ws.len() != 3 || ws[0] != nd || ws[2] != input || !ws[1].is_multiple_of(gates) || ws[1] == 0 {
+    if ws.len() != 3 || ws[0] != nd || ws[2] != input || !ws[1].is_multiple_of(gates) || ws[1] == 0
+    {
         return bad(format!(
             "W has shape {ws:?}, expected [{nd}, {gates}*hidden, {input}]"
         ));
