@@ -104,6 +104,9 @@ fn spec(
     } else {
         (xs[0], xs[1], xs[2])
     };
+    if seq == 0 || batch == 0 || input == 0 {
+        return bad(format!("X has an empty dimension: {xs:?}"));
+    }
     let ws = imp.shape(w);
     if ws.len() != 3 || ws[0] != nd || ws[2] != input || !ws[1].is_multiple_of(gates) || ws[1] == 0
     {
