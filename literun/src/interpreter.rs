@@ -1669,19 +1669,6 @@ fn run_op<'b>(
             *out_zero_point,
             cast_out(out)?,
         ),
-        Kind::MeanI8Hw {
-            in_shape,
-            in_q,
-            out_q,
-        } => reduce::mean_i8_hw(
-            ins.typed(0)?,
-            *in_shape,
-            in_q.zero_point,
-            in_q.scale,
-            out_q.zero_point,
-            out_q.scale,
-            cast_out(out)?,
-        ),
         Kind::MeanI8 {
             shape,
             axes,

@@ -5,8 +5,8 @@ give the same results as `literun`.
     pip install -r tests/interop/requirements.txt
     python3 tests/interop/litert_check.py --litecvt target/debug/litecvt [--fixtures fixtures] [--workdir DIR]
 
-For every fixture model (fixtures/{digits_cnn,mobilenetv2_block,attention_block}.onnx and every
-fixtures/ops/*.onnx):
+For every fixture model (fixtures/{digits_cnn,mobilenetv2_block,attention_block}.onnx, every
+fixtures/ops/*.onnx and every fixtures/zoo/*.onnx):
 
   1. litecvt convert MODEL.onnx -o W/name.lite [extra args, e.g. --input-shape for the dynamic model]
   2. litecvt run W/name.lite --input input=X.npy [--input input2=X2.npy] --output-dir W/name.out/
@@ -18,7 +18,9 @@ fixtures/ops/*.onnx):
 `--modes float,fp16,int8w,int8` also checks the quantized conversions (int8w: weights only, hybrid
 kernels; int8: full integer, calibrated on calibration/<model> or on the op's own test input). Full int8
 is bit-exact against LiteRT's reference kernels (`--resolver ref`); against its optimized kernels,
-`--int8-steps N` allows N output quantization steps where those round ties differently.
+`--int8-steps N` allows N output quantization steps where those round ties differently, and
+`--int8-min-snr DB` accepts larger differences when literun and LiteRT still agree to DB (a one-step tie
+difference in an early layer of a deep model grows through the later ones).
 
 Models in EXPECTED_UNSUPPORTED must instead make `litecvt convert` exit non-zero with a message that
 names the op. Prints one line per model and a final "N passed, N failed" line; exits 1 on any failure.
@@ -216,13 +218,22 @@ def discover(fixtures: Path):
             print(f"warning: {p} not found", file=sys.stderr)
     for p in sorted((fixtures / "ops").glob("*.onnx")):
         models.append((p.stem, p))
+    for p in sorted((fixtures / "zoo").glob("*.onnx")):
+        models.append((p.stem, p))
     return models
 
 
 def input_files(model: Path):
-    """input.npy -> graph input 'input', input2.npy -> 'input2', ..."""
+    """input.npy -> graph input 'input', input2.npy -> 'input2', ...; zoo models name the files after
+    their graph inputs (<name>.<input>.npy)."""
     stem = model.with_suffix("")
     feeds = {}
+    if model.parent.name == "zoo":
+        for f in sorted(model.parent.glob(f"{model.stem}.*.npy")):
+            key = f.name[len(model.stem) + 1:-len(".npy")]
+            if not key.startswith("expected"):
+                feeds[key] = f
+        return feeds
     for f in sorted(model.parent.glob(f"{model.stem}.input*.npy")):
         m = re.fullmatch(re.escape(model.stem) + r"\.(input\d*)\.npy", f.name)
         if m:
@@ -251,6 +262,8 @@ def indent(text: str, n=400) -> str:
 def calibration_for(name, model, work):
     if name in CALIBRATION:
         return CALIBRATION[name]
+    if model.with_suffix(".calib.npz").exists():  # zoo models ship a realistic calibration set
+        return model.with_suffix(".calib.npz")
     npz = work / f"{name}.calib.npz"
     np.savez(npz, **{k: np.load(f) for k, f in input_files(model).items()})
     return npz
@@ -267,6 +280,13 @@ def output_steps(lite: Path) -> dict:
             if src and out and src["quantization"][0] > 0:
                 steps[out["name"]] = float(src["quantization"][0])
     return steps
+
+
+def output_zero_points(lite: Path) -> dict:
+    """Output name -> zero point of int8 outputs."""
+    interp = make_interpreter(lite, "ref")
+    return {d["name"]: int(d["quantization"][1]) for d in interp.get_output_details()
+            if d["dtype"] == np.int8}
 
 
 def check_model(name, model, litecvt, work, args, mode="float"):
@@ -336,9 +356,11 @@ def check_model(name, model, litecvt, work, args, mode="float"):
         problems.append(f"LiteRT outputs {sorted(lrt_left)} have no literun file (have {sorted(unmatched)})")
 
     steps = output_steps(lite) if (mode.startswith("int8") and mode != "int8w" and args.int8_steps > 0) else {}
+    zero_points = output_zero_points(lite) if args.int8_min_snr > 0 else {}
     worst = 0.0
     for lname, arr, ref in pairs:
         ok, e, msg = compare(arr, ref, args.tol)
+        fallback = msg
         if not ok and args.int8_steps > 0 and arr.dtype == np.int8 and ref.dtype == np.int8:
             n = int(np.max(np.abs(arr.astype(np.int64).reshape(ref.shape) - ref.astype(np.int64)), initial=0))
             ok = n <= args.int8_steps
@@ -352,6 +374,19 @@ def check_model(name, model, litecvt, work, args, mode="float"):
             msg = "" if ok else f"{msg}; {n:.2f} output steps > {args.int8_steps}"
             if ok:
                 notes.append(f"{lname}: {n:.0f} int8 step(s) from literun")
+        if not ok and args.int8_min_snr > 0 and mode.startswith("int8") and mode != "int8w":
+            # In deep models a one-step tie difference early on (e.g. in XNNPACK's convolutions) grows
+            # through later layers; require instead that the two runtimes agree far better than int8
+            # agrees with float.
+            zp = zero_points.get(lname, 0)
+            a = arr.astype(np.float64).reshape(ref.shape) - zp
+            r = ref.astype(np.float64) - zp
+            snr = 10 * np.log10(max(float(np.sum(r * r)), 1e-30) / max(float(np.sum((a - r) ** 2)), 1e-30))
+            ok = snr >= args.int8_min_snr
+            if ok:
+                notes.append(f"{lname}: {fallback.strip('; ')}, but SNR {snr:.1f} dB >= {args.int8_min_snr:g}")
+            else:
+                msg = f"{msg}; SNR {snr:.1f} dB < {args.int8_min_snr:g}"
         worst = max(worst, e)
         if not ok:
             problems.append(f"output {lname!r}: {msg}")
@@ -470,6 +505,9 @@ def main() -> int:
                     help="full int8: allow this many output quantization steps between LiteRT and "
                          "literun (LiteRT's optimized kernels round some ties unlike its reference "
                          "kernels, which literun matches exactly; default %(default)s)")
+    ap.add_argument("--int8-min-snr", type=float, default=0.0,
+                    help="full int8: an output off by more than --int8-steps still passes when its SNR "
+                         "against LiteRT is at least this (dB; tie differences accumulate in deep models)")
     ap.add_argument("--modes", default="float",
                     help=f"comma-separated conversion modes to check: {', '.join(MODES)} (default %(default)s)")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per litecvt invocation")
