@@ -1057,36 +1057,24 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
         Op::ArgMax {
             axis,
             keep_dims: false,
-        } => {
-            spec.code = B::ARG_MAX;
-            let at = w.const_i32(format!("{}/axis", node.name), &[1], vec![*axis as i32]);
-            spec.inputs.push(at);
-            let out_type = tensor_type(g.tensors[node.outputs[0]].dtype);
-            let fbb = &mut w.fbb;
-            let o = fb::ArgMaxOptions::create(
-                fbb,
-                &fb::ArgMaxOptionsArgs {
-                    output_type: out_type,
-                },
-            );
-            spec.options = Some((fb::BuiltinOptions::ArgMaxOptions, o.as_union_value()));
         }
-        Op::ArgMin {
+        | Op::ArgMin {
             axis,
             keep_dims: false,
         } => {
-            spec.code = B::ARG_MIN;
+            let max = matches!(node.op, Op::ArgMax { .. });
+            spec.code = if max { B::ARG_MAX } else { B::ARG_MIN };
             let at = w.const_i32(format!("{}/axis", node.name), &[1], vec![*axis as i32]);
             spec.inputs.push(at);
-            let out_type = tensor_type(g.tensors[node.outputs[0]].dtype);
+            let output_type = tensor_type(g.tensors[node.outputs[0]].dtype);
             let fbb = &mut w.fbb;
-            let o = fb::ArgMinOptions::create(
-                fbb,
-                &fb::ArgMinOptionsArgs {
-                    output_type: out_type,
-                },
-            );
-            spec.options = Some((fb::BuiltinOptions::ArgMinOptions, o.as_union_value()));
+            spec.options = Some(if max {
+                let o = fb::ArgMaxOptions::create(fbb, &fb::ArgMaxOptionsArgs { output_type });
+                (fb::BuiltinOptions::ArgMaxOptions, o.as_union_value())
+            } else {
+                let o = fb::ArgMinOptions::create(fbb, &fb::ArgMinOptionsArgs { output_type });
+                (fb::BuiltinOptions::ArgMinOptions, o.as_union_value())
+            });
         }
         Op::Compare { op } => {
             use crate::ir::CompareOp as C;

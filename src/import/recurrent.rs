@@ -16,6 +16,9 @@ use crate::import::proto::Attrs;
 use crate::ir::{Activation, BinaryOp, ConstData, DType, Op, TensorId, UnaryOp};
 use tract_onnx::pb::NodeProto;
 
+/// Inputs of one CONCATENATION when assembling Y.
+const MAX_CONCAT: usize = 512;
+
 /// Shapes and attributes shared by LSTM and GRU.
 struct Spec {
     seq: usize,
@@ -274,10 +277,25 @@ impl Unroll<'_, '_> {
         perm: Option<Vec<usize>>,
         out: &str,
     ) -> R<()> {
-        let cat = if pieces.len() == 1 {
-            pieces[0]
-        } else {
-            self.op(Op::Concat { axis: 0 }, pieces, &format!("{out}_concat"))?
+        // At most MAX_CONCAT inputs per CONCATENATION (literun caps variadic operators at
+        // 1024): long sequences concatenate in groups first.
+        let mut level: Vec<TensorId> = pieces.to_vec();
+        let mut round = 0;
+        while level.len() > 1 {
+            let mut next = Vec::with_capacity(level.len().div_ceil(MAX_CONCAT));
+            for (i, group) in level.chunks(MAX_CONCAT).enumerate() {
+                next.push(if group.len() == 1 {
+                    group[0]
+                } else {
+                    let suffix = format!("{out}_concat{round}_{i}");
+                    self.op(Op::Concat { axis: 0 }, group, &suffix)?
+                });
+            }
+            level = next;
+            round += 1;
+        }
+        let Some(&cat) = level.first() else {
+            return bad("no timesteps to assemble");
         };
         match perm {
             None => {

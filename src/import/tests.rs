@@ -822,3 +822,30 @@ fn runtime_comparison_where_and_topk_import() {
     let e = b.import().unwrap_err().to_string();
     assert!(e.contains("'/topk' (TopK)") && e.contains("K = 6"), "{e}");
 }
+
+#[test]
+fn long_sequences_concatenate_in_groups() {
+    let seq = 600;
+    let mut b = B::new(14);
+    b.input("x", &[seq, 1, 1])
+        .weights("W", &[1, 3, 1])
+        .weights("R", &[1, 3, 1])
+        .node(
+            "GRU",
+            "/gru/GRU",
+            &["x", "W", "R"],
+            &["y"],
+            vec![("hidden_size", A::I(1))],
+        )
+        .output("y");
+    let g = b.import().unwrap();
+    let widest = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, Op::Concat { .. }))
+        .map(|n| n.inputs.len())
+        .max()
+        .unwrap();
+    assert!(widest <= 512, "a CONCATENATION has {widest} inputs");
+    assert_eq!(out_shape(&g, 0), [seq as usize, 1, 1, 1]);
+}

@@ -7,7 +7,7 @@
 
 use core::cmp::Ordering;
 
-use super::elementwise::{broadcast_shapes, Broadcast, MAX_DIMS};
+use super::elementwise::{broadcast_shapes, broadcast_strides, Broadcast, MAX_DIMS};
 use crate::quant::{
     multiply_by_quantized_multiplier_smaller_than_one, quantize_multiplier_smaller_than_one,
 };
@@ -125,21 +125,6 @@ pub struct Select3 {
     len_out: usize,
 }
 
-fn strides_for(shape: &[usize], out: &[usize]) -> [usize; MAX_DIMS] {
-    let mut s = [0usize; MAX_DIMS];
-    let rank = out.len();
-    let mut stride = 1usize;
-    for i in (0..rank).rev() {
-        if i + shape.len() < rank {
-            break;
-        }
-        let d = shape[i + shape.len() - rank];
-        s[i] = if d == 1 { 0 } else { stride };
-        stride = stride.saturating_mul(d);
-    }
-    s
-}
-
 impl Select3 {
     /// Plans the broadcast; `None` when the shapes do not broadcast or the rank is too high.
     pub fn new(c: &[usize], x: &[usize], y: &[usize]) -> Option<Select3> {
@@ -161,9 +146,9 @@ impl Select3 {
             rank,
             out,
             strides: [
-                strides_for(c, &shape),
-                strides_for(x, &shape),
-                strides_for(y, &shape),
+                broadcast_strides(c, &shape),
+                broadcast_strides(x, &shape),
+                broadcast_strides(y, &shape),
             ],
             lens: [count(c)?, count(x)?, count(y)?],
             len_out: count(out_shape)?,
