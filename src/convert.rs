@@ -19,6 +19,8 @@ use std::time::Instant;
 pub struct ConvertOptions {
     /// Static shapes for inputs with dynamic dimensions, by input name.
     pub input_shapes: HashMap<String, Vec<usize>>,
+    /// Inputs frozen to constant values, by input name (`--input-value`).
+    pub input_values: HashMap<String, Vec<f64>>,
     /// Rank-4 inputs and outputs in NHWC (no transposes at the edges).
     pub nhwc_io: bool,
     /// Which optional optimizations run.
@@ -243,6 +245,7 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
     let start = Instant::now();
     let import_opts = ImportOptions {
         input_shapes: opts.input_shapes.clone(),
+        input_values: opts.input_values.clone(),
     };
     let mut graph = import::import_onnx_bytes(bytes, label, &import_opts)?;
     let warnings = passes::nonfinite_constant_warnings(&graph);

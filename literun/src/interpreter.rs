@@ -638,7 +638,9 @@ impl<'m> Interpreter<'m> {
         }
     }
 
-    /// Input `i` for writing.
+    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`]: the memory
+    /// plan lets later tensors reuse an input's bytes once its last reader has run, so after an
+    /// invoke the inputs no longer hold what was written.
     pub fn input_mut(&mut self, i: usize) -> Result<TensorMut<'_>> {
         let info = self.model.inputs().get(i).ok_or_else(|| {
             Error::Tensor(format!(

@@ -149,6 +149,25 @@ fn parse_shapes(specs: &[String]) -> Result<HashMap<String, Vec<usize>>> {
     Ok(map)
 }
 
+fn parse_values(specs: &[String]) -> Result<HashMap<String, Vec<f64>>> {
+    let mut map = HashMap::new();
+    for s in specs {
+        let (name, values) = s
+            .rsplit_once('=')
+            .ok_or_else(|| anyhow!("--input-value '{s}': expected NAME=V0,V1,..."))?;
+        let values = values
+            .split(',')
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .map_err(|_| anyhow!("--input-value '{s}': '{v}' is not a number"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        map.insert(name.to_string(), values);
+    }
+    Ok(map)
+}
+
 fn human(bytes: usize) -> String {
     if bytes >= 1 << 20 {
         format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64)
@@ -174,6 +193,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
     };
     let opts = ConvertOptions {
         input_shapes: parse_shapes(&args.input_shapes)?,
+        input_values: parse_values(&args.input_values)?,
         nhwc_io: args.nhwc_io,
         passes,
         quantize,

@@ -105,6 +105,10 @@ pub struct ConvertArgs {
     /// Static shape for an input with dynamic dimensions: NAME=D0,D1,... (repeatable).
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     pub input_shapes: Vec<String>,
+    /// Freeze an input to constant values: NAME=V or NAME=V0,V1,... (one value fills the input's
+    /// shape); it leaves the converted model's inputs and folds into the graph (repeatable).
+    #[arg(long = "input-value", value_name = "NAME=VALUES")]
+    pub input_values: Vec<String>,
     /// Keep rank-4 inputs and outputs in NHWC instead of the ONNX NCHW layout (no transposes).
     #[arg(long)]
     pub nhwc_io: bool,

@@ -47,6 +47,32 @@ fn bad<T>(msg: impl Into<String>) -> R<T> {
     Err(Fail::Error(msg.into()))
 }
 
+/// The constant a frozen input (`--input-value`) becomes: the values, or one value repeated.
+fn frozen_input(
+    shape: &[usize],
+    dtype: DType,
+    values: &[f64],
+) -> std::result::Result<ConstData, String> {
+    let n: usize = shape.iter().product();
+    let values: Vec<f64> = match values.len() {
+        1 => vec![values[0]; n],
+        len if len == n => values.to_vec(),
+        len => return Err(format!("{len} values for shape {shape:?} ({n} elements)")),
+    };
+    let data = match dtype {
+        DType::F32 | DType::F16 => {
+            ConstData::from_f32(shape, values.iter().map(|&v| v as f32).collect())
+        }
+        DType::I64 | DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
+            if let Some(v) = values.iter().find(|v| v.fract() != 0.0) {
+                return Err(format!("{v} is not an integer, the input is {dtype:?}"));
+            }
+            ConstData::from_i64(shape, values.iter().map(|&v| v as i64).collect()).cast(dtype)
+        }
+    };
+    Ok(data)
+}
+
 /// A name for a node in messages: its name, else its first output, else its op and index.
 fn node_label(n: &NodeProto, idx: usize) -> String {
     if !n.name.is_empty() {
@@ -71,6 +97,16 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
         .graph
         .as_ref()
         .ok_or_else(|| anyhow!("{file}: the model has no graph"))?;
+    let functions = super::functions::local_functions(bytes).map_err(|e| anyhow!("{file}: {e}"))?;
+    let inlined;
+    let graph = if functions.is_empty() {
+        graph
+    } else {
+        let mut g = graph.clone();
+        super::functions::inline_calls(&mut g, &functions).map_err(|e| anyhow!("{file}: {e}"))?;
+        inlined = g;
+        &inlined
+    };
     let order = schedule(graph).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;
@@ -264,15 +300,17 @@ impl<'m> Importer<'m> {
             .map(|v| v.name.as_str())
             .filter(|n| !self.inits.contains_key(n))
             .collect();
-        let mut unknown: Vec<&String> = opts
+        let mut unknown: Vec<(&str, &String)> = opts
             .input_shapes
             .keys()
-            .filter(|k| !real.contains(&k.as_str()))
+            .map(|k| ("--input-shape", k))
+            .chain(opts.input_values.keys().map(|k| ("--input-value", k)))
+            .filter(|(_, k)| !real.contains(&k.as_str()))
             .collect();
         unknown.sort();
-        if let Some(k) = unknown.first() {
+        if let Some((flag, k)) = unknown.first() {
             bail!(
-                "{file}: --input-shape names '{k}', which is not an input of the model; its \
+                "{file}: {flag} names '{k}', which is not an input of the model; its \
                  inputs are: {}",
                 real.iter()
                     .map(|n| format!("'{n}'"))
@@ -367,6 +405,13 @@ impl<'m> Importer<'m> {
                 );
             }
             checked_elements(&shape).map_err(|e| anyhow!("{file}: input '{}': {e}", v.name))?;
+            if let Some(values) = opts.input_values.get(&v.name) {
+                let data = frozen_input(&shape, dtype, values)
+                    .map_err(|e| anyhow!("{file}: --input-value {}: {e}", v.name))?;
+                let id = self.g.add_const(v.name.clone(), data);
+                self.values.insert(v.name.clone(), id);
+                continue;
+            }
             let id = self.g.add_tensor(v.name.clone(), shape, dtype);
             self.g.inputs.push(id);
             self.values.insert(v.name.clone(), id);

@@ -849,3 +849,40 @@ fn long_sequences_concatenate_in_groups() {
     assert!(widest <= 512, "a CONCATENATION has {widest} inputs");
     assert_eq!(out_shape(&g, 0), [seq as usize, 1, 1, 1]);
 }
+
+#[test]
+fn frozen_inputs_become_constants() {
+    let mut b = B::new(13);
+    b.input("x", &[1, 4])
+        .input("gain", &[4])
+        .node("Unsqueeze", "/u", &["gain", "axes"], &["g2"], vec![])
+        .init(itensor("axes", &[1], vec![0]))
+        .node("Mul", "/mul", &["x", "g2"], &["y"], vec![])
+        .output("y");
+    // Without a value, both inputs stay.
+    assert_eq!(b.import().unwrap().inputs.len(), 2);
+    let mut opts = ImportOptions::default();
+    opts.input_values.insert("gain".into(), vec![2.0]);
+    let g = import_onnx_bytes(&b.bytes(), "model.onnx", &opts).unwrap();
+    assert_eq!(g.inputs.len(), 1);
+    let gain = g.tensors.iter().find(|t| t.name == "gain").unwrap();
+    assert_eq!(gain.data.as_ref().unwrap().to_f32_vec(), vec![2.0; 4]);
+    // Wrong count and unknown names are errors naming the input.
+    opts.input_values.insert("gain".into(), vec![1.0, 2.0, 3.0]);
+    let err = import_onnx_bytes(&b.bytes(), "model.onnx", &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--input-value gain: 3 values for shape [4]"),
+        "{err}"
+    );
+    let mut opts = ImportOptions::default();
+    opts.input_values.insert("sr".into(), vec![16000.0]);
+    let err = import_onnx_bytes(&b.bytes(), "model.onnx", &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--input-value names 'sr'") && err.contains("'gain'"),
+        "{err}"
+    );
+}
