@@ -115,6 +115,7 @@ fn input_specs(graph: &Graph, opts: &ConvertOptions) -> Vec<InputSpec> {
                 name: graph.tensors[t].name.clone(),
                 shape,
                 nchw_shape,
+                integer: graph.tensors[t].dtype == crate::ir::DType::I32,
             }
         })
         .collect()

@@ -83,6 +83,21 @@ pub fn run_lite_dumping(
                     .map(|&x| ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8)
                     .collect()
             }
+            // int64 data (ONNX token ids) for an input narrowed to int32.
+            (literun::DType::I32, NpyData::I64(v), _) => {
+                let mut b = Vec::with_capacity(v.len() * 4);
+                for (i, &x) in v.iter().enumerate() {
+                    let n = i32::try_from(x).map_err(|_| {
+                        anyhow!(
+                            "{label}: input '{}': int64 value {x} at element {i} does not fit \
+                             the model's int32 input",
+                            info.name
+                        )
+                    })?;
+                    b.extend(n.to_le_bytes());
+                }
+                b
+            }
             _ if want != have => bail!(
                 "{label}: input '{}' expects {want} data, got {have}",
                 info.name

@@ -8,8 +8,8 @@ use alloc::vec::Vec;
 use crate::error::{Error, Result};
 use crate::kernels::simd::{self, DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa};
 use crate::kernels::{
-    batch_matmul, conv, depthwise_conv, elementwise as ew, fully_connected, pool, reduce, resize,
-    shape_ops as so, softmax, transpose_conv, Activation,
+    batch_matmul, compare as cmp, conv, depthwise_conv, elementwise as ew, fully_connected, pool,
+    reduce, resize, shape_ops as so, softmax, transpose_conv, Activation,
 };
 use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
 use crate::plan::{plan_arena, TensorUse};
@@ -1150,6 +1150,17 @@ fn run_op<'b>(
         }
         return Ok(());
     }
+    if let Kind::TopK { n, k, dtype, .. } = &p.kind {
+        for (j, &out_t) in op.outputs.iter().enumerate().take(2) {
+            let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
+            let order: &mut [u32] = bytemuck::cast_slice_mut(scratch.i32s.as_mut_slice());
+            run_topk(&ins, *n, *k, *dtype, order, out, j == 1).map_err(|e| match e {
+                Error::Misaligned => e,
+                _ => op_err(p.index, op, "bad TOPK_V2 buffers"),
+            })?;
+        }
+        return Ok(());
+    }
     let Some(&out_t) = op.outputs.first() else {
         return Ok(());
     };
@@ -1359,6 +1370,46 @@ fn run_op<'b>(
             }
         }
         Kind::Cast { from, to } => run_cast(&ins, *from, *to, out)?,
+        Kind::Compare {
+            op: cop,
+            bc,
+            dtype,
+            q,
+        } => {
+            let o = cast_out::<u8>(out)?;
+            match (dtype, q) {
+                (DType::I8, Some((sa, sb))) => {
+                    cmp::compare_i8(*cop, bc, ins.typed(0)?, *sa, ins.typed(1)?, *sb, o)
+                }
+                (DType::F32, _) => cmp::compare::<f32>(*cop, bc, ins.typed(0)?, ins.typed(1)?, o),
+                (DType::I32, _) => cmp::compare::<i32>(*cop, bc, ins.typed(0)?, ins.typed(1)?, o),
+                (DType::I64, _) => cmp::compare::<i64>(*cop, bc, ins.typed(0)?, ins.typed(1)?, o),
+                _ => cmp::compare_bool(*cop, bc, ins.typed(0)?, ins.typed(1)?, o),
+            }
+        }
+        Kind::Logical { and, bc } => {
+            cmp::logical(*and, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
+        }
+        Kind::LogicalNot => cmp::logical_not(ins.typed(0)?, cast_out(out)?),
+        Kind::Select { plan, size } => {
+            let c = ins.typed::<u8>(0)?;
+            match size {
+                1 => plan.apply(c, ins.typed::<u8>(1)?, ins.typed::<u8>(2)?, cast_out(out)?),
+                4 => plan.apply(
+                    c,
+                    ins.typed::<u32>(1)?,
+                    ins.typed::<u32>(2)?,
+                    cast_out(out)?,
+                ),
+                _ => plan.apply(
+                    c,
+                    ins.typed::<u64>(1)?,
+                    ins.typed::<u64>(2)?,
+                    cast_out(out)?,
+                ),
+            }
+        }
+        Kind::TopK { .. } => {}
         Kind::ArgMinMax {
             outer,
             axis,
@@ -2032,6 +2083,36 @@ fn dequantize(kind: &Kind, input: &[u8], out: &mut [f32]) -> core::result::Resul
             }
         }
         _ => return Err("not a DEQUANTIZE".into()),
+    }
+    Ok(())
+}
+
+/// One output of TOPK_V2: the values (`indices` false) or the int32 indices.
+fn run_topk(
+    ins: &Ins<'_>,
+    n: usize,
+    k: usize,
+    dtype: DType,
+    order: &mut [u32],
+    out: &mut [u8],
+    indices: bool,
+) -> Result<()> {
+    macro_rules! go {
+        ($t:ty) => {{
+            let x = ins.typed::<$t>(0)?;
+            if indices {
+                cmp::topk(x, n, k, order, None, Some(cast_out::<i32>(out)?));
+            } else {
+                cmp::topk(x, n, k, order, Some(cast_out::<$t>(out)?), None);
+            }
+        }};
+    }
+    match dtype {
+        DType::F32 => go!(f32),
+        DType::I32 => go!(i32),
+        DType::I64 => go!(i64),
+        DType::I8 => go!(i8),
+        _ => go!(u8),
     }
     Ok(())
 }

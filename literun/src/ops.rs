@@ -35,7 +35,18 @@ pub fn arity(code: B) -> Option<Arity> {
         | B::MAXIMUM
         | B::MINIMUM
         | B::SQUARED_DIFFERENCE
-        | B::PRELU => a(2, 2, 2, 1, 1),
+        | B::PRELU
+        | B::EQUAL
+        | B::NOT_EQUAL
+        | B::LESS
+        | B::LESS_EQUAL
+        | B::GREATER
+        | B::GREATER_EQUAL
+        | B::LOGICAL_AND
+        | B::LOGICAL_OR => a(2, 2, 2, 1, 1),
+        B::LOGICAL_NOT => a(1, 1, 1, 1, 1),
+        B::SELECT_V2 => a(3, 3, 3, 1, 1),
+        B::TOPK_V2 => a(2, 2, 2, 2, 2),
         B::ABS
         | B::NEG
         | B::EXP

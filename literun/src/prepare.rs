@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use crate::error::{Error, Result};
 use crate::interpreter::op_err;
 use crate::kernels::{
+    compare as cmp,
     conv::{Conv2dParams, HybridInput},
     depthwise_conv::DepthwiseParams,
     elementwise as ew,
@@ -309,6 +310,30 @@ pub(crate) enum Kind {
         shape: Vec<usize>,
         axes: Vec<usize>,
         kind: ReduceKind,
+    },
+    /// A comparison with a BOOL output; `q` rescales int8 operands.
+    Compare {
+        op: cmp::CompareOp,
+        bc: ew::Broadcast,
+        dtype: DType,
+        q: Option<(cmp::CompareSide, cmp::CompareSide)>,
+    },
+    /// LOGICAL_AND (`and`) / LOGICAL_OR.
+    Logical {
+        and: bool,
+        bc: ew::Broadcast,
+    },
+    LogicalNot,
+    /// SELECT_V2 over elements of `size` bytes.
+    Select {
+        plan: cmp::Select3,
+        size: usize,
+    },
+    /// TOPK_V2 over the last axis: rows of `n`, keeping `k`.
+    TopK {
+        n: usize,
+        k: usize,
+        dtype: DType,
     },
 }
 
@@ -628,6 +653,17 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => resize(c, code == B::RESIZE_BILINEAR)?,
         B::SOFTMAX | B::LOG_SOFTMAX => softmax(c, code == B::LOG_SOFTMAX)?,
         B::MEAN | B::SUM | B::REDUCE_MAX | B::REDUCE_MIN | B::REDUCE_PROD => reduce(c, code)?,
+        B::EQUAL | B::NOT_EQUAL | B::LESS | B::LESS_EQUAL | B::GREATER | B::GREATER_EQUAL => {
+            compare(c, code)?
+        }
+        B::LOGICAL_AND | B::LOGICAL_OR => logical(c, code == B::LOGICAL_AND)?,
+        B::LOGICAL_NOT => {
+            c.want_dtype(0, &[DType::Bool])?;
+            c.check_out(0, c.shape(0)?, DType::Bool)?;
+            Kind::LogicalNot
+        }
+        B::SELECT_V2 => select_v2(c)?,
+        B::TOPK_V2 => topk(c)?,
         _ => return Err(c.err("not supported by the interpreter")),
     };
     Ok(r)
@@ -2384,7 +2420,124 @@ impl Kind {
                     .product();
                 (0, 0, out)
             }
+            Kind::TopK { n, .. } => (0, 0, *n),
             _ => (0, 0, 0),
         }
     }
+}
+
+fn compare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    use cmp::CompareOp as O;
+    let op = match code {
+        B::EQUAL => O::Equal,
+        B::NOT_EQUAL => O::NotEqual,
+        B::LESS => O::Less,
+        B::LESS_EQUAL => O::LessEqual,
+        B::GREATER => O::Greater,
+        _ => O::GreaterEqual,
+    };
+    let equality = matches!(op, O::Equal | O::NotEqual);
+    let allowed: &[DType] = if equality {
+        &[DType::F32, DType::I32, DType::I64, DType::I8, DType::Bool]
+    } else {
+        &[DType::F32, DType::I32, DType::I64, DType::I8]
+    };
+    let dtype = c.want_dtype(0, allowed)?;
+    if c.dtype(1)? != dtype {
+        return Err(c.err("inputs have different types"));
+    }
+    let (a, b) = (c.shape(0)?, c.shape(1)?);
+    let out = ew::broadcast_shapes(a, b)
+        .ok_or_else(|| c.err(format!("shapes {a:?} and {b:?} do not broadcast")))?;
+    c.check_out(0, &out, DType::Bool)?;
+    let bc = ew::Broadcast::new(a, b).ok_or_else(|| c.err("bad broadcast"))?;
+    let q = if dtype == DType::I8 {
+        let side = |k: usize| -> Result<cmp::CompareSide> {
+            let q = c.in_q8(k)?;
+            cmp::CompareSide::new(q.scale, q.zero_point).ok_or_else(|| {
+                c.err(format!(
+                    "input {k} scale {} must be in (0, 1) for an int8 comparison",
+                    q.scale
+                ))
+            })
+        };
+        Some((side(0)?, side(1)?))
+    } else {
+        None
+    };
+    Ok(Kind::Compare { op, bc, dtype, q })
+}
+
+fn logical(c: &Ctx<'_, '_>, and: bool) -> Result<Kind> {
+    c.want_dtype(0, &[DType::Bool])?;
+    c.want_dtype(1, &[DType::Bool])?;
+    let (a, b) = (c.shape(0)?, c.shape(1)?);
+    let out = ew::broadcast_shapes(a, b)
+        .ok_or_else(|| c.err(format!("shapes {a:?} and {b:?} do not broadcast")))?;
+    c.check_out(0, &out, DType::Bool)?;
+    let bc = ew::Broadcast::new(a, b).ok_or_else(|| c.err("bad broadcast"))?;
+    Ok(Kind::Logical { and, bc })
+}
+
+fn select_v2(c: &Ctx<'_, '_>) -> Result<Kind> {
+    c.want_dtype(0, &[DType::Bool])?;
+    let dt = c.want_dtype(
+        1,
+        &[
+            DType::F32,
+            DType::I32,
+            DType::I64,
+            DType::I8,
+            DType::U8,
+            DType::Bool,
+        ],
+    )?;
+    if c.dtype(2)? != dt {
+        return Err(c.err("x and y have different types"));
+    }
+    let (s0, s1, s2) = (c.shape(0)?, c.shape(1)?, c.shape(2)?);
+    let out = ew::broadcast_shapes(s0, s1)
+        .and_then(|o| ew::broadcast_shapes(&o, s2))
+        .ok_or_else(|| c.err(format!("shapes {s0:?}, {s1:?} and {s2:?} do not broadcast")))?;
+    c.check_out(0, &out, dt)?;
+    // Values are copied: quantized x, y and output must agree.
+    c.same_q(1, 0)?;
+    c.same_q(2, 0)?;
+    let plan = cmp::Select3::new(s0, s1, s2).ok_or_else(|| c.err("bad broadcast"))?;
+    Ok(Kind::Select {
+        plan,
+        size: dt.size(),
+    })
+}
+
+fn topk(c: &Ctx<'_, '_>) -> Result<Kind> {
+    let dtype = c.want_dtype(
+        0,
+        &[DType::F32, DType::I32, DType::I64, DType::I8, DType::U8],
+    )?;
+    let s = c.shape(0)?;
+    let Some((&n, lead)) = s.split_last() else {
+        return Err(c.err("input must have rank >= 1"));
+    };
+    let k = c.const_ints(1)?;
+    if k.len() != 1 {
+        return Err(c.err("k must have one element"));
+    }
+    let k = usize::try_from(k[0])
+        .ok()
+        .filter(|&k| k <= n)
+        .ok_or_else(|| c.err(format!("k = {} is not in 0..={n}", k[0])))?;
+    if n > u32::MAX as usize {
+        return Err(c.err("last axis too long"));
+    }
+    let mut out = lead.to_vec();
+    out.push(k);
+    c.check_out(0, &out, dtype)?;
+    c.same_q(0, 0)?;
+    let idx = c.output(1)?.dtype;
+    if idx != DType::I32 {
+        return Err(c.err(format!("indices output must be INT32, not {}", idx.name())));
+    }
+    c.check_out(1, &out, DType::I32)?;
+    Ok(Kind::TopK { n, k, dtype })
 }

@@ -577,3 +577,84 @@ fn int32_add_and_gather_out_of_range_is_runtime_error() {
     let e = it.invoke().unwrap_err();
     assert!(e.to_string().contains("#1 (GATHER)"), "{e}");
 }
+
+#[test]
+fn compare_logic_select_and_topk() {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[2, 3]);
+    let zero = m.const_f32("zero", &[], &[0.0]);
+    let gt = m.tensor("gt", &[2, 3], TensorType::BOOL);
+    m.op(B::GREATER, &[x, zero], &[gt], None);
+    let lim = m.const_f32("lim", &[3], &[1.0, 1.0, 10.0]);
+    let lt = m.tensor("lt", &[2, 3], TensorType::BOOL);
+    m.op(B::LESS, &[x, lim], &[lt], None);
+    let both = m.tensor("both", &[2, 3], TensorType::BOOL);
+    m.op(B::LOGICAL_AND, &[gt, lt], &[both], None);
+    let not = m.tensor("not", &[2, 3], TensorType::BOOL);
+    m.op(B::LOGICAL_NOT, &[both], &[not], None);
+    let fill = m.const_f32("fill", &[], &[-5.0]);
+    let y = m.f32("y", &[2, 3]);
+    m.op(B::SELECT_V2, &[not, fill, x], &[y], None);
+    let k = m.const_i32("k", &[], &[2]);
+    let v = m.f32("v", &[2, 2]);
+    let i = m.tensor("i", &[2, 2], TensorType::INT32);
+    m.op(B::TOPK_V2, &[y, k], &[v, i], None);
+    let bytes = m.finish(&[x], &[y, v, i]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_f32_mut(0)
+        .unwrap()
+        .copy_from_slice(&[0.5, 2.0, 3.0, -1.0, 0.5, 0.5]);
+    it.invoke().unwrap();
+    // kept where 0 < x < lim: [0.5, -, 3.0], [-, 0.5, 0.5]
+    assert_close(
+        it.output(0).unwrap().as_f32().unwrap(),
+        &[0.5, -5.0, 3.0, -5.0, 0.5, 0.5],
+    );
+    assert_close(
+        it.output(1).unwrap().as_f32().unwrap(),
+        &[3.0, 0.5, 0.5, 0.5],
+    );
+    // ties: the lower index first
+    assert_eq!(it.output(2).unwrap().as_i32().unwrap(), &[2, 0, 1, 2]);
+}
+
+#[test]
+fn bad_compare_select_and_topk_are_errors() {
+    let prepare = |m: &ModelBuilder, ins: &[i32], outs: &[i32]| {
+        let bytes = m.finish(ins, outs);
+        let model = Model::from_bytes(&bytes).unwrap();
+        Interpreter::new(&model).err().map(|e| e.to_string())
+    };
+    // TOPK_V2 with k larger than the axis.
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[2, 3]);
+    let k = m.const_i32("k", &[], &[4]);
+    let v = m.f32("v", &[2, 4]);
+    let i = m.tensor("i", &[2, 4], TensorType::INT32);
+    m.op(B::TOPK_V2, &[x, k], &[v, i], None);
+    let e = prepare(&m, &[x], &[v, i]).expect("k > n must fail");
+    assert!(e.contains("TOPK_V2") && e.contains("k = 4"), "{e}");
+    // SELECT_V2 whose operands do not broadcast.
+    let mut m = ModelBuilder::new();
+    let c = m.tensor("c", &[2], TensorType::BOOL);
+    let x = m.f32("x", &[3]);
+    let y = m.f32("y", &[3]);
+    m.op(B::SELECT_V2, &[c, x, x], &[y], None);
+    let e = prepare(&m, &[c, x], &[y]).expect("no broadcast");
+    assert!(e.contains("SELECT_V2") && e.contains("broadcast"), "{e}");
+    // Int8 comparison with an input scale of 1 or more (TFLite cannot rescale it).
+    let mut m = ModelBuilder::new();
+    let a = m.q("a", &[4], TensorType::INT8, 2.0, 0);
+    let b = m.q("b", &[4], TensorType::INT8, 0.5, 0);
+    let o = m.tensor("o", &[4], TensorType::BOOL);
+    m.op(B::EQUAL, &[a, b], &[o], None);
+    let e = prepare(&m, &[a, b], &[o]).expect("scale >= 1");
+    assert!(e.contains("EQUAL") && e.contains("scale"), "{e}");
+    // Comparison output must be BOOL.
+    let mut m = ModelBuilder::new();
+    let a = m.f32("a", &[4]);
+    let o = m.f32("o", &[4]);
+    m.op(B::LESS, &[a, a], &[o], None);
+    assert!(prepare(&m, &[a], &[o]).is_some());
+}

@@ -1057,19 +1057,48 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
         Op::ArgMax {
             axis,
             keep_dims: false,
+        }
+        | Op::ArgMin {
+            axis,
+            keep_dims: false,
         } => {
-            spec.code = B::ARG_MAX;
+            let max = matches!(node.op, Op::ArgMax { .. });
+            spec.code = if max { B::ARG_MAX } else { B::ARG_MIN };
             let at = w.const_i32(format!("{}/axis", node.name), &[1], vec![*axis as i32]);
             spec.inputs.push(at);
-            let out_type = tensor_type(g.tensors[node.outputs[0]].dtype);
+            let output_type = tensor_type(g.tensors[node.outputs[0]].dtype);
             let fbb = &mut w.fbb;
-            let o = fb::ArgMaxOptions::create(
-                fbb,
-                &fb::ArgMaxOptionsArgs {
-                    output_type: out_type,
-                },
-            );
-            spec.options = Some((fb::BuiltinOptions::ArgMaxOptions, o.as_union_value()));
+            spec.options = Some(if max {
+                let o = fb::ArgMaxOptions::create(fbb, &fb::ArgMaxOptionsArgs { output_type });
+                (fb::BuiltinOptions::ArgMaxOptions, o.as_union_value())
+            } else {
+                let o = fb::ArgMinOptions::create(fbb, &fb::ArgMinOptionsArgs { output_type });
+                (fb::BuiltinOptions::ArgMinOptions, o.as_union_value())
+            });
+        }
+        Op::Compare { op } => {
+            use crate::ir::CompareOp as C;
+            spec.code = match op {
+                C::Equal => B::EQUAL,
+                C::NotEqual => B::NOT_EQUAL,
+                C::Less => B::LESS,
+                C::LessEqual => B::LESS_EQUAL,
+                C::Greater => B::GREATER,
+                C::GreaterEqual => B::GREATER_EQUAL,
+            };
+        }
+        Op::Logical { and } => {
+            spec.code = if *and { B::LOGICAL_AND } else { B::LOGICAL_OR };
+        }
+        Op::Not => spec.code = B::LOGICAL_NOT,
+        Op::Where => spec.code = B::SELECT_V2,
+        Op::TopK { axis, k } => {
+            if *axis + 1 != in_shape(0).len() {
+                bail!("TOPK_V2 works on the last axis, not axis {axis} (the layout pass should have moved it)");
+            }
+            spec.code = B::TOPK_V2;
+            let kt = w.const_i32(format!("{}/k", node.name), &[], vec![*k as i32]);
+            spec.inputs.push(kt);
         }
         Op::Cast { to } => {
             spec.code = B::CAST;

@@ -82,6 +82,19 @@ pub fn for_types(code: B, version: i32, t: &TypeSig) -> i32 {
             2
         }
         B::SPLIT if t.input1 == Some(DType::I8) => 2,
+        B::EQUAL
+        | B::NOT_EQUAL
+        | B::LESS
+        | B::LESS_EQUAL
+        | B::GREATER
+        | B::GREATER_EQUAL
+        | B::TOPK_V2
+        | B::ARG_MIN
+            if i8_in =>
+        {
+            2
+        }
+        B::CAST if i8_in || t.output0 == DType::I8 => 3,
         _ => 1,
     };
     version.max(by_type)
@@ -175,6 +188,17 @@ pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
         (B::ADD, 4) | (B::SUB, 4) => (2, 4, 0),
         (B::PAD, 4) | (B::PADV2, 4) | (B::MUL, 5) => (2, 6, 0),
         (B::GELU, 1) => (2, 9, 0),
+        (
+            B::EQUAL | B::NOT_EQUAL | B::LESS | B::LESS_EQUAL | B::GREATER | B::GREATER_EQUAL,
+            1 | 2,
+        ) => (1, 14, 0),
+        (B::LOGICAL_AND | B::LOGICAL_OR | B::LOGICAL_NOT, 1) => (1, 11, 0),
+        (B::SELECT_V2, 1) => (2, 2, 0),
+        (B::TOPK_V2, 1) => (1, 7, 0),
+        (B::TOPK_V2, 2) => (1, 14, 0),
+        (B::ARG_MIN, 1) => (1, 9, 0),
+        (B::ARG_MAX | B::ARG_MIN, 2) => (1, 14, 0),
+        (B::CAST, 3) => (2, 8, 0),
         (B::TRANSPOSE, 6) => (2, 12, 0),
         (B::TRANSPOSE_CONV, 4) => (2, 13, 0),
         _ => (2, 13, 0),

@@ -3,6 +3,7 @@
 pub mod builder;
 mod fold;
 mod functions;
+mod int64;
 mod onnx;
 mod proto;
 #[cfg(test)]
@@ -37,5 +38,7 @@ pub fn import_onnx_bytes(
     file_label: &str,
     opts: &ImportOptions,
 ) -> anyhow::Result<ir::Graph> {
-    onnx::import_bytes(bytes, file_label, opts)
+    let mut g = onnx::import_bytes(bytes, file_label, opts)?;
+    int64::narrow(&mut g, file_label)?;
+    Ok(g)
 }

@@ -7,6 +7,8 @@
 use super::fold;
 #[path = "qdq.rs"]
 mod qdq;
+#[path = "recurrent.rs"]
+mod recurrent;
 use super::proto::{
     cast_dtype, checked_elements, decode_tensor, dim_value, dim_values, norm_axis, runtime_dtype,
     size_value, size_values, Attrs,
@@ -820,7 +822,11 @@ impl<'m> Importer<'m> {
             "Expand" => self.expand(n),
             "Tile" => self.tile(n),
             "Pad" => self.pad(n, &a),
-            "ArgMax" => self.argmax(n, &a),
+            "ArgMax" => self.argmax(n, &a, false),
+            "ArgMin" => self.argmax(n, &a, true),
+            "TopK" => self.topk(n, &a),
+            "LSTM" => recurrent::lstm(self, n, &a),
+            "GRU" => recurrent::gru(self, n, &a),
             "Cast" => self.cast(n, &a),
             "Resize" | "Upsample" => self.resize(n, &a),
             "Shape" => self.shape_op(n, &a),
@@ -1531,9 +1537,60 @@ impl<'m> Importer<'m> {
         Ok(())
     }
 
+    /// 1-D pooling ([N, C, L]): the 2-D pool of [N, C, 1, L] with a 1 x k window, between
+    /// RESHAPEs.
+    fn pool1d(&mut self, n: &NodeProto, x: TensorId, kind: PoolKind) -> R<()> {
+        let xs = self.shape(x);
+        let mut n2 = n.clone();
+        for at in &mut n2.attribute {
+            match at.name.as_str() {
+                "kernel_shape" | "strides" | "dilations" => at.ints.insert(0, 1),
+                "pads" if at.ints.len() == 2 => {
+                    let (b, e) = (at.ints[0], at.ints[1]);
+                    at.ints = vec![0, b, 0, e];
+                }
+                _ => {}
+            }
+        }
+        let x4 = self.emit_tmp(
+            Op::Reshape {
+                shape: vec![xs[0], xs[1], 1, xs[2]],
+            },
+            &[x],
+            "to2d",
+        )?;
+        let in_name = self.tmp("x2d");
+        self.bind(&in_name, x4);
+        let out_name = self.tmp("pooled2d");
+        n2.input = vec![in_name];
+        n2.output.truncate(1);
+        n2.output[0] = out_name.clone();
+        let a2 = Attrs::new(&n2);
+        self.pool(&n2, &a2, kind)?;
+        let Some(&y4) = self.values.get(&out_name) else {
+            return bad("1-D pooling produced no output");
+        };
+        let ys = self.shape(y4);
+        let out = self.out0(n)?;
+        self.emit_to(
+            Op::Reshape {
+                shape: vec![ys[0], ys[1], ys[3]],
+            },
+            &[y4],
+            out,
+        )?;
+        Ok(())
+    }
+
     fn pool(&mut self, n: &NodeProto, a: &Attrs, kind: PoolKind) -> R<()> {
         let x = self.req(n, 0, "X")?;
         let xs = self.shape(x);
+        if xs.len() == 3 {
+            if kind == PoolKind::Max && n.output.get(1).is_some_and(|o| self.used(o)) {
+                return unsup("the Indices output is used");
+            }
+            return self.pool1d(n, x, kind);
+        }
         if xs.len() != 4 {
             return unsup(format!(
                 "{}-D pooling is not supported",
@@ -2041,7 +2098,7 @@ impl<'m> Importer<'m> {
         Ok(())
     }
 
-    fn argmax(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+    fn argmax(&mut self, n: &NodeProto, a: &Attrs, min: bool) -> R<()> {
         let x = self.req(n, 0, "data")?;
         let rank = self.shape(x).len();
         let axis = norm_axis(a.int_or("axis", 0)?, rank)?;
@@ -2050,7 +2107,55 @@ impl<'m> Importer<'m> {
             return unsup("select_last_index=1 is not supported");
         }
         let out = self.out0(n)?;
-        self.emit_to(Op::ArgMax { axis, keep_dims }, &[x], out)?;
+        let op = if min {
+            Op::ArgMin { axis, keep_dims }
+        } else {
+            Op::ArgMax { axis, keep_dims }
+        };
+        self.emit_to(op, &[x], out)?;
+        Ok(())
+    }
+
+    /// TopK (opset 10+: k is input 1; opset 1: attribute): largest, sorted only.
+    fn topk(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        let xs = self.shape(x);
+        let axis = norm_axis(a.int_or("axis", -1)?, xs.len())?;
+        if a.int_or("largest", 1)? != 1 {
+            return unsup("largest=0 (smallest k) is not supported");
+        }
+        if a.int_or("sorted", 1)? != 1 {
+            return unsup("sorted=0 is not supported");
+        }
+        let k = if self.opset >= 10 {
+            match self.const_ints(n, 1, "K")? {
+                Some(v) if v.len() == 1 => v[0],
+                Some(v) => return bad(format!("K must have one element, has {}", v.len())),
+                None => return bad("K is required"),
+            }
+        } else {
+            match a.int("k")? {
+                Some(k) => k,
+                None => return bad("attribute k is required"),
+            }
+        };
+        let k = match usize::try_from(k) {
+            Ok(k) if k <= xs[axis] => k,
+            _ => return bad(format!("K = {k} is out of range for axis {axis} of {xs:?}")),
+        };
+        if !matches!(self.dtype(x), DType::F32 | DType::I32 | DType::I64) {
+            return unsup(format!("TopK of {} is not supported", self.dtype(x).name()));
+        }
+        let names: Vec<String> = (0..2)
+            .map(|i| match n.output.get(i).filter(|o| !o.is_empty()) {
+                Some(o) => o.clone(),
+                None => self.tmp(if i == 0 { "values" } else { "indices" }),
+            })
+            .collect();
+        let ids = self.emit(Op::TopK { axis, k }, &[x], names.clone())?;
+        for (name, id) in names.iter().zip(ids) {
+            self.bind(name, id);
+        }
         Ok(())
     }
 
@@ -2269,19 +2374,18 @@ impl<'m> Importer<'m> {
 
     fn const_logic(&mut self, n: &NodeProto, op: &str) -> R<()> {
         let mut vals = Vec::new();
+        let mut ids = Vec::new();
         for i in 0..n.input.len() {
             let Some(id) = self.inp(n, i)? else {
                 return bad(format!("missing input {i}"));
             };
-            match self.cst(id) {
-                Some(d) => vals.push(d.clone()),
-                None => {
-                    return unsup(
-                        "only supported on constant inputs (shape computations), and this \
-                         input is computed at run time",
-                    )
-                }
+            ids.push(id);
+            if let Some(d) = self.cst(id) {
+                vals.push(d.clone());
             }
+        }
+        if vals.len() < ids.len() {
+            return self.runtime_logic(n, op, &ids);
         }
         let need = if op == "Not" {
             1
@@ -2301,6 +2405,96 @@ impl<'m> Importer<'m> {
         };
         let out = self.out0(n)?;
         self.out_const(out, r)
+    }
+}
+
+impl Importer<'_> {
+    /// Comparisons, logic and Where on run-time values: TFLite EQUAL/LESS/..., LOGICAL_*,
+    /// SELECT_V2.
+    fn runtime_logic(&mut self, n: &NodeProto, op: &str, ids: &[TensorId]) -> R<()> {
+        use crate::ir::CompareOp as C;
+        let need = match op {
+            "Not" => 1,
+            "Where" => 3,
+            _ => 2,
+        };
+        if ids.len() != need {
+            return bad(format!("expects {need} inputs, got {}", ids.len()));
+        }
+        let out = self.out0(n)?;
+        let cmp = match op {
+            "Equal" => Some(C::Equal),
+            "Less" => Some(C::Less),
+            "Greater" => Some(C::Greater),
+            "LessOrEqual" => Some(C::LessEqual),
+            "GreaterOrEqual" => Some(C::GreaterEqual),
+            "Xor" => Some(C::NotEqual),
+            _ => None,
+        };
+        let bool_in = |s: &Self, i: usize| -> R<()> {
+            if s.dtype(ids[i]) != DType::Bool {
+                return bad(format!(
+                    "input {i} must be bool, is {}",
+                    s.dtype(ids[i]).name()
+                ));
+            }
+            Ok(())
+        };
+        if let Some(c) = cmp {
+            if op == "Xor" {
+                bool_in(self, 0)?;
+                bool_in(self, 1)?;
+            }
+            let (a, b) = self.same_type(ids[0], ids[1])?;
+            let dt = self.dtype(a);
+            if dt == DType::Bool && !matches!(c, C::Equal | C::NotEqual) {
+                return unsup(format!("{op} of bool tensors is not supported"));
+            }
+            if matches!(dt, DType::F16 | DType::U8) {
+                return unsup(format!("{op} of {} tensors is not supported", dt.name()));
+            }
+            self.emit_to(Op::Compare { op: c }, &[a, b], out)?;
+            return Ok(());
+        }
+        match op {
+            "And" | "Or" => {
+                bool_in(self, 0)?;
+                bool_in(self, 1)?;
+                self.emit_to(Op::Logical { and: op == "And" }, ids, out)?;
+            }
+            "Not" => {
+                bool_in(self, 0)?;
+                self.emit_to(Op::Not, ids, out)?;
+            }
+            _ => {
+                bool_in(self, 0)?;
+                let (x, y) = self.same_type(ids[1], ids[2])?;
+                self.emit_to(Op::Where, &[ids[0], x, y], out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Two operands with one element type: a constant is cast to the run-time operand's type
+    /// (exporters mix int32/int64 constants freely); two run-time operands must agree.
+    fn same_type(&mut self, a: TensorId, b: TensorId) -> R<(TensorId, TensorId)> {
+        let (da, db) = (self.dtype(a), self.dtype(b));
+        if da == db {
+            return Ok((a, b));
+        }
+        if let Some(d) = self.cst(b).cloned() {
+            let c = self.add_const(&format!("{}/cast", self.cur), d.cast(da));
+            return Ok((a, c));
+        }
+        if let Some(d) = self.cst(a).cloned() {
+            let c = self.add_const(&format!("{}/cast", self.cur), d.cast(db));
+            return Ok((c, b));
+        }
+        bad(format!(
+            "operands have different types ({} and {})",
+            da.name(),
+            db.name()
+        ))
     }
 }
 

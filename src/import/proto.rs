@@ -327,6 +327,20 @@ impl<'a> Attrs<'a> {
         Ok(self.get(name, AttributeType::Ints)?.map(|a| a.ints.clone()))
     }
 
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, String> {
+        self.get(name, AttributeType::Strings)?
+            .map(|a| {
+                a.strings
+                    .iter()
+                    .map(|s| {
+                        String::from_utf8(s.clone())
+                            .map_err(|_| format!("attribute '{name}' is not valid UTF-8"))
+                    })
+                    .collect()
+            })
+            .transpose()
+    }
+
     pub fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, String> {
         Ok(self
             .get(name, AttributeType::Floats)?

@@ -739,6 +739,117 @@ fn mutated_fixtures_never_panic() {
     }
 }
 
+/// An LSTM [seq 3, batch 1, input 2] → hidden 2 with the given extra inputs and attributes.
+fn lstm_model(extra: &[&str], attrs: Vec<(&str, A)>, seq_lens: Option<Vec<i64>>) -> B {
+    let mut b = B::new(14);
+    b.input("x", &[3, 1, 2])
+        .weights("W", &[1, 8, 2])
+        .weights("R", &[1, 8, 2])
+        .weights("B", &[1, 16]);
+    let mut ins = vec!["x", "W", "R", "B"];
+    if let Some(l) = seq_lens {
+        b.init(super::builder::itensor("lens", &[1], l));
+        ins.push("lens");
+    }
+    ins.extend(extra);
+    b.node("LSTM", "/lstm/LSTM", &ins, &["y", "yh", "yc"], attrs)
+        .output("y")
+        .output("yh");
+    b
+}
+
+#[test]
+fn lstm_unrolls_into_tflite_ops() {
+    let g = lstm_model(&[], vec![("hidden_size", A::I(2))], Some(vec![3]))
+        .import()
+        .unwrap();
+    let ops = ops(&g);
+    for want in [
+        "FullyConnected",
+        "Split",
+        "Sigmoid",
+        "Tanh",
+        "Mul",
+        "Add",
+        "Concat",
+    ] {
+        assert!(ops.contains(&want), "{want} missing: {ops:?}");
+    }
+    // No recurrent product at the first step (zero state): one input projection + 2 steps.
+    assert_eq!(ops.iter().filter(|&&o| o == "FullyConnected").count(), 3);
+    assert_eq!(out_shape(&g, 0), [3, 1, 1, 2]);
+    assert_eq!(out_shape(&g, 1), [1, 1, 2]);
+}
+
+#[test]
+fn lstm_rejects_what_it_cannot_unroll() {
+    let err = |b: B| b.import().unwrap_err().to_string();
+    let e = err(lstm_model(&[], vec![], Some(vec![2])));
+    assert!(
+        e.contains("'/lstm/LSTM' (LSTM)") && e.contains("sequence_lens"),
+        "{e}"
+    );
+    let e = err(lstm_model(&[], vec![("clip", A::F(3.0))], None));
+    assert!(e.contains("(LSTM)") && e.contains("clip"), "{e}");
+    let e = err(lstm_model(&[], vec![("direction", A::S("sideways"))], None));
+    assert!(e.contains("(LSTM)") && e.contains("sideways"), "{e}");
+    let e = err(lstm_model(&[], vec![("hidden_size", A::I(5))], None));
+    assert!(e.contains("hidden_size 5"), "{e}");
+}
+
+#[test]
+fn runtime_comparison_where_and_topk_import() {
+    let mut b = B::new(13);
+    b.input("x", &[2, 5])
+        .init(super::builder::ftensor("zero", &[], vec![0.0]))
+        .init(super::builder::itensor("k", &[1], vec![2]))
+        .node("Greater", "/gt", &["x", "zero"], &["m"], vec![])
+        .node("Not", "/not", &["m"], &["nm"], vec![])
+        .node("Where", "/where", &["nm", "zero", "x"], &["y"], vec![])
+        .node("TopK", "/topk", &["y", "k"], &["v", "i"], vec![])
+        .output("v")
+        .output("i");
+    let g = b.import().unwrap();
+    assert_eq!(ops(&g), ["Greater", "Not", "Where", "TopK"]);
+    // int64 indices are narrowed to int32.
+    assert_eq!(g.tensors[g.outputs[1]].dtype, crate::ir::DType::I32);
+    assert_eq!(out_shape(&g, 1), [2, 2]);
+    let mut b = B::new(13);
+    b.input("x", &[2, 5])
+        .init(super::builder::itensor("k", &[1], vec![6]))
+        .node("TopK", "/topk", &["x", "k"], &["v", "i"], vec![])
+        .output("v");
+    let e = b.import().unwrap_err().to_string();
+    assert!(e.contains("'/topk' (TopK)") && e.contains("K = 6"), "{e}");
+}
+
+#[test]
+fn long_sequences_concatenate_in_groups() {
+    let seq = 600;
+    let mut b = B::new(14);
+    b.input("x", &[seq, 1, 1])
+        .weights("W", &[1, 3, 1])
+        .weights("R", &[1, 3, 1])
+        .node(
+            "GRU",
+            "/gru/GRU",
+            &["x", "W", "R"],
+            &["y"],
+            vec![("hidden_size", A::I(1))],
+        )
+        .output("y");
+    let g = b.import().unwrap();
+    let widest = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, Op::Concat { .. }))
+        .map(|n| n.inputs.len())
+        .max()
+        .unwrap();
+    assert!(widest <= 512, "a CONCATENATION has {widest} inputs");
+    assert_eq!(out_shape(&g, 0), [seq as usize, 1, 1, 1]);
+}
+
 #[test]
 fn frozen_inputs_become_constants() {
     let mut b = B::new(13);

@@ -175,7 +175,14 @@ pub fn eval(op: &Op, inputs: &[&ConstData]) -> Option<Result<Vec<ConstData>, Str
         | Op::Pool2d { .. }
         | Op::LayerNorm { .. }
         | Op::BatchNorm { .. }
-        | Op::Resize { .. } => None,
+        | Op::Resize { .. }
+        // Constant comparisons, logic and Where are folded by the importer (`import::fold`).
+        | Op::ArgMin { .. }
+        | Op::Compare { .. }
+        | Op::Logical { .. }
+        | Op::Not
+        | Op::Where
+        | Op::TopK { .. } => None,
     }
 }
 

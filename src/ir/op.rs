@@ -40,6 +40,17 @@ pub enum BinaryOp {
     SquaredDifference,
 }
 
+/// A comparison with a bool output (TFLite EQUAL, NOT_EQUAL, LESS, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareOp {
+    Equal,
+    NotEqual,
+    Less,
+    LessEqual,
+    Greater,
+    GreaterEqual,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum UnaryOp {
     Abs,
@@ -241,10 +252,33 @@ pub enum Op {
         size: [usize; 2],
         layout: Layout,
     },
-    /// Index of the maximum along `axis` (int64 output unless narrowed).
+    /// Index of the maximum along `axis` (int32 output).
     ArgMax {
         axis: usize,
         keep_dims: bool,
+    },
+    /// Index of the minimum along `axis` (int32 output).
+    ArgMin {
+        axis: usize,
+        keep_dims: bool,
+    },
+    /// Elementwise comparison with numpy broadcasting; bool output. Inputs: a, b.
+    Compare {
+        op: CompareOp,
+    },
+    /// Logical AND (`and`) or OR of two bool tensors, broadcast.
+    Logical {
+        and: bool,
+    },
+    /// Logical NOT of a bool tensor.
+    Not,
+    /// `cond ? x : y` with three-way broadcasting. Inputs: cond (bool), x, y.
+    Where,
+    /// The `k` largest values along `axis` (descending; ties: lower index first) and their
+    /// int32 indices. Two outputs.
+    TopK {
+        axis: usize,
+        k: usize,
     },
     Cast {
         to: super::DType,
@@ -326,6 +360,20 @@ impl Op {
             Op::Pad { .. } => "Pad",
             Op::Resize { .. } => "Resize",
             Op::ArgMax { .. } => "ArgMax",
+            Op::ArgMin { .. } => "ArgMin",
+            Op::Compare { op } => match op {
+                CompareOp::Equal => "Equal",
+                CompareOp::NotEqual => "NotEqual",
+                CompareOp::Less => "Less",
+                CompareOp::LessEqual => "LessOrEqual",
+                CompareOp::Greater => "Greater",
+                CompareOp::GreaterEqual => "GreaterOrEqual",
+            },
+            Op::Logical { and: true } => "And",
+            Op::Logical { and: false } => "Or",
+            Op::Not => "Not",
+            Op::Where => "Where",
+            Op::TopK { .. } => "TopK",
             Op::Cast { .. } => "Cast",
             Op::Dequantize => "Dequantize",
             Op::Quantize => "Quantize",

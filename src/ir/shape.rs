@@ -224,11 +224,12 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             let s = reduced_shape(&x.shape, axes, *keep_dims);
             Ok(vec![(s, x.dtype)])
         }
-        Op::ArgMax { axis, keep_dims } => {
+        Op::ArgMax { axis, keep_dims } | Op::ArgMin { axis, keep_dims } => {
             check_axis(*axis)?;
             Ok(vec![(
                 reduced_shape(&x.shape, &[*axis], *keep_dims),
-                DType::I64,
+                // Indices are int32 in TFLite (litecvt narrows every int64 value on import).
+                DType::I32,
             )])
         }
         Op::Concat { axis } => {
@@ -335,6 +336,38 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             )])
         }
         Op::Cast { to } => Ok(vec![(x.shape.clone(), *to)]),
+        Op::Compare { .. } | Op::Logical { .. } => {
+            need(2)?;
+            Ok(vec![(broadcast(&x.shape, &inputs[1].shape)?, DType::Bool)])
+        }
+        Op::Not => Ok(vec![(x.shape.clone(), DType::Bool)]),
+        Op::Where => {
+            need(3)?;
+            if x.dtype != DType::Bool {
+                return Err(format!("condition must be bool, is {}", x.dtype.name()));
+            }
+            if inputs[1].dtype != inputs[2].dtype {
+                return Err(format!(
+                    "x and y have different types ({} and {})",
+                    inputs[1].dtype.name(),
+                    inputs[2].dtype.name()
+                ));
+            }
+            let s = broadcast(&broadcast(&x.shape, &inputs[1].shape)?, &inputs[2].shape)?;
+            Ok(vec![(s, inputs[1].dtype)])
+        }
+        Op::TopK { axis, k } => {
+            check_axis(*axis)?;
+            if *k > x.shape[*axis] {
+                return Err(format!(
+                    "k = {k} is larger than axis {axis} of {:?}",
+                    x.shape
+                ));
+            }
+            let mut s = x.shape.clone();
+            s[*axis] = *k;
+            Ok(vec![(s.clone(), x.dtype), (s, DType::I32)])
+        }
     }
 }
 

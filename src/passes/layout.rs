@@ -431,12 +431,13 @@ impl Rewriter<'_> {
             | Op::Clip { .. }
             | Op::HardSigmoid { .. }
             | Op::Cast { .. }
+            | Op::Not
             | Op::Dequantize => {
                 let perm = self.perm_of(x)?;
                 let data = self.get(x, &perm)?;
                 self.emit(node, node.op.clone(), vec![data], vec![perm]);
             }
-            Op::Binary { .. } | Op::PRelu => {
+            Op::Binary { .. } | Op::PRelu | Op::Compare { .. } | Op::Logical { .. } | Op::Where => {
                 let r = out_rank(0);
                 // Follow the first non-constant full-rank operand that is not in identity order.
                 let mut perm = identity(r);
@@ -537,15 +538,30 @@ impl Rewriter<'_> {
                 };
                 self.emit(node, op, vec![data], vec![out_perm]);
             }
-            Op::ArgMax { axis, keep_dims } => {
+            Op::ArgMax { axis, keep_dims } | Op::ArgMin { axis, keep_dims } => {
                 let perm = self.perm_of(x)?;
                 let data = self.get(x, &perm)?;
                 let (phys_axes, out_perm) = reduce_axes(&perm, &[*axis], *keep_dims);
-                let op = Op::ArgMax {
-                    axis: phys_axes[0],
-                    keep_dims: *keep_dims,
+                let (axis, keep_dims) = (phys_axes[0], *keep_dims);
+                let op = match node.op {
+                    Op::ArgMax { .. } => Op::ArgMax { axis, keep_dims },
+                    _ => Op::ArgMin { axis, keep_dims },
                 };
                 self.emit(node, op, vec![data], vec![out_perm]);
+            }
+            Op::TopK { axis, k } => {
+                // TOPK_V2 works on the last physical axis.
+                let mut perm = self.perm_of(x)?;
+                if perm.last() != Some(axis) {
+                    perm.retain(|a| a != axis);
+                    perm.push(*axis);
+                }
+                let data = self.get(x, &perm)?;
+                let op = Op::TopK {
+                    axis: rank - 1,
+                    k: *k,
+                };
+                self.emit(node, op, vec![data], vec![perm.clone(), perm]);
             }
             Op::Concat { axis } => {
                 let perm = self.common_perm(&node.inputs)?;

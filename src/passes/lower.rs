@@ -457,14 +457,31 @@ fn lower_node(g: &mut Graph, b: &mut Builder, node: Node) -> Result<()> {
         Op::ArgMax {
             axis,
             keep_dims: true,
+        }
+        | Op::ArgMin {
+            axis,
+            keep_dims: true,
         } => {
+            let (op, what) = match node.op {
+                Op::ArgMax { .. } => (
+                    Op::ArgMax {
+                        axis,
+                        keep_dims: false,
+                    },
+                    "argmax",
+                ),
+                _ => (
+                    Op::ArgMin {
+                        axis,
+                        keep_dims: false,
+                    },
+                    "argmin",
+                ),
+            };
             let t = b.push(
                 g,
-                format!("{n}/argmax"),
-                Op::ArgMax {
-                    axis,
-                    keep_dims: false,
-                },
+                format!("{n}/{what}"),
+                op,
                 vec![x],
                 &format!("{n}_squeezed"),
             )?;

@@ -56,6 +56,8 @@ pub struct InputSpec {
     /// The same input in NCHW when the model takes NHWC (`--nhwc-io`): data in the ONNX layout
     /// is accepted and transposed.
     pub nchw_shape: Option<Vec<usize>>,
+    /// An integer input (token ids): integer `.npy` data is accepted (float data too).
+    pub integer: bool,
 }
 
 /// A calibration sample: one float array per model input, in model input order.
@@ -159,9 +161,18 @@ fn npy_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn to_f32(a: &NpyArray, label: &str) -> Result<Vec<f32>> {
+fn to_f32(a: &NpyArray, label: &str, integer: bool) -> Result<Vec<f32>> {
     match &a.data {
         NpyData::F32(v) => Ok(v.clone()),
+        // Integer inputs (token ids: int64 in ONNX, int32 in the converted model) travel as
+        // float, exact up to 2^24.
+        NpyData::I64(_) | NpyData::I32(_) if integer => {
+            let v = a.to_f32();
+            if let Some(i) = v.iter().position(|x| x.abs() > (1 << 24) as f32) {
+                bail!("{label}: integer value at element {i} is too large for calibration data");
+            }
+            Ok(v)
+        }
         _ => bail!(
             "{label}: calibration data must be float32, got {}",
             a.dtype_name()
@@ -187,7 +198,7 @@ fn nhwc_from_nchw(v: &[f32], nchw: &[usize]) -> Vec<f32> {
 /// Splits an array into samples for `input`: the input's exact shape (one sample), the shape
 /// without its leading 1 (one sample), or a batch of N along the leading axis.
 fn split_samples(a: &NpyArray, input: &InputSpec, label: &str) -> Result<Vec<Vec<f32>>> {
-    let v = to_f32(a, label)?;
+    let v = to_f32(a, label, input.integer)?;
     let per = input.shape.iter().product::<usize>();
     let matches = |shape: &[usize]| -> Option<usize> {
         if a.shape == shape {
@@ -335,6 +346,54 @@ pub fn load(path: &Path, inputs: &[InputSpec], images: &ImageOptions) -> Result<
     Ok((0..n)
         .map(|k| per_input.iter().map(|v| v[k].clone()).collect())
         .collect())
+}
+
+/// Sets input `i` of `interp` from a float sample: float32 as is, int32 (token ids; exact
+/// integers in float) converted, int8 quantized with the input's parameters.
+pub(crate) fn feed_input(
+    model: &literun::Model<'_>,
+    interp: &mut literun::Interpreter<'_>,
+    i: usize,
+    values: &[f32],
+) -> Result<()> {
+    let info = &model.inputs()[i];
+    let qparams = model.tensors()[info.tensor].qparams.clone();
+    let mut t = interp
+        .input_mut(i)
+        .map_err(|e| anyhow!("input '{}': {e}", info.name))?;
+    let have = t.bytes_mut().len() / t.dtype().size().max(1);
+    if have != values.len() {
+        bail!(
+            "input '{}': the sample has {} values, the input {}",
+            info.name,
+            values.len(),
+            have
+        );
+    }
+    match t.dtype() {
+        literun::DType::F32 => t
+            .copy_from_f32(values)
+            .map_err(|e| anyhow!("input '{}': {e}", info.name))?,
+        literun::DType::I32 => {
+            for (d, &x) in t.bytes_mut().chunks_exact_mut(4).zip(values) {
+                d.copy_from_slice(&(x as i32).to_le_bytes());
+            }
+        }
+        literun::DType::I8 => {
+            let q = qparams
+                .ok_or_else(|| anyhow!("input '{}': int8 input without quantization", info.name))?;
+            let (s, z) = q.channel(0);
+            for (d, &x) in t.bytes_mut().iter_mut().zip(values) {
+                *d = ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8;
+            }
+        }
+        other => bail!(
+            "input '{}': {} inputs cannot be fed from calibration data",
+            info.name,
+            other.name()
+        ),
+    }
+    Ok(())
 }
 
 const BINS: usize = 2048;
@@ -542,10 +601,7 @@ pub fn collect_ranges(
                 for sample in part {
                     for (i, values) in sample.iter().enumerate() {
                         let info = &model.inputs()[i];
-                        interp
-                            .input_mut(i)
-                            .and_then(|mut t| t.copy_from_f32(values))
-                            .map_err(|e| anyhow!("input '{}': {e}", info.name))?;
+                        feed_input(&model, &mut interp, i, values)?;
                         let st = &mut local[info.tensor];
                         if pass == 0 {
                             st.observe_range(values);
@@ -647,6 +703,7 @@ mod tests {
             name: "x".into(),
             shape: vec![1, 3, 2, 4],
             nchw_shape: None,
+            integer: false,
         };
         let v = load_image(&path, &nchw, &opts).unwrap();
         // Channel 0 (red) row 0: 1, 1, -1, -1 after (x - 0.5) / 0.5.
@@ -688,6 +745,7 @@ mod tests {
             name: "x".into(),
             shape: vec![1, 2],
             nchw_shape: None,
+            integer: false,
         };
         let a = NpyArray::f32(vec![3, 2], vec![0.0; 6]);
         assert_eq!(split_samples(&a, &inp, "f").unwrap().len(), 3);

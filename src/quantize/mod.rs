@@ -300,6 +300,16 @@ impl Int8Builder<'_> {
         Ok(weights::asymmetric_params(lo, hi))
     }
 
+    /// The float range of `t`: calibrated, else what the model's (QDQ) parameters represent.
+    fn value_range(&self, g: &Graph, t: TensorId) -> Result<(f32, f32)> {
+        if let Some(r) = self.ranges.get(&t) {
+            return Ok(*r);
+        }
+        let p = self.params(g, t)?;
+        let (s, z) = (p.scale[0], p.zero_point[0] as f32);
+        Ok(((-128.0 - z) * s, (127.0 - z) * s))
+    }
+
     /// Whether [`Self::params`] has an answer for `t`.
     fn has_params(&self, t: TensorId) -> bool {
         self.model.activations.contains_key(&t) || self.ranges.contains_key(&t)
@@ -408,10 +418,29 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         }
     }
     let old_nodes = std::mem::take(&mut g.nodes);
+    let is_f32 = |g: &Graph, t: TensorId| g.tensors[t].dtype == DType::F32;
     for (mut node, rule) in old_nodes.into_iter().zip(rules) {
+        // Nothing real-valued in or out (bool logic, integer index math): nothing to quantize.
+        if !node
+            .inputs
+            .iter()
+            .chain(&node.outputs)
+            .any(|&t| is_f32(g, t) || g.tensors[t].dtype == DType::I8)
+        {
+            b.nodes.push(node);
+            continue;
+        }
         let excluded = opts.exclude_nodes.contains(&node.name)
             || opts.exclude_ops.iter().any(|o| o == node.op.name());
-        let rule = if excluded { None } else { rule };
+        let mut rule = if excluded { None } else { rule };
+        // TFLite's int8 comparisons need every input scale below 1 (a range under 255).
+        if rule == Some(OutputRule::Unquantized) && matches!(node.op, Op::Compare { .. }) {
+            for &t in &node.inputs {
+                if !g.tensors[t].is_const() && b.has_params(t) && b.params(g, t)?.scale[0] >= 1.0 {
+                    rule = None;
+                }
+            }
+        }
         // Without calibration data (a QDQ model), a node runs int8 only where the model gives
         // the parameters it needs: those of its runtime inputs, and of its output unless the
         // rule fixes or copies them.
@@ -463,10 +492,21 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         s.quantized_nodes += 1;
         // Output parameters first where they constrain the inputs (Shared).
         let out = node.outputs[0];
-        let shared = if rule == OutputRule::Shared {
-            Some(b.params(g, out)?)
-        } else {
-            None
+        let shared = match rule {
+            OutputRule::Shared => Some(b.params(g, out)?),
+            OutputRule::SameAs(k) => {
+                let range = b.value_range(g, node.inputs[k])?;
+                let fills: Vec<f32> = node
+                    .inputs
+                    .iter()
+                    .filter_map(|&t| g.tensors[t].data.as_ref())
+                    .filter_map(|d| d.as_f32())
+                    .flat_map(|a| a.iter().copied())
+                    .collect();
+                let (lo, hi) = params::select_range(range, &fills);
+                Some(weights::asymmetric_params(lo, hi))
+            }
+            _ => None,
         };
         // Weights per output channel, FULLY_CONNECTED included (LiteRT has per-channel FC;
         // `FullInt8Options::per_tensor_dense` keeps the spec's older per-tensor form).
@@ -515,6 +555,9 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 let c = g.add_const(name, q);
                 g.tensors[c].quant = Some(p);
                 node.inputs[i] = c;
+            } else if !is_f32(g, t) && g.tensors[t].dtype != DType::I8 {
+                // Conditions and indices stay as they are.
+                continue;
             } else {
                 let want = shared.as_ref();
                 // A free (calibrated) producer feeding only this concat adopts its parameters.
@@ -531,10 +574,14 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
         let out_params = match &rule {
+            OutputRule::Unquantized => {
+                b.nodes.push(node);
+                continue;
+            }
             OutputRule::Calibrated => b.params(g, out)?,
             OutputRule::SameAsInput => g.tensors[node.inputs[0]].quant.clone().expect("int8"),
             OutputRule::Fixed(p) => p.clone(),
-            OutputRule::Shared => shared.clone().expect("computed above"),
+            OutputRule::Shared | OutputRule::SameAs(_) => shared.clone().expect("computed above"),
         };
         if let Some(m) = opts.qdq.activations.get(&out) {
             if *m != out_params {
@@ -555,6 +602,9 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
         for &o in &node.outputs {
+            if !is_f32(g, o) {
+                continue;
+            }
             g.tensors[o].dtype = DType::I8;
             g.tensors[o].quant = Some(out_params.clone());
             if rule == OutputRule::Calibrated {

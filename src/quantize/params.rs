@@ -14,12 +14,21 @@ pub enum OutputRule {
     Fixed(QuantParams),
     /// All inputs and the output share one set of parameters (CONCATENATION).
     Shared,
+    /// The output's range is run-time input `k`'s calibrated range, widened for the constant
+    /// operands by [`select_range`]; the constants are quantized with it, saturating.
+    SameAs(usize),
+    /// The outputs are not real values (bool, indices): the float inputs become int8 with
+    /// their own parameters (comparisons, ARG_MAX / ARG_MIN).
+    Unquantized,
 }
 
 /// The int8 rule for `node`, or `None` when it stays float (no int8 kernel, or its constant
 /// operands cannot be quantized the way the kernel needs).
 pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
     let is_const = |i: usize| node.inputs.get(i).is_some_and(|&t| g.tensors[t].is_const());
+    if let Some(r) = mixed_type_rule(g, node) {
+        return r;
+    }
     let float_inputs = node
         .inputs
         .iter()
@@ -45,7 +54,7 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
             Some(Calibrated)
         }
         Op::FullyConnected { .. } | Op::ConvTranspose2d { .. }
-            if is_const(1) && (node.inputs.len() < 3 || is_const(2)) =>
+            if !is_const(0) && is_const(1) && (node.inputs.len() < 3 || is_const(2)) =>
         {
             Some(Calibrated)
         }
@@ -114,4 +123,78 @@ fn batch_rank_ok(g: &Graph, node: &Node) -> bool {
     node.inputs
         .iter()
         .all(|&t| (2..=5).contains(&g.tensors[t].shape.len()))
+}
+
+/// Rules of the ops whose inputs or outputs are not all float (bool conditions and results,
+/// integer indices); `None` when `node` is not one of them.
+fn mixed_type_rule(g: &Graph, node: &Node) -> Option<Option<OutputRule>> {
+    use crate::ir::DType;
+    let dt = |i: usize| g.tensors[node.inputs[i]].dtype;
+    let runtime = |i: usize| !g.tensors[node.inputs[i]].is_const();
+    let f32_in = |i: usize| dt(i) == DType::F32;
+    Some(match &node.op {
+        // Comparisons of float values; int32/bool comparisons have nothing to quantize.
+        Op::Compare { .. } => (f32_in(0) && f32_in(1)).then_some(OutputRule::Unquantized),
+        Op::ArgMax { .. } | Op::ArgMin { .. } => f32_in(0).then_some(OutputRule::Unquantized),
+        // Values are copied: the indices output stays int32.
+        Op::TopK { .. } => f32_in(0).then_some(OutputRule::SameAsInput),
+        Op::Where => {
+            if !(f32_in(1) && f32_in(2)) {
+                return Some(None);
+            }
+            match (runtime(1), runtime(2)) {
+                (true, true) => Some(OutputRule::Shared),
+                (true, false) => Some(OutputRule::SameAs(1)),
+                (false, true) => Some(OutputRule::SameAs(2)),
+                (false, false) => None,
+            }
+        }
+        // An embedding lookup: the constant table is quantized, the output shares its
+        // parameters; the indices stay int32.
+        Op::Gather { .. } if f32_in(0) && !f32_in(1) => Some(OutputRule::SameAsInput),
+        _ => return None,
+    })
+}
+
+/// Margin below (above) the run-time values that a far-away constant fill saturates to: a
+/// following SOFTMAX gives it weight ≤ e^-12 relative to the largest value.
+const FILL_MARGIN: f32 = 12.0;
+
+/// The int8 range of a SELECT_V2 whose run-time branch has range `(lo, hi)` and whose constant
+/// branch holds `fills`. A fill near the values is included as is; a far one (masked_fill with
+/// -1e9 or -inf) would stretch the range until every real value rounds to one step, so the range
+/// only extends to `FILL_MARGIN` (or one span, if larger) beyond the values and the fill
+/// saturates there.
+pub fn select_range((lo, hi): (f32, f32), fills: &[f32]) -> (f32, f32) {
+    let span = (hi - lo).max(f32::MIN_POSITIVE);
+    let reach = span.max(FILL_MARGIN);
+    let (mut a, mut b) = (lo, hi);
+    for &f in fills {
+        if f.is_nan() {
+            continue;
+        }
+        if f < lo - span {
+            a = a.min(hi - reach);
+        } else if f > hi + span {
+            b = b.max(lo + reach);
+        } else {
+            a = a.min(f);
+            b = b.max(f);
+        }
+    }
+    (a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::select_range;
+
+    #[test]
+    fn far_fills_saturate_near_the_values() {
+        assert_eq!(select_range((-1.0, 2.0), &[-1e9]), (2.0 - 12.0, 2.0));
+        assert_eq!(select_range((-1.0, 2.0), &[f32::INFINITY]), (-1.0, 11.0));
+        assert_eq!(select_range((-1.0, 2.0), &[-3.0]), (-3.0, 2.0));
+        // A wide range is already enough.
+        assert_eq!(select_range((-50.0, 50.0), &[-1e9]), (-50.0, 50.0));
+    }
 }

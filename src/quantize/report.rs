@@ -57,21 +57,7 @@ fn observe(
     let mut buf = Vec::new();
     for (k, sample) in samples.iter().enumerate() {
         for (i, values) in sample.iter().enumerate() {
-            let mut t = interp.input_mut(i).map_err(|e| anyhow!("{e}"))?;
-            match t.dtype() {
-                literun::DType::F32 => t.copy_from_f32(values).map_err(|e| anyhow!("{e}"))?,
-                _ => {
-                    // An integer input: quantize with its parameters.
-                    let q = tensors[model.inputs()[i].tensor]
-                        .qparams
-                        .clone()
-                        .ok_or_else(|| anyhow!("integer input without quantization"))?;
-                    let (s, z) = q.channel(0);
-                    for (d, &x) in t.bytes_mut().iter_mut().zip(values) {
-                        *d = ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8;
-                    }
-                }
-            }
+            super::calibrate::feed_input(&model, &mut interp, i, values)?;
         }
         interp
             .invoke_observed(&mut |_op, t, view| {

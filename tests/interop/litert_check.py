@@ -126,9 +126,12 @@ def _adapt_layout(arr: np.ndarray, want_shape, want_dtype, name: str, notes: lis
         else:
             raise ValueError(f"input {name!r}: model wants shape {list(want_shape)}, data has {list(arr.shape)}")
     if np.dtype(want_dtype) == np.int8 and arr.dtype.kind == "f" and quant and quant[0] > 0:
-        # an int8 model input (--io-type int8): quantize as literun's `run` does
+        # an int8 model input (--io-type int8): quantize as literun's `run` does (ties away from
+        # zero, as TFLite's QUANTIZE; np.round would round them to even)
         scale, zp = quant
-        return np.ascontiguousarray(np.clip(np.round(arr / np.float32(scale)) + zp, -128, 127).astype(np.int8))
+        v = arr / np.float32(scale)
+        v = np.sign(v) * np.floor(np.abs(v) + 0.5)
+        return np.ascontiguousarray(np.clip(v + zp, -128, 127).astype(np.int8))
     if np.dtype(want_dtype) != arr.dtype:
         if np.dtype(want_dtype).kind != arr.dtype.kind:
             raise ValueError(f"input {name!r}: model wants {np.dtype(want_dtype)}, data is {arr.dtype} "

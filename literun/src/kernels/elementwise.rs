@@ -36,7 +36,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<alloc::vec::Vec<usiz
 }
 
 /// Element strides (0 on broadcast dimensions) of `shape` read as `out` (right-aligned).
-fn broadcast_strides(shape: &[usize], out: &[usize]) -> [usize; MAX_DIMS] {
+pub(crate) fn broadcast_strides(shape: &[usize], out: &[usize]) -> [usize; MAX_DIMS] {
     let mut s = [0usize; MAX_DIMS];
     let rank = out.len();
     let mut stride = 1usize;

@@ -5,6 +5,7 @@
 //! validated, and do no allocation unless documented.
 
 pub mod batch_matmul;
+pub mod compare;
 pub mod conv;
 pub mod depthwise_conv;
 pub mod elementwise;
