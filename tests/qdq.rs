@@ -478,3 +478,37 @@ fn calibration_fills_the_float_islands() {
     println!("calibrated: {steps:.2} steps from ORT, SNR vs float {snr:.1} dB");
     assert!(snr >= 20.0, "{snr}");
 }
+
+/// quantize_dynamic turns an LSTM into com.microsoft DynamicQuantizeLSTM: it converts as the
+/// standard LSTM on the dequantized weights, unrolled into hybrid FULLY_CONNECTED layers (the
+/// recurrent weights quantized once and shared by every time step), close to onnxruntime.
+#[test]
+fn dynamic_quantized_lstm_converts_to_hybrid_layers() {
+    let c = convert("lstm_2layer.dynamic.onnx");
+    let q = c.quantization.as_ref().unwrap();
+    assert!(
+        q.summary.mode.contains("weights-only"),
+        "{}",
+        q.summary.mode
+    );
+    assert_eq!(ops(&c, "DEQUANTIZE"), 0, "{:?}", c.ops_after);
+    let aligned = literun::AlignedBytes::from_slice(&c.bytes);
+    let lite = literun::Model::from_bytes(&aligned).unwrap();
+    let fcs: Vec<_> = lite
+        .operators()
+        .iter()
+        .filter(|op| op.name() == "FULLY_CONNECTED")
+        .collect();
+    assert!(fcs.len() > 20, "{} FULLY_CONNECTED", fcs.len());
+    for op in &fcs {
+        let w = &lite.tensors()[op.inputs[1].unwrap()];
+        assert_eq!(w.dtype, literun::DType::I8);
+    }
+    let d = data("lstm_2layer");
+    let ours = run_all(&c.bytes, &d["x"]);
+    let vs_ort = error_stats(&ours, &d["dynamic"].to_f32()).snr_db;
+    let vs_float = error_stats(&ours, &d["float"].to_f32()).snr_db;
+    println!("lstm_2layer.dynamic: SNR vs ORT {vs_ort:.1} dB, vs float {vs_float:.1} dB");
+    assert!(vs_ort >= 30.0, "{vs_ort}");
+    assert!(vs_float >= 30.0, "{vs_float}");
+}

@@ -401,12 +401,14 @@ fn attr_int(n: &NodeProto, name: &str) -> Option<i64> {
 /// (`None` when the graph has none). Patterns that differ are left alone (and reported as
 /// unsupported ops by the importer).
 pub(super) fn rewrite_dynamic(graph: &GraphProto) -> Option<GraphProto> {
+    let lstm = rewrite_dynamic_lstm(graph);
+    let graph = lstm.as_ref().unwrap_or(graph);
     if !graph
         .node
         .iter()
         .any(|n| matches!(n.op_type.as_str(), "ConvInteger" | "MatMulInteger"))
     {
-        return None;
+        return lstm;
     }
     let mut producer: HashMap<&str, usize> = HashMap::new();
     let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
@@ -604,6 +606,67 @@ pub(super) fn rewrite_dynamic(graph: &GraphProto) -> Option<GraphProto> {
         }
     }
     g.initializer.extend(new_inits);
+    Some(g)
+}
+
+/// onnxruntime's `DynamicQuantizeLSTM` (com.microsoft; what `quantize_dynamic` makes of an LSTM):
+/// the standard LSTM on its dequantized weights. Its W [dirs, input, 4H] and R [dirs, H, 4H] are
+/// the transposes of LSTM's, with a scale and zero point per direction or per direction and gate
+/// column. The weights-only mode then quantizes the unrolled layers' weights again.
+fn rewrite_dynamic_lstm(graph: &GraphProto) -> Option<GraphProto> {
+    let is_dq_lstm =
+        |n: &NodeProto| n.op_type == "DynamicQuantizeLSTM" && n.domain == "com.microsoft";
+    if !graph.node.iter().any(is_dq_lstm) {
+        return None;
+    }
+    let inits: HashMap<&str, &TensorProto> = graph
+        .initializer
+        .iter()
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let values = |name: &str| -> Option<(Vec<usize>, Vec<f32>)> {
+        let t = inits.get(name)?;
+        let d = decode_tensor(t).ok()?;
+        Some((d.shape(), d.to_f32_vec()))
+    };
+    // inputs: X W R B sequence_lens initial_h initial_c P W_scale W_zero_point R_scale R_zero_point
+    let dequantized = |n: &NodeProto, w: usize, scale: usize, zp: usize| -> Option<TensorProto> {
+        let (shape, q) = values(n.input.get(w)?)?;
+        let [dirs, rows, cols] = shape[..] else {
+            return None;
+        };
+        let (sshape, sv) = values(n.input.get(scale)?)?;
+        let (_, zv) = values(n.input.get(zp)?)?;
+        let per_column = sshape.len() == 2;
+        if sv.len() != if per_column { dirs * cols } else { dirs } || zv.len() != sv.len() {
+            return None;
+        }
+        // [dirs, rows, cols] quantized → [dirs, cols, rows] float (LSTM's layout).
+        let mut f = vec![0f32; q.len()];
+        for d in 0..dirs {
+            for r in 0..rows {
+                for c in 0..cols {
+                    let k = if per_column { d * cols + c } else { d };
+                    f[(d * cols + c) * rows + r] = (q[(d * rows + r) * cols + c] - zv[k]) * sv[k];
+                }
+            }
+        }
+        let dims = vec![dirs as i64, cols as i64, rows as i64];
+        Some(f32_init(format!("{}/dequantized", n.input[w]), dims, &f))
+    };
+    let mut g = graph.clone();
+    for n in g.node.iter_mut().filter(|n| is_dq_lstm(n)) {
+        let (Some(w), Some(r)) = (dequantized(n, 1, 8, 9), dequantized(n, 2, 10, 11)) else {
+            continue; // left as is: reported as an unsupported op
+        };
+        n.op_type = "LSTM".into();
+        n.domain = String::new();
+        n.input.truncate(8);
+        n.input[1] = w.name.clone();
+        n.input[2] = r.name.clone();
+        g.initializer.push(w);
+        g.initializer.push(r);
+    }
     Some(g)
 }
 

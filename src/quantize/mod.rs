@@ -173,22 +173,49 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
         ..Default::default()
     };
     let uses = g.use_counts();
+    // Hybrid kernels exist for conv, depthwise and dense layers (not TRANSPOSE_CONV).
+    let hybrid_axis = |g: &Graph, node: &Node| match node.op {
+        Op::Conv2d { .. } | Op::FullyConnected { .. } => weight_channel_axis(g, node),
+        _ => None,
+    };
+    // Weights every reader of which is a hybrid layer (an unrolled LSTM's recurrent weights,
+    // shared by every time step) are quantized once, in place, for all of them.
+    let mut reads: HashMap<TensorId, (usize, Option<usize>)> = HashMap::new();
+    for node in &g.nodes {
+        let axis = hybrid_axis(g, node);
+        for (k, &t) in node.inputs.iter().enumerate() {
+            let e = reads.entry(t).or_insert((0, axis.filter(|_| k == 1)));
+            e.0 += 1;
+            if k != 1 || axis.is_none() || e.1 != axis {
+                e.1 = None;
+            }
+        }
+    }
+    let hybrid_only = |t: TensorId| {
+        reads
+            .get(&t)
+            .is_some_and(|&(n, axis)| axis.is_some() && uses.get(&t) == Some(&n))
+    };
     let mut done: HashMap<TensorId, TensorId> = HashMap::new();
     let mut nodes = Vec::with_capacity(g.nodes.len());
     for mut node in std::mem::take(&mut g.nodes) {
-        // Hybrid kernels exist for conv, depthwise and dense layers (not TRANSPOSE_CONV).
-        let hybrid_axis = match node.op {
-            Op::Conv2d { .. } | Op::FullyConnected { .. } => weight_channel_axis(g, &node),
-            _ => None,
-        };
+        let hybrid_axis = hybrid_axis(g, &node);
+        if let (Some(_), Some(&w)) = (hybrid_axis, node.inputs.get(1)) {
+            if g.tensors[w].dtype == DType::I8 && hybrid_only(w) {
+                // Already quantized for an earlier reader.
+                s.quantized_nodes += 1;
+                nodes.push(node);
+                continue;
+            }
+        }
         if let (Some(axis), Some(&w)) = (hybrid_axis, node.inputs.get(1)) {
             let is_f32 = g.tensors[w]
                 .data
                 .as_ref()
                 .and_then(|d| d.as_f32())
                 .is_some();
-            // A weight shared with another reader keeps its float copy for that reader.
-            if is_f32 && uses.get(&w) == Some(&1) {
+            // A weight shared with another kind of reader keeps its float copy for that reader.
+            if is_f32 && (uses.get(&w) == Some(&1) || hybrid_only(w)) {
                 let data = g.tensors[w]
                     .data
                     .as_ref()
