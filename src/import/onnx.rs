@@ -944,6 +944,11 @@ impl<'m> Importer<'m> {
                 a.float_or("max", f32::INFINITY)?,
             )
         } else {
+            let lo = self.inp(n, 1)?.filter(|&id| self.cst(id).is_none());
+            let hi = self.inp(n, 2)?.filter(|&id| self.cst(id).is_none());
+            if lo.is_some() || hi.is_some() {
+                return self.clip_runtime(n, x, lo, hi);
+            }
             (
                 self.const_scalar(n, 1, "min")?.unwrap_or(f32::NEG_INFINITY),
                 self.const_scalar(n, 2, "max")?.unwrap_or(f32::INFINITY),
@@ -951,6 +956,75 @@ impl<'m> Importer<'m> {
         };
         let out = self.out0(n)?;
         self.emit_to(Op::Clip { min, max }, &[x], out)?;
+        Ok(())
+    }
+
+    /// Clip with a bound computed at run time (a log-mel spectrogram's `max(x, x.max() - 80)`):
+    /// `min(max(x, lo), hi)` as ONNX defines it, a runtime bound as Max/Min, a constant one as
+    /// a one-sided Clip.
+    fn clip_runtime(
+        &mut self,
+        n: &NodeProto,
+        x: TensorId,
+        lo: Option<TensorId>,
+        hi: Option<TensorId>,
+    ) -> R<()> {
+        for (b, what) in [(lo, "min"), (hi, "max")] {
+            let Some(b) = b else { continue };
+            let t = &self.g.tensors[b];
+            if t.elements() != 1 {
+                return bad(format!("{what} must be a scalar, got shape {:?}", t.shape));
+            }
+            if t.dtype != self.dtype(x) {
+                return bad(format!(
+                    "{what} has type {:?} but the input has {:?}",
+                    t.dtype,
+                    self.dtype(x)
+                ));
+            }
+        }
+        let cmin = match lo {
+            Some(_) => None,
+            None => self.const_scalar(n, 1, "min")?,
+        };
+        let cmax = match hi {
+            Some(_) => None,
+            None => self.const_scalar(n, 2, "max")?,
+        };
+        let out = self.out0(n)?;
+        let mut steps: Vec<(Op, Option<TensorId>)> = Vec::new();
+        match (lo, cmin) {
+            (Some(b), _) => steps.push((bin(BinaryOp::Max), Some(b))),
+            (None, Some(m)) => steps.push((
+                Op::Clip {
+                    min: m,
+                    max: f32::INFINITY,
+                },
+                None,
+            )),
+            (None, None) => {}
+        }
+        match (hi, cmax) {
+            (Some(b), _) => steps.push((bin(BinaryOp::Min), Some(b))),
+            (None, Some(m)) => steps.push((
+                Op::Clip {
+                    min: f32::NEG_INFINITY,
+                    max: m,
+                },
+                None,
+            )),
+            (None, None) => {}
+        }
+        let mut cur = x;
+        let last = steps.len() - 1;
+        for (i, (op, b)) in steps.into_iter().enumerate() {
+            let ins: Vec<TensorId> = std::iter::once(cur).chain(b).collect();
+            cur = if i == last {
+                self.emit_to(op, &ins, out)?
+            } else {
+                self.emit_tmp(op, &ins, "clip_lo")?
+            };
+        }
         Ok(())
     }
 
