@@ -44,6 +44,59 @@ fn bad<T>(msg: impl Into<String>) -> R<T> {
     Err(Fail::Error(msg.into()))
 }
 
+/// The error for unsupported nodes: their count, a summary by op type when there are several,
+/// then each node with the reason (at most `MAX_LISTED_PER_OP` per op type).
+fn unsupported_message(file: &str, list: &[(String, String)], unchecked: usize) -> String {
+    const MAX_LISTED_PER_OP: usize = 3;
+    let n = list.len();
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (op, _) in list {
+        match counts.iter_mut().find(|(o, _)| o == op) {
+            Some(c) => c.1 += 1,
+            None => counts.push((op, 1)),
+        }
+    }
+    let mut msg = format!(
+        "{file}: {n} unsupported op{}",
+        if n == 1 { "" } else { "s" }
+    );
+    if n > 1 {
+        let summary: Vec<String> = counts.iter().map(|(o, c)| format!("{o}×{c}")).collect();
+        msg.push_str(&format!(" ({})", summary.join(", ")));
+    }
+    msg.push_str(": ");
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    for (op, detail) in list {
+        let k = match seen.iter_mut().find(|(o, _)| o == op) {
+            Some(c) => {
+                c.1 += 1;
+                c.1
+            }
+            None => {
+                seen.push((op, 1));
+                1
+            }
+        };
+        if k <= MAX_LISTED_PER_OP {
+            parts.push(detail.clone());
+        }
+    }
+    for (op, c) in &counts {
+        if *c > MAX_LISTED_PER_OP {
+            parts.push(format!("{} more {op}", c - MAX_LISTED_PER_OP));
+        }
+    }
+    msg.push_str(&parts.join("; "));
+    if unchecked > 0 {
+        msg.push_str(&format!(
+            " ({unchecked} node{} after them not checked)",
+            if unchecked == 1 { "" } else { "s" }
+        ));
+    }
+    msg
+}
+
 /// A name for a node in messages: its name, else its first output, else its op and index.
 fn node_label(n: &NodeProto, idx: usize) -> String {
     if !n.name.is_empty() {
@@ -207,7 +260,11 @@ struct Importer<'m> {
     graph_outputs: HashSet<&'m str>,
     /// Values produced by nodes that failed to import (their consumers are skipped).
     failed: HashSet<String>,
-    unsupported: Vec<String>,
+    /// Unsupported nodes: (op type, "'node' (Op): why").
+    unsupported: Vec<(String, String)>,
+    /// Nodes skipped because an input comes from an unsupported node, whose op the importer
+    /// knows (so they were not checked further).
+    unchecked: usize,
     /// Graph outputs dropped on purpose (training-only BatchNormalization outputs).
     dropped_outputs: HashSet<String>,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
@@ -247,6 +304,7 @@ impl<'m> Importer<'m> {
             graph_outputs: graph.output.iter().map(|o| o.name.as_str()).collect(),
             failed: HashSet::new(),
             unsupported: Vec::new(),
+            unchecked: 0,
             dropped_outputs: HashSet::new(),
             cur: String::new(),
         }
@@ -377,14 +435,32 @@ impl<'m> Importer<'m> {
             .any(|i| !i.is_empty() && self.failed.contains(i))
         {
             self.failed.extend(n.output.iter().cloned());
+            // Probe it all the same, so that every op the importer lacks is reported at once,
+            // not only the first of a chain (a dynamic-quantized model: DynamicQuantizeLinear,
+            // then ConvInteger, MatMulInteger...). An op it knows fails on the missing input
+            // (an error, not "unsupported") and is only counted; the conversion fails anyway,
+            // so whatever the probe added to the graph is never used.
+            self.cur = node_label(n, idx);
+            match self.node(n) {
+                Err(Fail::Unsupported(msg)) => self.unsupported.push((
+                    n.op_type.clone(),
+                    format!(
+                        "'{}' ({}): {msg} (its input comes from an unsupported op)",
+                        self.cur, n.op_type
+                    ),
+                )),
+                _ => self.unchecked += 1,
+            }
             return Ok(());
         }
         self.cur = node_label(n, idx);
         match self.node(n) {
             Ok(()) => Ok(()),
             Err(Fail::Unsupported(msg)) => {
-                self.unsupported
-                    .push(format!("'{}' ({}): {msg}", self.cur, n.op_type));
+                self.unsupported.push((
+                    n.op_type.clone(),
+                    format!("'{}' ({}): {msg}", self.cur, n.op_type),
+                ));
                 self.failed.extend(n.output.iter().cloned());
                 Ok(())
             }
@@ -399,12 +475,9 @@ impl<'m> Importer<'m> {
 
     fn finish(mut self, graph: &GraphProto) -> Result<Graph> {
         if !self.unsupported.is_empty() {
-            let n = self.unsupported.len();
             bail!(
-                "{}: {n} unsupported op{}: {}",
-                self.file,
-                if n == 1 { "" } else { "s" },
-                self.unsupported.join("; ")
+                "{}",
+                unsupported_message(&self.file, &self.unsupported, self.unchecked)
             );
         }
         for o in &graph.output {

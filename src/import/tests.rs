@@ -234,7 +234,11 @@ fn all_unsupported_ops_listed_at_once() {
         .output("c")
         .output("e");
     let err = b.import().unwrap_err().to_string();
-    assert!(err.starts_with("model.onnx: 3 unsupported ops: "), "{err}");
+    assert!(
+        err.starts_with("model.onnx: 3 unsupported ops (Cos×1, Sin×1, ArgMax×1): "),
+        "{err}"
+    );
+    assert!(err.ends_with(" (1 node after them not checked)"), "{err}");
     assert!(err.contains("'/m/Cos' (Cos)"), "{err}");
     assert!(err.contains("'/m/Sin' (Sin)"), "{err}");
     assert!(
@@ -242,6 +246,70 @@ fn all_unsupported_ops_listed_at_once() {
         "{err}"
     );
     assert!(!err.contains("Relu") && !err.contains("Erf"), "{err}");
+}
+
+/// A dynamic-quantized export is a chain of ops the importer lacks (DynamicQuantizeLinear →
+/// ConvInteger → ...; ddddocr's common_old.onnx): the error must name all of them, not only the
+/// first of the chain, including nodes of another domain, and count the known ones it skipped.
+#[test]
+fn unsupported_ops_after_an_unsupported_op_are_listed_too() {
+    let mut b = B::new(13);
+    b.input("x", &[1, 4])
+        .node(
+            "DynamicQuantizeLinear",
+            "q0",
+            &["x"],
+            &["xq", "s", "z"],
+            vec![],
+        )
+        .node("MatMulInteger", "mm0", &["xq", "xq"], &["m"], vec![])
+        .node("Cast", "cast0", &["m"], &["mf"], vec![("to", A::I(1))])
+        .node("Relu", "relu0", &["mf"], &["r"], vec![]);
+    for i in 0..5 {
+        b.node(
+            "ConvInteger",
+            &format!("ci{i}"),
+            &["xq", "xq"],
+            &[&format!("c{i}")],
+            vec![],
+        );
+        b.output(&format!("c{i}"));
+    }
+    b.g.node.push(tract_onnx::pb::NodeProto {
+        op_type: "DynamicQuantizeLSTM".into(),
+        domain: "com.microsoft".into(),
+        name: "lstm0".into(),
+        input: vec!["r".into()],
+        output: vec!["h".into()],
+        ..Default::default()
+    });
+    b.output("h");
+    let err = b.import().unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "model.onnx: 8 unsupported ops (DynamicQuantizeLinear×1, MatMulInteger×1, \
+             ConvInteger×5, DynamicQuantizeLSTM×1): 'q0' (DynamicQuantizeLinear): operator is \
+             not supported; 'mm0' (MatMulInteger): operator is not supported (its input comes \
+             from an unsupported op); "
+        ),
+        "{err}"
+    );
+    // At most three per op type, then a count.
+    assert!(
+        err.contains("'ci2' (ConvInteger)") && !err.contains("'ci3'"),
+        "{err}"
+    );
+    assert!(err.contains("; 2 more ConvInteger"), "{err}");
+    assert!(
+        err.contains("'lstm0' (DynamicQuantizeLSTM): operator domain 'com.microsoft'"),
+        "{err}"
+    );
+    // Cast and Relu are known: skipped, counted.
+    assert!(err.ends_with(" (2 nodes after them not checked)"), "{err}");
+    assert!(
+        !err.contains("'cast0'") && !err.contains("'relu0'"),
+        "{err}"
+    );
 }
 
 #[test]
