@@ -97,6 +97,57 @@ fn unsupported_message(file: &str, list: &[(String, String)], unchecked: usize) 
     msg
 }
 
+/// The values a node reads: its inputs, then the outer-scope values its subgraphs (If branches)
+/// read, which ONNX does not list as inputs.
+fn node_reads(n: &NodeProto) -> Vec<&str> {
+    let mut reads: Vec<&str> = n
+        .input
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.as_str())
+        .collect();
+    for g in subgraphs(n) {
+        outer_reads(g, &mut reads);
+    }
+    reads
+}
+
+fn subgraphs(n: &NodeProto) -> impl Iterator<Item = &GraphProto> {
+    n.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+}
+
+/// Adds to `reads` the values `g` reads from its enclosing scopes.
+fn outer_reads<'a>(g: &'a GraphProto, reads: &mut Vec<&'a str>) {
+    let mut local: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    local.extend(g.input.iter().map(|v| v.name.as_str()));
+    for n in &g.node {
+        local.extend(n.output.iter().map(|o| o.as_str()));
+    }
+    let mut inner = Vec::new();
+    for n in &g.node {
+        inner.extend(node_reads(n));
+    }
+    inner.extend(g.output.iter().map(|o| o.name.as_str()));
+    for r in inner {
+        if !r.is_empty() && !local.contains(r) && !reads.contains(&r) {
+            reads.push(r);
+        }
+    }
+}
+
+/// Every value name produced inside the subgraphs of `n` (reserved like the graph's own).
+fn subgraph_values(n: &NodeProto, out: &mut Vec<String>) {
+    for g in subgraphs(n) {
+        out.extend(g.initializer.iter().map(|t| t.name.clone()));
+        for m in &g.node {
+            out.extend(m.output.iter().filter(|o| !o.is_empty()).cloned());
+            subgraph_values(m, out);
+        }
+    }
+}
+
 /// A name for a node in messages: its name, else its first output, else its op and index.
 fn node_label(n: &NodeProto, idx: usize) -> String {
     if !n.name.is_empty() {
@@ -121,7 +172,7 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
         .graph
         .as_ref()
         .ok_or_else(|| anyhow!("{file}: the model has no graph"))?;
-    let order = schedule(graph).map_err(|e| anyhow!("{file}: {e}"))?;
+    let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;
     for &i in &order {
@@ -131,8 +182,9 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
 }
 
 /// Checks every value is defined once, then returns the nodes the graph outputs depend on, in a
-/// topological order (the file's order where it already is one).
-fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
+/// topological order (the file's order where it already is one). A subgraph (`nested`) may read
+/// values of the enclosing graph: those are not checked here.
+fn schedule(graph: &GraphProto, nested: bool) -> std::result::Result<Vec<usize>, String> {
     let mut available: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
     available.extend(graph.input.iter().map(|v| v.name.as_str()));
     let mut producer: HashMap<&str, usize> = HashMap::new();
@@ -158,8 +210,8 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
         }
     }
     for (i, n) in graph.node.iter().enumerate() {
-        for inp in n.input.iter().filter(|s| !s.is_empty()) {
-            if !available.contains(inp.as_str()) && !producer.contains_key(inp.as_str()) {
+        for inp in node_reads(n) {
+            if !nested && !available.contains(inp) && !producer.contains_key(inp) {
                 return Err(format!(
                     "node '{}' ({}): input '{inp}' is not produced by any node, initializer or \
                      graph input",
@@ -173,7 +225,10 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
         return Err("the graph has no outputs".into());
     }
     for o in &graph.output {
-        if !available.contains(o.name.as_str()) && !producer.contains_key(o.name.as_str()) {
+        if !nested
+            && !available.contains(o.name.as_str())
+            && !producer.contains_key(o.name.as_str())
+        {
             return Err(format!(
                 "graph output '{}' is not produced by any node",
                 o.name
@@ -191,13 +246,7 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
         if let Some(&p) = producer.get(v) {
             if !live[p] {
                 live[p] = true;
-                stack.extend(
-                    graph.node[p]
-                        .input
-                        .iter()
-                        .filter(|s| !s.is_empty())
-                        .map(|s| s.as_str()),
-                );
+                stack.extend(node_reads(&graph.node[p]));
             }
         }
     }
@@ -205,10 +254,10 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
     let mut indegree = vec![0usize; graph.node.len()];
     let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, n) in graph.node.iter().enumerate().filter(|(i, _)| live[*i]) {
-        for inp in n.input.iter().filter(|s| !s.is_empty()) {
-            if producer.contains_key(inp.as_str()) {
+        for inp in node_reads(n) {
+            if producer.contains_key(inp) {
                 indegree[i] += 1;
-                consumers.entry(inp.as_str()).or_default().push(i);
+                consumers.entry(inp).or_default().push(i);
             }
         }
     }
@@ -283,10 +332,13 @@ impl<'m> Importer<'m> {
         }
         for n in &graph.node {
             names.extend(n.output.iter().filter(|o| !o.is_empty()).cloned());
+            let mut inner = Vec::new();
+            subgraph_values(n, &mut inner);
+            names.extend(inner);
         }
         for &i in order {
-            for inp in graph.node[i].input.iter().filter(|s| !s.is_empty()) {
-                *node_uses.entry(inp.as_str()).or_default() += 1;
+            for inp in node_reads(&graph.node[i]) {
+                *node_uses.entry(inp).or_default() += 1;
             }
         }
         Importer {
@@ -857,8 +909,96 @@ impl<'m> Importer<'m> {
             "Elu" | "Selu" => self.elu(n, &a),
             "Softplus" => self.softplus(n),
             "InstanceNormalization" => self.instance_norm(n, &a),
+            "If" => self.if_op(n),
             _ => unsup("operator is not supported"),
         }
+    }
+
+    /// If whose condition is known at conversion time (PyTorch exports `if x.dim() == ...` and
+    /// shape tests this way: Silero VAD): the taken branch is imported in place. A condition
+    /// computed at run time is unsupported (TFLite's IF would need subgraphs).
+    fn if_op(&mut self, n: &'m NodeProto) -> R<()> {
+        if n.input.first().is_some_and(|c| self.failed.contains(c)) {
+            return unsup("the condition is not known at conversion time");
+        }
+        let cond = self.req(n, 0, "cond")?;
+        let Some(c) = self.cst(cond) else {
+            return unsup(
+                "the condition is computed at run time; only an If whose condition is known at \
+                 conversion time (a shape test, a constant) converts",
+            );
+        };
+        if c.len() != 1 {
+            return bad(format!(
+                "the condition must have one element, got shape {:?}",
+                c.shape()
+            ));
+        }
+        let take = if c.to_f32_vec()[0] != 0.0 {
+            "then_branch"
+        } else {
+            "else_branch"
+        };
+        let Some(g) = n
+            .attribute
+            .iter()
+            .find(|a| a.name == take)
+            .and_then(|a| a.g.as_ref())
+        else {
+            return bad(format!("attribute {take} (a graph) is missing"));
+        };
+        let real: Vec<&str> = n.output.iter().map(|o| o.as_str()).collect();
+        if g.output.len() != real.len() {
+            return bad(format!(
+                "{take} has {} outputs, the node {}",
+                g.output.len(),
+                real.len()
+            ));
+        }
+        let order = schedule(g, true).map_err(|e| Fail::Error(format!("{take}: {e}")))?;
+        for t in &g.initializer {
+            self.inits.insert(t.name.as_str(), t);
+        }
+        for r in g.node.iter().flat_map(node_reads) {
+            *self.node_uses.entry(r).or_default() += 1;
+        }
+        let here = self.cur.clone();
+        for &i in &order {
+            // Errors inside the branch name the branch's node, which is what is at fault.
+            self.run_node(&g.node[i], i).map_err(|e| {
+                let e = e.to_string();
+                let prefix = format!("{}: ", self.file);
+                Fail::Error(format!(
+                    "in {take}: {}",
+                    e.strip_prefix(&prefix).unwrap_or(&e)
+                ))
+            })?;
+        }
+        self.cur = here;
+        for (o, bo) in real.iter().zip(&g.output) {
+            if o.is_empty() {
+                continue;
+            }
+            if self.failed.contains(&bo.name) {
+                self.failed.insert(o.to_string());
+                continue;
+            }
+            let id = match self.values.get(&bo.name) {
+                Some(&id) => id,
+                None => {
+                    let Some(t) = self.inits.get(bo.name.as_str()) else {
+                        return bad(format!("{take} output '{}' is not produced", bo.name));
+                    };
+                    let data =
+                        decode_tensor(t).map_err(|e| Fail::Error(format!("initializer {e}")))?;
+                    let id = self.g.add_const(bo.name.clone(), data);
+                    self.values.insert(bo.name.clone(), id);
+                    id
+                }
+            };
+            self.bind(o, id);
+        }
+        Ok(())
     }
 
     fn binary(&mut self, n: &NodeProto, op: BinaryOp) -> R<()> {
