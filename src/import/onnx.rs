@@ -918,9 +918,6 @@ impl<'m> Importer<'m> {
     /// shape tests this way: Silero VAD): the taken branch is imported in place. A condition
     /// computed at run time is unsupported (TFLite's IF would need subgraphs).
     fn if_op(&mut self, n: &'m NodeProto) -> R<()> {
-        if n.input.first().is_some_and(|c| self.failed.contains(c)) {
-            return unsup("the condition is not known at conversion time");
-        }
         let cond = self.req(n, 0, "cond")?;
         let Some(c) = self.cst(cond) else {
             return unsup(
