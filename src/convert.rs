@@ -19,6 +19,8 @@ use std::time::Instant;
 pub struct ConvertOptions {
     /// Static shapes for inputs with dynamic dimensions, by input name.
     pub input_shapes: HashMap<String, Vec<usize>>,
+    /// Inputs frozen to constant values, by input name (`--input-value`).
+    pub input_values: HashMap<String, Vec<f64>>,
     /// Rank-4 inputs and outputs in NHWC (no transposes at the edges).
     pub nhwc_io: bool,
     /// Which optional optimizations run.
@@ -124,15 +126,61 @@ fn quantize_graph(
     label: &str,
     opts: &ConvertOptions,
 ) -> Result<Option<QuantReport>> {
-    let Some(mode) = opts.quantize else {
+    // An already-quantized model's parameters (never written on float tensors).
+    let model = quantize::qdq::take(graph);
+    // A QDQ model converts to full int8 with its own parameters unless asked otherwise (fp16);
+    // a dynamic-quantized one to int8 weights-only.
+    let mode = match opts.quantize {
+        None | Some(QuantizeMode::Int8Weights) if model.is_static() => Some(QuantizeMode::Int8Full),
+        None if !model.is_empty() => Some(QuantizeMode::Int8Weights),
+        m => m,
+    };
+    let Some(mode) = mode else {
+        if opts.int8.io_type == quantize::IoType::Int8 {
+            bail!(
+                "--io-type int8 needs full int8: --quantize int8 --calibration DATA, or a QDQ \
+                 model"
+            );
+        }
         return Ok(None);
     };
     if opts.calibration.is_some() && mode != QuantizeMode::Int8Full {
         bail!("--calibration is only used with --quantize int8");
     }
+    let full_only = opts.int8.io_type == quantize::IoType::Int8
+        || opts.int8.strict
+        || !opts.int8.exclude_nodes.is_empty()
+        || !opts.int8.exclude_ops.is_empty();
+    if full_only && mode != QuantizeMode::Int8Full {
+        bail!(
+            "--io-type int8, --strict-int8 and --exclude(-op) need full int8: --quantize int8 \
+             --calibration DATA, or a QDQ model"
+        );
+    }
     let summary = match mode {
         QuantizeMode::Fp16 => quantize::fp16_weights(graph),
-        QuantizeMode::Int8Weights => quantize::int8_weights(graph),
+        QuantizeMode::Int8Weights => {
+            let mut s = quantize::int8_weights_with(graph, &model);
+            if !model.is_empty() {
+                s.mode = "int8 weights-only (the model's int8 weights)".into();
+            }
+            s
+        }
+        QuantizeMode::Int8Full if opts.calibration.is_none() && model.is_static() => {
+            let mut int8 = opts.int8.clone();
+            int8.qdq = model;
+            let mut summary = quantize::full_int8(graph, &Ranges::new(), &int8)
+                .with_context(|| label.to_string())?;
+            summary.mode = "int8 (the QDQ model's parameters)".into();
+            return Ok(Some(QuantReport {
+                summary,
+                calibration_samples: 0,
+                error_samples: 0,
+                outputs: vec![],
+                layers: vec![],
+                kept_float_for_snr: vec![],
+            }));
+        }
         QuantizeMode::Int8Full => {
             let data = opts
                 .calibration
@@ -162,6 +210,7 @@ fn quantize_graph(
                 |extra: &[String]| -> Result<(Graph, QuantSummary, Vec<u8>, Vec<LayerError>)> {
                     let mut g = float_graph.clone();
                     let mut int8 = opts.int8.clone();
+                    int8.qdq = model.clone();
                     int8.exclude_nodes.extend(extra.iter().cloned());
                     let summary = quantize::full_int8(&mut g, &ranges, &int8)
                         .with_context(|| label.to_string())?;
@@ -196,7 +245,10 @@ fn quantize_graph(
                     best = attempt(&kept_float)?;
                 }
             }
-            let (g, summary, quantized, outputs) = best;
+            let (g, mut summary, quantized, outputs) = best;
+            if model.is_static() {
+                summary.mode = "int8 (the QDQ model's parameters, calibration elsewhere)".into();
+            }
             *graph = g;
             let layers = measure(report::layer_errors(&float, &quantized, few))?;
             return Ok(Some(QuantReport {
@@ -242,6 +294,7 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
     let start = Instant::now();
     let import_opts = ImportOptions {
         input_shapes: opts.input_shapes.clone(),
+        input_values: opts.input_values.clone(),
     };
     let mut graph = import::import_onnx_bytes(bytes, label, &import_opts)?;
     let warnings = passes::nonfinite_constant_warnings(&graph);

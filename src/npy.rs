@@ -29,6 +29,25 @@ impl NpyArray {
         }
     }
 
+    /// Element `i` along the first axis, with a leading axis of 1 (one sample of a batch).
+    pub fn index_axis0(&self, i: usize) -> NpyArray {
+        let per: usize = self.shape.iter().skip(1).product();
+        let r = i * per..(i + 1) * per;
+        let data = match &self.data {
+            NpyData::F32(v) => NpyData::F32(v[r].to_vec()),
+            NpyData::I32(v) => NpyData::I32(v[r].to_vec()),
+            NpyData::I64(v) => NpyData::I64(v[r].to_vec()),
+            NpyData::U8(v) => NpyData::U8(v[r].to_vec()),
+            NpyData::I8(v) => NpyData::I8(v[r].to_vec()),
+            NpyData::Bool(v) => NpyData::Bool(v[r].to_vec()),
+        };
+        let mut shape = self.shape.clone();
+        if let Some(d) = shape.first_mut() {
+            *d = 1;
+        }
+        NpyArray { shape, data }
+    }
+
     /// The values as f32 (for comparisons).
     pub fn to_f32(&self) -> Vec<f32> {
         match &self.data {
@@ -137,6 +156,13 @@ pub fn parse(bytes: &[u8], label: &str) -> Result<NpyArray> {
             take(4)?
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        // float16 (e.g. calibration sets stored at half the size) widens to float32
+        "<f2" => NpyData::F32(
+            take(2)?
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
                 .collect(),
         ),
         "<f8" => NpyData::F32(
@@ -264,5 +290,26 @@ mod tests {
         let good = to_bytes(&NpyArray::f32(vec![4], vec![1.0; 4]));
         assert!(parse(&good[..good.len() - 1], "t").is_err());
         assert!(parse(&good[..20], "t").is_err());
+    }
+
+    #[test]
+    fn float16_widens_to_float32_and_batches_split() {
+        // np.save of np.array([[1.0, -2.5], [0.099975586, 65504.0]], np.float16)
+        let header = "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        for v in [1.0f32, -2.5, 0.099975586, 65504.0] {
+            bytes.extend_from_slice(&half::f16::from_f32(v).to_le_bytes());
+        }
+        let a = parse(&bytes, "t").unwrap();
+        assert_eq!(
+            a,
+            NpyArray::f32(vec![2, 2], vec![1.0, -2.5, 0.099975586, 65504.0])
+        );
+        assert_eq!(
+            a.index_axis0(1),
+            NpyArray::f32(vec![1, 2], vec![0.099975586, 65504.0])
+        );
     }
 }

@@ -638,7 +638,9 @@ impl<'m> Interpreter<'m> {
         }
     }
 
-    /// Input `i` for writing.
+    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`]: the memory
+    /// plan lets later tensors reuse an input's bytes once its last reader has run, so after an
+    /// invoke the inputs no longer hold what was written.
     pub fn input_mut(&mut self, i: usize) -> Result<TensorMut<'_>> {
         let info = self.model.inputs().get(i).ok_or_else(|| {
             Error::Tensor(format!(
@@ -1616,19 +1618,6 @@ fn run_op<'b>(
             table,
             *out_scale,
             *out_zero_point,
-            cast_out(out)?,
-        ),
-        Kind::MeanI8Hw {
-            in_shape,
-            in_q,
-            out_q,
-        } => reduce::mean_i8_hw(
-            ins.typed(0)?,
-            *in_shape,
-            in_q.zero_point,
-            in_q.scale,
-            out_q.zero_point,
-            out_q.scale,
             cast_out(out)?,
         ),
         Kind::MeanI8 {

@@ -199,12 +199,6 @@ pub(crate) enum Kind {
         out_scale: f32,
         out_zero_point: i32,
     },
-    /// MEAN over H, W of a 4-D int8 tensor with keep_dims (TFLite's optimized path).
-    MeanI8Hw {
-        in_shape: [usize; 4],
-        in_q: ew::Q8,
-        out_q: ew::Q8,
-    },
     /// Any other int8 MEAN (TFLite's `QuantizedMeanOrSum`).
     MeanI8 {
         shape: Vec<usize>,
@@ -2078,13 +2072,8 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
                 out_q: qo,
             });
         }
-        if keep && s.len() == 4 && axes == [1, 2] {
-            return Ok(Kind::MeanI8Hw {
-                in_shape: [s[0], s[1], s[2], s[3]],
-                in_q: qi,
-                out_q: qo,
-            });
-        }
+        // One formula for every axis set: the reference kernels' (TFLite's reference MEAN over
+        // H, W and its general path agree; only the optimized builtin kernel rounds differently).
         let (multiplier, shift) = quantize_multiplier(f64::from(qi.scale) / f64::from(qo.scale));
         return Ok(Kind::MeanI8 {
             shape: s.to_vec(),

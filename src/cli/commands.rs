@@ -149,6 +149,25 @@ fn parse_shapes(specs: &[String]) -> Result<HashMap<String, Vec<usize>>> {
     Ok(map)
 }
 
+fn parse_values(specs: &[String]) -> Result<HashMap<String, Vec<f64>>> {
+    let mut map = HashMap::new();
+    for s in specs {
+        let (name, values) = s
+            .rsplit_once('=')
+            .ok_or_else(|| anyhow!("--input-value '{s}': expected NAME=V0,V1,..."))?;
+        let values = values
+            .split(',')
+            .map(|v| {
+                v.trim()
+                    .parse::<f64>()
+                    .map_err(|_| anyhow!("--input-value '{s}': '{v}' is not a number"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        map.insert(name.to_string(), values);
+    }
+    Ok(map)
+}
+
 fn human(bytes: usize) -> String {
     if bytes >= 1 << 20 {
         format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64)
@@ -174,6 +193,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
     };
     let opts = ConvertOptions {
         input_shapes: parse_shapes(&args.input_shapes)?,
+        input_values: parse_values(&args.input_values)?,
         nhwc_io: args.nhwc_io,
         passes,
         quantize,
@@ -189,6 +209,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
             exclude_nodes: args.exclude.clone(),
             exclude_ops: args.exclude_op.clone(),
             per_tensor_dense: args.per_tensor_dense,
+            ..Default::default()
         },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         min_snr_db: args.min_snr,
@@ -276,6 +297,12 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         outln!("  left in float ({}):", s.float_nodes.len());
         for (name, op, why) in &s.float_nodes {
             outln!("    '{name}' ({op}): {why}");
+        }
+    }
+    if !s.notes.is_empty() {
+        outln!("  the model's quantization, adjusted ({}):", s.notes.len());
+        for n in &s.notes {
+            outln!("    {n}");
         }
     }
     if !q.kept_float_for_snr.is_empty() {

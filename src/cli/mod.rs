@@ -105,6 +105,10 @@ pub struct ConvertArgs {
     /// Static shape for an input with dynamic dimensions: NAME=D0,D1,... (repeatable).
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     pub input_shapes: Vec<String>,
+    /// Freeze an input to constant values: NAME=V or NAME=V0,V1,... (one value fills the input's
+    /// shape); it leaves the converted model's inputs and folds into the graph (repeatable).
+    #[arg(long = "input-value", value_name = "NAME=VALUES")]
+    pub input_values: Vec<String>,
     /// Keep rank-4 inputs and outputs in NHWC instead of the ONNX NCHW layout (no transposes).
     #[arg(long)]
     pub nhwc_io: bool,
@@ -164,19 +168,15 @@ pub struct ConvertArgs {
         requires = "calibration"
     )]
     pub calibration_method: String,
-    /// Element type of the model's inputs and outputs with full int8.
-    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8"], default_value = "float", requires = "calibration")]
+    /// Element type of the model's inputs and outputs with full int8 (--calibration, or a QDQ
+    /// model).
+    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8"], default_value = "float")]
     pub io_type: String,
     /// With full int8: fail if any op has to stay float.
-    #[arg(long, requires = "calibration")]
+    #[arg(long)]
     pub strict_int8: bool,
     /// With full int8: keep these nodes (ONNX names, comma-separated) in float.
-    #[arg(
-        long,
-        value_name = "NODE,...",
-        value_delimiter = ',',
-        requires = "calibration"
-    )]
+    #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
     pub exclude: Vec<String>,
     /// With full int8: keep the layers that cost the most in float until every output's SNR
     /// against the float model reaches this many dB (automatic mixed precision).
@@ -187,12 +187,7 @@ pub struct ConvertArgs {
     #[arg(long, requires = "calibration")]
     pub per_tensor_dense: bool,
     /// With full int8: keep all ops of these IR types (e.g. Softmax,Add) in float.
-    #[arg(
-        long,
-        value_name = "OP,...",
-        value_delimiter = ',',
-        requires = "calibration"
-    )]
+    #[arg(long, value_name = "OP,...", value_delimiter = ',')]
     pub exclude_op: Vec<String>,
 }
 

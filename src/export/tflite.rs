@@ -78,16 +78,37 @@ struct OpSpec<'a> {
 struct Writer<'g> {
     g: &'g Graph,
     fbb: FlatBufferBuilder<'static>,
-    /// Extra int32 constant tensors the writer adds (shapes, axes, paddings): (name, shape, data).
-    extra: Vec<(String, Vec<usize>, ConstData)>,
+    /// Extra constant tensors the writer adds (shapes, axes, paddings, pad values):
+    /// (name, shape, data, quantization).
+    extra: Vec<(String, Vec<usize>, ConstData, Option<QuantParams>)>,
 }
 
 impl<'g> Writer<'g> {
     /// Adds an int32 constant tensor (e.g. a RESHAPE's shape) and returns its index.
     fn const_i32(&mut self, name: String, shape: &[usize], values: Vec<i32>) -> i32 {
         let idx = self.g.tensors.len() + self.extra.len();
-        self.extra
-            .push((name, shape.to_vec(), ConstData::from_i32(shape, values)));
+        self.extra.push((
+            name,
+            shape.to_vec(),
+            ConstData::from_i32(shape, values),
+            None,
+        ));
+        idx as i32
+    }
+
+    /// PADV2's constant: the input's type and quantization (an int8 pad value saturates, so the
+    /// lowest float becomes -128).
+    fn pad_value(&mut self, node: &Node, value: f32) -> i32 {
+        let name = format!("{}/value", node.name);
+        let input = &self.g.tensors[node.inputs[0]];
+        let Some(q) = input.quant.clone().filter(|_| input.dtype == DType::I8) else {
+            return self.const_f32(name, vec![value]);
+        };
+        let v = (value / q.scale[0]).round() + q.zero_point[0] as f32;
+        let v = v.clamp(-128.0, 127.0) as i8;
+        let idx = self.g.tensors.len() + self.extra.len();
+        let data = ConstData::I8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[1]), v));
+        self.extra.push((name, vec![1], data, Some(q)));
         idx as i32
     }
 
@@ -95,7 +116,7 @@ impl<'g> Writer<'g> {
         let idx = self.g.tensors.len() + self.extra.len();
         let n = values.len();
         self.extra
-            .push((name, vec![n], ConstData::from_f32(&[n], values)));
+            .push((name, vec![n], ConstData::from_f32(&[n], values), None));
         idx as i32
     }
 }
@@ -170,7 +191,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         .chain(
             w.extra
                 .iter()
-                .map(|(n, s, d)| (n.clone(), s.clone(), d.dtype(), Some(d.clone()), None)),
+                .map(|(n, s, d, q)| (n.clone(), s.clone(), d.dtype(), Some(d.clone()), q.clone())),
         )
         .collect();
     for (name, shape, dtype, data, quant) in &all {
@@ -961,7 +982,7 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
                 PadMode::Constant => {
                     spec.code = B::PADV2;
                     spec.version = if rank > 4 { 4 } else { 1 };
-                    let vt = w.const_f32(format!("{}/value", node.name), vec![*value]);
+                    let vt = w.pad_value(node, *value);
                     spec.inputs.push(vt);
                     let fbb = &mut w.fbb;
                     let o = fb::PadV2Options::create(fbb, &fb::PadV2OptionsArgs {});

@@ -2,6 +2,7 @@
 
 pub mod builder;
 mod fold;
+mod functions;
 mod onnx;
 mod proto;
 #[cfg(test)]
@@ -17,6 +18,9 @@ use std::path::Path;
 pub struct ImportOptions {
     /// Static shapes for inputs with dynamic dimensions (`--input-shape name=1,3,224,224`).
     pub input_shapes: HashMap<String, Vec<usize>>,
+    /// Inputs frozen to constant values (`--input-value sr=16000`): they leave the model's
+    /// interface and fold into the graph (e.g. resolving an `If` on a sample rate).
+    pub input_values: HashMap<String, Vec<f64>>,
 }
 
 /// Reads and imports an ONNX file. Errors name the file (and the node and op type, where one is

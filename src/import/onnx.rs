@@ -5,6 +5,8 @@
 //! shape subgraphs PyTorch exports. Unsupported ops are collected and reported all at once.
 
 use super::fold;
+#[path = "qdq.rs"]
+mod qdq;
 use super::proto::{
     cast_dtype, checked_elements, decode_tensor, dim_value, dim_values, norm_axis, runtime_dtype,
     size_value, size_values, Attrs,
@@ -148,6 +150,32 @@ fn subgraph_values(n: &NodeProto, out: &mut Vec<String>) {
     }
 }
 
+/// The constant a frozen input (`--input-value`) becomes: the values, or one value repeated.
+fn frozen_input(
+    shape: &[usize],
+    dtype: DType,
+    values: &[f64],
+) -> std::result::Result<ConstData, String> {
+    let n: usize = shape.iter().product();
+    let values: Vec<f64> = match values.len() {
+        1 => vec![values[0]; n],
+        len if len == n => values.to_vec(),
+        len => return Err(format!("{len} values for shape {shape:?} ({n} elements)")),
+    };
+    let data = match dtype {
+        DType::F32 | DType::F16 => {
+            ConstData::from_f32(shape, values.iter().map(|&v| v as f32).collect())
+        }
+        DType::I64 | DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
+            if let Some(v) = values.iter().find(|v| v.fract() != 0.0) {
+                return Err(format!("{v} is not an integer, the input is {dtype:?}"));
+            }
+            ConstData::from_i64(shape, values.iter().map(|&v| v as i64).collect()).cast(dtype)
+        }
+    };
+    Ok(data)
+}
+
 /// A name for a node in messages: its name, else its first output, else its op and index.
 fn node_label(n: &NodeProto, idx: usize) -> String {
     if !n.name.is_empty() {
@@ -172,6 +200,22 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
         .graph
         .as_ref()
         .ok_or_else(|| anyhow!("{file}: the model has no graph"))?;
+    let functions = super::functions::local_functions(bytes).map_err(|e| anyhow!("{file}: {e}"))?;
+    let inlined;
+    let graph = if functions.is_empty() {
+        graph
+    } else {
+        let mut g = graph.clone();
+        super::functions::inline_calls(&mut g, &functions).map_err(|e| anyhow!("{file}: {e}"))?;
+        inlined = g;
+        &inlined
+    };
+    // onnxruntime's dynamic quantization, rewritten to float ops on dequantized weights.
+    let rewritten = qdq::rewrite_dynamic(graph);
+    let graph = rewritten.as_ref().unwrap_or(graph);
+    // QOperator-format ops, rewritten to the equivalent QDQ graph.
+    let rewritten_q = qdq::rewrite_qoperator(graph);
+    let graph = rewritten_q.as_ref().unwrap_or(graph);
     let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;
@@ -318,6 +362,8 @@ struct Importer<'m> {
     dropped_outputs: HashSet<String>,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
     cur: String,
+    /// QuantizeLinear/DequantizeLinear bookkeeping (`qdq.rs`).
+    qdq: qdq::QdqState,
 }
 
 impl<'m> Importer<'m> {
@@ -359,6 +405,7 @@ impl<'m> Importer<'m> {
             unchecked: 0,
             dropped_outputs: HashSet::new(),
             cur: String::new(),
+            qdq: Default::default(),
         }
     }
 
@@ -371,15 +418,17 @@ impl<'m> Importer<'m> {
             .map(|v| v.name.as_str())
             .filter(|n| !self.inits.contains_key(n))
             .collect();
-        let mut unknown: Vec<&String> = opts
+        let mut unknown: Vec<(&str, &String)> = opts
             .input_shapes
             .keys()
-            .filter(|k| !real.contains(&k.as_str()))
+            .map(|k| ("--input-shape", k))
+            .chain(opts.input_values.keys().map(|k| ("--input-value", k)))
+            .filter(|(_, k)| !real.contains(&k.as_str()))
             .collect();
         unknown.sort();
-        if let Some(k) = unknown.first() {
+        if let Some((flag, k)) = unknown.first() {
             bail!(
-                "{file}: --input-shape names '{k}', which is not an input of the model; its \
+                "{file}: {flag} names '{k}', which is not an input of the model; its \
                  inputs are: {}",
                 real.iter()
                     .map(|n| format!("'{n}'"))
@@ -474,6 +523,13 @@ impl<'m> Importer<'m> {
                 );
             }
             checked_elements(&shape).map_err(|e| anyhow!("{file}: input '{}': {e}", v.name))?;
+            if let Some(values) = opts.input_values.get(&v.name) {
+                let data = frozen_input(&shape, dtype, values)
+                    .map_err(|e| anyhow!("{file}: --input-value {}: {e}", v.name))?;
+                let id = self.g.add_const(v.name.clone(), data);
+                self.values.insert(v.name.clone(), id);
+                continue;
+            }
             let id = self.g.add_tensor(v.name.clone(), shape, dtype);
             self.g.inputs.push(id);
             self.values.insert(v.name.clone(), id);
@@ -526,6 +582,9 @@ impl<'m> Importer<'m> {
     }
 
     fn finish(mut self, graph: &GraphProto) -> Result<Graph> {
+        if self.unsupported.is_empty() {
+            self.check_q_outputs(graph)?;
+        }
         if !self.unsupported.is_empty() {
             bail!(
                 "{}",
@@ -575,6 +634,7 @@ impl<'m> Importer<'m> {
             });
             self.g.outputs.push(out);
         }
+        self.propagate_annotations();
         Ok(self.g)
     }
 
@@ -778,6 +838,10 @@ impl<'m> Importer<'m> {
     // ---- ops -----------------------------------------------------------------------------
 
     fn node(&mut self, n: &'m NodeProto) -> R<()> {
+        if let Some(msg) = qdq::qoperator_message(&n.op_type) {
+            return unsup(msg);
+        }
+        self.check_q_readers(n)?;
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return unsup(format!("operator domain '{}' is not supported", n.domain));
         }
@@ -910,6 +974,8 @@ impl<'m> Importer<'m> {
             "Softplus" => self.softplus(n),
             "InstanceNormalization" => self.instance_norm(n, &a),
             "If" => self.if_op(n),
+            "QuantizeLinear" => self.quantize_linear(n, &a),
+            "DequantizeLinear" => self.dequantize_linear(n, &a),
             _ => unsup("operator is not supported"),
         }
     }
@@ -1384,6 +1450,11 @@ impl<'m> Importer<'m> {
         )?;
         let wname = format!("{}_2d", self.g.tensors[w].name);
         let w4 = self.add_const(&wname, wdata.reshape(&[ws[0], ws[1], 1, ws[2]]));
+        // Per output channel (axis 0) still; 1-D weights have no other per-axis form.
+        self.g.tensors[w4].quant = self.g.tensors[w]
+            .quant
+            .clone()
+            .filter(|q| !q.is_per_channel() || q.axis == 0);
         let op = Op::Conv2d {
             strides: [1, strides[0]],
             dilations: [1, dilations[0]],
@@ -1563,6 +1634,12 @@ impl<'m> Importer<'m> {
             }
             let wname = format!("{}_fc_weights", self.g.tensors[bm].name);
             let w = self.add_const(&wname, wd);
+            // A dequantized weight keeps its parameters (axis moved by the transpose).
+            if alpha == 1.0 {
+                let perm: &[usize] = if trans_b { &[0, 1] } else { &[1, 0] };
+                self.g.tensors[w].quant =
+                    self.g.tensors[bm].quant.as_ref().map(|q| q.permuted(perm));
+            }
             let x = if trans_a {
                 self.emit_tmp(Op::Transpose { perm: vec![1, 0] }, &[am], "transpose_a")?
             } else {
@@ -1643,6 +1720,10 @@ impl<'m> Importer<'m> {
             if self.cst(am).is_none() {
                 let wname = format!("{}_T", self.g.tensors[bm].name);
                 let w = self.add_const(&wname, bd.cast(DType::F32).permute(&[1, 0]));
+                self.g.tensors[w].quant = self.g.tensors[bm]
+                    .quant
+                    .as_ref()
+                    .map(|q| q.permuted(&[1, 0]));
                 self.emit_to(
                     Op::FullyConnected {
                         activation: Activation::None,

@@ -38,6 +38,18 @@ impl QuantParams {
     pub fn is_per_channel(&self) -> bool {
         self.scale.len() > 1
     }
+
+    /// The same parameters for the tensor permuted by `perm` (output axis i is input axis
+    /// `perm[i]`): the per-channel axis moves with its data.
+    pub fn permuted(&self, perm: &[usize]) -> QuantParams {
+        let mut q = self.clone();
+        if let Some(i) = perm.iter().position(|&p| p == self.axis) {
+            if self.is_per_channel() {
+                q.axis = i;
+            }
+        }
+        q
+    }
 }
 
 impl Tensor {

@@ -44,6 +44,46 @@ fn permute<T: Copy>(values: &[T], perm: &[usize]) -> Vec<T> {
 }
 
 /// The perm that moves logical axis `channel` to the physical end, others in order.
+/// When a reshape from `in_shape` to `out_shape` only merges runs of consecutive input axes (each
+/// output axis is one run; unit axes join a neighbour) and every run is also consecutive in the
+/// input's physical order `perm`, the output can stay permuted: returns its perm over the runs.
+fn grouped_reshape_perm(
+    in_shape: &[usize],
+    perm: &[usize],
+    out_shape: &[usize],
+) -> Option<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::with_capacity(out_shape.len());
+    let mut next = 0;
+    for &target in out_shape {
+        let mut group = Vec::new();
+        let mut size = 1;
+        while next < in_shape.len() && (size < target || in_shape[next] == 1) {
+            if size * in_shape[next] > target {
+                break;
+            }
+            size *= in_shape[next];
+            group.push(next);
+            next += 1;
+        }
+        if size != target || group.is_empty() {
+            return None;
+        }
+        groups.push(group);
+    }
+    if next != in_shape.len() {
+        return None;
+    }
+    let position = inverse(perm);
+    for g in &groups {
+        if g.windows(2).any(|w| position[w[1]] != position[w[0]] + 1) {
+            return None;
+        }
+    }
+    let mut out_perm: Vec<usize> = (0..groups.len()).collect();
+    out_perm.sort_by_key(|&j| position[groups[j][0]]);
+    Some(out_perm)
+}
+
 fn channel_last(rank: usize, channel: usize) -> Vec<usize> {
     let mut p: Vec<usize> = (0..rank).filter(|&a| a != channel).collect();
     p.push(channel);
@@ -109,6 +149,8 @@ pub fn to_nhwc(graph: &mut Graph, opts: LayoutOptions) -> Result<LayoutReport> {
         let id = rw
             .new
             .add_tensor(t.name.clone(), permute(&t.shape, &perm), t.dtype);
+        // Quantization parameters (of a QDQ model) are per tensor: they survive the permutation.
+        rw.new.tensors[id].quant = t.quant.clone();
         rw.new.inputs.push(id);
         rw.placed.insert(
             input,
@@ -188,7 +230,9 @@ impl Rewriter<'_> {
             } else {
                 format!("{}_nhwc", old.name)
             };
+            let quant = old.quant.as_ref().map(|q| q.permuted(want));
             let id = self.new.add_const(name, data);
+            self.new.tensors[id].quant = quant;
             self.cache.insert((t, want.to_vec()), id);
             return Ok(id);
         }
@@ -244,9 +288,11 @@ impl Rewriter<'_> {
         let mut outputs = Vec::new();
         for (&o, perm) in node.outputs.iter().zip(out_perms) {
             let t = &self.old.tensors[o];
+            let quant = t.quant.clone();
             let id = self
                 .new
                 .add_tensor(t.name.clone(), permute(&t.shape, &perm), t.dtype);
+            self.new.tensors[id].quant = quant;
             self.placed.insert(
                 o,
                 Placed {
@@ -654,10 +700,13 @@ impl Rewriter<'_> {
                                 cols[r * k + j] = data[r * k + l];
                             }
                         }
+                        let quant = wt.quant.clone();
                         let wid = self.new.add_const(
                             format!("{}_nhwc", wt.name),
                             ConstData::from_f32(&[n, k], cols),
                         );
+                        // Reordered columns keep their rows' (output channels') parameters.
+                        self.new.tensors[wid].quant = quant;
                         inputs = vec![id, wid];
                         perm = p;
                     }
@@ -779,6 +828,20 @@ impl Rewriter<'_> {
                 );
                 return Ok(());
             }
+            // Merging axes that sit together physically (a patch embedding's NHWC [1,H,W,C] →
+            // logical [1,C,H*W]): reshape physically and carry the permutation over the groups.
+            if let Some(out_perm) = grouped_reshape_perm(&in_shape, &perm, shape) {
+                let data = self.get(x, &perm)?;
+                self.emit(
+                    node,
+                    Op::Reshape {
+                        shape: permute(shape, &out_perm),
+                    },
+                    vec![data],
+                    vec![out_perm],
+                );
+                return Ok(());
+            }
             // Flatten feeding only FullyConnected layers: keep NHWC order, fix their weights.
             let consumers = self.consumers.get(&out).cloned().unwrap_or_default();
             let feeds_only_fc = !consumers.is_empty()
@@ -856,4 +919,33 @@ fn reduce_axes(perm: &[usize], axes: &[usize], keep_dims: bool) -> (Vec<usize>, 
             .collect()
     };
     (phys, out_perm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grouped_reshape_perm;
+
+    #[test]
+    fn reshapes_that_merge_physically_adjacent_axes_keep_a_permutation() {
+        // NHWC data of logical [1, C=8, H=2, W=3] flattened to [1, 8, 6]: physically [1, 6, 8].
+        assert_eq!(
+            grouped_reshape_perm(&[1, 8, 2, 3], &[0, 2, 3, 1], &[1, 8, 6]),
+            Some(vec![0, 2, 1])
+        );
+        // Merging C with H is not contiguous in NHWC.
+        assert_eq!(
+            grouped_reshape_perm(&[1, 8, 2, 3], &[0, 2, 3, 1], &[1, 16, 3]),
+            None
+        );
+        // Splitting an axis is not a merge.
+        assert_eq!(
+            grouped_reshape_perm(&[1, 8, 6], &[0, 2, 1], &[1, 8, 2, 3]),
+            None
+        );
+        // Unit axes join a neighbour; identity stays identity.
+        assert_eq!(
+            grouped_reshape_perm(&[1, 4, 1, 5], &[0, 1, 2, 3], &[4, 5]),
+            Some(vec![0, 1])
+        );
+    }
 }

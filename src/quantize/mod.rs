@@ -6,6 +6,7 @@
 pub mod calibrate;
 pub mod mixed;
 pub mod params;
+pub mod qdq;
 pub mod report;
 pub mod weights;
 
@@ -49,6 +50,9 @@ pub struct QuantSummary {
     pub dequantize_ops: usize,
     pub weight_bytes_before: usize,
     pub weight_bytes_after: usize,
+    /// What an already-quantized (QDQ / dynamic) model's parameters became, where they could
+    /// not be used as given (requantized weights, parameters the TFLite spec fixes).
+    pub notes: Vec<String>,
 }
 
 /// Inserts `x' = DEQUANTIZE(c)` for constant `c` (re-encoded by the caller), returning x'.
@@ -156,6 +160,12 @@ const MIN_DEQUANTIZED_ELEMENTS: usize = 1024;
 /// Weights-only int8: conv/depthwise/dense weights become int8 per output channel read directly
 /// by hybrid kernels; other large float weights become int8 behind a DEQUANTIZE.
 pub fn int8_weights(g: &mut Graph) -> QuantSummary {
+    int8_weights_with(g, &qdq::Annotations::default())
+}
+
+/// [`int8_weights`] using the int8 values and scales of an already-quantized model's weights
+/// where TFLite's hybrid kernels can take them as they are.
+pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummary {
     let before = g.const_bytes();
     let mut s = QuantSummary {
         mode: "int8 weights-only".into(),
@@ -184,7 +194,29 @@ pub fn int8_weights(g: &mut Graph) -> QuantSummary {
                     .as_ref()
                     .and_then(|d| d.as_f32())
                     .expect("f32");
-                let (q, p) = weights::quantize_symmetric(data, Some(axis));
+                let (q, p) = match qdq::weight(data, model.constants.get(&w), axis) {
+                    // LiteRT's hybrid conv kernels read one scale per output channel.
+                    Ok(Some((q, p)))
+                        if !p.is_per_channel() && matches!(node.op, Op::Conv2d { .. }) =>
+                    {
+                        let n = g.tensors[w].shape[axis];
+                        let p = QuantParams {
+                            scale: vec![p.scale[0]; n],
+                            zero_point: vec![0; n],
+                            axis,
+                        };
+                        (q, p)
+                    }
+                    Ok(Some(exact)) => exact,
+                    Ok(None) => weights::quantize_symmetric(data, Some(axis)),
+                    Err(why) => {
+                        s.notes.push(format!(
+                            "'{}': weights requantized symmetric per channel: {why}",
+                            node.name
+                        ));
+                        weights::quantize_symmetric(data, Some(axis))
+                    }
+                };
                 g.tensors[w].data = Some(q);
                 g.tensors[w].dtype = DType::I8;
                 g.tensors[w].quant = Some(p);
@@ -231,10 +263,15 @@ pub struct FullInt8Options {
     /// Dense-layer weights per tensor (for runtimes without per-channel FULLY_CONNECTED, such
     /// as TFLite before 2.13); conv weights stay per channel.
     pub per_tensor_dense: bool,
+    /// Parameters an already-quantized (QDQ) model gives: used instead of calibrated ranges,
+    /// and the only source when there is no calibration data (then tensors without parameters
+    /// stay float, as ONNX Runtime runs them).
+    pub qdq: qdq::Annotations,
 }
 
 struct Int8Builder<'r> {
     ranges: &'r Ranges,
+    model: &'r qdq::Annotations,
     nodes: Vec<Node>,
     /// float tensor → its int8 version (made by a QUANTIZE, or the tensor itself once int8).
     int8_of: HashMap<TensorId, TensorId>,
@@ -252,6 +289,20 @@ impl Int8Builder<'_> {
                 g.tensors[t].name
             )
         })
+    }
+
+    /// The int8 parameters of float tensor `t`: the model's (QDQ), else from its calibrated range.
+    fn params(&self, g: &Graph, t: TensorId) -> Result<QuantParams> {
+        if let Some(p) = self.model.activations.get(&t) {
+            return Ok(p.clone());
+        }
+        let (lo, hi) = self.range(g, t)?;
+        Ok(weights::asymmetric_params(lo, hi))
+    }
+
+    /// Whether [`Self::params`] has an answer for `t`.
+    fn has_params(&self, t: TensorId) -> bool {
+        self.model.activations.contains_key(&t) || self.ranges.contains_key(&t)
     }
 
     /// The int8 version of runtime tensor `t`, with parameters `want` (or calibrated).
@@ -274,10 +325,7 @@ impl Int8Builder<'_> {
         }
         let params = match want {
             Some(w) => w.clone(),
-            None => {
-                let (lo, hi) = self.range(g, t)?;
-                weights::asymmetric_params(lo, hi)
-            }
+            None => self.params(g, t)?,
         };
         let name = g.fresh_name(&format!("{}/int8", g.tensors[t].name));
         let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), DType::I8);
@@ -341,6 +389,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     let mut free: std::collections::HashSet<TensorId> = Default::default();
     let mut b = Int8Builder {
         ranges,
+        model: &opts.qdq,
         nodes: Vec::new(),
         int8_of: HashMap::new(),
         float_of: HashMap::new(),
@@ -352,9 +401,9 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     if opts.io_type == IoType::Int8 {
         for &t in &g.inputs.clone() {
             if g.tensors[t].dtype == DType::F32 {
-                let (lo, hi) = b.range(g, t)?;
+                let p = b.params(g, t)?;
                 g.tensors[t].dtype = DType::I8;
-                g.tensors[t].quant = Some(weights::asymmetric_params(lo, hi));
+                g.tensors[t].quant = Some(p);
             }
         }
     }
@@ -363,10 +412,29 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         let excluded = opts.exclude_nodes.contains(&node.name)
             || opts.exclude_ops.iter().any(|o| o == node.op.name());
         let rule = if excluded { None } else { rule };
+        // Without calibration data (a QDQ model), a node runs int8 only where the model gives
+        // the parameters it needs: those of its runtime inputs, and of its output unless the
+        // rule fixes or copies them.
+        let unknown = rule.as_ref().is_some_and(|r| {
+            let out_needed = matches!(r, OutputRule::Calibrated | OutputRule::Shared);
+            let in_missing = node.inputs.iter().any(|&t| {
+                let tt = &g.tensors[t];
+                let known = tt.is_const()
+                    || tt.dtype != DType::F32
+                    || b.int8_of.contains_key(&t)
+                    || b.has_params(t)
+                    || *r == OutputRule::Shared;
+                !known
+            });
+            in_missing || (out_needed && node.outputs.iter().any(|&o| !b.has_params(o)))
+        });
+        let rule = if unknown { None } else { rule };
         let Some(rule) = rule else {
             if !matches!(node.op, Op::Dequantize | Op::Quantize) {
                 let why = if excluded {
                     "excluded"
+                } else if unknown {
+                    "no quantization parameters in the model"
                 } else {
                     "no int8 kernel"
                 };
@@ -380,6 +448,13 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 let t = node.inputs[i];
                 if g.tensors[t].dtype == DType::I8 && !g.tensors[t].is_const() {
                     node.inputs[i] = b.float(g, t);
+                } else if let Some(p) = opts.qdq.activations.get(&t).cloned() {
+                    // A float op reads what ONNX Runtime reads: the value quantized and
+                    // dequantized with the model's parameters.
+                    if g.tensors[t].dtype == DType::F32 && !g.tensors[t].is_const() {
+                        let q = b.int8(g, t, Some(&p))?;
+                        node.inputs[i] = b.float(g, q);
+                    }
                 }
             }
             b.nodes.push(node);
@@ -389,8 +464,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         // Output parameters first where they constrain the inputs (Shared).
         let out = node.outputs[0];
         let shared = if rule == OutputRule::Shared {
-            let (lo, hi) = b.range(g, out)?;
-            Some(weights::asymmetric_params(lo, hi))
+            Some(b.params(g, out)?)
         } else {
             None
         };
@@ -406,7 +480,19 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 let Some(f) = d.as_f32() else { continue };
                 let (q, p) = match (i, channel_axis) {
                     (1, Some(axis)) => {
-                        let r = weights::quantize_symmetric(f, per_channel.then_some(axis));
+                        let exact = match qdq::weight(f, opts.qdq.constants.get(&t), axis) {
+                            Ok(e) => e,
+                            Err(why) => {
+                                s.notes.push(format!(
+                                    "'{}': weights requantized symmetric: {why}",
+                                    node.name
+                                ));
+                                None
+                            }
+                        };
+                        let r = exact.unwrap_or_else(|| {
+                            weights::quantize_symmetric(f, per_channel.then_some(axis))
+                        });
                         weight_scales = r.1.scale.clone();
                         r
                     }
@@ -445,14 +531,29 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
         let out_params = match &rule {
-            OutputRule::Calibrated => {
-                let (lo, hi) = b.range(g, out)?;
-                weights::asymmetric_params(lo, hi)
-            }
+            OutputRule::Calibrated => b.params(g, out)?,
             OutputRule::SameAsInput => g.tensors[node.inputs[0]].quant.clone().expect("int8"),
             OutputRule::Fixed(p) => p.clone(),
             OutputRule::Shared => shared.clone().expect("computed above"),
         };
+        if let Some(m) = opts.qdq.activations.get(&out) {
+            if *m != out_params {
+                let what = match &rule {
+                    OutputRule::Fixed(_) => "the TFLite int8 spec fixes",
+                    OutputRule::SameAsInput => "TFLite's kernel keeps its input's",
+                    _ => "its inputs must share",
+                };
+                s.notes.push(format!(
+                    "'{}' ({}): output scale/zero point {}/{} where the model has {}/{} ({what})",
+                    node.name,
+                    node.op.name(),
+                    out_params.scale[0],
+                    out_params.zero_point[0],
+                    m.scale[0],
+                    m.zero_point[0]
+                ));
+            }
+        }
         for &o in &node.outputs {
             g.tensors[o].dtype = DType::I8;
             g.tensors[o].quant = Some(out_params.clone());
@@ -464,11 +565,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     }
     if opts.strict && !s.float_nodes.is_empty() {
         bail!(
-            "--strict-int8: {} op(s) have no int8 kernel: {}",
+            "--strict-int8: {} op(s) would stay float: {}",
             s.float_nodes.len(),
             s.float_nodes
                 .iter()
-                .map(|(n, op, _)| format!("'{n}' ({op})"))
+                .map(|(n, op, why)| format!("'{n}' ({op}: {why})"))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -477,6 +578,18 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     if opts.io_type == IoType::Float {
         for k in 0..g.outputs.len() {
             let t = g.outputs[k];
+            // A float output the model quantizes: ONNX Runtime returns it dequantized.
+            if g.tensors[t].dtype == DType::F32 {
+                if let Some(p) = opts.qdq.activations.get(&t).cloned() {
+                    let q = b.int8(g, t, Some(&p))?;
+                    let f = b.float(g, q);
+                    let name = g.tensors[t].name.clone();
+                    g.tensors[t].name = g.fresh_name(&format!("{name}/unquantized"));
+                    g.tensors[f].name = name;
+                    g.outputs[k] = f;
+                }
+                continue;
+            }
             if g.tensors[t].dtype == DType::I8 {
                 let f = b.float(g, t);
                 let name = g.tensors[t].name.clone();

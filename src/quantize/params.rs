@@ -98,11 +98,13 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
         | Op::Gather { .. }
         | Op::Expand { .. } => Some(SameAsInput),
         // TILE has an int8 kernel in TFLite (version 3) but LiteRT 2.3 does not register it.
+        // 0 pads with the zero point; the lowest float (a max pool's padding, `passes::lower`) pads
+        // with the lowest int8 value, which a max over a window with real values never picks either.
         Op::Pad {
             mode: PadMode::Constant,
             value,
             ..
-        } if *value == 0.0 => Some(SameAsInput),
+        } if *value == 0.0 || *value <= f32::MIN => Some(SameAsInput),
         _ => None,
     }
 }

@@ -277,37 +277,6 @@ pub fn sum_i8_output(
     }
 }
 
-/// Int8 MEAN over H and W of a 4-D input with keep_dims, as TFLite's optimized
-/// `optimized_integer_ops::Mean` (the builtin kernel's path for that case).
-#[allow(clippy::too_many_arguments)]
-pub fn mean_i8_hw(
-    input: &[i8],
-    in_shape: [usize; 4],
-    input_zero_point: i32,
-    input_scale: f32,
-    output_zero_point: i32,
-    output_scale: f32,
-    output: &mut [i8],
-) {
-    let [batches, h, w, c] = in_shape;
-    let n = (h * w) as f32;
-    let mut temp = input_zero_point as f32 * input_scale / output_scale;
-    temp = if temp > 0.0 { temp + 0.5 } else { temp - 0.5 };
-    let bias = output_zero_point - temp as i32;
-    let real = input_scale / (n * output_scale);
-    let (m, s) = crate::quant::quantize_multiplier(f64::from(real));
-    for b in 0..batches {
-        for ch in 0..c {
-            let mut acc = 0i32;
-            for p in 0..h * w {
-                acc += i32::from(input[(b * h * w + p) * c + ch]);
-            }
-            let v = crate::quant::multiply_by_quantized_multiplier(acc, m, s).saturating_add(bias);
-            output[b * c + ch] = v.clamp(-128, 127) as i8;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
