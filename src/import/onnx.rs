@@ -48,6 +48,110 @@ fn bad<T>(msg: impl Into<String>) -> R<T> {
     Err(Fail::Error(msg.into()))
 }
 
+/// The error for unsupported nodes: their count, a summary by op type when there are several,
+/// then each node with the reason (at most `MAX_LISTED_PER_OP` per op type).
+fn unsupported_message(file: &str, list: &[(String, String)], unchecked: usize) -> String {
+    const MAX_LISTED_PER_OP: usize = 3;
+    let n = list.len();
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for (op, _) in list {
+        match counts.iter_mut().find(|(o, _)| o == op) {
+            Some(c) => c.1 += 1,
+            None => counts.push((op, 1)),
+        }
+    }
+    let mut msg = format!(
+        "{file}: {n} unsupported op{}",
+        if n == 1 { "" } else { "s" }
+    );
+    if n > 1 {
+        let summary: Vec<String> = counts.iter().map(|(o, c)| format!("{o}×{c}")).collect();
+        msg.push_str(&format!(" ({})", summary.join(", ")));
+    }
+    msg.push_str(": ");
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    let mut parts: Vec<String> = Vec::new();
+    for (op, detail) in list {
+        let k = match seen.iter_mut().find(|(o, _)| o == op) {
+            Some(c) => {
+                c.1 += 1;
+                c.1
+            }
+            None => {
+                seen.push((op, 1));
+                1
+            }
+        };
+        if k <= MAX_LISTED_PER_OP {
+            parts.push(detail.clone());
+        }
+    }
+    for (op, c) in &counts {
+        if *c > MAX_LISTED_PER_OP {
+            parts.push(format!("{} more {op}", c - MAX_LISTED_PER_OP));
+        }
+    }
+    msg.push_str(&parts.join("; "));
+    if unchecked > 0 {
+        msg.push_str(&format!(
+            " ({unchecked} node{} after them not checked)",
+            if unchecked == 1 { "" } else { "s" }
+        ));
+    }
+    msg
+}
+
+/// The values a node reads: its inputs, then the outer-scope values its subgraphs (If branches)
+/// read, which ONNX does not list as inputs.
+fn node_reads(n: &NodeProto) -> Vec<&str> {
+    let mut reads: Vec<&str> = n
+        .input
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.as_str())
+        .collect();
+    for g in subgraphs(n) {
+        outer_reads(g, &mut reads);
+    }
+    reads
+}
+
+fn subgraphs(n: &NodeProto) -> impl Iterator<Item = &GraphProto> {
+    n.attribute
+        .iter()
+        .flat_map(|a| a.g.iter().chain(a.graphs.iter()))
+}
+
+/// Adds to `reads` the values `g` reads from its enclosing scopes.
+fn outer_reads<'a>(g: &'a GraphProto, reads: &mut Vec<&'a str>) {
+    let mut local: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    local.extend(g.input.iter().map(|v| v.name.as_str()));
+    for n in &g.node {
+        local.extend(n.output.iter().map(|o| o.as_str()));
+    }
+    let mut inner = Vec::new();
+    for n in &g.node {
+        inner.extend(node_reads(n));
+    }
+    inner.extend(g.output.iter().map(|o| o.name.as_str()));
+    for r in inner {
+        if !r.is_empty() && !local.contains(r) && !reads.contains(&r) {
+            reads.push(r);
+        }
+    }
+}
+
+/// Every value name produced inside the subgraphs of `n` (reserved like the graph's own).
+fn subgraph_values(n: &NodeProto, out: &mut Vec<String>) {
+    for g in subgraphs(n) {
+        out.extend(g.initializer.iter().map(|t| t.name.clone()));
+        for m in &g.node {
+            out.extend(m.output.iter().filter(|o| !o.is_empty()).cloned());
+            subgraph_values(m, out);
+        }
+    }
+}
+
 /// The constant a frozen input (`--input-value`) becomes: the values, or one value repeated.
 fn frozen_input(
     shape: &[usize],
@@ -114,7 +218,7 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
     // QOperator-format ops, rewritten to the equivalent QDQ graph.
     let rewritten_q = qdq::rewrite_qoperator(graph);
     let graph = rewritten_q.as_ref().unwrap_or(graph);
-    let order = schedule(graph).map_err(|e| anyhow!("{file}: {e}"))?;
+    let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.inputs(graph, opts)?;
     for &i in &order {
@@ -124,8 +228,9 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
 }
 
 /// Checks every value is defined once, then returns the nodes the graph outputs depend on, in a
-/// topological order (the file's order where it already is one).
-fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
+/// topological order (the file's order where it already is one). A subgraph (`nested`) may read
+/// values of the enclosing graph: those are not checked here.
+fn schedule(graph: &GraphProto, nested: bool) -> std::result::Result<Vec<usize>, String> {
     let mut available: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
     available.extend(graph.input.iter().map(|v| v.name.as_str()));
     let mut producer: HashMap<&str, usize> = HashMap::new();
@@ -151,8 +256,8 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
         }
     }
     for (i, n) in graph.node.iter().enumerate() {
-        for inp in n.input.iter().filter(|s| !s.is_empty()) {
-            if !available.contains(inp.as_str()) && !producer.contains_key(inp.as_str()) {
+        for inp in node_reads(n) {
+            if !nested && !available.contains(inp) && !producer.contains_key(inp) {
                 return Err(format!(
                     "node '{}' ({}): input '{inp}' is not produced by any node, initializer or \
                      graph input",
@@ -166,7 +271,10 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
         return Err("the graph has no outputs".into());
     }
     for o in &graph.output {
-        if !available.contains(o.name.as_str()) && !producer.contains_key(o.name.as_str()) {
+        if !nested
+            && !available.contains(o.name.as_str())
+            && !producer.contains_key(o.name.as_str())
+        {
             return Err(format!(
                 "graph output '{}' is not produced by any node",
                 o.name
@@ -184,13 +292,7 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
         if let Some(&p) = producer.get(v) {
             if !live[p] {
                 live[p] = true;
-                stack.extend(
-                    graph.node[p]
-                        .input
-                        .iter()
-                        .filter(|s| !s.is_empty())
-                        .map(|s| s.as_str()),
-                );
+                stack.extend(node_reads(&graph.node[p]));
             }
         }
     }
@@ -198,10 +300,10 @@ fn schedule(graph: &GraphProto) -> std::result::Result<Vec<usize>, String> {
     let mut indegree = vec![0usize; graph.node.len()];
     let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, n) in graph.node.iter().enumerate().filter(|(i, _)| live[*i]) {
-        for inp in n.input.iter().filter(|s| !s.is_empty()) {
-            if producer.contains_key(inp.as_str()) {
+        for inp in node_reads(n) {
+            if producer.contains_key(inp) {
                 indegree[i] += 1;
-                consumers.entry(inp.as_str()).or_default().push(i);
+                consumers.entry(inp).or_default().push(i);
             }
         }
     }
@@ -253,7 +355,11 @@ struct Importer<'m> {
     graph_outputs: HashSet<&'m str>,
     /// Values produced by nodes that failed to import (their consumers are skipped).
     failed: HashSet<String>,
-    unsupported: Vec<String>,
+    /// Unsupported nodes: (op type, "'node' (Op): why").
+    unsupported: Vec<(String, String)>,
+    /// Nodes skipped because an input comes from an unsupported node, whose op the importer
+    /// knows (so they were not checked further).
+    unchecked: usize,
     /// Graph outputs dropped on purpose (training-only BatchNormalization outputs).
     dropped_outputs: HashSet<String>,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
@@ -274,10 +380,13 @@ impl<'m> Importer<'m> {
         }
         for n in &graph.node {
             names.extend(n.output.iter().filter(|o| !o.is_empty()).cloned());
+            let mut inner = Vec::new();
+            subgraph_values(n, &mut inner);
+            names.extend(inner);
         }
         for &i in order {
-            for inp in graph.node[i].input.iter().filter(|s| !s.is_empty()) {
-                *node_uses.entry(inp.as_str()).or_default() += 1;
+            for inp in node_reads(&graph.node[i]) {
+                *node_uses.entry(inp).or_default() += 1;
             }
         }
         Importer {
@@ -295,6 +404,7 @@ impl<'m> Importer<'m> {
             graph_outputs: graph.output.iter().map(|o| o.name.as_str()).collect(),
             failed: HashSet::new(),
             unsupported: Vec::new(),
+            unchecked: 0,
             dropped_outputs: HashSet::new(),
             cur: String::new(),
             qdq: Default::default(),
@@ -435,14 +545,32 @@ impl<'m> Importer<'m> {
             .any(|i| !i.is_empty() && self.failed.contains(i))
         {
             self.failed.extend(n.output.iter().cloned());
+            // Probe it all the same, so that every op the importer lacks is reported at once,
+            // not only the first of a chain (a dynamic-quantized model: DynamicQuantizeLinear,
+            // then ConvInteger, MatMulInteger...). An op it knows fails on the missing input
+            // (an error, not "unsupported") and is only counted; the conversion fails anyway,
+            // so whatever the probe added to the graph is never used.
+            self.cur = node_label(n, idx);
+            match self.node(n) {
+                Err(Fail::Unsupported(msg)) => self.unsupported.push((
+                    n.op_type.clone(),
+                    format!(
+                        "'{}' ({}): {msg} (its input comes from an unsupported op)",
+                        self.cur, n.op_type
+                    ),
+                )),
+                _ => self.unchecked += 1,
+            }
             return Ok(());
         }
         self.cur = node_label(n, idx);
         match self.node(n) {
             Ok(()) => Ok(()),
             Err(Fail::Unsupported(msg)) => {
-                self.unsupported
-                    .push(format!("'{}' ({}): {msg}", self.cur, n.op_type));
+                self.unsupported.push((
+                    n.op_type.clone(),
+                    format!("'{}' ({}): {msg}", self.cur, n.op_type),
+                ));
                 self.failed.extend(n.output.iter().cloned());
                 Ok(())
             }
@@ -460,12 +588,9 @@ impl<'m> Importer<'m> {
             self.check_q_outputs(graph)?;
         }
         if !self.unsupported.is_empty() {
-            let n = self.unsupported.len();
             bail!(
-                "{}: {n} unsupported op{}: {}",
-                self.file,
-                if n == 1 { "" } else { "s" },
-                self.unsupported.join("; ")
+                "{}",
+                unsupported_message(&self.file, &self.unsupported, self.unchecked)
             );
         }
         for o in &graph.output {
@@ -854,10 +979,95 @@ impl<'m> Importer<'m> {
             "Elu" | "Selu" => self.elu(n, &a),
             "Softplus" => self.softplus(n),
             "InstanceNormalization" => self.instance_norm(n, &a),
+            "If" => self.if_op(n),
             "QuantizeLinear" => self.quantize_linear(n, &a),
             "DequantizeLinear" => self.dequantize_linear(n, &a),
             _ => unsup("operator is not supported"),
         }
+    }
+
+    /// If whose condition is known at conversion time (PyTorch exports `if x.dim() == ...` and
+    /// shape tests this way: Silero VAD): the taken branch is imported in place. A condition
+    /// computed at run time is unsupported (TFLite's IF would need subgraphs).
+    fn if_op(&mut self, n: &'m NodeProto) -> R<()> {
+        let cond = self.req(n, 0, "cond")?;
+        let Some(c) = self.cst(cond) else {
+            return unsup(
+                "the condition is computed at run time; only an If whose condition is known at \
+                 conversion time (a shape test, a constant) converts",
+            );
+        };
+        if c.len() != 1 {
+            return bad(format!(
+                "the condition must have one element, got shape {:?}",
+                c.shape()
+            ));
+        }
+        let take = if c.to_f32_vec()[0] != 0.0 {
+            "then_branch"
+        } else {
+            "else_branch"
+        };
+        let Some(g) = n
+            .attribute
+            .iter()
+            .find(|a| a.name == take)
+            .and_then(|a| a.g.as_ref())
+        else {
+            return bad(format!("attribute {take} (a graph) is missing"));
+        };
+        let real: Vec<&str> = n.output.iter().map(|o| o.as_str()).collect();
+        if g.output.len() != real.len() {
+            return bad(format!(
+                "{take} has {} outputs, the node {}",
+                g.output.len(),
+                real.len()
+            ));
+        }
+        let order = schedule(g, true).map_err(|e| Fail::Error(format!("{take}: {e}")))?;
+        for t in &g.initializer {
+            self.inits.insert(t.name.as_str(), t);
+        }
+        for r in g.node.iter().flat_map(node_reads) {
+            *self.node_uses.entry(r).or_default() += 1;
+        }
+        let here = self.cur.clone();
+        for &i in &order {
+            // Errors inside the branch name the branch's node, which is what is at fault.
+            self.run_node(&g.node[i], i).map_err(|e| {
+                let e = e.to_string();
+                let prefix = format!("{}: ", self.file);
+                Fail::Error(format!(
+                    "in {take}: {}",
+                    e.strip_prefix(&prefix).unwrap_or(&e)
+                ))
+            })?;
+        }
+        self.cur = here;
+        for (o, bo) in real.iter().zip(&g.output) {
+            if o.is_empty() {
+                continue;
+            }
+            if self.failed.contains(&bo.name) {
+                self.failed.insert(o.to_string());
+                continue;
+            }
+            let id = match self.values.get(&bo.name) {
+                Some(&id) => id,
+                None => {
+                    let Some(t) = self.inits.get(bo.name.as_str()) else {
+                        return bad(format!("{take} output '{}' is not produced", bo.name));
+                    };
+                    let data =
+                        decode_tensor(t).map_err(|e| Fail::Error(format!("initializer {e}")))?;
+                    let id = self.g.add_const(bo.name.clone(), data);
+                    self.values.insert(bo.name.clone(), id);
+                    id
+                }
+            };
+            self.bind(o, id);
+        }
+        Ok(())
     }
 
     fn binary(&mut self, n: &NodeProto, op: BinaryOp) -> R<()> {
@@ -1016,6 +1226,11 @@ impl<'m> Importer<'m> {
                 a.float_or("max", f32::INFINITY)?,
             )
         } else {
+            let lo = self.inp(n, 1)?.filter(|&id| self.cst(id).is_none());
+            let hi = self.inp(n, 2)?.filter(|&id| self.cst(id).is_none());
+            if lo.is_some() || hi.is_some() {
+                return self.clip_runtime(n, x, lo, hi);
+            }
             (
                 self.const_scalar(n, 1, "min")?.unwrap_or(f32::NEG_INFINITY),
                 self.const_scalar(n, 2, "max")?.unwrap_or(f32::INFINITY),
@@ -1023,6 +1238,75 @@ impl<'m> Importer<'m> {
         };
         let out = self.out0(n)?;
         self.emit_to(Op::Clip { min, max }, &[x], out)?;
+        Ok(())
+    }
+
+    /// Clip with a bound computed at run time (a log-mel spectrogram's `max(x, x.max() - 80)`):
+    /// `min(max(x, lo), hi)` as ONNX defines it, a runtime bound as Max/Min, a constant one as
+    /// a one-sided Clip.
+    fn clip_runtime(
+        &mut self,
+        n: &NodeProto,
+        x: TensorId,
+        lo: Option<TensorId>,
+        hi: Option<TensorId>,
+    ) -> R<()> {
+        for (b, what) in [(lo, "min"), (hi, "max")] {
+            let Some(b) = b else { continue };
+            let t = &self.g.tensors[b];
+            if t.elements() != 1 {
+                return bad(format!("{what} must be a scalar, got shape {:?}", t.shape));
+            }
+            if t.dtype != self.dtype(x) {
+                return bad(format!(
+                    "{what} has type {:?} but the input has {:?}",
+                    t.dtype,
+                    self.dtype(x)
+                ));
+            }
+        }
+        let cmin = match lo {
+            Some(_) => None,
+            None => self.const_scalar(n, 1, "min")?,
+        };
+        let cmax = match hi {
+            Some(_) => None,
+            None => self.const_scalar(n, 2, "max")?,
+        };
+        let out = self.out0(n)?;
+        let mut steps: Vec<(Op, Option<TensorId>)> = Vec::new();
+        match (lo, cmin) {
+            (Some(b), _) => steps.push((bin(BinaryOp::Max), Some(b))),
+            (None, Some(m)) => steps.push((
+                Op::Clip {
+                    min: m,
+                    max: f32::INFINITY,
+                },
+                None,
+            )),
+            (None, None) => {}
+        }
+        match (hi, cmax) {
+            (Some(b), _) => steps.push((bin(BinaryOp::Min), Some(b))),
+            (None, Some(m)) => steps.push((
+                Op::Clip {
+                    min: f32::NEG_INFINITY,
+                    max: m,
+                },
+                None,
+            )),
+            (None, None) => {}
+        }
+        let mut cur = x;
+        let last = steps.len() - 1;
+        for (i, (op, b)) in steps.into_iter().enumerate() {
+            let ins: Vec<TensorId> = std::iter::once(cur).chain(b).collect();
+            cur = if i == last {
+                self.emit_to(op, &ins, out)?
+            } else {
+                self.emit_tmp(op, &ins, "clip_lo")?
+            };
+        }
         Ok(())
     }
 

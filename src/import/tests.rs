@@ -234,7 +234,11 @@ fn all_unsupported_ops_listed_at_once() {
         .output("c")
         .output("e");
     let err = b.import().unwrap_err().to_string();
-    assert!(err.starts_with("model.onnx: 3 unsupported ops: "), "{err}");
+    assert!(
+        err.starts_with("model.onnx: 3 unsupported ops (Cos×1, Sin×1, ArgMax×1): "),
+        "{err}"
+    );
+    assert!(err.ends_with(" (1 node after them not checked)"), "{err}");
     assert!(err.contains("'/m/Cos' (Cos)"), "{err}");
     assert!(err.contains("'/m/Sin' (Sin)"), "{err}");
     assert!(
@@ -242,6 +246,64 @@ fn all_unsupported_ops_listed_at_once() {
         "{err}"
     );
     assert!(!err.contains("Relu") && !err.contains("Erf"), "{err}");
+}
+
+/// A chain of ops the importer lacks (ddddocr's dynamic-quantized CRNN had DynamicQuantizeLinear →
+/// ConvInteger → ... and a com.microsoft DynamicQuantizeLSTM): the error must name all of them, not
+/// only the first of the chain, including nodes of another domain, and count the known ones it
+/// skipped.
+#[test]
+fn unsupported_ops_after_an_unsupported_op_are_listed_too() {
+    let mut b = B::new(13);
+    b.input("x", &[1, 4])
+        .node("Hardmax", "h0", &["x"], &["xh"], vec![])
+        .node("Det", "det0", &["xh"], &["m"], vec![])
+        .node("Cast", "cast0", &["m"], &["mf"], vec![("to", A::I(1))])
+        .node("Relu", "relu0", &["mf"], &["r"], vec![]);
+    for i in 0..5 {
+        b.node(
+            "MelWeightMatrix",
+            &format!("mw{i}"),
+            &["xh", "xh"],
+            &[&format!("c{i}")],
+            vec![],
+        );
+        b.output(&format!("c{i}"));
+    }
+    b.g.node.push(tract_onnx::pb::NodeProto {
+        op_type: "DynamicQuantizeLSTM".into(),
+        domain: "com.microsoft".into(),
+        name: "lstm0".into(),
+        input: vec!["r".into()],
+        output: vec!["h".into()],
+        ..Default::default()
+    });
+    b.output("h");
+    let err = b.import().unwrap_err().to_string();
+    assert!(
+        err.starts_with(
+            "model.onnx: 8 unsupported ops (Hardmax×1, Det×1, MelWeightMatrix×5, \
+             DynamicQuantizeLSTM×1): 'h0' (Hardmax): operator is not supported; 'det0' (Det): \
+             operator is not supported (its input comes from an unsupported op); "
+        ),
+        "{err}"
+    );
+    // At most three per op type, then a count.
+    assert!(
+        err.contains("'mw2' (MelWeightMatrix)") && !err.contains("'mw3'"),
+        "{err}"
+    );
+    assert!(err.contains("; 2 more MelWeightMatrix"), "{err}");
+    assert!(
+        err.contains("'lstm0' (DynamicQuantizeLSTM): operator domain 'com.microsoft'"),
+        "{err}"
+    );
+    // Cast and Relu are known: skipped, counted.
+    assert!(err.ends_with(" (2 nodes after them not checked)"), "{err}");
+    assert!(
+        !err.contains("'cast0'") && !err.contains("'relu0'"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1064,5 +1126,118 @@ fn unsupported_qoperator_ops_say_how_to_get_a_qdq_model() {
     assert!(
         e.contains("'mean_quant' (QLinearReduceMean)") && e.contains("QuantFormat.QDQ"),
         "{e}"
+    );
+}
+
+fn if_node(
+    name: &str,
+    cond: &str,
+    out: &str,
+    then_g: GraphProtoT,
+    else_g: GraphProtoT,
+) -> NodeProtoT {
+    let g = |n: &str, g: GraphProtoT| tract_onnx::pb::AttributeProto {
+        name: n.into(),
+        r#type: tract_onnx::pb::attribute_proto::AttributeType::Graph as i32,
+        g: Some(g),
+        ..Default::default()
+    };
+    NodeProtoT {
+        op_type: "If".into(),
+        name: name.into(),
+        input: vec![cond.into()],
+        output: vec![out.into()],
+        attribute: vec![g("then_branch", then_g), g("else_branch", else_g)],
+        ..Default::default()
+    }
+}
+
+type GraphProtoT = tract_onnx::pb::GraphProto;
+type NodeProtoT = tract_onnx::pb::NodeProto;
+
+/// One-node branch `op(x) -> out`, reading `x` from the enclosing graph.
+fn branch(op: &str, x: &str, out: &str) -> GraphProtoT {
+    GraphProtoT {
+        node: vec![NodeProtoT {
+            op_type: op.into(),
+            name: format!("/{out}"),
+            input: vec![x.into()],
+            output: vec![out.into()],
+            ..Default::default()
+        }],
+        output: vec![value_info(out, &[], &[])],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn if_with_a_constant_condition_imports_the_taken_branch() {
+    for (cond, want) in [(1i64, UnaryOp::Relu), (0, UnaryOp::Sigmoid)] {
+        let mut b = B::new(13);
+        b.input("x", &[1, 4]).init(itensor("c", &[], vec![cond]));
+        // `x2` is produced outside and read only inside the branches: it must be scheduled
+        // before the If and kept alive.
+        b.node("Neg", "neg", &["x"], &["x2"], vec![]);
+        b.g.node.push(if_node(
+            "if0",
+            "c",
+            "y",
+            branch("Relu", "x2", "t"),
+            branch("Sigmoid", "x2", "e"),
+        ));
+        b.output("y");
+        let g = b.import().unwrap();
+        // (The output, an alias of the branch's value, gets its own tensor through a Reshape.)
+        let ops: Vec<&Op> = g
+            .nodes
+            .iter()
+            .map(|n| &n.op)
+            .filter(|o| !matches!(o, Op::Reshape { .. }))
+            .collect();
+        assert_eq!(ops.len(), 2, "{ops:?}");
+        assert_eq!(*ops[0], Op::Unary(UnaryOp::Neg));
+        assert_eq!(*ops[1], Op::Unary(want));
+        assert_eq!(g.tensors[g.outputs[0]].shape, vec![1, 4]);
+    }
+}
+
+#[test]
+fn if_with_a_runtime_condition_is_a_clear_error() {
+    let mut b = B::new(13);
+    b.input("x", &[1, 4]);
+    let mut c = value_info("c", &[], &[]);
+    if let Some(type_proto::Value::TensorType(t)) = c.r#type.as_mut().and_then(|t| t.value.as_mut())
+    {
+        t.elem_type = 9; // bool
+    }
+    b.g.input.push(c);
+    b.g.node.push(if_node(
+        "if0",
+        "c",
+        "y",
+        branch("Relu", "x", "t"),
+        branch("Sigmoid", "x", "e"),
+    ));
+    b.output("y");
+    let err = b.import().unwrap_err().to_string();
+    assert!(
+        err.contains("'if0' (If): the condition is computed at run time"),
+        "{err}"
+    );
+    // A branch whose op is unsupported names the branch's node.
+    let mut b = B::new(13);
+    b.input("x", &[1, 4]).init(itensor("c", &[], vec![1]));
+    b.g.node.push(if_node(
+        "if0",
+        "c",
+        "y",
+        branch("Cos", "x", "t"),
+        branch("Sigmoid", "x", "e"),
+    ));
+    b.output("y");
+    let err = b.import().unwrap_err().to_string();
+    assert!(
+        err.contains("'/t' (Cos): operator is not supported"),
+        "{err}"
     );
 }
