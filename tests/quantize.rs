@@ -364,6 +364,31 @@ fn weights_shared_by_several_layers_are_reencoded_once_and_stay_correct() {
         let s = error_stats(&run(&c.bytes, &input), &reference);
         assert!(s.snr_db as f64 > min_snr, "{q:?}: SNR {}", s.snr_db);
     }
+    // Full int8: the shared weight is one int8 tensor read by both layers (an unrolled LSTM's
+    // recurrent weight is read by every time step), not a copy per reader.
+    let dir = std::env::temp_dir().join(format!("litecvt-shared-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let calib = dir.join("sample.npy");
+    npy::write(&calib, &input).unwrap();
+    let opts = ConvertOptions {
+        quantize: Some(QuantizeMode::Int8Full),
+        calibration: Some(calib),
+        ..Default::default()
+    };
+    let c = litecvt::convert::convert_bytes(&model, "deep_cnn", &opts).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let aligned = literun::AlignedBytes::from_slice(&c.bytes);
+    let lite = literun::Model::from_bytes(&aligned).unwrap();
+    let convs: Vec<_> = lite
+        .operators()
+        .iter()
+        .filter(|op| op.name() == "CONV_2D")
+        .collect();
+    let weights: std::collections::BTreeSet<usize> =
+        convs.iter().map(|op| op.inputs[1].unwrap()).collect();
+    assert_eq!((convs.len(), weights.len()), (12, 11));
+    let s = error_stats(&run(&c.bytes, &input), &reference);
+    assert!(s.snr_db > 20.0, "full int8: SNR {}", s.snr_db);
 }
 
 #[test]

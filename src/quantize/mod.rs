@@ -424,6 +424,9 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     let uses = g.use_counts();
     // Outputs whose parameters come from calibration alone (a consumer may still choose them).
     let mut free: std::collections::HashSet<TensorId> = Default::default();
+    // Weights quantize the same for every reader (symmetric, per channel): one int8 copy each,
+    // e.g. for an unrolled LSTM's recurrent weights read by every time step.
+    let mut quantized_weights: HashMap<(TensorId, bool), TensorId> = HashMap::new();
     let mut b = Int8Builder {
         ranges,
         model: &opts.qdq,
@@ -545,6 +548,13 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             let t = node.inputs[i];
             if let Some(d) = g.tensors[t].data.clone() {
                 let Some(f) = d.as_f32() else { continue };
+                if let (1, Some(_), Some(&c)) =
+                    (i, channel_axis, quantized_weights.get(&(t, per_channel)))
+                {
+                    weight_scales = g.tensors[c].quant.as_ref().expect("int8").scale.clone();
+                    node.inputs[i] = c;
+                    continue;
+                }
                 let (q, p) = match (i, channel_axis) {
                     (1, Some(axis)) => {
                         let exact = match qdq::weight(f, opts.qdq.constants.get(&t), axis) {
@@ -577,11 +587,15 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                         (weights::quantize_asymmetric(f, &p), p)
                     }
                 };
-                // A constant read by several nodes gets its own quantized copy here.
+                // A constant read by several nodes gets its own quantized copy here (but weights,
+                // the same for every reader, only one).
                 let name = g.fresh_name(&format!("{}/q", g.tensors[t].name));
                 let c = g.add_const(name, q);
                 g.tensors[c].quant = Some(p);
                 node.inputs[i] = c;
+                if i == 1 && channel_axis.is_some() {
+                    quantized_weights.insert((t, per_channel), c);
+                }
             } else if !is_f32(g, t) && g.tensors[t].dtype != DType::I8 {
                 // Conditions and indices stay as they are.
                 continue;
