@@ -130,42 +130,38 @@ fn bench(
     Ok(())
 }
 
-fn parse_shapes(specs: &[String]) -> Result<HashMap<String, Vec<usize>>> {
+/// `NAME=A,B,...` options (`--input-shape`, `--input-value`) by name; `form` shows the syntax in
+/// errors, `what` names one item.
+fn parse_named_lists<T: std::str::FromStr>(
+    flag: &str,
+    form: &str,
+    what: &str,
+    specs: &[String],
+) -> Result<HashMap<String, Vec<T>>> {
     let mut map = HashMap::new();
     for s in specs {
-        let (name, dims) = s
+        let (name, items) = s
             .rsplit_once('=')
-            .ok_or_else(|| anyhow!("--input-shape '{s}': expected NAME=D0,D1,..."))?;
-        let dims = dims
+            .ok_or_else(|| anyhow!("{flag} '{s}': expected {form}"))?;
+        let items = items
             .split(',')
-            .map(|d| {
-                d.trim()
-                    .parse::<usize>()
-                    .map_err(|_| anyhow!("--input-shape '{s}': '{d}' is not a dimension"))
+            .map(|v| {
+                v.trim()
+                    .parse::<T>()
+                    .map_err(|_| anyhow!("{flag} '{s}': '{v}' is not {what}"))
             })
             .collect::<Result<Vec<_>>>()?;
-        map.insert(name.to_string(), dims);
+        map.insert(name.to_string(), items);
     }
     Ok(map)
 }
 
+fn parse_shapes(specs: &[String]) -> Result<HashMap<String, Vec<usize>>> {
+    parse_named_lists("--input-shape", "NAME=D0,D1,...", "a dimension", specs)
+}
+
 fn parse_values(specs: &[String]) -> Result<HashMap<String, Vec<f64>>> {
-    let mut map = HashMap::new();
-    for s in specs {
-        let (name, values) = s
-            .rsplit_once('=')
-            .ok_or_else(|| anyhow!("--input-value '{s}': expected NAME=V0,V1,..."))?;
-        let values = values
-            .split(',')
-            .map(|v| {
-                v.trim()
-                    .parse::<f64>()
-                    .map_err(|_| anyhow!("--input-value '{s}': '{v}' is not a number"))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        map.insert(name.to_string(), values);
-    }
-    Ok(map)
+    parse_named_lists("--input-value", "NAME=V0,V1,...", "a number", specs)
 }
 
 fn human(bytes: usize) -> String {
