@@ -137,7 +137,7 @@ fn quantize_graph(
         m => m,
     };
     let Some(mode) = mode else {
-        if opts.int8.io_type == quantize::IoType::Int8 {
+        if opts.int8.io_type == quantize::IoType::Integer {
             bail!(
                 "--io-type int8 needs full int8: --quantize int8 --calibration DATA, or a QDQ \
                  model"
@@ -145,14 +145,18 @@ fn quantize_graph(
         }
         return Ok(None);
     };
-    if opts.calibration.is_some() && mode != QuantizeMode::Int8Full {
-        bail!("--calibration is only used with --quantize int8");
+    let full = matches!(mode, QuantizeMode::Int8Full | QuantizeMode::Int16x8);
+    if opts.calibration.is_some() && !full {
+        bail!("--calibration is only used with --quantize int8 or int16x8");
     }
-    let full_only = opts.int8.io_type == quantize::IoType::Int8
+    if mode == QuantizeMode::Int16x8 && opts.calibration.is_none() {
+        bail!("--quantize int16x8 needs --calibration DATA (activation ranges)");
+    }
+    let full_only = opts.int8.io_type == quantize::IoType::Integer
         || opts.int8.strict
         || !opts.int8.exclude_nodes.is_empty()
         || !opts.int8.exclude_ops.is_empty();
-    if full_only && mode != QuantizeMode::Int8Full {
+    if full_only && !full {
         bail!(
             "--io-type int8, --strict-int8 and --exclude(-op) need full int8: --quantize int8 \
              --calibration DATA, or a QDQ model"
@@ -182,7 +186,12 @@ fn quantize_graph(
                 kept_float_for_snr: vec![],
             }));
         }
-        QuantizeMode::Int8Full => {
+        QuantizeMode::Int8Full | QuantizeMode::Int16x8 => {
+            let activations = if mode == QuantizeMode::Int16x8 {
+                quantize::weights::Activations::Int16
+            } else {
+                quantize::weights::Activations::Int8
+            };
             let data = opts
                 .calibration
                 .as_ref()
@@ -211,7 +220,11 @@ fn quantize_graph(
                 |extra: &[String]| -> Result<(Graph, QuantSummary, Vec<u8>, Vec<LayerError>)> {
                     let mut g = float_graph.clone();
                     let mut int8 = opts.int8.clone();
-                    int8.qdq = model.clone();
+                    int8.activations = activations;
+                    // int16x8 is calibrated: an int8 QDQ model's parameters do not apply.
+                    if activations == quantize::weights::Activations::Int8 {
+                        int8.qdq = model.clone();
+                    }
                     int8.exclude_nodes.extend(extra.iter().cloned());
                     let summary = quantize::full_int8(&mut g, &ranges, &int8)
                         .with_context(|| label.to_string())?;

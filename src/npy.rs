@@ -18,6 +18,7 @@ pub enum NpyData {
     I64(Vec<i64>),
     U8(Vec<u8>),
     I8(Vec<i8>),
+    I16(Vec<i16>),
     Bool(Vec<bool>),
 }
 
@@ -39,6 +40,7 @@ impl NpyArray {
             NpyData::I64(v) => NpyData::I64(v[r].to_vec()),
             NpyData::U8(v) => NpyData::U8(v[r].to_vec()),
             NpyData::I8(v) => NpyData::I8(v[r].to_vec()),
+            NpyData::I16(v) => NpyData::I16(v[r].to_vec()),
             NpyData::Bool(v) => NpyData::Bool(v[r].to_vec()),
         };
         let mut shape = self.shape.clone();
@@ -56,6 +58,7 @@ impl NpyArray {
             NpyData::I64(v) => v.iter().map(|&x| x as f32).collect(),
             NpyData::U8(v) => v.iter().map(|&x| x as f32).collect(),
             NpyData::I8(v) => v.iter().map(|&x| x as f32).collect(),
+            NpyData::I16(v) => v.iter().map(|&x| x as f32).collect(),
             NpyData::Bool(v) => v.iter().map(|&x| x as u8 as f32).collect(),
         }
     }
@@ -67,6 +70,7 @@ impl NpyArray {
             NpyData::I64(_) => "int64",
             NpyData::U8(_) => "uint8",
             NpyData::I8(_) => "int8",
+            NpyData::I16(_) => "int16",
             NpyData::Bool(_) => "bool",
         }
     }
@@ -79,6 +83,7 @@ impl NpyArray {
             NpyData::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             NpyData::U8(v) => v.clone(),
             NpyData::I8(v) => v.iter().map(|&x| x as u8).collect(),
+            NpyData::I16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
             NpyData::Bool(v) => v.iter().map(|&x| x as u8).collect(),
         }
     }
@@ -185,6 +190,12 @@ pub fn parse(bytes: &[u8], label: &str) -> Result<NpyArray> {
         ),
         "|u1" => NpyData::U8(take(1)?.to_vec()),
         "|i1" => NpyData::I8(take(1)?.iter().map(|&b| b as i8).collect()),
+        "<i2" => NpyData::I16(
+            take(2)?
+                .chunks_exact(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        ),
         "|b1" => NpyData::Bool(take(1)?.iter().map(|&b| b != 0).collect()),
         other => bail!("{label}: unsupported .npy dtype '{other}'"),
     };
@@ -228,6 +239,7 @@ pub fn to_bytes(a: &NpyArray) -> Vec<u8> {
         NpyData::I64(_) => "<i8",
         NpyData::U8(_) => "|u1",
         NpyData::I8(_) => "|i1",
+        NpyData::I16(_) => "<i2",
         NpyData::Bool(_) => "|b1",
     };
     let shape = match a.shape.len() {

@@ -21,6 +21,7 @@ fn tensor_npy(t: &literun::TensorRef<'_>) -> Option<NpyArray> {
         literun::DType::I64 => NpyData::I64(t.as_i64().ok()?.to_vec()),
         literun::DType::U8 => NpyData::U8(t.bytes().to_vec()),
         literun::DType::I8 => NpyData::I8(t.bytes().iter().map(|&b| b as i8).collect()),
+        literun::DType::I16 => NpyData::I16(i16_values(t.bytes())),
         literun::DType::Bool => NpyData::Bool(t.bytes().iter().map(|&b| b != 0).collect()),
         _ => return None,
     };
@@ -83,6 +84,14 @@ pub fn run_lite_dumping(
                     .map(|&x| ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8)
                     .collect()
             }
+            (literun::DType::I16, NpyData::F32(v), Some(q)) if q.is_per_tensor() => {
+                let (s, z) = q.channel(0);
+                v.iter()
+                    .flat_map(|&x| {
+                        (((x / s).round() as i64 + z).clamp(-32768, 32767) as i16).to_le_bytes()
+                    })
+                    .collect()
+            }
             // int64 data (ONNX token ids) for an input narrowed to int32.
             (literun::DType::I32, NpyData::I64(v), _) => {
                 let mut b = Vec::with_capacity(v.len() * 4);
@@ -141,6 +150,7 @@ pub fn run_lite_dumping(
             literun::DType::I64 => NpyData::I64(t.as_i64().map_err(|e| anyhow!("{e}"))?.to_vec()),
             literun::DType::U8 => NpyData::U8(t.bytes().to_vec()),
             literun::DType::I8 => NpyData::I8(t.bytes().iter().map(|&b| b as i8).collect()),
+            literun::DType::I16 => NpyData::I16(i16_values(t.bytes())),
             literun::DType::Bool => NpyData::Bool(t.bytes().iter().map(|&b| b != 0).collect()),
             other => bail!(
                 "{label}: output '{}' has unsupported type {}",
@@ -151,6 +161,14 @@ pub fn run_lite_dumping(
         outs.push((info.name.to_string(), NpyArray { shape, data }));
     }
     Ok(outs)
+}
+
+/// Little-endian int16 values of raw tensor bytes.
+pub fn i16_values(bytes: &[u8]) -> Vec<i16> {
+    bytes
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect()
 }
 
 /// The `.npy` name of a literun element type.
@@ -223,6 +241,9 @@ pub fn run_onnx_tract(path: &Path, inputs: &[NpyArray]) -> Result<Vec<NpyArray>>
                 tract_ndarray::ArrayD::from_shape_vec(a.shape.clone(), v.clone())?.into()
             }
             NpyData::I8(v) => {
+                tract_ndarray::ArrayD::from_shape_vec(a.shape.clone(), v.clone())?.into()
+            }
+            NpyData::I16(v) => {
                 tract_ndarray::ArrayD::from_shape_vec(a.shape.clone(), v.clone())?.into()
             }
             NpyData::Bool(v) => {

@@ -364,7 +364,7 @@ fn asymmetric_weights_are_requantized_and_reported() {
 fn int8_interface_works_without_calibration() {
     let float_io = convert("digits_cnn.s8s8_pc.onnx");
     let mut opts = ConvertOptions::default();
-    opts.int8.io_type = litecvt::quantize::IoType::Int8;
+    opts.int8.io_type = litecvt::quantize::IoType::Integer;
     let int_io = convert_with("digits_cnn.s8s8_pc.onnx", &opts);
     assert_eq!(ops(&int_io, "QUANTIZE") + ops(&int_io, "DEQUANTIZE"), 0);
     let aligned = literun::AlignedBytes::from_slice(&int_io.bytes);

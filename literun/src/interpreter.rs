@@ -1501,7 +1501,123 @@ fn run_op<'b>(
             ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out)
         }
         Kind::BinaryI8 { p: bp, bc } => {
-            ew::binary_i8(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
+            ew::binary_quantized::<i8>(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
+        }
+        Kind::BinaryI16 { p: bp, bc } => {
+            ew::binary_quantized::<i16>(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
+        }
+        Kind::Requantize {
+            multiplier,
+            shift,
+            in_zero_point,
+            out_zero_point,
+            from,
+            to,
+        } => {
+            // reference_ops::Requantize: MBQM(x - zp_in) + zp_out, saturated to the output.
+            let rq = |x: i32| {
+                crate::quant::multiply_by_quantized_multiplier(
+                    x - in_zero_point,
+                    *multiplier,
+                    *shift,
+                )
+                .saturating_add(*out_zero_point)
+            };
+            match (from, to) {
+                (DType::I16, DType::I16) => {
+                    requantize::<i16, i16>(ins.typed(0)?, cast_out(out)?, rq)
+                }
+                (DType::I16, _) => requantize::<i16, i8>(ins.typed(0)?, cast_out(out)?, rq),
+                _ => requantize::<i8, i16>(ins.typed(0)?, cast_out(out)?, rq),
+            }
+        }
+        Kind::ConvI16 {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => conv::conv2d_16x8(
+            ins.typed(0)?,
+            *in_shape,
+            ins.typed(1)?,
+            *filter_shape,
+            bias_i64(&ins)?,
+            params,
+            q,
+            cast_out(out)?,
+            *out_shape,
+        ),
+        Kind::DepthwiseI16 {
+            params,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => depthwise_conv::depthwise_conv2d_16x8(
+            ins.typed(0)?,
+            *in_shape,
+            ins.typed(1)?,
+            *filter_shape,
+            bias_i64(&ins)?,
+            params,
+            q,
+            cast_out(out)?,
+            *out_shape,
+        ),
+        Kind::FullyConnectedI16 {
+            batches,
+            in_depth,
+            out_depth,
+            q,
+        } => fully_connected::fully_connected_16x8(
+            ins.typed(0)?,
+            *batches,
+            *in_depth,
+            ins.typed(1)?,
+            *out_depth,
+            bias_i64(&ins)?,
+            q,
+            cast_out(out)?,
+        ),
+        Kind::PoolI16 {
+            max,
+            params,
+            in_shape,
+            out_shape,
+            act_min,
+            act_max,
+        } => pool::pool_quantized::<i16>(
+            *max,
+            ins.typed(0)?,
+            *in_shape,
+            params,
+            *act_min,
+            *act_max,
+            cast_out(out)?,
+            *out_shape,
+        ),
+        Kind::MeanI16 {
+            shape,
+            axes,
+            count,
+            in_zero_point,
+            multiplier,
+            shift,
+            out_zero_point,
+        } => {
+            let o = cast_out::<i16>(out)?;
+            let sums = &mut scratch.i32s[..o.len()];
+            reduce::sum_quantized::<i16>(ins.typed(0)?, shape, axes, sums);
+            reduce::mean_quantized(
+                sums,
+                *count,
+                *in_zero_point,
+                *multiplier,
+                *shift,
+                *out_zero_point,
+                o,
+            );
         }
         Kind::ConvI8 {
             params,
@@ -1646,7 +1762,7 @@ fn run_op<'b>(
             out_shape,
             act_min,
             act_max,
-        } => pool::pool_i8(
+        } => pool::pool_quantized::<i8>(
             *max,
             ins.typed(0)?,
             *in_shape,
@@ -1682,8 +1798,8 @@ fn run_op<'b>(
         } => {
             let o = cast_out::<i8>(out)?;
             let sums = &mut scratch.i32s[..o.len()];
-            reduce::sum_i8(ins.typed(0)?, shape, axes, sums);
-            reduce::mean_i8_general(
+            reduce::sum_quantized::<i8>(ins.typed(0)?, shape, axes, sums);
+            reduce::mean_quantized(
                 sums,
                 *count,
                 *in_zero_point,
@@ -1927,7 +2043,7 @@ fn run_op<'b>(
         } => {
             let o = cast_out::<i8>(out)?;
             let sums = &mut scratch.i32s[..o.len()];
-            reduce::sum_i8(ins.typed(0)?, shape, axes, sums);
+            reduce::sum_quantized::<i8>(ins.typed(0)?, shape, axes, sums);
             reduce::sum_i8_output(
                 sums,
                 *count,
@@ -2005,6 +2121,25 @@ fn run_cast(ins: &Ins<'_>, from: DType, to: DType, out: &mut [u8]) -> Result<()>
         DType::F16 | DType::I16 => {}
     }
     Ok(())
+}
+
+fn bias_i64<'b>(ins: &Ins<'b>) -> Result<Option<&'b [i64]>> {
+    if ins.has(2) {
+        Ok(Some(ins.typed::<i64>(2)?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Requantizes stored values with `f` (which returns the new stored value, unsaturated).
+fn requantize<A: crate::kernels::Quantized, B: crate::kernels::Quantized>(
+    input: &[A],
+    out: &mut [B],
+    f: impl Fn(i32) -> i32,
+) {
+    for (o, &x) in out.iter_mut().zip(input) {
+        *o = B::saturate(f(x.get()));
+    }
 }
 
 fn bias_i32<'b>(ins: &Ins<'b>) -> Result<Option<&'b [i32]>> {

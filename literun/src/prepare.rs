@@ -127,6 +127,58 @@ pub(crate) enum Kind {
         zero_point: i32,
         to: DType,
     },
+    /// QUANTIZE between quantized types where one is int16 (TFLite's `Requantize`).
+    Requantize {
+        multiplier: i32,
+        shift: i32,
+        in_zero_point: i32,
+        out_zero_point: i32,
+        from: DType,
+        to: DType,
+    },
+    /// Int16x8 (int16 activations, int8 weights, int64 bias) layers and int16 operators; the
+    /// fields are those of their int8 counterparts.
+    ConvI16 {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    DepthwiseI16 {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    FullyConnectedI16 {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        q: OutputStage,
+    },
+    BinaryI16 {
+        p: ew::BinaryI8,
+        bc: ew::Broadcast,
+    },
+    PoolI16 {
+        max: bool,
+        params: Pool2dParams,
+        in_shape: [usize; 4],
+        out_shape: [usize; 4],
+        act_min: i32,
+        act_max: i32,
+    },
+    MeanI16 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        count: usize,
+        in_zero_point: i32,
+        multiplier: i32,
+        shift: i32,
+        out_zero_point: i32,
+    },
     /// An 8-bit -> 8-bit elementwise operator as a table over the input bytes.
     Lut8 {
         table: alloc::boxed::Box<ew::Lut8>,
@@ -689,7 +741,7 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             act = c.opt(t.i8(4, 0).and_then(activation))?;
         }
     }
-    if c.dtype(0)? == DType::I8 {
+    if matches!(c.dtype(0)?, DType::I8 | DType::I16) {
         return binary_i8(c, op, act);
     }
     let int_ok = matches!(
@@ -1406,6 +1458,19 @@ fn quantize(c: &Ctx<'_, '_>) -> Result<Kind> {
             zero_point: oq.zero_point,
             to: o.dtype,
         }),
+        (DType::I8 | DType::I16, DType::I16) | (DType::I16, DType::I8) => {
+            let iq = c.in_q8(0)?;
+            let (multiplier, shift) =
+                quantize_multiplier(f64::from(iq.scale) / f64::from(oq.scale));
+            Ok(Kind::Requantize {
+                multiplier,
+                shift,
+                in_zero_point: iq.zero_point,
+                out_zero_point: oq.zero_point,
+                from: i.dtype,
+                to: o.dtype,
+            })
+        }
         (DType::I8 | DType::U8, DType::I8 | DType::U8) => {
             let iq = c.in_q8(0)?;
             Ok(Kind::Lut8 {
@@ -1503,6 +1568,17 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        (DType::I16, DType::I8) => {
+            c.check_out(0, &os, DType::I16)?;
+            let q = output_stage(c, fs[0], 0, act, false)?;
+            Ok(Kind::ConvI16 {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+                q,
+            })
+        }
         (DType::F32, DType::I8) => {
             c.check_out(0, &os, DType::F32)?;
             if c.input(1)?.data.is_none() {
@@ -1587,6 +1663,17 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[3], 3, act, false)?;
             Ok(Kind::DepthwiseI8 {
+                params,
+                in_shape: is,
+                filter_shape: fs,
+                out_shape: os,
+                q,
+            })
+        }
+        (DType::I16, DType::I8) => {
+            c.check_out(0, &os, DType::I16)?;
+            let q = output_stage(c, fs[3], 3, act, false)?;
+            Ok(Kind::DepthwiseI16 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
@@ -1754,6 +1841,16 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        (DType::I16, DType::I8) => {
+            c.check_out(0, &out, DType::I16)?;
+            let q = output_stage(c, out_depth, 0, act, true)?;
+            Ok(Kind::FullyConnectedI16 {
+                batches,
+                in_depth,
+                out_depth,
+                q,
+            })
+        }
         (DType::F32, DType::I8) => {
             c.check_out(0, &out, DType::F32)?;
             if c.input(1)?.data.is_none() {
@@ -1912,7 +2009,7 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
-    let dt = c.want_dtype(0, &[DType::F32, DType::I8])?;
+    let dt = c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?;
     use schema::Pool2DOptions as O;
     let t = c
         .options(tag::POOL_2D)?
@@ -1940,22 +2037,33 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
         pad_left: pl,
         activation: act,
     };
-    if dt == DType::I8 {
+    if matches!(dt, DType::I8 | DType::I16) {
         let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
         if (qi.scale - qo.scale).abs() > 1e-6 || qi.zero_point != qo.zero_point {
             return Err(c.err(
-                "int8 pooling needs the same input and output quantization (TFLite does not \
-                 requantize)",
+                "quantized pooling needs the same input and output quantization (TFLite does \
+                 not requantize)",
             ));
         }
-        let (act_min, act_max) = act_range_i8(c, act, qo)?;
-        return Ok(Kind::PoolI8 {
-            max,
-            params,
-            in_shape: is,
-            out_shape: os,
-            act_min,
-            act_max,
+        let (act_min, act_max) = act_range(c, act, qo, dt)?;
+        return Ok(if dt == DType::I16 {
+            Kind::PoolI16 {
+                max,
+                params,
+                in_shape: is,
+                out_shape: os,
+                act_min,
+                act_max,
+            }
+        } else {
+            Kind::PoolI8 {
+                max,
+                params,
+                in_shape: is,
+                out_shape: os,
+                act_min,
+                act_max,
+            }
         });
     }
     Ok(Kind::Pool {
@@ -2043,8 +2151,11 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     let dt = if code == B::REDUCE_PROD {
         c.want_dtype(0, &[DType::F32])?
     } else {
-        c.want_dtype(0, &[DType::F32, DType::I8])?
+        c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?
     };
+    if dt == DType::I16 && code != B::MEAN {
+        return Err(c.err("only MEAN has an int16 kernel among the reductions"));
+    }
     let kind = match code {
         B::MEAN => ReduceKind::Mean,
         B::SUM => ReduceKind::Sum,
@@ -2096,7 +2207,7 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             max: kind == ReduceKind::Max,
         });
     }
-    if dt == DType::I8 {
+    if matches!(dt, DType::I8 | DType::I16) {
         let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
         let count = axes.iter().map(|&a| s[a]).product();
         if kind == ReduceKind::Sum {
@@ -2111,14 +2222,27 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         // One formula for every axis set: the reference kernels' (TFLite's reference MEAN over
         // H, W and its general path agree; only the optimized builtin kernel rounds differently).
         let (multiplier, shift) = quantize_multiplier(f64::from(qi.scale) / f64::from(qo.scale));
-        return Ok(Kind::MeanI8 {
-            shape: s.to_vec(),
-            axes,
-            count,
-            in_zero_point: qi.zero_point,
-            multiplier,
-            shift,
-            out_zero_point: qo.zero_point,
+        let (shape, in_zero_point, out_zero_point) = (s.to_vec(), qi.zero_point, qo.zero_point);
+        return Ok(if dt == DType::I16 {
+            Kind::MeanI16 {
+                shape,
+                axes,
+                count,
+                in_zero_point,
+                multiplier,
+                shift,
+                out_zero_point,
+            }
+        } else {
+            Kind::MeanI8 {
+                shape,
+                axes,
+                count,
+                in_zero_point,
+                multiplier,
+                shift,
+                out_zero_point,
+            }
         });
     }
     Ok(Kind::Reduce {
@@ -2141,33 +2265,41 @@ fn quant_activation(c: &Ctx<'_, '_>, act: Activation) -> Result<QuantActivation>
     })
 }
 
-/// The clamp range of an int8 output with a fused activation.
-fn act_range_i8(c: &Ctx<'_, '_>, act: Activation, out: ew::Q8) -> Result<(i32, i32)> {
+/// The clamp range of a quantized output of type `dt` with a fused activation.
+fn act_range(c: &Ctx<'_, '_>, act: Activation, out: ew::Q8, dt: DType) -> Result<(i32, i32)> {
     let a = quant_activation(c, act)?;
+    let (lo, hi) = dt.int_range().unwrap_or((-128, 127));
     Ok(activation_range_quantized(
         a,
         out.scale,
         out.zero_point,
-        -128,
-        127,
+        lo as i32,
+        hi as i32,
     ))
 }
 
+/// Int8 and int16 ADD, SUB, MUL, MAXIMUM, MINIMUM (and int8 SQUARED_DIFFERENCE).
 fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind> {
     use ew::BinaryOp as O;
-    if c.dtype(1)? != DType::I8 {
+    let dt = c.dtype(0)?;
+    if c.dtype(1)? != dt {
         return Err(c.err("inputs have different types"));
     }
     let (a, b) = (c.shape(0)?, c.shape(1)?);
     let out = ew::broadcast_shapes(a, b)
         .ok_or_else(|| c.err(format!("shapes {a:?} and {b:?} do not broadcast")))?;
-    c.check_out(0, &out, DType::I8)?;
+    c.check_out(0, &out, dt)?;
     let bc = ew::Broadcast::new(a, b).ok_or_else(|| c.err("bad broadcast"))?;
     let (qa, qb, qo) = (c.in_q8(0)?, c.in_q8(1)?, c.out_q8(0)?);
-    let range = act_range_i8(c, act, qo)?;
+    let int16 = dt == DType::I16;
+    if int16 && [qa, qb, qo].iter().any(|q| q.zero_point != 0) {
+        return Err(c.err("int16 operands need zero point 0"));
+    }
+    let range = act_range(c, act, qo, dt)?;
     let p = match op {
-        O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub)
+        O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub, int16)
             .ok_or_else(|| c.err("input/output scales give an out-of-range multiplier"))?,
+        O::Mul if int16 => ew::BinaryI8::mul_i16(qa, qb, qo, range),
         O::Mul => ew::BinaryI8::mul(qa, qb, qo, range),
         O::Maximum | O::Minimum => {
             // TFLite compares the stored values.
@@ -2182,16 +2314,22 @@ fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind>
                 max: op == O::Maximum,
             }
         }
-        O::SquaredDifference => ew::BinaryI8::squared_difference(qa, qb, qo).ok_or_else(|| {
-            c.err(format!(
-                "output scale {} is too small for int8 SQUARED_DIFFERENCE of scales {} and {} \
+        O::SquaredDifference if !int16 => {
+            ew::BinaryI8::squared_difference(qa, qb, qo).ok_or_else(|| {
+                c.err(format!(
+                    "output scale {} is too small for int8 SQUARED_DIFFERENCE of scales {} and {} \
                  (TFLite needs (2 max scale)^2 / 2^14 < output scale)",
-                qo.scale, qa.scale, qb.scale
-            ))
-        })?,
-        _ => return Err(c.err("this operator has no int8 kernel")),
+                    qo.scale, qa.scale, qb.scale
+                ))
+            })?
+        }
+        _ => return Err(c.err(format!("this operator has no {} kernel", dt.name()))),
     };
-    Ok(Kind::BinaryI8 { p, bc })
+    Ok(if int16 {
+        Kind::BinaryI16 { p, bc }
+    } else {
+        Kind::BinaryI8 { p, bc }
+    })
 }
 
 fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
@@ -2287,11 +2425,23 @@ fn output_stage_at(
 ) -> Result<OutputStage> {
     let (qi, qo) = (c.in_q8(xi)?, c.out_q8(0)?);
     let scales = filter_scales(c, wi, channels, qdim)?;
+    // int16x8: int16 activations with zero point 0 and an int64 bias.
+    let dt = c.dtype(xi)?;
+    let bias_dt = if dt == DType::I16 {
+        if qi.zero_point != 0 || qo.zero_point != 0 {
+            return Err(c.err("int16 activations need zero point 0"));
+        }
+        DType::I64
+    } else {
+        DType::I32
+    };
     if c.has_input(bi) {
         let b = c.input(bi)?;
-        if b.dtype != DType::I32 {
+        if b.dtype != bias_dt {
             return Err(c.err(format!(
-                "int8 layers need an INT32 bias, not {}",
+                "{} layers need an {} bias, not {}",
+                dt.name(),
+                bias_dt.name(),
                 b.dtype.name()
             )));
         }
@@ -2325,7 +2475,7 @@ fn output_stage_at(
         multipliers.push(m);
         shifts.push(sh);
     }
-    let (act_min, act_max) = act_range_i8(c, act, qo)?;
+    let (act_min, act_max) = act_range(c, act, qo, dt)?;
     Ok(OutputStage {
         input_offset: -qi.zero_point,
         output_offset: qo.zero_point,
@@ -2413,7 +2563,9 @@ impl Kind {
                 let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
                 (lhs_len, rows + k, rows + rhs_mats * n)
             }
-            Kind::MeanI8 { shape, axes, .. } | Kind::SumI8 { shape, axes, .. } => {
+            Kind::MeanI8 { shape, axes, .. }
+            | Kind::MeanI16 { shape, axes, .. }
+            | Kind::SumI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))
                     .map(|d| shape[d])

@@ -246,7 +246,44 @@ pub fn multiply_by_quantized_multiplier_single_rounding(
     r.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
 }
 
+/// TFLite's `MultiplyByQuantizedMultiplier(int64_t x, ...)` of the 16x8 kernels: the
+/// multiplier reduced to 16 bits (rounded), then one rounding shift.
+#[inline]
+pub fn multiply_by_quantized_multiplier_i64(x: i64, multiplier: i32, shift: i32) -> i32 {
+    let reduced = if multiplier < 0x7FFF_0000 {
+        (multiplier + (1 << 15)) >> 16
+    } else {
+        0x7FFF
+    };
+    let total = (15 - shift).clamp(1, 62) as u32;
+    let r = x
+        .wrapping_mul(i64::from(reduced))
+        .wrapping_add(1i64 << (total - 1))
+        >> total;
+    r.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+}
+
 impl OutputStage {
+    /// Requantizes one int64 accumulator of channel `c` to int16 (the 16x8 kernels).
+    #[inline]
+    pub fn apply_16x8(&self, acc: i64, c: usize) -> i16 {
+        let v = multiply_by_quantized_multiplier_i64(acc, self.multipliers[c], self.shifts[c])
+            .saturating_add(self.output_offset);
+        v.clamp(self.act_min, self.act_max) as i16
+    }
+
+    /// [`Self::apply_16x8`] as LiteRT's int16 FULLY_CONNECTED does it (measured against
+    /// ai-edge-litert 2.3.0, like its int8 one): the full multiplier, rounded once.
+    #[inline]
+    pub fn apply_16x8_fc(&self, acc: i64, c: usize) -> i16 {
+        let total = (31 - self.shifts[c]).clamp(1, 126) as u32;
+        let r =
+            (i128::from(acc) * i128::from(self.multipliers[c]) + (1i128 << (total - 1))) >> total;
+        let v = r.clamp(i128::from(i32::MIN), i128::from(i32::MAX)) as i32;
+        v.saturating_add(self.output_offset)
+            .clamp(self.act_min, self.act_max) as i16
+    }
+
     /// Requantizes one accumulator of channel `c`.
     #[inline]
     pub fn apply(&self, acc: i32, c: usize) -> i8 {
@@ -344,6 +381,40 @@ pub fn asymmetric_quantize_floats(values: &[f32], out: &mut [i8]) -> (f32, i32) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn int64_multiplier_of_16x8_layers_rounds_half_up_with_a_16_bit_multiplier() {
+        let half = 1 << 30; // 0.5
+        assert_eq!(multiply_by_quantized_multiplier_i64(1000, half, 0), 500);
+        assert_eq!(multiply_by_quantized_multiplier_i64(-3, half, 0), -1);
+        assert_eq!(multiply_by_quantized_multiplier_i64(3, half, 0), 2);
+        // Accumulators beyond 32 bits (int16 x int8 sums with an int64 bias).
+        assert_eq!(
+            multiply_by_quantized_multiplier_i64(1 << 40, half, -10),
+            1 << 29
+        );
+        // The multiplier keeps 16 bits: 0.75 + 2^-20 is 0.75.
+        let (m, s) = quantize_multiplier(0.75 + 1.0 / f64::from(1 << 20));
+        assert_eq!(multiply_by_quantized_multiplier_i64(1 << 20, m, s), 3 << 18);
+    }
+
+    #[test]
+    fn int16_fully_connected_output_stage_rounds_once_with_64_bit_accumulators() {
+        let stage = |shift: i32| OutputStage {
+            input_offset: 0,
+            output_offset: 0,
+            multipliers: alloc::vec![1 << 30], // 0.5
+            shifts: alloc::vec![shift],
+            act_min: -32768,
+            act_max: 32767,
+            single_rounding: true,
+        };
+        // 2^40 * 0.5 * 2^-25 = 2^14: the accumulator does not fit 32 bits.
+        assert_eq!(stage(-25).apply_16x8_fc(1 << 40, 0), 1 << 14);
+        assert_eq!(stage(0).apply_16x8_fc(3, 0), 2); // 1.5 rounds up
+        assert_eq!(stage(0).apply_16x8_fc(-3, 0), -1); // -1.5 rounds up too
+        assert_eq!(stage(0).apply_16x8_fc(1 << 50, 0), 32767); // saturates
+    }
+
     #[test]
     fn single_rounding_rounds_the_exact_product_once() {
         // 6369 * real(0.00149...) = 9.4987: double rounding gives 10, one rounding gives 9

@@ -184,8 +184,22 @@ fn convert(args: &ConvertArgs) -> Result<()> {
     let quantize = match (args.quantize.as_deref(), &args.calibration) {
         (None, _) => None,
         (Some("fp16"), _) => Some(QuantizeMode::Fp16),
+        (Some("int16x8"), _) => Some(QuantizeMode::Int16x8),
         (Some(_), None) => Some(QuantizeMode::Int8Weights),
         (Some(_), Some(_)) => Some(QuantizeMode::Int8Full),
+    };
+    // The integer interface is the activations' type.
+    let io_type = match (args.io_type.as_str(), quantize) {
+        ("float", _) => IoType::Float,
+        ("int16", Some(QuantizeMode::Int16x8)) | ("int8", Some(QuantizeMode::Int8Full)) => {
+            IoType::Integer
+        }
+        ("int8", None | Some(QuantizeMode::Int8Weights)) => IoType::Integer,
+        (t, _) => bail!(
+            "--io-type {t} does not match --quantize {}: int8 goes with int8, int16 with \
+             int16x8",
+            args.quantize.as_deref().unwrap_or("(none)")
+        ),
     };
     let opts = ConvertOptions {
         input_shapes: parse_shapes(&args.input_shapes)?,
@@ -196,11 +210,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         calibration: args.calibration.clone(),
         calibration_method: Some(Method::parse(&args.calibration_method)?),
         int8: FullInt8Options {
-            io_type: if args.io_type == "int8" {
-                IoType::Int8
-            } else {
-                IoType::Float
-            },
+            io_type,
             strict: args.strict_int8,
             exclude_nodes: args.exclude.clone(),
             exclude_ops: args.exclude_op.clone(),

@@ -125,8 +125,8 @@ pub struct ConvertArgs {
     #[arg(long, value_name = "A,B,...")]
     pub passes: Option<String>,
     /// Quantize: fp16 (float16 weights), int8 (int8 weights only; with --calibration, int8
-    /// weights and activations).
-    #[arg(long, value_name = "MODE", value_parser = ["fp16", "int8"])]
+    /// weights and activations), int16x8 (int8 weights, int16 activations; needs --calibration).
+    #[arg(long, value_name = "MODE", value_parser = ["fp16", "int8", "int16x8"])]
     pub quantize: Option<String>,
     /// Representative inputs for full int8: a directory of .npy files (one subdirectory per
     /// input for several inputs), a .npy or a .npz.
@@ -169,8 +169,8 @@ pub struct ConvertArgs {
     )]
     pub calibration_method: String,
     /// Element type of the model's inputs and outputs with full int8 (--calibration, or a QDQ
-    /// model).
-    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8"], default_value = "float")]
+    /// model): int8; with int16x8: int16.
+    #[arg(long, value_name = "TYPE", value_parser = ["float", "int8", "int16"], default_value = "float")]
     pub io_type: String,
     /// With full int8: fail if any op has to stay float.
     #[arg(long)]

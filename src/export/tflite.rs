@@ -50,6 +50,7 @@ fn tensor_type(d: DType) -> fb::TensorType {
         DType::I32 => fb::TensorType::INT32,
         DType::I64 => fb::TensorType::INT64,
         DType::I8 => fb::TensorType::INT8,
+        DType::I16 => fb::TensorType::INT16,
         DType::U8 => fb::TensorType::UINT8,
         DType::Bool => fb::TensorType::BOOL,
     }
@@ -96,18 +97,21 @@ impl<'g> Writer<'g> {
         idx as i32
     }
 
-    /// PADV2's constant: the input's type and quantization (an int8 pad value saturates, so the
-    /// lowest float becomes -128).
+    /// PADV2's constant: the input's type and quantization (a quantized pad value saturates,
+    /// so the lowest float becomes the type's lowest value).
     fn pad_value(&mut self, node: &Node, value: f32) -> i32 {
         let name = format!("{}/value", node.name);
         let input = &self.g.tensors[node.inputs[0]];
-        let Some(q) = input.quant.clone().filter(|_| input.dtype == DType::I8) else {
+        let act = match input.dtype {
+            DType::I8 => crate::quantize::weights::Activations::Int8,
+            DType::I16 => crate::quantize::weights::Activations::Int16,
+            _ => return self.const_f32(name, vec![value]),
+        };
+        let Some(q) = input.quant.clone() else {
             return self.const_f32(name, vec![value]);
         };
-        let v = (value / q.scale[0]).round() + q.zero_point[0] as f32;
-        let v = v.clamp(-128.0, 127.0) as i8;
         let idx = self.g.tensors.len() + self.extra.len();
-        let data = ConstData::I8(ndarray::ArrayD::from_elem(ndarray::IxDyn(&[1]), v));
+        let data = act.quantize(&ndarray::ArrayD::from_elem(ndarray::IxDyn(&[1]), value), &q);
         self.extra.push((name, vec![1], data, Some(q)));
         idx as i32
     }
@@ -178,7 +182,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         .tensors
         .iter()
         .map(|t| {
-            let data = t.data.as_ref().map(narrow_i64);
+            let data = t.data.as_ref().map(|d| narrow_i64(d, t.quant.is_some()));
             let dtype = data.as_ref().map(|d| d.dtype()).unwrap_or(t.dtype);
             (
                 t.name.clone(),
@@ -402,10 +406,13 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
     Ok(fbb.finished_data().to_vec())
 }
 
-/// TFLite kernels take int32 shapes, axes and indices: narrow int64 constants when they fit.
-fn narrow_i64(d: &ConstData) -> ConstData {
+/// TFLite kernels take int32 shapes, axes and indices: narrow int64 constants when they fit
+/// (not `quantized` ones: the int64 bias of an int16x8 layer stays int64).
+fn narrow_i64(d: &ConstData, quantized: bool) -> ConstData {
     match d {
-        ConstData::I64(a) if a.iter().all(|&v| i32::try_from(v).is_ok()) => d.cast(DType::I32),
+        ConstData::I64(a) if !quantized && a.iter().all(|&v| i32::try_from(v).is_ok()) => {
+            d.cast(DType::I32)
+        }
         _ => d.clone(),
     }
 }
@@ -608,7 +615,8 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
                         AddOptions,
                         fb::AddOptionsArgs {
                             fused_activation_function: a,
-                            pot_scale_int16: true
+                            // The general int16 kernel (any scales; 16x8 activations).
+                            pot_scale_int16: x_type != DType::I16
                         }
                     );
                 }
@@ -626,7 +634,8 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
                         SubOptions,
                         fb::SubOptionsArgs {
                             fused_activation_function: a,
-                            pot_scale_int16: true
+                            // The general int16 kernel (any scales; 16x8 activations).
+                            pot_scale_int16: x_type != DType::I16
                         }
                     );
                 }
@@ -1142,7 +1151,7 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
 /// The element type a tensor is written with (int64 constants are narrowed when they fit).
 fn written_dtype(g: &Graph, t: usize) -> DType {
     match &g.tensors[t].data {
-        Some(d) => narrow_i64(d).dtype(),
+        Some(d) => narrow_i64(d, g.tensors[t].quant.is_some()).dtype(),
         None => g.tensors[t].dtype,
     }
 }

@@ -21,6 +21,7 @@ pub fn for_types(code: B, version: i32, t: &TypeSig) -> i32 {
     let w_i8 = t.input1 == Some(DType::I8);
     let hybrid = f32_in && w_i8 && t.output0 == DType::F32;
     let by_type = match code {
+        _ if t.input0 == DType::I16 || t.output0 == DType::I16 => int16_version(code),
         B::CONV_2D if i8_in && w_i8 => 3,
         B::CONV_2D if hybrid => {
             if t.per_channel {
@@ -98,6 +99,27 @@ pub fn for_types(code: B, version: i32, t: &TypeSig) -> i32 {
         _ => 1,
     };
     version.max(by_type)
+}
+
+/// The version `op_version.cc` gives `code` with int16 activations (int16x8).
+fn int16_version(code: B) -> i32 {
+    match code {
+        B::CONV_2D | B::SLICE | B::SPLIT | B::GATHER | B::MUL => 4,
+        B::DEPTHWISE_CONV_2D | B::TRANSPOSE | B::SUB => 5,
+        B::FULLY_CONNECTED => 7,
+        B::ADD
+        | B::MAX_POOL_2D
+        | B::AVERAGE_POOL_2D
+        | B::CONCATENATION
+        | B::PAD
+        | B::PADV2
+        | B::MEAN
+        | B::DEQUANTIZE
+        | B::BROADCAST_TO => 3,
+        B::MAXIMUM | B::MINIMUM => 4,
+        B::QUANTIZE | B::STRIDED_SLICE => 2,
+        _ => 1,
+    }
 }
 
 /// (major, minor, patch) of the oldest TFLite runtime that has `code` at `version`.

@@ -168,7 +168,7 @@ fn frozen_input(
         DType::F32 | DType::F16 => {
             ConstData::from_f32(shape, values.iter().map(|&v| v as f32).collect())
         }
-        DType::I64 | DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
+        DType::I64 | DType::I32 | DType::I8 | DType::I16 | DType::U8 | DType::Bool => {
             if let Some(v) = values.iter().find(|v| v.fract() != 0.0) {
                 return Err(format!("{v} is not an integer, the input is {dtype:?}"));
             }

@@ -10,6 +10,8 @@ pub enum DType {
     I32,
     I64,
     I8,
+    /// Quantized 16-bit activations (int16x8); constants only as their quantized operands.
+    I16,
     U8,
     Bool,
 }
@@ -19,7 +21,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::I64 => 8,
-            DType::F16 => 2,
+            DType::F16 | DType::I16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
         }
     }
@@ -31,6 +33,7 @@ impl DType {
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::I8 => "int8",
+            DType::I16 => "int16",
             DType::U8 => "uint8",
             DType::Bool => "bool",
         }
@@ -46,6 +49,7 @@ pub enum ConstData {
     I32(ArrayD<i32>),
     I64(ArrayD<i64>),
     I8(ArrayD<i8>),
+    I16(ArrayD<i16>),
     U8(ArrayD<u8>),
     Bool(ArrayD<bool>),
 }
@@ -58,6 +62,7 @@ macro_rules! each {
             ConstData::I32($a) => $e,
             ConstData::I64($a) => $e,
             ConstData::I8($a) => $e,
+            ConstData::I16($a) => $e,
             ConstData::U8($a) => $e,
             ConstData::Bool($a) => $e,
         }
@@ -73,6 +78,7 @@ macro_rules! map_each {
             ConstData::I32($a) => ConstData::I32($e),
             ConstData::I64($a) => ConstData::I64($e),
             ConstData::I8($a) => ConstData::I8($e),
+            ConstData::I16($a) => ConstData::I16($e),
             ConstData::U8($a) => ConstData::U8($e),
             ConstData::Bool($a) => ConstData::Bool($e),
         }
@@ -87,6 +93,7 @@ impl ConstData {
             ConstData::I32(_) => DType::I32,
             ConstData::I64(_) => DType::I64,
             ConstData::I8(_) => DType::I8,
+            ConstData::I16(_) => DType::I16,
             ConstData::U8(_) => DType::U8,
             ConstData::Bool(_) => DType::Bool,
         }
@@ -128,6 +135,7 @@ impl ConstData {
             ConstData::I32(a) => a.iter().map(|&x| x as f32).collect(),
             ConstData::I64(a) => a.iter().map(|&x| x as f32).collect(),
             ConstData::I8(a) => a.iter().map(|&x| x as f32).collect(),
+            ConstData::I16(a) => a.iter().map(|&x| x as f32).collect(),
             ConstData::U8(a) => a.iter().map(|&x| x as f32).collect(),
             ConstData::Bool(a) => a.iter().map(|&x| x as u8 as f32).collect(),
         }
@@ -141,6 +149,7 @@ impl ConstData {
             ConstData::I32(a) => a.iter().map(|&x| x as i64).collect(),
             ConstData::I64(a) => a.iter().copied().collect(),
             ConstData::I8(a) => a.iter().map(|&x| x as i64).collect(),
+            ConstData::I16(a) => a.iter().map(|&x| x as i64).collect(),
             ConstData::U8(a) => a.iter().map(|&x| x as i64).collect(),
             ConstData::Bool(a) => a.iter().map(|&x| x as i64).collect(),
         }
@@ -170,6 +179,13 @@ impl ConstData {
                 ArrayD::from_shape_vec(
                     IxDyn(&shape),
                     self.to_i64_vec().into_iter().map(|x| x as i8).collect(),
+                )
+                .expect("shape matches"),
+            ),
+            DType::I16 => ConstData::I16(
+                ArrayD::from_shape_vec(
+                    IxDyn(&shape),
+                    self.to_i64_vec().into_iter().map(|x| x as i16).collect(),
                 )
                 .expect("shape matches"),
             ),
@@ -208,6 +224,7 @@ impl ConstData {
             ConstData::I32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             ConstData::I64(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             ConstData::I8(a) => a.iter().map(|&x| x as u8).collect(),
+            ConstData::I16(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
             ConstData::U8(a) => a.iter().copied().collect(),
             ConstData::Bool(a) => a.iter().map(|&x| x as u8).collect(),
         }

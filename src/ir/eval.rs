@@ -24,7 +24,7 @@ macro_rules! el_int {
         }
     )*};
 }
-el_int!(i32, i64, i8, u8);
+el_int!(i32, i64, i8, i16, u8);
 
 impl El for f32 {
     fn from_f32(v: f32) -> Self {
@@ -53,6 +53,7 @@ macro_rules! map_data {
             ConstData::I32($a) => ConstData::I32($e),
             ConstData::I64($a) => ConstData::I64($e),
             ConstData::I8($a) => ConstData::I8($e),
+            ConstData::I16($a) => ConstData::I16($e),
             ConstData::U8($a) => ConstData::U8($e),
             ConstData::Bool($a) => ConstData::Bool($e),
         }
@@ -465,6 +466,7 @@ fn concat(inputs: &[&ConstData], axis: usize) -> Result<ConstData, String> {
         DType::I32 => cat_as!(I32),
         DType::I64 => cat_as!(I64),
         DType::I8 => cat_as!(I8),
+        DType::I16 => cat_as!(I16),
         DType::U8 => cat_as!(U8),
         DType::Bool => cat_as!(Bool),
     })

@@ -387,6 +387,16 @@ pub(crate) fn feed_input(
                 *d = ((x / s).round() as i64 + z).clamp(-128, 127) as i8 as u8;
             }
         }
+        literun::DType::I16 => {
+            let q = qparams.ok_or_else(|| {
+                anyhow!("input '{}': int16 input without quantization", info.name)
+            })?;
+            let (s, z) = q.channel(0);
+            for (d, &x) in t.bytes_mut().chunks_exact_mut(2).zip(values) {
+                let v = ((x / s).round() as i64 + z).clamp(-32768, 32767) as i16;
+                d.copy_from_slice(&v.to_le_bytes());
+            }
+        }
         other => bail!(
             "input '{}': {} inputs cannot be fed from calibration data",
             info.name,

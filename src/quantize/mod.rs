@@ -25,6 +25,8 @@ pub enum QuantizeMode {
     Int8Weights,
     /// int8 weights and activations (calibrated).
     Int8Full,
+    /// int8 weights, int16 activations (calibrated): for models that lose too much at int8.
+    Int16x8,
 }
 
 /// The element type of the model's inputs and outputs in full-int8 mode.
@@ -32,7 +34,8 @@ pub enum QuantizeMode {
 pub enum IoType {
     #[default]
     Float,
-    Int8,
+    /// The quantized activation type: int8, or int16 with `--quantize int16x8`.
+    Integer,
 }
 
 /// Calibrated [min, max] of each runtime tensor of the float graph.
@@ -281,6 +284,8 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
 #[derive(Clone, Debug, Default)]
 pub struct FullInt8Options {
     pub io_type: IoType,
+    /// int8, or int16 (int16x8) activations.
+    pub activations: weights::Activations,
     /// Fail instead of leaving ops in float.
     pub strict: bool,
     /// Node names to keep in float.
@@ -298,6 +303,7 @@ pub struct FullInt8Options {
 
 struct Int8Builder<'r> {
     ranges: &'r Ranges,
+    act: weights::Activations,
     model: &'r qdq::Annotations,
     nodes: Vec<Node>,
     /// float tensor → its int8 version (made by a QUANTIZE, or the tensor itself once int8).
@@ -324,7 +330,7 @@ impl Int8Builder<'_> {
             return Ok(p.clone());
         }
         let (lo, hi) = self.range(g, t)?;
-        Ok(weights::asymmetric_params(lo, hi))
+        Ok(self.act.params(lo, hi))
     }
 
     /// The float range of `t`: calibrated, else what the model's (QDQ) parameters represent.
@@ -334,7 +340,8 @@ impl Int8Builder<'_> {
         }
         let p = self.params(g, t)?;
         let (s, z) = (p.scale[0], p.zero_point[0] as f32);
-        Ok(((-128.0 - z) * s, (127.0 - z) * s))
+        let (lo, hi) = self.act.range();
+        Ok(((lo - z) * s, (hi - z) * s))
     }
 
     /// Whether [`Self::params`] has an answer for `t`.
@@ -342,13 +349,14 @@ impl Int8Builder<'_> {
         self.model.activations.contains_key(&t) || self.ranges.contains_key(&t)
     }
 
-    /// The int8 version of runtime tensor `t`, with parameters `want` (or calibrated).
+    /// The quantized (int8 or int16) version of runtime tensor `t`, with parameters `want`
+    /// (or calibrated).
     fn int8(&mut self, g: &mut Graph, t: TensorId, want: Option<&QuantParams>) -> Result<TensorId> {
-        if g.tensors[t].dtype == DType::I8 {
+        if g.tensors[t].dtype == self.act.dtype() {
             let have = g.tensors[t]
                 .quant
                 .clone()
-                .expect("int8 tensors carry parameters");
+                .expect("quantized tensors carry parameters");
             return match want {
                 Some(w) if *w != have => Ok(self.requantize(g, t, w.clone())),
                 _ => Ok(t),
@@ -364,8 +372,12 @@ impl Int8Builder<'_> {
             Some(w) => w.clone(),
             None => self.params(g, t)?,
         };
-        let name = g.fresh_name(&format!("{}/int8", g.tensors[t].name));
-        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), DType::I8);
+        let name = g.fresh_name(&format!(
+            "{}/{}",
+            g.tensors[t].name,
+            self.act.dtype().name()
+        ));
+        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), self.act.dtype());
         g.tensors[q].quant = Some(params);
         self.nodes.push(Node {
             name: format!("{name}/quantize"),
@@ -378,10 +390,10 @@ impl Int8Builder<'_> {
         Ok(q)
     }
 
-    /// int8 → int8 with new parameters (QUANTIZE requantizes).
+    /// Quantized → quantized with new parameters (QUANTIZE requantizes).
     fn requantize(&mut self, g: &mut Graph, t: TensorId, params: QuantParams) -> TensorId {
         let name = g.fresh_name(&format!("{}/requantized", g.tensors[t].name));
-        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), DType::I8);
+        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), self.act.dtype());
         g.tensors[q].quant = Some(params);
         self.nodes.push(Node {
             name: format!("{name}/quantize"),
@@ -393,7 +405,7 @@ impl Int8Builder<'_> {
         q
     }
 
-    /// The float version of int8 tensor `t`.
+    /// The float version of quantized tensor `t`.
     fn float(&mut self, g: &mut Graph, t: TensorId) -> TensorId {
         if let Some(&f) = self.float_of.get(&t) {
             return f;
@@ -417,7 +429,11 @@ impl Int8Builder<'_> {
 pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Result<QuantSummary> {
     let before = g.const_bytes();
     let mut s = QuantSummary {
-        mode: "int8".into(),
+        mode: match opts.activations {
+            weights::Activations::Int8 => "int8",
+            weights::Activations::Int16 => "int16x8",
+        }
+        .into(),
         weight_bytes_before: before,
         ..Default::default()
     };
@@ -427,8 +443,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     // Weights quantize the same for every reader (symmetric, per channel): one int8 copy each,
     // e.g. for an unrolled LSTM's recurrent weights read by every time step.
     let mut quantized_weights: HashMap<(TensorId, bool), TensorId> = HashMap::new();
+    let act = opts.activations;
+    let qt = act.dtype();
     let mut b = Int8Builder {
         ranges,
+        act,
         model: &opts.qdq,
         nodes: Vec::new(),
         int8_of: HashMap::new(),
@@ -437,12 +456,19 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         dequantize_ops: 0,
     };
     // Rules are decided on the float graph, before any tensor becomes int8.
-    let rules: Vec<Option<OutputRule>> = g.nodes.iter().map(|n| params::int8_rule(g, n)).collect();
-    if opts.io_type == IoType::Int8 {
+    let rules: Vec<Option<OutputRule>> = g
+        .nodes
+        .iter()
+        .map(|n| match act {
+            weights::Activations::Int8 => params::int8_rule(g, n),
+            weights::Activations::Int16 => params::int16_rule(g, n),
+        })
+        .collect();
+    if opts.io_type == IoType::Integer {
         for &t in &g.inputs.clone() {
             if g.tensors[t].dtype == DType::F32 {
                 let p = b.params(g, t)?;
-                g.tensors[t].dtype = DType::I8;
+                g.tensors[t].dtype = qt;
                 g.tensors[t].quant = Some(p);
             }
         }
@@ -455,7 +481,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             .inputs
             .iter()
             .chain(&node.outputs)
-            .any(|&t| is_f32(g, t) || g.tensors[t].dtype == DType::I8)
+            .any(|&t| is_f32(g, t) || g.tensors[t].dtype == qt)
         {
             b.nodes.push(node);
             continue;
@@ -491,21 +517,18 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         let Some(rule) = rule else {
             if !matches!(node.op, Op::Dequantize | Op::Quantize) {
                 let why = if excluded {
-                    "excluded"
+                    "excluded".to_string()
                 } else if unknown {
-                    "no quantization parameters in the model"
+                    "no quantization parameters in the model".to_string()
                 } else {
-                    "no int8 kernel"
+                    format!("no {} kernel", qt.name())
                 };
-                s.float_nodes.push((
-                    node.name.clone(),
-                    node.op.name().to_string(),
-                    why.to_string(),
-                ));
+                s.float_nodes
+                    .push((node.name.clone(), node.op.name().to_string(), why));
             }
             for i in 0..node.inputs.len() {
                 let t = node.inputs[i];
-                if g.tensors[t].dtype == DType::I8 && !g.tensors[t].is_const() {
+                if g.tensors[t].dtype == qt && !g.tensors[t].is_const() {
                     node.inputs[i] = b.float(g, t);
                 } else if let Some(p) = opts.qdq.activations.get(&t).cloned() {
                     // A float op reads what ONNX Runtime reads: the value quantized and
@@ -534,7 +557,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                     .flat_map(|a| a.iter().copied())
                     .collect();
                 let (lo, hi) = params::select_range(range, &fills);
-                Some(weights::asymmetric_params(lo, hi))
+                Some(act.params(lo, hi))
             }
             _ => None,
         };
@@ -573,18 +596,23 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                         weight_scales = r.1.scale.clone();
                         r
                     }
-                    (2, Some(_)) => weights::quantize_bias(f, input_scale, &weight_scales),
+                    (2, Some(_)) => weights::quantize_bias(
+                        f,
+                        input_scale,
+                        &weight_scales,
+                        act == weights::Activations::Int16,
+                    ),
                     // Operands that must share the output's parameters (MAXIMUM, CONCATENATION).
                     _ if shared.is_some() => {
                         let p = shared.clone().expect("checked");
-                        (weights::quantize_asymmetric(f, &p), p)
+                        (act.quantize(f, &p), p)
                     }
                     _ => {
                         let (lo, hi) = f
                             .iter()
                             .fold((0f32, 0f32), |(l, h), &x| (l.min(x), h.max(x)));
-                        let p = weights::asymmetric_params(lo, hi);
-                        (weights::quantize_asymmetric(f, &p), p)
+                        let p = act.params(lo, hi);
+                        (act.quantize(f, &p), p)
                     }
                 };
                 // A constant read by several nodes gets its own quantized copy here (but weights,
@@ -596,7 +624,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 if i == 1 && channel_axis.is_some() {
                     quantized_weights.insert((t, per_channel), c);
                 }
-            } else if !is_f32(g, t) && g.tensors[t].dtype != DType::I8 {
+            } else if !is_f32(g, t) && g.tensors[t].dtype != qt {
                 // Conditions and indices stay as they are.
                 continue;
             } else {
@@ -609,7 +637,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 }
                 let q = b.int8(g, t, want)?;
                 if i == 0 {
-                    input_scale = g.tensors[q].quant.as_ref().expect("int8").scale[0];
+                    input_scale = g.tensors[q].quant.as_ref().expect("quantized").scale[0];
                 }
                 node.inputs[i] = q;
             }
@@ -646,7 +674,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             if !is_f32(g, o) {
                 continue;
             }
-            g.tensors[o].dtype = DType::I8;
+            g.tensors[o].dtype = qt;
             g.tensors[o].quant = Some(out_params.clone());
             if rule == OutputRule::Calibrated {
                 free.insert(o);
@@ -681,10 +709,10 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 }
                 continue;
             }
-            if g.tensors[t].dtype == DType::I8 {
+            if g.tensors[t].dtype == qt {
                 let f = b.float(g, t);
                 let name = g.tensors[t].name.clone();
-                g.tensors[t].name = g.fresh_name(&format!("{name}/int8"));
+                g.tensors[t].name = g.fresh_name(&format!("{name}/{}", qt.name()));
                 g.tensors[f].name = name;
                 g.outputs[k] = f;
             }

@@ -118,6 +118,35 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
     }
 }
 
+/// The int16x8 rule for `node` (16-bit activations, 8-bit weights): the int8 rule where TFLite
+/// has a 16x8 kernel that literun runs too; `None` (float) elsewhere.
+pub fn int16_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
+    let runtime = |i: usize| !g.tensors[node.inputs[i]].is_const();
+    let has_kernel = match &node.op {
+        Op::Conv2d { .. } | Op::FullyConnected { .. } | Op::Pool2d { .. } => true,
+        Op::Binary {
+            op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min,
+            ..
+        } => true,
+        Op::Reduce {
+            op: ReduceOp::Mean, ..
+        } => true,
+        // Values are moved, not computed (a constant GATHER table stays float).
+        Op::Concat { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Split { .. }
+        | Op::Pad { .. } => true,
+        Op::Gather { .. } => runtime(0),
+        _ => false,
+    };
+    if !has_kernel || mixed_type_rule(g, node).is_some() {
+        return None;
+    }
+    int8_rule(g, node)
+}
+
 /// LiteRT's int8 BATCH_MATMUL takes ranks 2 to 5.
 fn batch_rank_ok(g: &Graph, node: &Node) -> bool {
     node.inputs

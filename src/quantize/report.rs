@@ -74,6 +74,16 @@ fn observe(
                             );
                         }
                     }
+                    literun::DType::I16 => {
+                        if let Some(q) = &tensors[t].qparams {
+                            let (s, z) = q.channel(0);
+                            buf.extend(
+                                crate::runtime::i16_values(view.bytes())
+                                    .iter()
+                                    .map(|&v| (i64::from(v) - z) as f32 * s),
+                            );
+                        }
+                    }
                     _ => {}
                 }
                 if !buf.is_empty() {
@@ -99,7 +109,10 @@ fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
         .tensors()
         .iter()
         .zip(producer)
-        .map(|(t, p)| (t.name.to_string(), p, t.dtype == literun::DType::I8))
+        .map(|(t, p)| {
+            let quantized = matches!(t.dtype, literun::DType::I8 | literun::DType::I16);
+            (t.name.to_string(), p, quantized)
+        })
         .collect())
 }
 

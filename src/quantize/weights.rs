@@ -1,7 +1,7 @@
 //! Encoding constant weights: float16, and symmetric int8 (max |w| ↦ 127, zero point 0), per
 //! tensor or per channel, as the TFLite quantization spec prescribes for weights.
 
-use crate::ir::{ConstData, QuantParams};
+use crate::ir::{ConstData, DType, QuantParams};
 use ndarray::{ArrayD, Axis, IxDyn};
 
 /// float32 → float16 (round to nearest even, as `half` does).
@@ -57,25 +57,28 @@ pub fn quantize_symmetric(w: &ArrayD<f32>, axis: Option<usize>) -> (ConstData, Q
     }
 }
 
-/// int32 bias for an integer conv/dense layer: scale = input_scale × weight_scale[c], zero
-/// point 0 (the spec's rule, so the accumulator needs no rescaling before the bias is added).
+/// Integer bias for a quantized conv/dense layer: scale = input_scale × weight_scale[c], zero
+/// point 0 (the spec's rule, so the accumulator needs no rescaling before the bias is added);
+/// int32 for int8 activations, int64 for int16 ones (`wide`), as TFLite's 16x8 kernels take.
 pub fn quantize_bias(
     b: &ArrayD<f32>,
     input_scale: f32,
     weight_scales: &[f32],
+    wide: bool,
 ) -> (ConstData, QuantParams) {
     let n = b.len();
     let scales: Vec<f32> = (0..n)
         .map(|c| input_scale * weight_scales[if weight_scales.len() == 1 { 0 } else { c }])
         .collect();
-    let q: Vec<i32> = b
+    let (lo, hi) = if wide {
+        (i64::MIN as f64, i64::MAX as f64)
+    } else {
+        (i32::MIN as f64, i32::MAX as f64)
+    };
+    let q: Vec<i64> = b
         .iter()
         .zip(&scales)
-        .map(|(&x, &s)| {
-            (x as f64 / s as f64)
-                .round()
-                .clamp(i32::MIN as f64, i32::MAX as f64) as i32
-        })
+        .map(|(&x, &s)| (x as f64 / s as f64).round().clamp(lo, hi) as i64)
         .collect();
     let per_channel = weight_scales.len() > 1;
     let params = if per_channel {
@@ -87,7 +90,62 @@ pub fn quantize_bias(
     } else {
         QuantParams::per_tensor(scales[0], 0)
     };
-    (ConstData::from_i32(&[n], q), params)
+    let data = ConstData::from_i64(&[n], q);
+    (if wide { data } else { data.cast(DType::I32) }, params)
+}
+
+/// The element type of quantized activations: int8 (full int8) or int16 (int16x8, 16-bit
+/// activations with int8 weights).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Activations {
+    #[default]
+    Int8,
+    Int16,
+}
+
+impl Activations {
+    pub fn dtype(self) -> DType {
+        match self {
+            Activations::Int8 => DType::I8,
+            Activations::Int16 => DType::I16,
+        }
+    }
+
+    /// The stored range.
+    pub fn range(self) -> (f32, f32) {
+        match self {
+            Activations::Int8 => (-128.0, 127.0),
+            Activations::Int16 => (-32768.0, 32767.0),
+        }
+    }
+
+    /// Parameters for values in [min, max]: asymmetric for int8; symmetric (zero point 0, max
+    /// |x| ↦ 32767) for int16, which TFLite's 16x8 kernels require.
+    pub fn params(self, min: f32, max: f32) -> QuantParams {
+        match self {
+            Activations::Int8 => asymmetric_params(min, max),
+            Activations::Int16 => {
+                let m = min.abs().max(max.abs());
+                let scale = if m > 0.0 && m.is_finite() {
+                    m / 32767.0
+                } else {
+                    1.0 / 32767.0
+                };
+                QuantParams::per_tensor(scale, 0)
+            }
+        }
+    }
+
+    /// Quantizes float values with per-tensor parameters `q` (saturating).
+    pub fn quantize(self, x: &ArrayD<f32>, q: &QuantParams) -> ConstData {
+        match self {
+            Activations::Int8 => quantize_asymmetric(x, q),
+            Activations::Int16 => {
+                let (s, z) = (q.scale[0], q.zero_point[0] as f32);
+                ConstData::I16(x.mapv(|v| (v / s + z).round().clamp(-32768.0, 32767.0) as i16))
+            }
+        }
+    }
 }
 
 /// Asymmetric int8 parameters for values in [min, max]: the range is widened to contain 0 (so
@@ -152,8 +210,27 @@ mod tests {
     #[test]
     fn bias_scale_is_input_times_weight_scale() {
         let b = ArrayD::from_shape_vec(IxDyn(&[2]), vec![0.5, -1.0]).unwrap();
-        let (q, p) = quantize_bias(&b, 0.1, &[0.01, 0.02]);
+        let (q, p) = quantize_bias(&b, 0.1, &[0.01, 0.02], false);
         assert_eq!(q.to_i64_vec(), vec![500, -500]);
         assert!((p.scale[1] - 0.002).abs() < 1e-9);
+        assert_eq!(q.dtype(), DType::I32);
+        // int16x8: scale 2^-40, values beyond 32 bits.
+        let tiny = 1.0 / (1u64 << 20) as f32;
+        let (q, _) = quantize_bias(&b, tiny, &[tiny], true);
+        assert_eq!(q.dtype(), DType::I64);
+        assert_eq!(q.to_i64_vec(), vec![1 << 39, -(1 << 40)]);
+    }
+
+    #[test]
+    fn int16_activations_are_symmetric() {
+        let p = Activations::Int16.params(-1.0, 3.0);
+        assert_eq!(p.zero_point[0], 0);
+        assert!((p.scale[0] - 3.0 / 32767.0).abs() < 1e-9);
+        let x = ArrayD::from_shape_vec(IxDyn(&[3]), vec![-1.0, 3.0, 10.0]).unwrap();
+        assert_eq!(
+            Activations::Int16.quantize(&x, &p).to_i64_vec(),
+            vec![-10922, 32767, 32767]
+        );
+        assert!(Activations::Int16.params(0.0, 0.0).scale[0] > 0.0);
     }
 }

@@ -20,7 +20,8 @@ kernels; int8: full integer, calibrated on calibration/<model> or on the op's ow
 is bit-exact against LiteRT's reference kernels (`--resolver ref`); against its optimized kernels,
 `--int8-steps N` allows N output quantization steps where those round ties differently, and
 `--int8-min-snr DB` accepts larger differences when literun and LiteRT still agree to DB (a one-step tie
-difference in an early layer of a deep model grows through the later ones).
+difference in an early layer of a deep model grows through the later ones). `--modes int16x8,int16x8io`
+checks int16 activations with int8 weights the same way (both allowances apply to int16 outputs too).
 
 Models in EXPECTED_UNSUPPORTED must instead make `litecvt convert` exit non-zero with a message that
 names the op. Prints one line per model and a final "N passed, N failed" line; exits 1 on any failure.
@@ -70,6 +71,9 @@ MODES = {
     "int8w": ["--quantize", "int8"],  # weights only: hybrid kernels
     "int8": ["--quantize", "int8", "--calibration", "{calib}"],  # full integer
     "int8io": ["--quantize", "int8", "--calibration", "{calib}", "--io-type", "int8"],  # integer I/O too
+    # int16 activations, int8 weights (ops without a 16x8 kernel stay float)
+    "int16x8": ["--quantize", "int16x8", "--calibration", "{calib}"],
+    "int16x8io": ["--quantize", "int16x8", "--calibration", "{calib}", "--io-type", "int16"],
     # already-quantized models (--qdq): the default conversion is full int8 with the model's
     # parameters (QDQ) or int8 weights-only (dynamic)
     "qdq": [],
@@ -125,13 +129,14 @@ def _adapt_layout(arr: np.ndarray, want_shape, want_dtype, name: str, notes: lis
             arr = arr.reshape(want_shape)
         else:
             raise ValueError(f"input {name!r}: model wants shape {list(want_shape)}, data has {list(arr.shape)}")
-    if np.dtype(want_dtype) == np.int8 and arr.dtype.kind == "f" and quant and quant[0] > 0:
-        # an int8 model input (--io-type int8): quantize as literun's `run` does (ties away from
+    if np.dtype(want_dtype) in (np.int8, np.int16) and arr.dtype.kind == "f" and quant and quant[0] > 0:
+        # an int8/int16 model input (--io-type): quantize as literun's `run` does (ties away from
         # zero, as TFLite's QUANTIZE; np.round would round them to even)
         scale, zp = quant
+        info = np.iinfo(want_dtype)
         v = arr / np.float32(scale)
         v = np.sign(v) * np.floor(np.abs(v) + 0.5)
-        return np.ascontiguousarray(np.clip(v + zp, -128, 127).astype(np.int8))
+        return np.ascontiguousarray(np.clip(v + zp, info.min, info.max).astype(want_dtype))
     if np.dtype(want_dtype) != arr.dtype:
         if np.dtype(want_dtype).kind != arr.dtype.kind:
             raise ValueError(f"input {name!r}: model wants {np.dtype(want_dtype)}, data is {arr.dtype} "
@@ -304,10 +309,10 @@ def output_steps(lite: Path) -> dict:
 
 
 def output_zero_points(lite: Path) -> dict:
-    """Output name -> zero point of int8 outputs."""
+    """Output name -> zero point of int8 and int16 outputs."""
     interp = make_interpreter(lite, "ref")
     return {d["name"]: int(d["quantization"][1]) for d in interp.get_output_details()
-            if d["dtype"] == np.int8}
+            if d["dtype"] in (np.int8, np.int16)}
 
 
 def check_model(name, model, litecvt, work, args, mode="float"):
@@ -376,14 +381,15 @@ def check_model(name, model, litecvt, work, args, mode="float"):
     elif lrt_left:
         problems.append(f"LiteRT outputs {sorted(lrt_left)} have no literun file (have {sorted(unmatched)})")
 
-    full_int8 = (mode.startswith("int8") and mode != "int8w") or (mode.startswith("qdq") and ".dynamic" not in name)
+    full_int8 = ((mode.startswith("int8") and mode != "int8w") or mode.startswith("int16x8")
+                 or (mode.startswith("qdq") and ".dynamic" not in name))
     steps = output_steps(lite) if (full_int8 and args.int8_steps > 0) else {}
     zero_points = output_zero_points(lite) if args.int8_min_snr > 0 else {}
     worst = 0.0
     for lname, arr, ref in pairs:
         ok, e, msg = compare(arr, ref, args.tol)
         fallback = msg
-        if not ok and args.int8_steps > 0 and arr.dtype == np.int8 and ref.dtype == np.int8:
+        if not ok and args.int8_steps > 0 and arr.dtype == ref.dtype and arr.dtype in (np.int8, np.int16):
             n = int(np.max(np.abs(arr.astype(np.int64).reshape(ref.shape) - ref.astype(np.int64)), initial=0))
             ok = n <= args.int8_steps
             msg = "" if ok else f"{msg}; int8 outputs differ by {n} > {args.int8_steps}"

@@ -253,6 +253,58 @@ pub fn conv2d_i8(
     }
 }
 
+/// Int16x8 CONV_2D (int16 activations with zero point 0, int8 filter, int64 bias), as
+/// TFLite's `reference_integer_ops::ConvPerChannel<int64_t>`: `acc = sum w * x + bias` in
+/// int64, requantized per output channel ([`OutputStage::apply_16x8`]), clamped.
+///
+/// [`OutputStage::apply_16x8`]: crate::quant::OutputStage::apply_16x8
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_16x8(
+    input: &[i16],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[i64]>,
+    p: &Conv2dParams,
+    q: &crate::quant::OutputStage,
+    output: &mut [i16],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [out_c, k_h, k_w, f_in] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    if output.is_empty() {
+        return;
+    }
+    let groups = in_c.checked_div(f_in).unwrap_or(1).max(1);
+    let out_per_group = (out_c / groups).max(1);
+    let fo_stride = k_h * k_w * f_in;
+    for b in 0..batches {
+        let in_batch = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                for (o, ov) in output[out_off..out_off + out_c].iter_mut().enumerate() {
+                    let g = o / out_per_group;
+                    let mut acc = 0i64;
+                    for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |iy, ix, tap| {
+                        let io = (iy * in_w + ix) * in_c + g * f_in;
+                        let fo = o * fo_stride + tap * f_in;
+                        let dot: i64 = in_batch[io..io + f_in]
+                            .iter()
+                            .zip(&filter[fo..fo + f_in])
+                            .map(|(&x, &w)| i64::from(i32::from(x) * i32::from(w)))
+                            .sum();
+                        acc += dot;
+                    });
+                    acc = acc.wrapping_add(bias.map_or(0, |bb| bb[o]));
+                    *ov = q.apply_16x8(acc, o);
+                }
+            }
+        }
+    }
+}
+
 /// `sum w[i] * (x[i] + offset)` in i32 (`offset * sum w` is added separately, which is the same
 /// in two's-complement arithmetic and lets the product loop vectorize).
 #[inline]

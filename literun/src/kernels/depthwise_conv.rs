@@ -195,6 +195,46 @@ pub fn depthwise_conv2d_i8(
     }
 }
 
+/// Int16x8 DEPTHWISE_CONV_2D (int16 activations with zero point 0, int8 filter, int64
+/// bias), as TFLite's `reference_integer_ops::DepthwiseConvPerChannel<int64_t>`.
+#[allow(clippy::too_many_arguments)]
+pub fn depthwise_conv2d_16x8(
+    input: &[i16],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[i64]>,
+    p: &DepthwiseParams,
+    q: &crate::quant::OutputStage,
+    output: &mut [i16],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, k_h, k_w, out_c] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    let dm = p.depth_multiplier;
+    if output.is_empty() || dm == 0 {
+        return;
+    }
+    for b in 0..batches {
+        let in_batch = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        for oy in 0..out_h {
+            for ox in 0..out_w {
+                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
+                for (o, ov) in output[out_off..out_off + out_c].iter_mut().enumerate() {
+                    let mut acc = 0i64;
+                    for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |px, tap| {
+                        let x = i64::from(in_batch[px * in_c + o / dm]);
+                        acc += x * i64::from(filter[tap * out_c + o]);
+                    });
+                    acc = acc.wrapping_add(bias.map_or(0, |bb| bb[o]));
+                    *ov = q.apply_16x8(acc, o);
+                }
+            }
+        }
+    }
+}
+
 /// Hybrid DEPTHWISE_CONV_2D (float input/output, constant int8 filter), as TFLite's
 /// `DepthwiseConvHybridPerChannel`: the input is quantized per batch (asymmetric), then
 /// `out = act(float(sum w * (q - zp)) * (filter_scale[c] * input_scale[b]) + bias[c])`.

@@ -324,6 +324,33 @@ mod tests {
     use alloc::vec;
 
     #[test]
+    fn int16_add_and_mul_match_litert() {
+        let q = |scale: f32| Q8 {
+            scale,
+            zero_point: 0,
+        };
+        let full = (-32768, 32767);
+        // ADD with equal scales is exact (the int16 kernel shifts by 15, not 20).
+        let add = BinaryI8::add_sub(q(0.01), q(0.01), q(0.01), full, false, true).unwrap();
+        assert!(matches!(add, BinaryI8::AddSub { left_shift: 15, .. }));
+        assert_eq!(add.eval_i32(1000, 2000), 3000);
+        assert_eq!(add.eval_i32(30000, 30000), 32767);
+        // A product LiteRT rounds up (11662.4999 exactly): its multiplier comes from the f32
+        // product of the scales (attention fixture, layer norm).
+        let mul = BinaryI8::mul_i16(
+            q(0.000_116_044_23),
+            q(5.197_110_3e-5),
+            q(0.000_112_865_25),
+            full,
+        );
+        assert_eq!(mul.eval_i32(13301, 16409), 11663);
+        let mut out = [0i16; 2];
+        let bc = Broadcast::new(&[2], &[1]).unwrap();
+        binary_quantized::<i16>(&mul, &bc, &[13301, -13301], &[16409], &mut out);
+        assert_eq!(out, [11663, -11663]); // ties away from zero
+    }
+
+    #[test]
     fn broadcast_shapes_numpy() {
         assert_eq!(broadcast_shapes(&[2, 3], &[3]), Some(vec![2, 3]));
         assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1]), Some(vec![2, 3, 4]));
@@ -481,10 +508,10 @@ pub struct Q8 {
 }
 
 /// Prepared parameters of an int8 ADD, SUB, MUL or SQUARED_DIFFERENCE (TFLite's
-/// `ArithmeticParams`).
+/// `ArithmeticParams`); ADD, SUB, MUL, MAXIMUM and MINIMUM also serve int16 (16x8 models).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BinaryI8 {
-    /// ADD/SUB: inputs shifted left by `left_shift` (20), rescaled to twice the larger input
+    /// ADD/SUB: inputs shifted left by `left_shift` (20; 15 for int16), rescaled to twice the larger input
     /// scale, summed, rescaled to the output.
     AddSub {
         sub: bool,
@@ -531,8 +558,16 @@ pub enum BinaryI8 {
 
 impl BinaryI8 {
     /// TFLite add.cc / sub.cc `PrepareGeneralSubOp`: `None` when a multiplier is out of range.
-    pub fn add_sub(a: Q8, b: Q8, out: Q8, range: (i32, i32), sub: bool) -> Option<BinaryI8> {
-        let left_shift = 20;
+    /// `int16`: the general int16 kernel (`pot_scale_int16` false), which shifts by 15.
+    pub fn add_sub(
+        a: Q8,
+        b: Q8,
+        out: Q8,
+        range: (i32, i32),
+        sub: bool,
+        int16: bool,
+    ) -> Option<BinaryI8> {
+        let left_shift = if int16 { 15 } else { 20 };
         let twice_max = 2.0 * f64::from(a.scale.max(b.scale));
         let r1 = f64::from(a.scale) / twice_max;
         let r2 = f64::from(b.scale) / twice_max;
@@ -599,9 +634,32 @@ impl BinaryI8 {
         }
     }
 
+    /// Int16 MUL: as [`BinaryI8::mul`], but with `s1 * s2 / s_out` computed in f32 (mul.cc
+    /// multiplies the float scales; measured against ai-edge-litert 2.3.0, where the double
+    /// product's multiplier rounds some int16 products the other way).
+    pub fn mul_i16(a: Q8, b: Q8, out: Q8, range: (i32, i32)) -> BinaryI8 {
+        let real = f64::from(a.scale * b.scale / out.scale);
+        let (out_mult, out_shift) = quantize_multiplier(real);
+        BinaryI8::Mul {
+            in1_offset: -a.zero_point,
+            in2_offset: -b.zero_point,
+            out_mult,
+            out_shift,
+            out_offset: out.zero_point,
+            act_min: range.0,
+            act_max: range.1,
+        }
+    }
+
     /// One output value.
     #[inline]
     pub fn eval(&self, x: i8, y: i8) -> i8 {
+        self.eval_i32(i32::from(x), i32::from(y)) as i8
+    }
+
+    /// One output value of stored values `x`, `y` (int8 or int16), in the output type's range.
+    #[inline]
+    pub fn eval_i32(&self, x: i32, y: i32) -> i32 {
         match *self {
             BinaryI8::AddSub {
                 sub,
@@ -618,13 +676,13 @@ impl BinaryI8 {
                 act_min,
                 act_max,
             } => {
-                let v1 = (in1_offset + i32::from(x)) * (1 << left_shift);
-                let v2 = (in2_offset + i32::from(y)) * (1 << left_shift);
+                let v1 = (in1_offset + x) * (1 << left_shift);
+                let v2 = (in2_offset + y) * (1 << left_shift);
                 let s1 = mbqm_lt1(v1, in1_mult, in1_shift);
                 let s2 = mbqm_lt1(v2, in2_mult, in2_shift);
                 let raw = if sub { s1 - s2 } else { s1 + s2 };
                 let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
-                o.clamp(act_min, act_max) as i8
+                o.clamp(act_min, act_max)
             }
             BinaryI8::MaxMin { max } => {
                 if max {
@@ -644,11 +702,11 @@ impl BinaryI8 {
                 out_shift,
                 out_offset,
             } => {
-                let v1 = (in1_offset + i32::from(x)) * (1 << 7);
-                let v2 = (in2_offset + i32::from(y)) * (1 << 7);
+                let v1 = (in1_offset + x) * (1 << 7);
+                let v2 = (in2_offset + y) * (1 << 7);
                 let d = mbqm_lt1(v1, in1_mult, in1_shift) - mbqm_lt1(v2, in2_mult, in2_shift);
                 let o = mbqm_lt1(d.wrapping_mul(d), out_mult, out_shift).saturating_add(out_offset);
-                o.clamp(-128, 127) as i8
+                o.clamp(-128, 127)
             }
             BinaryI8::Mul {
                 in1_offset,
@@ -659,17 +717,23 @@ impl BinaryI8 {
                 act_min,
                 act_max,
             } => {
-                let p = (in1_offset + i32::from(x)) * (in2_offset + i32::from(y));
+                let p = (in1_offset + x) * (in2_offset + y);
                 let o = mbqm(p, out_mult, out_shift).saturating_add(out_offset);
-                o.clamp(act_min, act_max) as i8
+                o.clamp(act_min, act_max)
             }
         }
     }
 }
 
-/// `out = a (op) b` for int8 with broadcasting.
-pub fn binary_i8(p: &BinaryI8, bc: &Broadcast, a: &[i8], b: &[i8], out: &mut [i8]) {
-    bc.apply(a, b, out, |x, y| p.eval(x, y));
+/// `out = a (op) b` for int8 or int16 with broadcasting.
+pub fn binary_quantized<T: super::Quantized>(
+    p: &BinaryI8,
+    bc: &Broadcast,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+) {
+    bc.apply(a, b, out, |x, y| T::saturate(p.eval_i32(x.get(), y.get())));
 }
 
 /// A 256-entry lookup table over the bytes of an 8-bit tensor: `out[i] = table[in[i] as u8]`.

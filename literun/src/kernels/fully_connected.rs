@@ -70,6 +70,39 @@ pub fn fully_connected_i8(
     }
 }
 
+/// Int16x8 FULLY_CONNECTED (int16 input with zero point 0, int8 weights, int64 bias), as
+/// TFLite's `reference_integer_ops::FullyConnected` (per tensor, the multiplier repeated) and
+/// `FullyConnectedPerChannel` for int16: `acc = sum w * x + bias` in int64, requantized as
+/// LiteRT does ([`crate::quant::OutputStage::apply_16x8_fc`]).
+#[allow(clippy::too_many_arguments)]
+pub fn fully_connected_16x8(
+    input: &[i16],
+    batches: usize,
+    in_depth: usize,
+    weights: &[i8],
+    out_depth: usize,
+    bias: Option<&[i64]>,
+    q: &crate::quant::OutputStage,
+    output: &mut [i16],
+) {
+    if out_depth == 0 {
+        return;
+    }
+    for b in 0..batches {
+        let x = &input[b * in_depth..(b + 1) * in_depth];
+        let out_row = &mut output[b * out_depth..(b + 1) * out_depth];
+        for (o, ov) in out_row.iter_mut().enumerate() {
+            let w = &weights[o * in_depth..(o + 1) * in_depth];
+            let acc: i64 = x
+                .iter()
+                .zip(w)
+                .map(|(&x, &w)| i64::from(i32::from(x) * i32::from(w)))
+                .sum();
+            *ov = q.apply_16x8_fc(acc.wrapping_add(bias.map_or(0, |bb| bb[o])), o);
+        }
+    }
+}
+
 /// Hybrid FULLY_CONNECTED (float input/output, constant int8 weights), as TFLite's
 /// `EvalHybrid`: each batch row is quantized (symmetric, or asymmetric when
 /// `asymmetric_quantize_inputs`), then

@@ -18,6 +18,41 @@ pub mod simd;
 pub mod softmax;
 pub mod transpose_conv;
 
+/// A stored quantized activation type: int8, or int16 (int16x8 models).
+pub trait Quantized: Copy {
+    const MIN: i32;
+    const MAX: i32;
+    fn get(self) -> i32;
+    /// `v` clamped to the type's range.
+    fn saturate(v: i32) -> Self;
+}
+
+impl Quantized for i8 {
+    const MIN: i32 = -128;
+    const MAX: i32 = 127;
+    #[inline]
+    fn get(self) -> i32 {
+        i32::from(self)
+    }
+    #[inline]
+    fn saturate(v: i32) -> i8 {
+        v.clamp(-128, 127) as i8
+    }
+}
+
+impl Quantized for i16 {
+    const MIN: i32 = -32768;
+    const MAX: i32 = 32767;
+    #[inline]
+    fn get(self) -> i32 {
+        i32::from(self)
+    }
+    #[inline]
+    fn saturate(v: i32) -> i16 {
+        v.clamp(-32768, 32767) as i16
+    }
+}
+
 /// A fused activation, as in TFLite's `ActivationFunctionType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Activation {

@@ -150,18 +150,18 @@ pub fn average_pool_f32(
     );
 }
 
-/// Int8 pooling (TFLite `reference_integer_ops::AveragePool` / `MaxPool`): input and output
-/// share their quantization. Average rounds half away from zero
+/// Int8 and int16 pooling (TFLite `reference_integer_ops::AveragePool` / `MaxPool`, and their
+/// int16 forms): input and output share their quantization. Average rounds half away from zero
 /// (`(acc ± count/2) / count`); both clamp to `[act_min, act_max]`.
 #[allow(clippy::too_many_arguments)]
-pub fn pool_i8(
+pub fn pool_quantized<T: super::Quantized>(
     max: bool,
-    input: &[i8],
+    input: &[T],
     in_shape: [usize; 4],
     p: &Pool2dParams,
     act_min: i32,
     act_max: i32,
-    output: &mut [i8],
+    output: &mut [T],
     out_shape: [usize; 4],
 ) {
     let [batches, in_h, in_w, depth] = in_shape;
@@ -177,12 +177,12 @@ pub fn pool_i8(
                 let out_off = ((b * out_h + oy) * out_w + ox) * depth;
                 let count = ((fy1 - fy0) * (fx1 - fx0)) as i32;
                 for c in 0..depth {
-                    let mut acc: i32 = if max { -128 } else { 0 };
+                    let mut acc: i32 = if max { T::MIN } else { 0 };
                     for fy in fy0..fy1 {
                         let iy = oy * p.stride_h + fy - p.pad_top;
                         for fx in fx0..fx1 {
                             let ix = ox * p.stride_w + fx - p.pad_left;
-                            let v = i32::from(input[((b * in_h + iy) * in_w + ix) * depth + c]);
+                            let v = input[((b * in_h + iy) * in_w + ix) * depth + c].get();
                             if max {
                                 acc = acc.max(v);
                             } else {
@@ -197,7 +197,7 @@ pub fn pool_i8(
                             (acc - count / 2) / count
                         };
                     }
-                    output[out_off + c] = acc.clamp(act_min, act_max) as i8;
+                    output[out_off + c] = T::saturate(acc.clamp(act_min, act_max));
                 }
             }
         }

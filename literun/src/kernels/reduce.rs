@@ -193,16 +193,21 @@ pub fn reduce_max_min_i8(
     }
 }
 
-/// Sums int8 `input` (of `shape`) over `axes` into `sums` (one per output element, in the
-/// kept-dims order), in row-major order like TFLite's `ReduceSumImpl`.
-pub fn sum_i8(input: &[i8], shape: &[usize], axes: &[usize], sums: &mut [i32]) {
+/// Sums int8 or int16 `input` (of `shape`) over `axes` into `sums` (one per output element,
+/// in the kept-dims order), in row-major order like TFLite's `ReduceSumImpl` (int32, wrapping).
+pub fn sum_quantized<T: super::Quantized>(
+    input: &[T],
+    shape: &[usize],
+    axes: &[usize],
+    sums: &mut [i32],
+) {
     sums.fill(0);
     let rank = shape.len();
     if input.is_empty() || sums.is_empty() {
         return;
     }
     if rank == 0 {
-        sums[0] = i32::from(input[0]);
+        sums[0] = input[0].get();
         return;
     }
     let mut stride = [0usize; super::elementwise::MAX_DIMS];
@@ -210,7 +215,7 @@ pub fn sum_i8(input: &[i8], shape: &[usize], axes: &[usize], sums: &mut [i32]) {
     let mut coord = [0usize; super::elementwise::MAX_DIMS];
     let mut base = 0usize;
     for &x in input {
-        sums[base] = sums[base].wrapping_add(i32::from(x));
+        sums[base] = sums[base].wrapping_add(x.get());
         let mut d = rank;
         while d > 0 {
             d -= 1;
@@ -225,17 +230,17 @@ pub fn sum_i8(input: &[i8], shape: &[usize], axes: &[usize], sums: &mut [i32]) {
     }
 }
 
-/// Int8 MEAN, as TFLite's `reference_ops::QuantizedMeanOrSum` (the general path): the
+/// Int8 and int16 MEAN, as TFLite's `reference_ops::QuantizedMeanOrSum` (the general path): the
 /// multiplier `(input_scale / output_scale)` is divided by the element count in fixed point,
 /// then `out = clamp(MBQM(sum - zp_in * n, m, s) + zp_out)`.
-pub fn mean_i8_general(
+pub fn mean_quantized<T: super::Quantized>(
     sums: &[i32],
     count: usize,
     input_zero_point: i32,
     multiplier: i32,
     shift: i32,
     output_zero_point: i32,
-    output: &mut [i8],
+    output: &mut [T],
 ) {
     if count == 0 {
         return;
@@ -249,7 +254,7 @@ pub fn mean_i8_general(
         let shifted = sum.wrapping_sub((i64::from(input_zero_point) * n) as i32);
         let v = crate::quant::multiply_by_quantized_multiplier(shifted, m, s)
             .saturating_add(output_zero_point);
-        *o = v.clamp(-128, 127) as i8;
+        *o = T::saturate(v);
     }
 }
 
