@@ -144,13 +144,9 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     // Read straight into aligned memory: the file is held once.
     let bytes = literun::AlignedBytes::read_file(path).map_err(|e| anyhow!("{label}: {e}"))?;
     let model = literun::Model::from_bytes(&bytes).map_err(|e| anyhow!("{label}: {e}"))?;
-    let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{label}: {e}"))?;
-    if opts.threads > 1 {
-        bail!(
-            "--threads {}: this build runs literun on one thread",
-            opts.threads
-        );
-    }
+    let mut interp = literun::Interpreter::new(&model)
+        .and_then(|i| i.with_threads(opts.threads))
+        .map_err(|e| anyhow!("{label}: {e}"))?;
     let infos = model.inputs().to_vec();
     for (i, info) in infos.iter().enumerate() {
         let mut t = interp.input_mut(i).map_err(|e| anyhow!("{label}: {e}"))?;

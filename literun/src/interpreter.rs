@@ -67,7 +67,8 @@ pub(crate) struct Scratch {
     pub(crate) i8s: Vec<i8>,
     pub(crate) f32s: Vec<f32>,
     pub(crate) i32s: Vec<i32>,
-    pub(crate) fast: FastScratch,
+    /// One per thread (the first is the calling thread's; more with `with_threads`).
+    pub(crate) fast: Vec<FastScratch>,
 }
 
 pub(crate) struct Prepared {
@@ -515,11 +516,11 @@ impl<'m> Interpreter<'m> {
         scratch.i8s = try_vec(n8)?;
         scratch.f32s = try_vec(nf)?;
         scratch.i32s = try_vec(n32)?;
-        scratch.fast = FastScratch {
+        scratch.fast = vec![FastScratch {
             i8s: try_vec(f8)?,
             i32s: try_vec(f32n)?,
             f32s: try_vec(ff)?,
-        };
+        }];
 
         let plan = model.memory_plan()?;
         let nt = tensors.len();
@@ -598,6 +599,33 @@ impl<'m> Interpreter<'m> {
     /// The model being run.
     pub fn model(&self) -> &'m Model<'m> {
         self.model
+    }
+
+    /// Runs the convolution, dense and depthwise kernels on `n` threads (feature `threads`):
+    /// each such operator big enough to gain splits its output rows over scoped std threads,
+    /// so results are identical to one thread. Allocates `n - 1` more kernel scratch buffers;
+    /// `invoke` then starts threads (an app arena's no-allocation guarantee is for one thread).
+    #[cfg(feature = "threads")]
+    pub fn with_threads(mut self, n: usize) -> Result<Self> {
+        let first = self
+            .scratch
+            .fast
+            .first()
+            .map_or((0, 0, 0), |s| (s.i8s.len(), s.i32s.len(), s.f32s.len()));
+        self.scratch.fast.truncate(1);
+        for _ in 1..n.max(1) {
+            self.scratch.fast.push(FastScratch {
+                i8s: try_vec(first.0)?,
+                i32s: try_vec(first.1)?,
+                f32s: try_vec(first.2)?,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Threads the kernels may use (1 unless [`Interpreter::with_threads`]).
+    pub fn threads(&self) -> usize {
+        self.scratch.fast.len().max(1)
     }
 
     /// Size of the activation arena in bytes.
@@ -1038,7 +1066,7 @@ fn run_fast(
     kind: &Kind,
     ins: &Ins<'_>,
     out: &mut [u8],
-    s: &mut FastScratch,
+    s: &mut [FastScratch],
 ) -> Option<()> {
     match (fast, kind) {
         (
@@ -1081,6 +1109,7 @@ fn run_fast(
             params,
             cast_out(out).ok()?,
             *out_shape,
+            s,
         ),
         (
             Fast::Conv(g),
@@ -1119,6 +1148,7 @@ fn run_fast(
             params,
             cast_out(out).ok()?,
             *out_shape,
+            s,
         ),
         _ => return None,
     }
@@ -1465,24 +1495,11 @@ fn run_op<'b>(
             zero_point,
             to,
         } => {
-            let i = ins.typed::<f32>(0)?;
-            let q = |x: f32, lo: f64, hi: f64| -> i32 {
-                let r = crate::math::roundf(x / *scale);
-                (f64::from(r) + f64::from(*zero_point)).clamp(lo, hi) as i32
-            };
+            let (i, s, z) = (ins.typed::<f32>(0)?, *scale, *zero_point);
             match to {
-                DType::I8 => cast_out::<i8>(out)?
-                    .iter_mut()
-                    .zip(i)
-                    .for_each(|(o, &x)| *o = q(x, -128.0, 127.0) as i8),
-                DType::U8 => out
-                    .iter_mut()
-                    .zip(i)
-                    .for_each(|(o, &x)| *o = q(x, 0.0, 255.0) as u8),
-                _ => cast_out::<i16>(out)?
-                    .iter_mut()
-                    .zip(i)
-                    .for_each(|(o, &x)| *o = q(x, -32768.0, 32767.0) as i16),
+                DType::I8 => ew::quantize_f32(i, s, z, (-128, 127), cast_out(out)?, |v| v as i8),
+                DType::U8 => ew::quantize_f32(i, s, z, (0, 255), out, |v| v as u8),
+                _ => ew::quantize_f32(i, s, z, (-32768, 32767), cast_out(out)?, |v| v as i16),
             }
         }
         Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),

@@ -14,12 +14,24 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
 
-/// Runs `models/<model>.lite` on `input` and compares with `models/<model>.expected.npy`.
+/// Runs `models/<model>.lite` on `input` and compares with `models/<model>.expected.npy`, on one
+/// thread and (feature `threads`) on three, which must give the same numbers.
 fn check(model: &str, input: &str, exact: bool) {
+    check_on(model, input, exact, 1);
+    #[cfg(feature = "threads")]
+    check_on(model, input, exact, 3);
+}
+
+fn check_on(model: &str, input: &str, exact: bool, threads: usize) {
     let dir = root().join("examples/models");
     let bytes = AlignedBytes::read_file(dir.join(format!("{model}.lite"))).unwrap();
     let m = Model::from_bytes(&bytes).unwrap();
     let mut it = Interpreter::new(&m).unwrap();
+    #[cfg(feature = "threads")]
+    {
+        it = it.with_threads(threads).unwrap();
+    }
+    assert_eq!(it.threads(), threads, "{model}");
     let x = read_npy(&root().join(input));
     {
         let mut t = it.input_mut(0).unwrap();

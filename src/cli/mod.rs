@@ -74,7 +74,7 @@ pub enum Command {
     )]
     Bench {
         model: PathBuf,
-        /// Threads for literun (needs the `threads` feature; 1 is the default and the fast path).
+        /// Threads for literun's convolution, dense and depthwise kernels (`Interpreter::with_threads`).
         #[arg(long, default_value_t = 1)]
         threads: usize,
         /// Timed invocations.

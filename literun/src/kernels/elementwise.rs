@@ -733,7 +733,32 @@ pub fn binary_quantized<T: super::Quantized>(
     b: &[T],
     out: &mut [T],
 ) {
-    bc.apply(a, b, out, |x, y| T::saturate(p.eval_i32(x.get(), y.get())));
+    let f = |x: T, y: T| T::saturate(p.eval_i32(x.get(), y.get()));
+    // One loop per operator: inside each, the inlined `eval_i32` knows which operator it is,
+    // so the per-element work is the arithmetic alone.
+    match p {
+        BinaryI8::AddSub { .. } => bc.apply(a, b, out, f),
+        BinaryI8::Mul { .. } => bc.apply(a, b, out, f),
+        BinaryI8::MaxMin { .. } => bc.apply(a, b, out, f),
+        BinaryI8::SquaredDifference { .. } => bc.apply(a, b, out, f),
+    }
+}
+
+/// QUANTIZE of float32 values: `clamp(round(x / scale) + zero_point, lo, hi)`, rounding half away
+/// from zero as TFLite's reference `AffineQuantize`, stored through `store` (NaN stores 0).
+pub fn quantize_f32<T>(
+    input: &[f32],
+    scale: f32,
+    zero_point: i32,
+    (lo, hi): (i32, i32),
+    out: &mut [T],
+    store: impl Fn(i32) -> T,
+) {
+    let (z, lo, hi) = (zero_point as f32, lo as f32, hi as f32);
+    for (o, &x) in out.iter_mut().zip(input) {
+        let r = crate::math::round_half_away(x / scale) + z;
+        *o = store(r.clamp(lo, hi) as i32);
+    }
 }
 
 /// A 256-entry lookup table over the bytes of an 8-bit tensor: `out[i] = table[in[i] as u8]`.

@@ -25,6 +25,7 @@
 
 use alloc::vec;
 use alloc::vec::Vec;
+use core::ops::Range;
 
 use super::conv::Conv2dParams;
 use super::depthwise_conv::DepthwiseParams;
@@ -268,11 +269,11 @@ impl GemmI8 {
         self.groups * self.isa.mr_i8()
     }
 
-    /// `out[m, :] = requant(rows.row(m) · W^T)` for `m` in `0..m_count` (`out` has rows of
+    /// `out[m - ms.start, :] = requant(rows.row(m) · W^T)` for `m` in `ms` (`out` has rows of
     /// `n`). `row_buf` holds `k` values (for gathered rows), `a_buf` [`Self::scratch_i32`].
     pub(crate) fn run(
         &self,
-        m_count: usize,
+        ms: Range<usize>,
         rows: &Rows<'_, i8>,
         row_buf: &mut [i8],
         a_buf: &mut [i32],
@@ -282,7 +283,8 @@ impl GemmI8 {
         let n = self.n;
         let a_buf = &mut a_buf[..self.groups * mr];
         let mut tile = [[0i32; 32]; 8];
-        let mut m0 = 0;
+        let (base, m_count) = (ms.start, ms.end);
+        let mut m0 = base;
         while m0 < m_count {
             let rows_here = (m_count - m0).min(mr);
             for r in 0..rows_here {
@@ -295,8 +297,8 @@ impl GemmI8 {
                 let c0 = p * nr;
                 let cn = (n - c0).min(nr);
                 for (r, acc) in tile.iter().enumerate().take(rows_here) {
-                    let o = &mut out[(m0 + r) * n + c0..(m0 + r) * n + c0 + cn];
-                    requant_row(self.isa, &self.rq, c0, acc, o);
+                    let at = (m0 - base + r) * n + c0;
+                    requant_row(self.isa, &self.rq, c0, acc, &mut out[at..at + cn]);
                 }
             }
             m0 += mr;
@@ -435,19 +437,75 @@ pub(crate) fn conv2d_i8(
     input_offset: i32,
     output: &mut [i8],
     out_shape: [usize; 4],
-    s: &mut FastScratch,
+    workers: &mut [FastScratch],
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
-    let [_, k_h, k_w, _] = filter_shape;
     let [_, out_h, out_w, out_c] = out_shape;
     let m = out_h * out_w;
     for b in 0..batches {
         let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
         let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
         let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, (-input_offset) as i8);
-        let _ = (k_h, k_w);
-        g.run(m, &rows, &mut s.i8s, &mut s.i32s, outb);
+        let work = m * out_c * g.k;
+        for_row_blocks(m, g.isa.mr_i8(), out_c, work, outb, workers, |ms, o, s| {
+            g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o)
+        });
     }
+}
+
+/// Multiply-accumulates below which an operator stays on one thread (a thread start costs
+/// about as much as this many).
+#[cfg(all(feature = "threads", not(test)))]
+const PARALLEL_MIN_WORK: usize = 1 << 17;
+#[cfg(all(feature = "threads", test))]
+const PARALLEL_MIN_WORK: usize = 1;
+
+/// Runs `f(rows, out_block, scratch)` over rows `0..m_count` of `row_len` outputs each: on the
+/// calling thread, or (feature `threads`, several `workers`, enough `work`) split into one
+/// contiguous block per worker, each a multiple of `align` rows, so every output is computed
+/// exactly as on one thread.
+fn for_row_blocks<T: Send>(
+    m_count: usize,
+    align: usize,
+    row_len: usize,
+    work: usize,
+    out: &mut [T],
+    workers: &mut [FastScratch],
+    f: impl Fn(Range<usize>, &mut [T], &mut FastScratch) + Sync,
+) {
+    if workers.is_empty() {
+        return;
+    }
+    #[cfg(feature = "threads")]
+    {
+        let align = align.max(1);
+        let blocks = workers.len().min(m_count / align);
+        if blocks > 1 && work >= PARALLEL_MIN_WORK {
+            let per = m_count.div_ceil(blocks).div_ceil(align) * align;
+            let f = &f;
+            std::thread::scope(|scope| {
+                let mut rest = &mut out[..m_count * row_len];
+                let mut m0 = 0;
+                let mut ws = workers.iter_mut();
+                while m0 < m_count {
+                    let m1 = (m0 + per).min(m_count);
+                    let (block, tail) =
+                        core::mem::take(&mut rest).split_at_mut((m1 - m0) * row_len);
+                    rest = tail;
+                    let Some(w) = ws.next() else { break };
+                    if m1 == m_count {
+                        f(m0..m1, block, w); // the last block on this thread
+                    } else {
+                        scope.spawn(move || f(m0..m1, block, w));
+                    }
+                    m0 = m1;
+                }
+            });
+            return;
+        }
+    }
+    let _ = (align, row_len, work);
+    f(0..m_count, out, &mut workers[0]);
 }
 
 fn conv_rows<'a, T: Copy>(
@@ -487,13 +545,22 @@ pub(crate) fn fully_connected_i8(
     input: &[i8],
     batches: usize,
     output: &mut [i8],
-    s: &mut FastScratch,
+    workers: &mut [FastScratch],
 ) {
     let rows = Rows::Direct {
         data: input,
         stride: g.k,
     };
-    g.run(batches, &rows, &mut s.i8s, &mut s.i32s, output);
+    let work = batches * g.n * g.k;
+    for_row_blocks(
+        batches,
+        g.isa.mr_i8(),
+        g.n,
+        work,
+        output,
+        workers,
+        |ms, o, s| g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o),
+    );
 }
 
 /// Largest kernel (taps) of the fast depthwise paths.
@@ -583,7 +650,8 @@ impl DwI8 {
 fn for_each_window(
     in_hw: [usize; 2],
     k_hw: [usize; 2],
-    out_hw: [usize; 2],
+    out_rows: Range<usize>,
+    out_w: usize,
     [stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left]: [usize; 6],
     mut f: impl FnMut(usize, usize, &[usize]),
 ) {
@@ -591,8 +659,8 @@ fn for_each_window(
     let [k_h, k_w] = k_hw;
     let mut taps = [usize::MAX; DW_MAX_TAPS];
     let taps = &mut taps[..k_h * k_w];
-    for oy in 0..out_hw[0] {
-        for ox in 0..out_hw[1] {
+    for oy in out_rows {
+        for ox in 0..out_w {
             for ky in 0..k_h {
                 let y = (oy * stride_h + ky * dilation_h).wrapping_sub(pad_top);
                 for kx in 0..k_w {
@@ -630,26 +698,33 @@ pub(crate) fn depthwise_i8(
     p: &DepthwiseParams,
     output: &mut [i8],
     out_shape: [usize; 4],
+    workers: &mut [FastScratch],
 ) {
     let isa = dw.isa;
     let [batches, in_h, in_w, c] = in_shape;
     let [_, out_h, out_w, _] = out_shape;
+    let work = out_h * out_w * c * k_hw[0] * k_hw[1];
     for b in 0..batches {
         let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
         let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_each_window(
-            [in_h, in_w],
-            k_hw,
-            [out_h, out_w],
-            dw_geometry(p),
-            |oy, ox, taps| {
-                let o = &mut outb[(oy * out_w + ox) * c..(oy * out_w + ox + 1) * c];
-                #[cfg(target_arch = "x86_64")]
-                x86::dw_i8_pixel(isa, dw, inb, taps, o);
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = (isa, inb, taps, &o);
-            },
-        );
+        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
+            let y0 = oys.start;
+            for_each_window(
+                [in_h, in_w],
+                k_hw,
+                oys,
+                out_w,
+                dw_geometry(p),
+                |oy, ox, taps| {
+                    let at = ((oy - y0) * out_w + ox) * c;
+                    let o = &mut block[at..at + c];
+                    #[cfg(target_arch = "x86_64")]
+                    x86::dw_i8_pixel(isa, dw, inb, taps, o);
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let _ = (isa, inb, taps, &o);
+                },
+            );
+        });
     }
 }
 
@@ -716,15 +791,17 @@ impl GemmF32 {
         MR_F32 * self.k
     }
 
+    /// `out[m - ms.start, :] = act(rows.row(m) · W^T + bias)` for `m` in `ms`.
     pub(crate) fn run(
         &self,
-        m_count: usize,
+        ms: Range<usize>,
         rows: &Rows<'_, f32>,
         row_bufs: &mut [f32],
         out: &mut [f32],
     ) {
         let (n, k) = (self.n, self.k);
-        let mut m0 = 0;
+        let (base, m_count) = (ms.start, ms.end);
+        let mut m0 = base;
         let mut tile = [[0f32; NR_F32]; MR_F32];
         while m0 < m_count {
             let rows_here = (m_count - m0).min(MR_F32);
@@ -742,7 +819,8 @@ impl GemmF32 {
                 #[cfg(target_arch = "x86_64")]
                 x86::tile_f32(self.isa, &rs[..rows_here], b, bias, self.act, &mut tile);
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
-                    let o = &mut out[(m0 + r) * n + c0..(m0 + r) * n + c0 + cn];
+                    let at = (m0 - base + r) * n + c0;
+                    let o = &mut out[at..at + cn];
                     o.copy_from_slice(&t[..cn]);
                     if self.act == Activation::Tanh {
                         for v in o.iter_mut() {
@@ -766,7 +844,7 @@ pub(crate) fn conv2d_f32(
     p: &Conv2dParams,
     output: &mut [f32],
     out_shape: [usize; 4],
-    s: &mut FastScratch,
+    workers: &mut [FastScratch],
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
@@ -775,7 +853,10 @@ pub(crate) fn conv2d_f32(
         let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
         let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
         let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, 0.0);
-        g.run(m, &rows, &mut s.f32s, outb);
+        let work = m * out_c * g.k;
+        for_row_blocks(m, MR_F32, out_c, work, outb, workers, |ms, o, s| {
+            g.run(ms, &rows, &mut s.f32s, o)
+        });
     }
 }
 
@@ -785,13 +866,16 @@ pub(crate) fn fully_connected_f32(
     input: &[f32],
     batches: usize,
     output: &mut [f32],
-    s: &mut FastScratch,
+    workers: &mut [FastScratch],
 ) {
     let rows = Rows::Direct {
         data: input,
         stride: g.k,
     };
-    g.run(batches, &rows, &mut s.f32s, output);
+    let work = batches * g.n * g.k;
+    for_row_blocks(batches, MR_F32, g.n, work, output, workers, |ms, o, s| {
+        g.run(ms, &rows, &mut s.f32s, o)
+    });
 }
 
 /// Constant float depthwise weights (depth multiplier 1), channels padded to 8.
@@ -860,31 +944,38 @@ pub(crate) fn depthwise_f32(
     p: &DepthwiseParams,
     output: &mut [f32],
     out_shape: [usize; 4],
+    workers: &mut [FastScratch],
 ) {
     let isa = dw.isa;
     let [batches, in_h, in_w, c] = in_shape;
     let [_, out_h, out_w, _] = out_shape;
+    let work = out_h * out_w * c * k_hw[0] * k_hw[1];
     for b in 0..batches {
         let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
         let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_each_window(
-            [in_h, in_w],
-            k_hw,
-            [out_h, out_w],
-            dw_geometry(p),
-            |oy, ox, taps| {
-                let o = &mut outb[(oy * out_w + ox) * c..(oy * out_w + ox + 1) * c];
-                #[cfg(target_arch = "x86_64")]
-                x86::dw_f32_pixel(isa, dw, inb, taps, o);
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = (isa, inb, taps, &o);
-                if dw.act == Activation::Tanh {
-                    for v in o.iter_mut() {
-                        *v = dw.act.apply(*v);
+        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
+            let y0 = oys.start;
+            for_each_window(
+                [in_h, in_w],
+                k_hw,
+                oys,
+                out_w,
+                dw_geometry(p),
+                |oy, ox, taps| {
+                    let at = ((oy - y0) * out_w + ox) * c;
+                    let o = &mut block[at..at + c];
+                    #[cfg(target_arch = "x86_64")]
+                    x86::dw_f32_pixel(isa, dw, inb, taps, o);
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let _ = (isa, inb, taps, &o);
+                    if dw.act == Activation::Tanh {
+                        for v in o.iter_mut() {
+                            *v = dw.act.apply(*v);
+                        }
                     }
-                }
-            },
-        );
+                },
+            );
+        });
     }
 }
 
@@ -951,12 +1042,15 @@ mod tests {
             .collect()
     }
 
-    fn scratch_for(k: usize, groups: usize) -> FastScratch {
-        FastScratch {
+    /// Scratch of three workers: with the `threads` feature every case runs split over three
+    /// threads (the tests' work threshold is 0), so the split must not change any output.
+    fn scratch_for(k: usize, groups: usize) -> Vec<FastScratch> {
+        let one = || FastScratch {
             i8s: vec![0; k],
             i32s: vec![0; groups * 8],
             f32s: vec![0.0; MR_F32 * k],
-        }
+        };
+        vec![one(), one(), one()]
     }
 
     #[test]
@@ -1137,7 +1231,16 @@ mod tests {
                 );
                 let dw = DwI8::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), &q).unwrap();
                 let mut got = vec![0i8; want.len()];
-                depthwise_i8(&dw, &input, is, [fs[1], fs[2]], &p, &mut got, os);
+                depthwise_i8(
+                    &dw,
+                    &input,
+                    is,
+                    [fs[1], fs[2]],
+                    &p,
+                    &mut got,
+                    os,
+                    &mut scratch_for(0, 0),
+                );
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
             }
         }
@@ -1232,7 +1335,16 @@ mod tests {
                 let dw =
                     DwF32::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), p.activation).unwrap();
                 let mut got = vec![0f32; want.len()];
-                depthwise_f32(&dw, &input, is, [fs[1], fs[2]], &p, &mut got, os);
+                depthwise_f32(
+                    &dw,
+                    &input,
+                    is,
+                    [fs[1], fs[2]],
+                    &p,
+                    &mut got,
+                    os,
+                    &mut scratch_for(0, 0),
+                );
                 close(&got, &want, &format!("{isa:?} dw case {case}"));
             }
         }
