@@ -408,7 +408,7 @@ fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut
 fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
     #[cfg(target_arch = "x86_64")]
     if !rq.single_rounding && isa != Isa::Portable {
-        x86::requant_row(rq, c0, acc, out);
+        x86::requant_row(isa, rq, c0, acc, out);
         return;
     }
     let _ = isa;

@@ -239,10 +239,61 @@ fn store_16(v: __m128i, out: &mut [i8]) {
 }
 
 /// Requantizes `out.len() <= 32` channels starting at `c0` (double rounding).
-pub(crate) fn requant_row(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        return unsafe { requant_row_avx512(rq, c0, acc, out) };
+    }
     // SAFETY: only called with packed weights, which exist only when AVX2 is available
     // (module invariant).
     unsafe { requant_row_avx2(rq, c0, acc, out) }
+}
+
+/// [`requant_8`] on 16 lanes: the same operations, so the same numbers.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn requant_16(acc: __m512i, rq: &Requant, c: usize) -> __m512i {
+    assert!(c + 16 <= rq.bias.len());
+    // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all arrays
+    // have the same length).
+    unsafe {
+        let ld = |v: &[i32]| _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i);
+        let x = _mm512_add_epi32(acc, ld(&rq.bias));
+        let x = _mm512_sllv_epi32(x, ld(&rq.left));
+        let m = ld(&rq.mult);
+        let nudge = _mm512_set1_epi64(1 << 30);
+        let even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
+        let odd = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));
+        let odd = _mm512_slli_epi64(_mm512_srli_epi64(_mm512_add_epi64(odd, nudge), 31), 32);
+        let hm = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+        let one = _mm512_set1_epi32(1);
+        let rem = _mm512_and_si512(hm, ld(&rq.mask));
+        let thr = ld(&rq.thr);
+        let neg = _mm512_cmpgt_epi32_mask(_mm512_setzero_si512(), hm);
+        let thr = _mm512_mask_add_epi32(thr, neg, thr, one);
+        let q = _mm512_srav_epi32(hm, ld(&rq.right));
+        let q = _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, thr), q, one);
+        let off = rq.out_offset;
+        let lo = _mm512_set1_epi32(rq.act_min.saturating_sub(off));
+        let hi = _mm512_set1_epi32(rq.act_max.saturating_sub(off));
+        let q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+        _mm512_add_epi32(q, _mm512_set1_epi32(off))
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn requant_row_avx512(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    assert!(out.len() <= 32);
+    let mut j = 0;
+    while j < out.len() {
+        // SAFETY: j + 16 <= 32 lanes of acc.
+        let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(j) as *const __m512i) };
+        // In range already: the saturating narrowing is a plain one here.
+        let v = _mm512_cvtsepi32_epi8(requant_16(a, rq, c0 + j));
+        let end = (j + 16).min(out.len());
+        store_16(v, &mut out[j..end]);
+        j += 16;
+    }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -271,13 +322,90 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
 /// (`usize::MAX` for padding).
 pub(crate) fn dw_i8_pixel(isa: Isa, dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
     debug_assert!(isa != Isa::Portable);
-    let _ = isa;
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        let done = unsafe { dw_i8_pixel_avx512(dw, input, taps, out) };
+        // SAFETY: as below.
+        unsafe { dw_i8_pixel_avx2(dw, input, taps, out, done) };
+        return;
+    }
     // SAFETY: DwI8 exists only when AVX2 is available (module invariant).
-    unsafe { dw_i8_pixel_avx2(dw, input, taps, out) }
+    unsafe { dw_i8_pixel_avx2(dw, input, taps, out, 0) }
 }
 
+/// [`dw_i8_pixel_avx2`] for pairs of 16-channel blocks at once (the same packed weights, the
+/// same arithmetic); returns the first block it left (an odd last one).
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn dw_i8_pixel_avx512(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) -> usize {
+    let c = dw.c;
+    assert!(taps.len() == dw.taps && out.len() == c);
+    let pairs = dw.taps.div_ceil(2);
+    let off = _mm512_set1_epi16(dw.input_offset);
+    let load = |t: usize, ch: usize| -> __m512i {
+        let Some(&px) = taps.get(t) else {
+            return _mm512_setzero_si512();
+        };
+        if px == usize::MAX {
+            return _mm512_setzero_si512();
+        }
+        let start = px * c + ch;
+        let v = if ch + 32 <= c {
+            let s = &input[start..start + 32];
+            // SAFETY: s has 32 bytes.
+            unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
+        } else {
+            let mut tmp = [0i8; 32];
+            tmp[..c - ch].copy_from_slice(&input[start..start + c - ch]);
+            // SAFETY: tmp has 32 bytes.
+            unsafe { _mm256_loadu_si256(tmp.as_ptr() as *const __m256i) }
+        };
+        _mm512_add_epi16(_mm512_cvtepi8_epi16(v), off)
+    };
+    // After the per-128-bit-lane unpacks: lo = channels 0-3 | 8-11 | 16-19 | 24-27 and hi =
+    // 4-7 | 12-15 | 20-23 | 28-31; these put them back in channel order.
+    let first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+    let second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+    let blocks = c.div_ceil(16);
+    let mut cb = 0;
+    while cb + 2 <= blocks {
+        let ch = cb * 16;
+        let w0 = &dw.w[cb * pairs * 32..(cb + 1) * pairs * 32];
+        let w1 = &dw.w[(cb + 1) * pairs * 32..(cb + 2) * pairs * 32];
+        let mut lo = _mm512_setzero_si512();
+        let mut hi = _mm512_setzero_si512();
+        for pr in 0..pairs {
+            let x0 = load(2 * pr, ch);
+            let x1 = load(2 * pr + 1, ch);
+            let (a, b) = (&w0[pr * 32..pr * 32 + 32], &w1[pr * 32..pr * 32 + 32]);
+            // SAFETY: a and b have 32 i16 each (two 256-bit vectors).
+            let (wl, wh) = unsafe {
+                let half =
+                    |v: &[i16], at: usize| _mm256_loadu_si256(v.as_ptr().add(at) as *const __m256i);
+                (
+                    _mm512_inserti64x4(_mm512_castsi256_si512(half(a, 0)), half(b, 0), 1),
+                    _mm512_inserti64x4(_mm512_castsi256_si512(half(a, 16)), half(b, 16), 1),
+                )
+            };
+            lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(x0, x1), wl));
+            hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(x0, x1), wh));
+        }
+        for (k, idx) in [first, second].into_iter().enumerate() {
+            let a = _mm512_permutex2var_epi32(lo, idx, hi);
+            let v = _mm512_cvtsepi32_epi8(requant_16(a, &dw.rq, ch + 16 * k));
+            let at = ch + 16 * k;
+            if at < c {
+                let end = (at + 16).min(c);
+                store_16(v, &mut out[at..end]);
+            }
+        }
+        cb += 2;
+    }
+    cb
+}
+
+/// Blocks of 16 channels from `first_block` on.
 #[target_feature(enable = "avx2,fma")]
-fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
+fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8], first_block: usize) {
     let c = dw.c;
     assert!(taps.len() == dw.taps && out.len() == c);
     let pairs = dw.taps.div_ceil(2);
@@ -302,7 +430,7 @@ fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
         };
         _mm256_add_epi16(_mm256_cvtepi8_epi16(v), off)
     };
-    for cb in 0..c.div_ceil(16) {
+    for cb in first_block..c.div_ceil(16) {
         let ch = cb * 16;
         let w = &dw.w[cb * pairs * 32..(cb + 1) * pairs * 32];
         let mut lo = _mm256_setzero_si256();
