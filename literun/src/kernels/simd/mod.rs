@@ -1181,7 +1181,7 @@ mod tests {
         let k = [3, 3, 3, 5, 1, 2][case % 6];
         let stride = 1 + case % 2;
         let dil = if case.is_multiple_of(11) { 2 } else { 1 };
-        let c = 1 + rng.below(50);
+        let c = 1 + rng.below(100);
         let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(10));
         let pad = if case.is_multiple_of(3) {
             0

@@ -495,16 +495,67 @@ pub(crate) fn tile_f32(
         *p = r.as_ptr();
     }
     macro_rules! dispatch {
-        ($($n:literal)*) => {
+        ($f:ident, $($n:literal)*) => {
             match rows.len() {
-                // SAFETY: AVX2+FMA are available (module invariant); every row has `k` values
-                // and `b` has `k * 16` (asserted above).
-                $($n => unsafe { tile_f32_avx2::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
+                // SAFETY: the ISA's features are available (module invariant, `available`);
+                // every row has `k` values and `b` has `k * 16` (asserted above).
+                $($n => unsafe { $f::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
                 _ => unreachable!(),
             }
         };
     }
-    dispatch!(1 2 3 4 5 6)
+    if isa == Isa::Avx512Vnni {
+        dispatch!(tile_f32_avx512, 1 2 3 4 5 6)
+    } else {
+        dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
+    }
+}
+
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn activate512(v: __m512, act: Activation) -> __m512 {
+    let zero = _mm512_setzero_ps();
+    match act {
+        Activation::Relu => _mm512_max_ps(v, zero),
+        Activation::Relu6 => _mm512_min_ps(_mm512_max_ps(v, zero), _mm512_set1_ps(6.0)),
+        Activation::ReluN1To1 => {
+            _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-1.0)), _mm512_set1_ps(1.0))
+        }
+        // Tanh is applied by the caller (scalar).
+        Activation::None | Activation::Tanh => v,
+    }
+}
+
+/// [`tile_f32_avx2`] with one 16-lane register per row: half the multiply-adds.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn tile_f32_avx512<const MR: usize>(
+    rows: &[*const f32; MR_F32],
+    b: *const f32,
+    k: usize,
+    bias: &[f32],
+    act: Activation,
+    tile: &mut [[f32; NR_F32]; MR_F32],
+) {
+    let mut acc = [_mm512_setzero_ps(); MR];
+    for kk in 0..k {
+        // SAFETY: kk < k: b has k * 16 floats and every row k (checked by the caller).
+        unsafe {
+            let bv = _mm512_loadu_ps(b.add(kk * NR_F32));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                *acc = _mm512_fmadd_ps(_mm512_set1_ps(*rows[r].add(kk)), bv, *acc);
+            }
+        }
+    }
+    // SAFETY: bias has 16 floats; tile rows have 16.
+    unsafe {
+        let bias = _mm512_loadu_ps(bias.as_ptr());
+        for (r, acc) in acc.iter().enumerate() {
+            _mm512_storeu_ps(
+                tile[r].as_mut_ptr(),
+                activate512(_mm512_add_ps(*acc, bias), act),
+            );
+        }
+    }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -545,9 +596,59 @@ unsafe fn tile_f32_avx2<const MR: usize>(
 /// One output pixel of a float depthwise convolution (activation applied, except Tanh).
 pub(crate) fn dw_f32_pixel(isa: Isa, dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
     debug_assert!(isa != Isa::Portable);
-    let _ = isa;
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`).
+        return unsafe { dw_f32_pixel_avx512(dw, input, taps, out) };
+    }
     // SAFETY: DwF32 exists only when AVX2+FMA are available (module invariant).
     unsafe { dw_f32_pixel_avx2(dw, input, taps, out) }
+}
+
+/// Up to four 16-channel blocks at a time, so four independent multiply-add chains run per
+/// tap (one chain per block is bound by the multiply-add latency); masked loads and stores
+/// for the last channels.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn dw_f32_pixel_avx512(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(taps.len() == dw.taps && out.len() == c && dw.w.len() == dw.taps * cp);
+    assert!(dw.bias.len() >= c && cp >= c);
+    let mask = |from: usize| -> __mmask16 {
+        match c.saturating_sub(from) {
+            n if n >= 16 => 0xFFFF,
+            n => ((1u32 << n) - 1) as __mmask16,
+        }
+    };
+    let mut ch = 0;
+    while ch < c {
+        let blocks = (c - ch).div_ceil(16).min(4);
+        let masks = [mask(ch), mask(ch + 16), mask(ch + 32), mask(ch + 48)];
+        let mut acc = [_mm512_setzero_ps(); 4];
+        for (t, &px) in taps.iter().enumerate() {
+            if px == usize::MAX {
+                continue;
+            }
+            let x = &input[px * c + ch..px * c + c];
+            let w = &dw.w[t * cp + ch..t * cp + c];
+            for b in 0..blocks {
+                // SAFETY: lanes of masks[b] are channels below c: within x and w.
+                unsafe {
+                    let xv = _mm512_maskz_loadu_ps(masks[b], x.as_ptr().add(16 * b));
+                    let wv = _mm512_maskz_loadu_ps(masks[b], w.as_ptr().add(16 * b));
+                    acc[b] = _mm512_fmadd_ps(xv, wv, acc[b]);
+                }
+            }
+        }
+        for b in 0..blocks {
+            let at = ch + 16 * b;
+            // SAFETY: lanes of masks[b] are channels below c: within bias and out.
+            unsafe {
+                let bias = _mm512_maskz_loadu_ps(masks[b], dw.bias.as_ptr().add(at));
+                let v = activate512(_mm512_add_ps(acc[b], bias), dw.act);
+                _mm512_mask_storeu_ps(out.as_mut_ptr().add(at), masks[b], v);
+            }
+        }
+        ch += 64;
+    }
 }
 
 #[target_feature(enable = "avx2,fma")]
