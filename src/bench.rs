@@ -148,6 +148,7 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         .and_then(|i| i.with_threads(opts.threads))
         .map_err(|e| anyhow!("{label}: {e}"))?;
     let infos = model.inputs().to_vec();
+    let mut feeds: Vec<Vec<u8>> = Vec::with_capacity(infos.len());
     for (i, info) in infos.iter().enumerate() {
         let mut t = interp.input_mut(i).map_err(|e| anyhow!("{label}: {e}"))?;
         let data = match find_input(&opts.inputs, info.name, i) {
@@ -168,23 +169,30 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
                 i as u64 + 1,
             ),
         };
-        let dst = t.bytes_mut();
-        if dst.len() != data.len() {
+        if t.bytes_mut().len() != data.len() {
             bail!("{label}: input '{}' has the wrong element type", info.name);
         }
-        dst.copy_from_slice(&data);
+        feeds.push(data);
     }
+    // The arena plan reuses an input's memory once the input is read, so an app sets its inputs
+    // before every invoke; so does the benchmark (outside the timed part), or later runs would
+    // compute on whatever the last run left there.
+    let set_inputs = |interp: &mut literun::Interpreter<'_>| -> Result<()> {
+        set_input_bytes(interp, &feeds).map_err(|e| anyhow!("{label}: {e}"))
+    };
     for _ in 0..opts.warmup {
+        set_inputs(&mut interp)?;
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
     }
     let mut lat = Vec::with_capacity(opts.runs);
     for _ in 0..opts.runs {
+        set_inputs(&mut interp)?;
         let t0 = Instant::now();
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
         lat.push(t0.elapsed().as_secs_f64() * 1e6);
     }
     let profile = if opts.profile {
-        profile_ops(&mut interp, &model, opts.runs).map_err(|e| anyhow!("{label}: {e}"))?
+        profile_ops(&mut interp, &model, &feeds, opts.runs).map_err(|e| anyhow!("{label}: {e}"))?
     } else {
         Vec::new()
     };
@@ -202,10 +210,22 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     Ok(r)
 }
 
+/// Copies `feeds` (raw bytes, in input order) into the interpreter's inputs.
+fn set_input_bytes(
+    interp: &mut literun::Interpreter<'_>,
+    feeds: &[Vec<u8>],
+) -> literun::Result<()> {
+    for (i, data) in feeds.iter().enumerate() {
+        interp.input_mut(i)?.bytes_mut().copy_from_slice(data);
+    }
+    Ok(())
+}
+
 /// Time per operator name (median over `runs` of the per-run sum), slowest first.
 fn profile_ops(
     interp: &mut literun::Interpreter<'_>,
     model: &literun::Model<'_>,
+    feeds: &[Vec<u8>],
     runs: usize,
 ) -> literun::Result<Vec<(String, usize, f64)>> {
     let ops = model.operators();
@@ -224,6 +244,7 @@ fn profile_ops(
     }
     let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for _ in 0..runs {
+        set_input_bytes(interp, feeds)?;
         let mut sums = vec![0f64; names.len()];
         let mut last = Instant::now();
         let mut seen = usize::MAX;
