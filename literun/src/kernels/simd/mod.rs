@@ -289,17 +289,24 @@ impl GemmI8 {
             let rows_here = (m_count - m0).min(mr);
             for r in 0..rows_here {
                 let row = rows.row(m0 + r, row_buf);
-                pack_row_i8(self.isa, &row[..self.k], r, mr, a_buf);
+                pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
             }
             for p in 0..n.div_ceil(nr) {
                 let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
                 tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
                 let c0 = p * nr;
                 let cn = (n - c0).min(nr);
-                for (r, acc) in tile.iter().enumerate().take(rows_here) {
-                    let at = (m0 - base + r) * n + c0;
-                    requant_row(self.isa, &self.rq, c0, acc, &mut out[at..at + cn]);
-                }
+                let at = (m0 - base) * n + c0;
+                requant_tile(
+                    self.isa,
+                    &self.rq,
+                    c0,
+                    &tile,
+                    rows_here,
+                    cn,
+                    &mut out[at..],
+                    n,
+                );
             }
             m0 += mr;
         }
@@ -357,17 +364,17 @@ impl<T: Copy> Rows<'_, T> {
     }
 }
 
-/// Writes `row` into column `r` of the packed left-hand side (`kg` bytes per 32-bit word:
-/// unsigned `x + 128` for `vpdpbusd`, two sign-extended i16 for `vpmaddwd`).
+/// Writes `row` as row `r` of the packed left-hand side, `groups` 32-bit words per row (`kg`
+/// bytes per word: unsigned `x + 128` for `vpdpbusd`, two sign-extended i16 for `vpmaddwd`).
+/// Rows are contiguous, so packing is a vectorizable copy.
 #[inline]
-fn pack_row_i8(isa: Isa, row: &[i8], r: usize, mr: usize, a_buf: &mut [i32]) {
+fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32]) {
+    let dst = &mut a_buf[r * groups..(r + 1) * groups];
     if isa.vnni() {
         let mut chunks = row.chunks_exact(4);
-        let mut g = 0;
-        for c in &mut chunks {
+        for (d, c) in dst.iter_mut().zip(&mut chunks) {
             let w = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
-            a_buf[g * mr + r] = (w ^ 0x8080_8080) as i32;
-            g += 1;
+            *d = (w ^ 0x8080_8080) as i32;
         }
         let rem = chunks.remainder();
         if !rem.is_empty() {
@@ -375,18 +382,15 @@ fn pack_row_i8(isa: Isa, row: &[i8], r: usize, mr: usize, a_buf: &mut [i32]) {
             for (d, &s) in b.iter_mut().zip(rem) {
                 *d = s as u8;
             }
-            a_buf[g * mr + r] = (u32::from_le_bytes(b) ^ 0x8080_8080) as i32;
+            dst[row.len() / 4] = (u32::from_le_bytes(b) ^ 0x8080_8080) as i32;
         }
     } else {
         let mut chunks = row.chunks_exact(2);
-        let mut g = 0;
-        for c in &mut chunks {
-            a_buf[g * mr + r] =
-                (u32::from(c[0] as i16 as u16) | (u32::from(c[1] as i16 as u16) << 16)) as i32;
-            g += 1;
+        for (d, c) in dst.iter_mut().zip(&mut chunks) {
+            *d = (u32::from(c[0] as i16 as u16) | (u32::from(c[1] as i16 as u16) << 16)) as i32;
         }
         if let [x] = chunks.remainder() {
-            a_buf[g * mr + r] = i32::from(*x as i16 as u16);
+            dst[row.len() / 2] = i32::from(*x as i16 as u16);
         }
     }
 }
@@ -400,6 +404,29 @@ fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut
     {
         let _ = (isa, rows, a, b, groups, tile);
         unreachable!("no int8 GEMM for this ISA");
+    }
+}
+
+/// [`requant_row`] for the first `rows` rows of `tile`, row `r` at `out[r * stride..]`.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn requant_tile(
+    isa: Isa,
+    rq: &Requant,
+    c0: usize,
+    tile: &[[i32; 32]; 8],
+    rows: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if !rq.single_rounding && isa != Isa::Portable {
+        x86::requant_tile(isa, rq, c0, tile, rows, cn, out, stride);
+        return;
+    }
+    for (r, acc) in tile.iter().enumerate().take(rows) {
+        requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) fn available(isa: Isa) -> bool {
 
 // ------------------------------------------------------------------------------ int8 GEMM
 
-/// `tile[r][j] = sum_g a[g * mr + r] · b[g][j]` for `r < rows` (`mr` = the ISA's tile rows).
+/// `tile[r][j] = sum_g a[r * groups + g] · b[g][j]` for `r < rows`.
 pub(crate) fn tile_i8(
     isa: Isa,
     rows: usize,
@@ -63,9 +63,9 @@ pub(crate) fn tile_i8(
         ($f:ident, $($n:literal)*) => {
             match rows {
                 // SAFETY: the ISA is available (module invariant); `a` has `groups * mr`
-                // words and `b` `groups * bstride` bytes (asserted above), which is all the
-                // kernel reads.
-                $($n => unsafe { $f::<$n>(a.as_ptr(), mr, b.as_ptr(), groups, tile) },)*
+                // words (rows of `groups`) and `b` `groups * bstride` bytes (asserted above),
+                // which is all the kernel reads.
+                $($n => unsafe { $f::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },)*
                 _ => unreachable!(),
             }
         };
@@ -81,22 +81,22 @@ pub(crate) fn tile_i8(
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_i8_avx2<const MR: usize>(
     a: *const i32,
-    mr: usize,
+    row_stride: usize,
     b: *const i8,
     groups: usize,
     tile: &mut [[i32; 32]; 8],
 ) {
     let mut acc = [[_mm256_setzero_si256(); 2]; MR];
     for g in 0..groups {
-        // SAFETY: g < groups, so the 32 bytes at b + 32 g and the words a[g * mr + r], r < MR
-        // <= mr, are in bounds (checked by the caller).
+        // SAFETY: g < groups, so the 32 bytes at b + 32 g and the words a[r * groups + g],
+        // r < MR <= mr, are in bounds (checked by the caller).
         unsafe {
             let bp = b.add(g * 32);
             let b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp as *const __m128i));
             let b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp.add(16) as *const __m128i));
-            let ap = a.add(g * mr);
+            let ap = a.add(g);
             for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm256_set1_epi32(*ap.add(r));
+                let av = _mm256_set1_epi32(*ap.add(r * row_stride));
                 acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(av, b0));
                 acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(av, b1));
             }
@@ -114,21 +114,22 @@ unsafe fn tile_i8_avx2<const MR: usize>(
 #[target_feature(enable = "avx2,fma,avxvnni")]
 unsafe fn tile_i8_avxvnni<const MR: usize>(
     a: *const i32,
-    mr: usize,
+    row_stride: usize,
     b: *const i8,
     groups: usize,
     tile: &mut [[i32; 32]; 8],
 ) {
     let mut acc = [[_mm256_setzero_si256(); 2]; MR];
     for g in 0..groups {
-        // SAFETY: 64 bytes at b + 64 g and a[g * mr + r] are in bounds (checked by the caller).
+        // SAFETY: 64 bytes at b + 64 g and a[r * groups + g] are in bounds (checked by the
+        // caller).
         unsafe {
             let bp = b.add(g * 64);
             let b0 = _mm256_loadu_si256(bp as *const __m256i);
             let b1 = _mm256_loadu_si256(bp.add(32) as *const __m256i);
-            let ap = a.add(g * mr);
+            let ap = a.add(g);
             for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm256_set1_epi32(*ap.add(r));
+                let av = _mm256_set1_epi32(*ap.add(r * row_stride));
                 acc[0] = _mm256_dpbusd_avx_epi32(acc[0], av, b0);
                 acc[1] = _mm256_dpbusd_avx_epi32(acc[1], av, b1);
             }
@@ -146,22 +147,22 @@ unsafe fn tile_i8_avxvnni<const MR: usize>(
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn tile_i8_avx512vnni<const MR: usize>(
     a: *const i32,
-    mr: usize,
+    row_stride: usize,
     b: *const i8,
     groups: usize,
     tile: &mut [[i32; 32]; 8],
 ) {
     let mut acc = [[_mm512_setzero_si512(); 2]; MR];
     for g in 0..groups {
-        // SAFETY: 128 bytes at b + 128 g and a[g * mr + r] are in bounds (checked by the
+        // SAFETY: 128 bytes at b + 128 g and a[r * groups + g] are in bounds (checked by the
         // caller).
         unsafe {
             let bp = b.add(g * 128);
             let b0 = _mm512_loadu_si512(bp as *const __m512i);
             let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
-            let ap = a.add(g * mr);
+            let ap = a.add(g);
             for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_epi32(*ap.add(r));
+                let av = _mm512_set1_epi32(*ap.add(r * row_stride));
                 acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
                 acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
             }
@@ -249,35 +250,107 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
     unsafe { requant_row_avx2(rq, c0, acc, out) }
 }
 
-/// [`requant_8`] on 16 lanes: the same operations, so the same numbers.
-#[inline]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn requant_16(acc: __m512i, rq: &Requant, c: usize) -> __m512i {
-    assert!(c + 16 <= rq.bias.len());
-    // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all arrays
-    // have the same length).
-    unsafe {
-        let ld = |v: &[i32]| _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i);
-        let x = _mm512_add_epi32(acc, ld(&rq.bias));
-        let x = _mm512_sllv_epi32(x, ld(&rq.left));
-        let m = ld(&rq.mult);
+/// The requantization parameters of 16 channels in registers ([`requant_8`] on 16 lanes: the
+/// same operations, so the same numbers), loaded once for every row of a tile.
+struct Rq16 {
+    bias: __m512i,
+    left: __m512i,
+    mult: __m512i,
+    mask: __m512i,
+    thr: __m512i,
+    right: __m512i,
+    lo: __m512i,
+    hi: __m512i,
+    off: __m512i,
+}
+
+impl Rq16 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn load(rq: &Requant, c: usize) -> Rq16 {
+        assert!(c + 16 <= rq.bias.len());
+        // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all
+        // arrays have the same length).
+        let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
+        let off = rq.out_offset;
+        Rq16 {
+            bias: ld(&rq.bias),
+            left: ld(&rq.left),
+            mult: ld(&rq.mult),
+            mask: ld(&rq.mask),
+            thr: ld(&rq.thr),
+            right: ld(&rq.right),
+            lo: _mm512_set1_epi32(rq.act_min.saturating_sub(off)),
+            hi: _mm512_set1_epi32(rq.act_max.saturating_sub(off)),
+            off: _mm512_set1_epi32(off),
+        }
+    }
+
+    /// Requantized accumulators, narrowed to 16 bytes (in range already, so the saturating
+    /// narrowing is a plain one).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply(&self, acc: __m512i) -> __m128i {
+        let x = _mm512_sllv_epi32(_mm512_add_epi32(acc, self.bias), self.left);
+        let m = self.mult;
         let nudge = _mm512_set1_epi64(1 << 30);
         let even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
         let odd = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));
         let odd = _mm512_slli_epi64(_mm512_srli_epi64(_mm512_add_epi64(odd, nudge), 31), 32);
         let hm = _mm512_mask_blend_epi32(0xAAAA, even, odd);
         let one = _mm512_set1_epi32(1);
-        let rem = _mm512_and_si512(hm, ld(&rq.mask));
-        let thr = ld(&rq.thr);
+        let rem = _mm512_and_si512(hm, self.mask);
         let neg = _mm512_cmpgt_epi32_mask(_mm512_setzero_si512(), hm);
-        let thr = _mm512_mask_add_epi32(thr, neg, thr, one);
-        let q = _mm512_srav_epi32(hm, ld(&rq.right));
+        let thr = _mm512_mask_add_epi32(self.thr, neg, self.thr, one);
+        let q = _mm512_srav_epi32(hm, self.right);
         let q = _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, thr), q, one);
-        let off = rq.out_offset;
-        let lo = _mm512_set1_epi32(rq.act_min.saturating_sub(off));
-        let hi = _mm512_set1_epi32(rq.act_max.saturating_sub(off));
-        let q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
-        _mm512_add_epi32(q, _mm512_set1_epi32(off))
+        let q = _mm512_min_epi32(_mm512_max_epi32(q, self.lo), self.hi);
+        _mm512_cvtsepi32_epi8(_mm512_add_epi32(q, self.off))
+    }
+}
+
+/// Requantizes channels `c0..c0 + cn` (`cn <= 32`) of the first `rows` rows of `tile` into
+/// `out`, row `r` at `out[r * stride..]` (AVX-512: parameters loaded once per tile).
+pub(crate) fn requant_tile(
+    isa: Isa,
+    rq: &Requant,
+    c0: usize,
+    tile: &[[i32; 32]; 8],
+    rows: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        return unsafe { requant_tile_avx512(rq, c0, tile, rows, cn, out, stride) };
+    }
+    for (r, acc) in tile.iter().enumerate().take(rows) {
+        requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn requant_tile_avx512(
+    rq: &Requant,
+    c0: usize,
+    tile: &[[i32; 32]; 8],
+    rows: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    assert!(cn <= 32 && rows <= 8);
+    let mut j = 0;
+    while j < cn {
+        let p = Rq16::load(rq, c0 + j);
+        let end = (j + 16).min(cn);
+        for (r, acc) in tile.iter().enumerate().take(rows) {
+            // SAFETY: j + 16 <= 32 lanes of the tile row.
+            let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(j) as *const __m512i) };
+            store_16(p.apply(a), &mut out[r * stride + j..r * stride + end]);
+        }
+        j += 16;
     }
 }
 
@@ -288,8 +361,7 @@ fn requant_row_avx512(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) 
     while j < out.len() {
         // SAFETY: j + 16 <= 32 lanes of acc.
         let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(j) as *const __m512i) };
-        // In range already: the saturating narrowing is a plain one here.
-        let v = _mm512_cvtsepi32_epi8(requant_16(a, rq, c0 + j));
+        let v = Rq16::load(rq, c0 + j).apply(a);
         let end = (j + 16).min(out.len());
         store_16(v, &mut out[j..end]);
         j += 16;
@@ -391,7 +463,7 @@ fn dw_i8_pixel_avx512(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) -
         }
         for (k, idx) in [first, second].into_iter().enumerate() {
             let a = _mm512_permutex2var_epi32(lo, idx, hi);
-            let v = _mm512_cvtsepi32_epi8(requant_16(a, &dw.rq, ch + 16 * k));
+            let v = Rq16::load(&dw.rq, ch + 16 * k).apply(a);
             let at = ch + 16 * k;
             if at < c {
                 let end = (at + 16).min(c);
