@@ -311,6 +311,7 @@ impl Rq16 {
 
 /// Requantizes channels `c0..c0 + cn` (`cn <= 32`) of the first `rows` rows of `tile` into
 /// `out`, row `r` at `out[r * stride..]` (AVX-512: parameters loaded once per tile).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn requant_tile(
     isa: Isa,
     rq: &Requant,
