@@ -9,7 +9,9 @@ use core::fmt;
 pub struct UnsupportedOp {
     /// Index of the operator in subgraph 0's execution order.
     pub index: usize,
-    /// Builtin name (e.g. `"LSTM"`), or `"CUSTOM(<code>)"`, or `"UNKNOWN(<n>)"`.
+    /// Builtin name (e.g. `"LSTM"`), or `"CUSTOM(<code>)"`, or `"UNKNOWN(<n>)"`; for an operator
+    /// literun supports but this build leaves out (Cargo features), the name and the feature it
+    /// needs, e.g. `"SOFTMAX (feature ops-softmax is off)"`.
     pub op: String,
 }
 

@@ -1,4 +1,6 @@
 //! The interpreter: prepares a [`Model`] once (shapes, parameters, arena plan) and runs it.
+// With some `ops-*` features off, helpers only the left-out operators use are unused.
+#![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports, unused_variables, unused_macros, unreachable_code))]
 
 use alloc::format;
 use alloc::string::String;
@@ -113,7 +115,7 @@ impl Fast {
         op: &OpDesc<'_>,
         constant: &dyn Fn(usize) -> Option<&'c [u8]>,
     ) -> Option<Fast> {
-        if isa == Isa::Portable {
+        if isa == Isa::Portable || !simd::FAST_KERNELS {
             return None;
         }
         let input = |k: usize| op.inputs.get(k).copied().flatten();
@@ -420,6 +422,7 @@ impl<'m> Interpreter<'m> {
                 fast: None,
             });
         }
+        compiled_in(model, &ops)?;
 
         // Everything allocated below is charged to `memory` first. Constant DEQUANTIZE outputs
         // are at most 4x their data in the file; the arena and scratch follow claimed shapes.
@@ -830,7 +833,7 @@ impl Model<'_> {
     /// The stored `OfflineMemoryAllocation` offsets (TFLite Micro's layout), if the file has
     /// them; `Err` if they are malformed.
     pub fn stored_plan(&self) -> Result<Option<Vec<i32>>> {
-        let root = self.schema();
+        let root = self.root();
         let Some(md) = root.metadata() else {
             return Ok(None);
         };
@@ -918,6 +921,27 @@ impl Model<'_> {
     /// when the file has one), known before any interpreter exists.
     pub fn arena_bytes(&self) -> Result<usize> {
         Ok(self.memory_plan()?.total)
+    }
+}
+
+/// `Err(Unsupported)` listing the prepared operators whose kernels this build leaves out (Cargo
+/// features, see [`crate::ops::missing_kernel_feature`]).
+fn compiled_in(model: &Model<'_>, ops: &[Prepared]) -> Result<()> {
+    let missing: Vec<crate::UnsupportedOp> = ops
+        .iter()
+        .filter_map(|p| {
+            let f = crate::ops::missing_kernel_feature(&p.kind)?;
+            let name = model.operators()[p.index].name();
+            Some(crate::UnsupportedOp {
+                index: p.index,
+                op: format!("{name} (feature {f} is off)"),
+            })
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Unsupported(missing))
     }
 }
 
@@ -1135,6 +1159,7 @@ fn run_op<'b>(
     scratch: &mut Scratch,
 ) -> Result<()> {
     // Multi-output operators handle each output separately.
+    #[cfg(feature = "ops-shape")]
     if let Kind::Split {
         input,
         strides,
@@ -1150,6 +1175,7 @@ fn run_op<'b>(
         }
         return Ok(());
     }
+    #[cfg(feature = "ops-compare")]
     if let Kind::TopK { n, k, dtype, .. } = &p.kind {
         for (j, &out_t) in op.outputs.iter().enumerate().take(2) {
             let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
@@ -1165,7 +1191,7 @@ fn run_op<'b>(
         return Ok(());
     };
     let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
-    if let Some(fast) = &p.fast {
+    if let Some(fast) = p.fast.as_ref().filter(|_| simd::FAST_KERNELS) {
         return run_fast(fast, &p.kind, &ins, out, &mut scratch.fast)
             .ok_or_else(|| op_err(p.index, op, "fast kernel does not match the operator"));
     }
@@ -1177,7 +1203,9 @@ fn run_op<'b>(
         }
     };
     match &p.kind {
+        #[cfg(feature = "ops-shape")]
         Kind::Split { .. } => {}
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
         Kind::Binary {
             op: bop,
             act,
@@ -1198,6 +1226,7 @@ fn run_op<'b>(
             }
             _ => ew::binary_f32(*bop, bc, ins.typed(0)?, ins.typed(1)?, *act, cast_out(out)?),
         },
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
         Kind::Unary { op: uop, dtype } => match dtype {
             DType::I32 => {
                 ew::unary_i32(*uop, ins.typed(0)?, cast_out(out)?);
@@ -1210,6 +1239,7 @@ fn run_op<'b>(
                 out.copy_from_slice(i);
             }
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Transpose {
             in_shape,
             perm,
@@ -1219,6 +1249,7 @@ fn run_op<'b>(
                 i, in_shape, perm, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Strided {
             start,
             shape,
@@ -1229,6 +1260,7 @@ fn run_op<'b>(
                 i, *start, shape, strides, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::BroadcastTo {
             in_shape,
             out_shape,
@@ -1238,6 +1270,7 @@ fn run_op<'b>(
                 i, in_shape, out_shape, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Tile {
             in_shape,
             out_shape,
@@ -1247,6 +1280,7 @@ fn run_op<'b>(
                 i, in_shape, out_shape, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Concat {
             outer,
             out_chunk,
@@ -1265,6 +1299,7 @@ fn run_op<'b>(
                 }
             }
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Gather {
             outer,
             axis_size,
@@ -1304,6 +1339,7 @@ fn run_op<'b>(
                 )
             })?;
         }
+        #[cfg(feature = "ops-shape")]
         Kind::MirrorPad {
             in_shape,
             before,
@@ -1317,6 +1353,7 @@ fn run_op<'b>(
             *symmetric,
             cast_out(out)?,
         ),
+        #[cfg(feature = "ops-shape")]
         Kind::Pad {
             in_shape,
             before,
@@ -1369,7 +1406,9 @@ fn run_op<'b>(
                 ),
             }
         }
+        #[cfg(feature = "ops-elementwise")]
         Kind::Cast { from, to } => run_cast(&ins, *from, *to, out)?,
+        #[cfg(feature = "ops-compare")]
         Kind::Compare {
             op: cop,
             bc,
@@ -1387,10 +1426,13 @@ fn run_op<'b>(
                 _ => cmp::compare_bool(*cop, bc, ins.typed(0)?, ins.typed(1)?, o),
             }
         }
+        #[cfg(feature = "ops-compare")]
         Kind::Logical { and, bc } => {
             cmp::logical(*and, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
+        #[cfg(feature = "ops-compare")]
         Kind::LogicalNot => cmp::logical_not(ins.typed(0)?, cast_out(out)?),
+        #[cfg(feature = "ops-compare")]
         Kind::Select { plan, size } => {
             let c = ins.typed::<u8>(0)?;
             match size {
@@ -1409,7 +1451,9 @@ fn run_op<'b>(
                 ),
             }
         }
+        #[cfg(feature = "ops-compare")]
         Kind::TopK { .. } => {}
+        #[cfg(feature = "ops-reduce")]
         Kind::ArgMinMax {
             outer,
             axis,
@@ -1455,11 +1499,13 @@ fn run_op<'b>(
                 }
             }
         }
+        #[cfg(feature = "ops-quantize")]
         Kind::DequantizeF16 | Kind::DequantizeAffine { .. } | Kind::DequantizePerChannel { .. } => {
             let i = ins.bytes(0).unwrap_or(&[]);
             dequantize(&p.kind, i, cast_out::<f32>(out)?).map_err(|e| op_err(p.index, op, e))?;
         }
         Kind::Precomputed => {}
+        #[cfg(feature = "ops-quantize")]
         Kind::Quantize {
             scale,
             zero_point,
@@ -1486,6 +1532,7 @@ fn run_op<'b>(
             }
         }
         Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
         Kind::RsqrtI8 { table, min_input } => {
             let i = ins.typed::<i8>(0)?;
             if let Some(&v) = i.iter().find(|&&v| v < *min_input) {
@@ -1500,9 +1547,11 @@ fn run_op<'b>(
             }
             ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out)
         }
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
         Kind::BinaryI8 { p: bp, bc } => {
             ew::binary_i8(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
+        #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
         Kind::ConvI8 {
             params,
             in_shape,
@@ -1520,6 +1569,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
         Kind::DepthwiseI8 {
             params,
             in_shape,
@@ -1538,6 +1588,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-matmul", feature = "ops-int8"))]
         Kind::FullyConnectedI8 {
             batches,
             in_depth,
@@ -1553,6 +1604,7 @@ fn run_op<'b>(
             q,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-conv", feature = "ops-hybrid"))]
         Kind::ConvHybrid {
             params,
             in_shape,
@@ -1581,6 +1633,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
+        #[cfg(all(feature = "ops-conv", feature = "ops-hybrid"))]
         Kind::DepthwiseHybrid {
             params,
             in_shape,
@@ -1611,6 +1664,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
+        #[cfg(all(feature = "ops-matmul", feature = "ops-hybrid"))]
         Kind::FullyConnectedHybrid {
             batches,
             in_depth,
@@ -1639,6 +1693,7 @@ fn run_op<'b>(
                 cast_out(out)?,
             )
         }
+        #[cfg(all(feature = "ops-pool", feature = "ops-int8"))]
         Kind::PoolI8 {
             max,
             params,
@@ -1656,6 +1711,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-softmax", feature = "ops-int8"))]
         Kind::SoftmaxI8 {
             table,
             outer,
@@ -1671,6 +1727,7 @@ fn run_op<'b>(
             *out_zero_point,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
         Kind::MeanI8 {
             shape,
             axes,
@@ -1693,6 +1750,7 @@ fn run_op<'b>(
                 o,
             );
         }
+        #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
         Kind::Conv {
             params,
             in_shape,
@@ -1708,6 +1766,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
         Kind::Depthwise {
             params,
             in_shape,
@@ -1723,6 +1782,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
         Kind::TransposeConv {
             params,
             in_shape,
@@ -1738,6 +1798,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
         Kind::TransposeConvI8 {
             params,
             in_shape,
@@ -1763,6 +1824,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
+        #[cfg(all(feature = "ops-matmul", feature = "ops-float"))]
         Kind::FullyConnected {
             batches,
             in_depth,
@@ -1778,6 +1840,7 @@ fn run_op<'b>(
             *act,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-matmul", feature = "ops-float"))]
         Kind::BatchMatMul {
             lhs_shape,
             rhs_shape,
@@ -1794,6 +1857,7 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
+        #[cfg(all(feature = "ops-matmul", feature = "ops-hybrid"))]
         Kind::BatchMatMulHybrid {
             lhs_shape,
             rhs_shape,
@@ -1833,6 +1897,7 @@ fn run_op<'b>(
                 out_shape,
             )
         }
+        #[cfg(all(feature = "ops-matmul", feature = "ops-int8"))]
         Kind::BatchMatMulI8 {
             lhs_shape,
             rhs_shape,
@@ -1853,6 +1918,7 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
+        #[cfg(all(feature = "ops-pool", feature = "ops-float"))]
         Kind::Pool {
             max,
             params,
@@ -1865,6 +1931,7 @@ fn run_op<'b>(
                 pool::average_pool_f32(ins.typed(0)?, *in_shape, params, cast_out(out)?, *out_shape)
             }
         }
+        #[cfg(feature = "ops-resize")]
         Kind::Resize {
             bilinear,
             align_corners,
@@ -1906,6 +1973,7 @@ fn run_op<'b>(
                 *out_shape,
             ),
         },
+        #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
         Kind::Softmax {
             outer,
             depth,
@@ -1918,6 +1986,7 @@ fn run_op<'b>(
                 softmax::softmax_f32(ins.typed(0)?, *outer, *depth, *beta, cast_out(out)?)
             }
         }
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
         Kind::SumI8 {
             shape,
             axes,
@@ -1938,12 +2007,17 @@ fn run_op<'b>(
                 o,
             );
         }
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
         Kind::ReduceMaxMinI8 { shape, axes, max } => {
             reduce::reduce_max_min_i8(ins.typed(0)?, shape, axes, *max, cast_out(out)?)
         }
+        #[cfg(all(feature = "ops-reduce", feature = "ops-float"))]
         Kind::Reduce { shape, axes, kind } => {
             reduce::reduce_f32(ins.typed(0)?, shape, axes, *kind, cast_out(out)?)
         }
+        // Kernels left out by Cargo features (`Interpreter::new` already refused them).
+        #[allow(unreachable_patterns)]
+        _ => return Err(op_err(p.index, op, "kernel not compiled in")),
     }
     Ok(())
 }

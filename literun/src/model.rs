@@ -313,7 +313,7 @@ impl<'a> Model<'a> {
             ));
         }
         let opts = verifier_options(bytes.len());
-        let root = schema::root_as_model_with_opts(&opts, bytes)
+        let root = crate::verify::root(&opts, bytes)
             .map_err(|e| invalid!("flatbuffer verification failed: {e}"))?;
         if root.version() != schema::SCHEMA_VERSION {
             return Err(invalid!("schema version {} (expected 3)", root.version()));
@@ -503,10 +503,14 @@ impl<'a> Model<'a> {
                     }
                     produced[o] = true;
                 }
-                match ops::arity(code) {
+                let compiled_out = ops::missing_feature(code);
+                match ops::arity(code).filter(|_| compiled_out.is_none()) {
                     None => unsupported.push(UnsupportedOp {
                         index: oi,
-                        op: name.clone(),
+                        op: match compiled_out {
+                            Some(f) => format!("{name} (feature {f} is off)"),
+                            None => name.clone(),
+                        },
                     }),
                     Some(a) => {
                         if !a.inputs.contains(&inputs.len()) || !a.outputs.contains(&outputs.len())
@@ -598,8 +602,16 @@ impl<'a> Model<'a> {
         self.bytes
     }
 
-    /// The underlying generated FlatBuffers view (verified).
+    /// The underlying generated FlatBuffers view (verified, builtin options included; only with
+    /// the `schema-api` feature, which verifies them when the model is loaded).
+    #[cfg(feature = "schema-api")]
     pub fn schema(&self) -> schema::Model<'a> {
+        self.root
+    }
+
+    /// The generated view for literun itself: verified except the builtin options tables (read
+    /// with `RawTable`) when `schema-api` is off.
+    pub(crate) fn root(&self) -> schema::Model<'a> {
         self.root
     }
 

@@ -88,3 +88,160 @@ pub fn arity(code: B) -> Option<Arity> {
         _ => return None,
     })
 }
+
+/// The Cargo feature of `code`'s operator family (`"ops-conv"`...), `None` for an operator
+/// literun does not support.
+pub fn family_feature(code: B) -> Option<&'static str> {
+    Some(match code {
+        B::CONV_2D | B::DEPTHWISE_CONV_2D | B::TRANSPOSE_CONV => "ops-conv",
+        B::FULLY_CONNECTED | B::BATCH_MATMUL => "ops-matmul",
+        B::MAX_POOL_2D | B::AVERAGE_POOL_2D => "ops-pool",
+        B::SOFTMAX | B::LOG_SOFTMAX => "ops-softmax",
+        B::ADD
+        | B::SUB
+        | B::MUL
+        | B::DIV
+        | B::POW
+        | B::MAXIMUM
+        | B::MINIMUM
+        | B::SQUARED_DIFFERENCE
+        | B::PRELU
+        | B::ABS
+        | B::NEG
+        | B::EXP
+        | B::LOG
+        | B::SQRT
+        | B::RSQRT
+        | B::RELU
+        | B::RELU6
+        | B::RELU_N1_TO_1
+        | B::LOGISTIC
+        | B::TANH
+        | B::HARD_SWISH
+        | B::GELU
+        | B::LEAKY_RELU
+        | B::FLOOR
+        | B::SQUARE
+        | B::CAST => "ops-elementwise",
+        B::RESHAPE
+        | B::SQUEEZE
+        | B::EXPAND_DIMS
+        | B::TRANSPOSE
+        | B::CONCATENATION
+        | B::SPLIT
+        | B::SPLIT_V
+        | B::SLICE
+        | B::STRIDED_SLICE
+        | B::GATHER
+        | B::PAD
+        | B::PADV2
+        | B::MIRROR_PAD
+        | B::BROADCAST_TO
+        | B::TILE => "ops-shape",
+        B::QUANTIZE | B::DEQUANTIZE => "ops-quantize",
+        B::MEAN
+        | B::SUM
+        | B::REDUCE_MAX
+        | B::REDUCE_MIN
+        | B::REDUCE_PROD
+        | B::ARG_MAX
+        | B::ARG_MIN => "ops-reduce",
+        B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => "ops-resize",
+        B::EQUAL
+        | B::NOT_EQUAL
+        | B::LESS
+        | B::LESS_EQUAL
+        | B::GREATER
+        | B::GREATER_EQUAL
+        | B::LOGICAL_AND
+        | B::LOGICAL_OR
+        | B::LOGICAL_NOT
+        | B::SELECT_V2
+        | B::TOPK_V2 => "ops-compare",
+        _ => return None,
+    })
+}
+
+/// The `ops-*` features of this crate and whether each is compiled in.
+pub const FEATURES: [(&str, bool); 13] = [
+    ("ops-float", cfg!(feature = "ops-float")),
+    ("ops-int8", cfg!(feature = "ops-int8")),
+    ("ops-hybrid", cfg!(feature = "ops-hybrid")),
+    ("ops-conv", cfg!(feature = "ops-conv")),
+    ("ops-matmul", cfg!(feature = "ops-matmul")),
+    ("ops-pool", cfg!(feature = "ops-pool")),
+    ("ops-softmax", cfg!(feature = "ops-softmax")),
+    ("ops-elementwise", cfg!(feature = "ops-elementwise")),
+    ("ops-shape", cfg!(feature = "ops-shape")),
+    ("ops-quantize", cfg!(feature = "ops-quantize")),
+    ("ops-reduce", cfg!(feature = "ops-reduce")),
+    ("ops-resize", cfg!(feature = "ops-resize")),
+    ("ops-compare", cfg!(feature = "ops-compare")),
+];
+
+/// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.
+pub fn feature_enabled(feature: &str) -> bool {
+    FEATURES.iter().any(|&(f, on)| on && f == feature)
+}
+
+/// The feature `code` needs that this build lacks (its family's), `None` when the operator is
+/// compiled in or not supported at all (see [`arity`]).
+pub fn missing_feature(code: B) -> Option<&'static str> {
+    family_feature(code).filter(|f| !feature_enabled(f))
+}
+
+/// The feature the kernel of a prepared operator needs that this build lacks: its family's, or
+/// its element type's (`ops-float`, `ops-int8`, `ops-hybrid`). Must match the `cfg`s of the
+/// kernel dispatch in `interpreter::run_op`.
+pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'static str> {
+    use crate::prepare::Kind as K;
+    const F: &str = "ops-float";
+    const I: &str = "ops-int8";
+    const H: &str = "ops-hybrid";
+    let (family, ty) = match kind {
+        K::Conv { .. } | K::Depthwise { .. } | K::TransposeConv { .. } => ("ops-conv", Some(F)),
+        K::ConvI8 { .. } | K::DepthwiseI8 { .. } | K::TransposeConvI8 { .. } => {
+            ("ops-conv", Some(I))
+        }
+        K::ConvHybrid { .. } | K::DepthwiseHybrid { .. } => ("ops-conv", Some(H)),
+        K::FullyConnected { .. } | K::BatchMatMul { .. } => ("ops-matmul", Some(F)),
+        K::FullyConnectedI8 { .. } | K::BatchMatMulI8 { .. } => ("ops-matmul", Some(I)),
+        K::FullyConnectedHybrid { .. } | K::BatchMatMulHybrid { .. } => ("ops-matmul", Some(H)),
+        K::Pool { .. } => ("ops-pool", Some(F)),
+        K::PoolI8 { .. } => ("ops-pool", Some(I)),
+        K::Softmax { .. } => ("ops-softmax", Some(F)),
+        K::SoftmaxI8 { .. } => ("ops-softmax", Some(I)),
+        K::Binary { .. } | K::Unary { .. } => ("ops-elementwise", Some(F)),
+        K::BinaryI8 { .. } | K::RsqrtI8 { .. } => ("ops-elementwise", Some(I)),
+        K::Cast { .. } => ("ops-elementwise", None),
+        K::Transpose { .. }
+        | K::Strided { .. }
+        | K::BroadcastTo { .. }
+        | K::Tile { .. }
+        | K::Split { .. }
+        | K::Concat { .. }
+        | K::Gather { .. }
+        | K::Pad { .. }
+        | K::MirrorPad { .. } => ("ops-shape", None),
+        K::DequantizeF16
+        | K::DequantizeAffine { .. }
+        | K::DequantizePerChannel { .. }
+        | K::Quantize { .. } => ("ops-quantize", None),
+        K::Reduce { .. } => ("ops-reduce", Some(F)),
+        K::MeanI8 { .. } | K::SumI8 { .. } | K::ReduceMaxMinI8 { .. } => ("ops-reduce", Some(I)),
+        K::ArgMinMax { .. } => ("ops-reduce", None),
+        K::Resize { .. } => ("ops-resize", None),
+        K::Compare { .. }
+        | K::Logical { .. }
+        | K::LogicalNot
+        | K::Select { .. }
+        | K::TopK { .. } => ("ops-compare", None),
+        // Copy, Lut8 and Precomputed are always compiled in.
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    };
+    [Some(family), ty]
+        .into_iter()
+        .flatten()
+        .find(|f| !feature_enabled(f))
+}

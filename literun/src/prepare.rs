@@ -1,5 +1,7 @@
 //! Per-operator preparation: checks input/output types and shapes against what the inputs imply,
 //! reads options, resolves padding and axes, and produces the [`Kind`] that `invoke` runs.
+// With some `ops-*` features off, helpers only the left-out operators use are unused.
+#![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports, unused_variables, unused_macros, unreachable_code))]
 
 use alloc::format;
 use alloc::string::String;
@@ -604,6 +606,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
     let c = &ctx;
     let code = op.code;
     let r = match code {
+        #[cfg(feature = "ops-elementwise")]
         B::ADD
         | B::SUB
         | B::MUL
@@ -613,6 +616,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         | B::MINIMUM
         | B::SQUARED_DIFFERENCE
         | B::PRELU => binary(c, code)?,
+        #[cfg(feature = "ops-elementwise")]
         B::ABS
         | B::NEG
         | B::EXP
@@ -629,40 +633,69 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         | B::LEAKY_RELU
         | B::FLOOR
         | B::SQUARE => unary(c, code)?,
+        #[cfg(feature = "ops-shape")]
         B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => reshape(c, code)?,
+        #[cfg(feature = "ops-shape")]
         B::TRANSPOSE => transpose(c)?,
+        #[cfg(feature = "ops-shape")]
         B::CONCATENATION => concat(c)?,
+        #[cfg(feature = "ops-shape")]
         B::SPLIT | B::SPLIT_V => split(c, code == B::SPLIT_V)?,
+        #[cfg(feature = "ops-shape")]
         B::SLICE => slice(c)?,
+        #[cfg(feature = "ops-shape")]
         B::STRIDED_SLICE => strided_slice(c)?,
+        #[cfg(feature = "ops-shape")]
         B::GATHER => gather(c)?,
+        #[cfg(feature = "ops-shape")]
         B::PAD | B::PADV2 => pad(c)?,
+        #[cfg(feature = "ops-shape")]
         B::MIRROR_PAD => mirror_pad(c)?,
+        #[cfg(feature = "ops-shape")]
         B::BROADCAST_TO => broadcast_to(c)?,
+        #[cfg(feature = "ops-shape")]
         B::TILE => tile(c)?,
+        #[cfg(feature = "ops-elementwise")]
         B::CAST => cast(c)?,
+        #[cfg(feature = "ops-reduce")]
         B::ARG_MAX | B::ARG_MIN => arg_min_max(c, code == B::ARG_MAX)?,
+        #[cfg(feature = "ops-quantize")]
         B::DEQUANTIZE => dequantize(c)?,
+        #[cfg(feature = "ops-quantize")]
         B::QUANTIZE => quantize(c)?,
+        #[cfg(feature = "ops-conv")]
         B::CONV_2D => conv2d(c)?,
+        #[cfg(feature = "ops-conv")]
         B::DEPTHWISE_CONV_2D => depthwise(c)?,
+        #[cfg(feature = "ops-conv")]
         B::TRANSPOSE_CONV => transpose_conv(c)?,
+        #[cfg(feature = "ops-matmul")]
         B::FULLY_CONNECTED => fully_connected(c)?,
+        #[cfg(feature = "ops-matmul")]
         B::BATCH_MATMUL => batch_matmul(c)?,
+        #[cfg(feature = "ops-pool")]
         B::MAX_POOL_2D | B::AVERAGE_POOL_2D => pool2d(c, code == B::MAX_POOL_2D)?,
+        #[cfg(feature = "ops-resize")]
         B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => resize(c, code == B::RESIZE_BILINEAR)?,
+        #[cfg(feature = "ops-softmax")]
         B::SOFTMAX | B::LOG_SOFTMAX => softmax(c, code == B::LOG_SOFTMAX)?,
+        #[cfg(feature = "ops-reduce")]
         B::MEAN | B::SUM | B::REDUCE_MAX | B::REDUCE_MIN | B::REDUCE_PROD => reduce(c, code)?,
+        #[cfg(feature = "ops-compare")]
         B::EQUAL | B::NOT_EQUAL | B::LESS | B::LESS_EQUAL | B::GREATER | B::GREATER_EQUAL => {
             compare(c, code)?
         }
+        #[cfg(feature = "ops-compare")]
         B::LOGICAL_AND | B::LOGICAL_OR => logical(c, code == B::LOGICAL_AND)?,
+        #[cfg(feature = "ops-compare")]
         B::LOGICAL_NOT => {
             c.want_dtype(0, &[DType::Bool])?;
             c.check_out(0, c.shape(0)?, DType::Bool)?;
             Kind::LogicalNot
         }
+        #[cfg(feature = "ops-compare")]
         B::SELECT_V2 => select_v2(c)?,
+        #[cfg(feature = "ops-compare")]
         B::TOPK_V2 => topk(c)?,
         _ => return Err(c.err("not supported by the interpreter")),
     };
