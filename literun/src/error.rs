@@ -71,9 +71,25 @@ impl std::error::Error for Error {}
 
 /// Shorthand for `Error::InvalidModel(format!(..))`.
 macro_rules! invalid {
-    ($($arg:tt)*) => { $crate::error::Error::InvalidModel(alloc::format!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::error::Error::InvalidModel($crate::error::format!($($arg)*)) };
 }
 pub(crate) use invalid;
+
+/// `alloc::format!` for error messages. Without the `error-details` feature, the format string's
+/// text alone (placeholders left as written, arguments evaluated but not formatted): a build
+/// then carries no float or `Debug` formatting code for messages nobody reads (firmware).
+#[cfg(feature = "error-details")]
+pub(crate) use alloc::format;
+
+#[cfg(not(feature = "error-details"))]
+macro_rules! format {
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {{
+        $(let _ = &$arg;)*
+        alloc::string::String::from($fmt)
+    }};
+}
+#[cfg(not(feature = "error-details"))]
+pub(crate) use format;
 
 #[cfg(test)]
 mod tests {

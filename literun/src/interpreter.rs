@@ -1,8 +1,18 @@
 //! The interpreter: prepares a [`Model`] once (shapes, parameters, arena plan) and runs it.
-// With some `ops-*` features off, helpers only the left-out operators use are unused.
-#![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports, unused_variables, unused_macros, unreachable_code))]
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
 
-use alloc::format;
+use crate::error::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -934,7 +944,7 @@ fn compiled_in(model: &Model<'_>, ops: &[Prepared]) -> Result<()> {
             let name = model.operators()[p.index].name();
             Some(crate::UnsupportedOp {
                 index: p.index,
-                op: format!("{name} (feature {f} is off)"),
+                op: [name.as_str(), " (feature ", f, " is off)"].concat(),
             })
         })
         .collect();
@@ -1514,7 +1524,16 @@ fn run_op<'b>(
             let i = ins.typed::<f32>(0)?;
             let q = |x: f32, lo: f64, hi: f64| -> i32 {
                 let r = crate::math::roundf(x / *scale);
-                (f64::from(r) + f64::from(*zero_point)).clamp(lo, hi) as i32
+                let v = f64::from(r) + f64::from(*zero_point);
+                // `f64::clamp` (NaN stays NaN) without its `lo <= hi` assertion, whose message
+                // would bring float formatting into firmware builds.
+                (if v < lo {
+                    lo
+                } else if v > hi {
+                    hi
+                } else {
+                    v
+                }) as i32
             };
             match to {
                 DType::I8 => cast_out::<i8>(out)?

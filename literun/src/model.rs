@@ -1,6 +1,8 @@
 //! A verified, zero-copy view of a TFLite-format model.
+// Without `error-details`, values only error messages mention are unused.
+#![cfg_attr(not(feature = "error-details"), allow(unused_variables))]
 
-use alloc::format;
+use crate::error::format;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -176,7 +178,7 @@ impl OpDesc<'_> {
 pub(crate) fn op_name(code: schema::BuiltinOperator) -> String {
     match code.variant_name() {
         Some(n) => n.to_string(),
-        None => format!("UNKNOWN({})", code.0),
+        None => alloc::format!("UNKNOWN({})", code.0),
     }
 }
 
@@ -331,7 +333,9 @@ impl<'a> Model<'a> {
         if let Some(ts) = sg.tensors() {
             for (ti, t) in ts.iter().enumerate() {
                 let name = t.name().unwrap_or("");
-                let ctx = |m: String| invalid!("tensor {ti} '{name}': {m}");
+                // Integers and strings only: formatted even without `error-details`.
+                let ctx =
+                    |m: String| Error::InvalidModel(alloc::format!("tensor {ti} '{name}': {m}"));
                 let dtype = DType::from_tflite(t.type_()).ok_or_else(|| {
                     ctx(format!(
                         "unsupported type {}",
@@ -455,11 +459,12 @@ impl<'a> Model<'a> {
                         .max(i32::from(oc.deprecated_builtin_code())),
                 );
                 let name = if code == schema::BuiltinOperator::CUSTOM {
-                    format!("CUSTOM({})", oc.custom_code().unwrap_or(""))
+                    ["CUSTOM(", oc.custom_code().unwrap_or(""), ")"].concat()
                 } else {
                     op_name(code)
                 };
-                let err = |m: String| invalid!("operator #{oi} ({name}): {m}");
+                let err =
+                    |m: String| Error::InvalidModel(alloc::format!("operator #{oi} ({name}): {m}"));
                 let mut inputs = Vec::new();
                 if let Some(v) = op.inputs() {
                     for i in v.iter() {
@@ -508,7 +513,7 @@ impl<'a> Model<'a> {
                     None => unsupported.push(UnsupportedOp {
                         index: oi,
                         op: match compiled_out {
-                            Some(f) => format!("{name} (feature {f} is off)"),
+                            Some(f) => [name.as_str(), " (feature ", f, " is off)"].concat(),
                             None => name.clone(),
                         },
                     }),

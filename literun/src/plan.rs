@@ -1,6 +1,8 @@
 //! Arena memory planning: assigns each non-constant tensor an offset in one buffer so that
 //! tensors alive at the same time never overlap. Independent of the schema; shared with the
 //! converter (which reports arena sizes).
+// Without `error-details`, values only error messages mention are unused.
+#![cfg_attr(not(feature = "error-details"), allow(unused_variables))]
 
 use alloc::vec::Vec;
 
@@ -109,7 +111,7 @@ pub fn parse_offline_metadata(
     bytes: &[u8],
     tensors: usize,
 ) -> Result<Vec<i32>, alloc::string::String> {
-    use alloc::format;
+    use crate::error::format;
     if !bytes.len().is_multiple_of(4) || bytes.len() < 12 {
         return Err(format!(
             "{} bytes is not a list of i32 of at least 3",

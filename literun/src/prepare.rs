@@ -1,9 +1,19 @@
 //! Per-operator preparation: checks input/output types and shapes against what the inputs imply,
 //! reads options, resolves padding and axes, and produces the [`Kind`] that `invoke` runs.
-// With some `ops-*` features off, helpers only the left-out operators use are unused.
-#![cfg_attr(not(feature = "all-ops"), allow(dead_code, unused_imports, unused_variables, unused_macros, unreachable_code))]
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
 
-use alloc::format;
+use crate::error::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;

@@ -55,7 +55,10 @@ fn families_compiled_out_fail_at_load() {
         assert!(names.contains(&want), "{want} not in {names:?}");
     }
     // Compiled-in families are not listed.
-    assert!(!names.iter().any(|n| n.starts_with("FULLY_CONNECTED")), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("FULLY_CONNECTED")),
+        "{names:?}"
+    );
     let shown = Error::Unsupported(vec![]).to_string();
     assert!(shown.starts_with("unsupported operators"));
 }
@@ -74,6 +77,12 @@ fn float_kernels_compiled_out_fail_at_prepare() {
         assert!(op.ends_with("(feature ops-float is off)"), "#{i} {op}");
     }
     let names: Vec<&str> = ops.iter().map(|(_, o)| o.as_str()).collect();
-    assert!(names.contains(&"CONV_2D (feature ops-float is off)"), "{names:?}");
-    assert!(names.contains(&"FULLY_CONNECTED (feature ops-float is off)"), "{names:?}");
+    assert!(
+        names.contains(&"CONV_2D (feature ops-float is off)"),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"FULLY_CONNECTED (feature ops-float is off)"),
+        "{names:?}"
+    );
 }
