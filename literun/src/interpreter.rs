@@ -1349,7 +1349,7 @@ fn run_op<'b>(
                 )
             })?;
         }
-        #[cfg(feature = "ops-shape")]
+        #[cfg(feature = "ops-pad")]
         Kind::MirrorPad {
             in_shape,
             before,
@@ -1363,7 +1363,7 @@ fn run_op<'b>(
             *symmetric,
             cast_out(out)?,
         ),
-        #[cfg(feature = "ops-shape")]
+        #[cfg(feature = "ops-pad")]
         Kind::Pad {
             in_shape,
             before,

@@ -123,19 +123,15 @@ pub fn family_feature(code: B) -> Option<&'static str> {
         | B::FLOOR
         | B::SQUARE
         | B::CAST => "ops-elementwise",
-        B::RESHAPE
-        | B::SQUEEZE
-        | B::EXPAND_DIMS
-        | B::TRANSPOSE
+        B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => "ops-reshape",
+        B::PAD | B::PADV2 | B::MIRROR_PAD => "ops-pad",
+        B::TRANSPOSE
         | B::CONCATENATION
         | B::SPLIT
         | B::SPLIT_V
         | B::SLICE
         | B::STRIDED_SLICE
         | B::GATHER
-        | B::PAD
-        | B::PADV2
-        | B::MIRROR_PAD
         | B::BROADCAST_TO
         | B::TILE => "ops-shape",
         B::QUANTIZE | B::DEQUANTIZE => "ops-quantize",
@@ -163,7 +159,7 @@ pub fn family_feature(code: B) -> Option<&'static str> {
 }
 
 /// The `ops-*` features of this crate and whether each is compiled in.
-pub const FEATURES: [(&str, bool); 13] = [
+pub const FEATURES: [(&str, bool); 15] = [
     ("ops-float", cfg!(feature = "ops-float")),
     ("ops-int8", cfg!(feature = "ops-int8")),
     ("ops-hybrid", cfg!(feature = "ops-hybrid")),
@@ -172,6 +168,8 @@ pub const FEATURES: [(&str, bool); 13] = [
     ("ops-pool", cfg!(feature = "ops-pool")),
     ("ops-softmax", cfg!(feature = "ops-softmax")),
     ("ops-elementwise", cfg!(feature = "ops-elementwise")),
+    ("ops-reshape", cfg!(feature = "ops-reshape")),
+    ("ops-pad", cfg!(feature = "ops-pad")),
     ("ops-shape", cfg!(feature = "ops-shape")),
     ("ops-quantize", cfg!(feature = "ops-quantize")),
     ("ops-reduce", cfg!(feature = "ops-reduce")),
@@ -214,15 +212,14 @@ pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'st
         K::Binary { .. } | K::Unary { .. } => ("ops-elementwise", Some(F)),
         K::BinaryI8 { .. } | K::RsqrtI8 { .. } => ("ops-elementwise", Some(I)),
         K::Cast { .. } => ("ops-elementwise", None),
+        K::Pad { .. } | K::MirrorPad { .. } => ("ops-pad", None),
         K::Transpose { .. }
         | K::Strided { .. }
         | K::BroadcastTo { .. }
         | K::Tile { .. }
         | K::Split { .. }
         | K::Concat { .. }
-        | K::Gather { .. }
-        | K::Pad { .. }
-        | K::MirrorPad { .. } => ("ops-shape", None),
+        | K::Gather { .. } => ("ops-shape", None),
         K::DequantizeF16
         | K::DequantizeAffine { .. }
         | K::DequantizePerChannel { .. }

@@ -643,7 +643,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         | B::LEAKY_RELU
         | B::FLOOR
         | B::SQUARE => unary(c, code)?,
-        #[cfg(feature = "ops-shape")]
+        #[cfg(feature = "ops-reshape")]
         B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => reshape(c, code)?,
         #[cfg(feature = "ops-shape")]
         B::TRANSPOSE => transpose(c)?,
@@ -657,9 +657,9 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         B::STRIDED_SLICE => strided_slice(c)?,
         #[cfg(feature = "ops-shape")]
         B::GATHER => gather(c)?,
-        #[cfg(feature = "ops-shape")]
+        #[cfg(feature = "ops-pad")]
         B::PAD | B::PADV2 => pad(c)?,
-        #[cfg(feature = "ops-shape")]
+        #[cfg(feature = "ops-pad")]
         B::MIRROR_PAD => mirror_pad(c)?,
         #[cfg(feature = "ops-shape")]
         B::BROADCAST_TO => broadcast_to(c)?,
