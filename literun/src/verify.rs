@@ -4,7 +4,9 @@
 //! verifier does, except the operators' `builtin_options` union values: literun never follows those with generated
 //! accessors but reads them with [`crate::rawfb::RawTable`], where every access is bounds-checked
 //! (as it already does for option tables the union does not list). That leaves out the
-//! generated verifier's one function per options table type (~26 KiB on a Cortex-M). With the
+//! generated verifier's one function per options table type (~26 KiB on a Cortex-M). Likewise
+//! tensors' sparsity, variant subtypes and custom quantization details, which literun rejects or
+//! ignores without reading. With the
 //! `schema-api` feature the generated verifier checks the whole file too, so
 //! `Model::schema` can hand out the generated view.
 
@@ -37,6 +39,12 @@ struct LeanModel;
 struct LeanSubGraph;
 /// `schema::Operator` without following its builtin options.
 struct LeanOperator;
+/// `schema::Tensor` without following `sparsity` and `variant_tensors` (literun only checks
+/// whether `sparsity` is present, through the vtable).
+struct LeanTensor;
+/// `schema::QuantizationParameters` without following the `details` union value (literun only
+/// reads its tag).
+struct LeanQuant;
 
 type Offsets<'a, T> = ForwardsUOffset<Vector<'a, ForwardsUOffset<T>>>;
 type Ints<'a> = ForwardsUOffset<Vector<'a, i32>>;
@@ -71,7 +79,7 @@ impl Verifiable for LeanSubGraph {
     fn run_verifier(v: &mut Verifier, pos: usize) -> Result<(), InvalidFlatbuffer> {
         use schema::SubGraph as S;
         v.visit_table(pos)?
-            .visit_field::<Offsets<schema::Tensor>>("tensors", S::VT_TENSORS, false)?
+            .visit_field::<Offsets<LeanTensor>>("tensors", S::VT_TENSORS, false)?
             .visit_field::<Ints>("inputs", S::VT_INPUTS, false)?
             .visit_field::<Ints>("outputs", S::VT_OUTPUTS, false)?
             .visit_field::<Offsets<LeanOperator>>("operators", S::VT_OPERATORS, false)?
@@ -123,6 +131,48 @@ impl Verifiable for LeanOperator {
                 O::VT_LARGE_CUSTOM_OPTIONS_SIZE,
                 false,
             )?
+            .finish();
+        Ok(())
+    }
+}
+
+impl Verifiable for LeanTensor {
+    fn run_verifier(v: &mut Verifier, pos: usize) -> Result<(), InvalidFlatbuffer> {
+        use schema::Tensor as T;
+        v.visit_table(pos)?
+            .visit_field::<Ints>("shape", T::VT_SHAPE, false)?
+            .visit_field::<schema::TensorType>("type_", T::VT_TYPE_, false)?
+            .visit_field::<u32>("buffer", T::VT_BUFFER, false)?
+            .visit_field::<ForwardsUOffset<&str>>("name", T::VT_NAME, false)?
+            .visit_field::<ForwardsUOffset<LeanQuant>>("quantization", T::VT_QUANTIZATION, false)?
+            .visit_field::<bool>("is_variable", T::VT_IS_VARIABLE, false)?
+            // The offsets themselves only.
+            .visit_field::<u32>("sparsity", T::VT_SPARSITY, false)?
+            .visit_field::<Ints>("shape_signature", T::VT_SHAPE_SIGNATURE, false)?
+            .visit_field::<bool>("has_rank", T::VT_HAS_RANK, false)?
+            .visit_field::<u32>("variant_tensors", T::VT_VARIANT_TENSORS, false)?
+            .finish();
+        Ok(())
+    }
+}
+
+impl Verifiable for LeanQuant {
+    fn run_verifier(v: &mut Verifier, pos: usize) -> Result<(), InvalidFlatbuffer> {
+        use schema::QuantizationParameters as Q;
+        v.visit_table(pos)?
+            .visit_field::<ForwardsUOffset<Vector<f32>>>("min", Q::VT_MIN, false)?
+            .visit_field::<ForwardsUOffset<Vector<f32>>>("max", Q::VT_MAX, false)?
+            .visit_field::<ForwardsUOffset<Vector<f32>>>("scale", Q::VT_SCALE, false)?
+            .visit_field::<ForwardsUOffset<Vector<i64>>>("zero_point", Q::VT_ZERO_POINT, false)?
+            .visit_union::<schema::QuantizationDetails, _>(
+                "details_type",
+                Q::VT_DETAILS_TYPE,
+                "details",
+                Q::VT_DETAILS,
+                false,
+                |_, _, _| Ok(()),
+            )?
+            .visit_field::<i32>("quantized_dimension", Q::VT_QUANTIZED_DIMENSION, false)?
             .finish();
         Ok(())
     }
