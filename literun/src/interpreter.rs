@@ -1588,7 +1588,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
-        #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-int8"))]
         Kind::DepthwiseI8 {
             params,
             in_shape,
@@ -1607,7 +1607,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
-        #[cfg(all(feature = "ops-matmul", feature = "ops-int8"))]
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-int8"))]
         Kind::FullyConnectedI8 {
             batches,
             in_depth,
@@ -1652,7 +1652,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
-        #[cfg(all(feature = "ops-conv", feature = "ops-hybrid"))]
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-hybrid"))]
         Kind::DepthwiseHybrid {
             params,
             in_shape,
@@ -1683,7 +1683,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
-        #[cfg(all(feature = "ops-matmul", feature = "ops-hybrid"))]
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-hybrid"))]
         Kind::FullyConnectedHybrid {
             batches,
             in_depth,
@@ -1785,7 +1785,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
-        #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-float"))]
         Kind::Depthwise {
             params,
             in_shape,
@@ -1801,7 +1801,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
-        #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
+        #[cfg(all(feature = "ops-transpose-conv", feature = "ops-float"))]
         Kind::TransposeConv {
             params,
             in_shape,
@@ -1817,7 +1817,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
-        #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
+        #[cfg(all(feature = "ops-transpose-conv", feature = "ops-int8"))]
         Kind::TransposeConvI8 {
             params,
             in_shape,
@@ -1843,7 +1843,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
-        #[cfg(all(feature = "ops-matmul", feature = "ops-float"))]
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-float"))]
         Kind::FullyConnected {
             batches,
             in_depth,
@@ -1859,7 +1859,7 @@ fn run_op<'b>(
             *act,
             cast_out(out)?,
         ),
-        #[cfg(all(feature = "ops-matmul", feature = "ops-float"))]
+        #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
         Kind::BatchMatMul {
             lhs_shape,
             rhs_shape,
@@ -1876,7 +1876,7 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
-        #[cfg(all(feature = "ops-matmul", feature = "ops-hybrid"))]
+        #[cfg(all(feature = "ops-batch-matmul", feature = "ops-hybrid"))]
         Kind::BatchMatMulHybrid {
             lhs_shape,
             rhs_shape,
@@ -1916,7 +1916,7 @@ fn run_op<'b>(
                 out_shape,
             )
         }
-        #[cfg(all(feature = "ops-matmul", feature = "ops-int8"))]
+        #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
         Kind::BatchMatMulI8 {
             lhs_shape,
             rhs_shape,

@@ -93,8 +93,11 @@ pub fn arity(code: B) -> Option<Arity> {
 /// literun does not support.
 pub fn family_feature(code: B) -> Option<&'static str> {
     Some(match code {
-        B::CONV_2D | B::DEPTHWISE_CONV_2D | B::TRANSPOSE_CONV => "ops-conv",
-        B::FULLY_CONNECTED | B::BATCH_MATMUL => "ops-matmul",
+        B::CONV_2D => "ops-conv",
+        B::DEPTHWISE_CONV_2D => "ops-depthwise-conv",
+        B::TRANSPOSE_CONV => "ops-transpose-conv",
+        B::FULLY_CONNECTED => "ops-fully-connected",
+        B::BATCH_MATMUL => "ops-batch-matmul",
         B::MAX_POOL_2D | B::AVERAGE_POOL_2D => "ops-pool",
         B::SOFTMAX | B::LOG_SOFTMAX => "ops-softmax",
         B::ADD
@@ -159,12 +162,15 @@ pub fn family_feature(code: B) -> Option<&'static str> {
 }
 
 /// The `ops-*` features of this crate and whether each is compiled in.
-pub const FEATURES: [(&str, bool); 15] = [
+pub const FEATURES: [(&str, bool); 18] = [
     ("ops-float", cfg!(feature = "ops-float")),
     ("ops-int8", cfg!(feature = "ops-int8")),
     ("ops-hybrid", cfg!(feature = "ops-hybrid")),
     ("ops-conv", cfg!(feature = "ops-conv")),
-    ("ops-matmul", cfg!(feature = "ops-matmul")),
+    ("ops-depthwise-conv", cfg!(feature = "ops-depthwise-conv")),
+    ("ops-transpose-conv", cfg!(feature = "ops-transpose-conv")),
+    ("ops-fully-connected", cfg!(feature = "ops-fully-connected")),
+    ("ops-batch-matmul", cfg!(feature = "ops-batch-matmul")),
     ("ops-pool", cfg!(feature = "ops-pool")),
     ("ops-softmax", cfg!(feature = "ops-softmax")),
     ("ops-elementwise", cfg!(feature = "ops-elementwise")),
@@ -197,14 +203,20 @@ pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'st
     const I: &str = "ops-int8";
     const H: &str = "ops-hybrid";
     let (family, ty) = match kind {
-        K::Conv { .. } | K::Depthwise { .. } | K::TransposeConv { .. } => ("ops-conv", Some(F)),
-        K::ConvI8 { .. } | K::DepthwiseI8 { .. } | K::TransposeConvI8 { .. } => {
-            ("ops-conv", Some(I))
-        }
-        K::ConvHybrid { .. } | K::DepthwiseHybrid { .. } => ("ops-conv", Some(H)),
-        K::FullyConnected { .. } | K::BatchMatMul { .. } => ("ops-matmul", Some(F)),
-        K::FullyConnectedI8 { .. } | K::BatchMatMulI8 { .. } => ("ops-matmul", Some(I)),
-        K::FullyConnectedHybrid { .. } | K::BatchMatMulHybrid { .. } => ("ops-matmul", Some(H)),
+        K::Conv { .. } => ("ops-conv", Some(F)),
+        K::ConvI8 { .. } => ("ops-conv", Some(I)),
+        K::ConvHybrid { .. } => ("ops-conv", Some(H)),
+        K::Depthwise { .. } => ("ops-depthwise-conv", Some(F)),
+        K::DepthwiseI8 { .. } => ("ops-depthwise-conv", Some(I)),
+        K::DepthwiseHybrid { .. } => ("ops-depthwise-conv", Some(H)),
+        K::TransposeConv { .. } => ("ops-transpose-conv", Some(F)),
+        K::TransposeConvI8 { .. } => ("ops-transpose-conv", Some(I)),
+        K::FullyConnected { .. } => ("ops-fully-connected", Some(F)),
+        K::FullyConnectedI8 { .. } => ("ops-fully-connected", Some(I)),
+        K::FullyConnectedHybrid { .. } => ("ops-fully-connected", Some(H)),
+        K::BatchMatMul { .. } => ("ops-batch-matmul", Some(F)),
+        K::BatchMatMulI8 { .. } => ("ops-batch-matmul", Some(I)),
+        K::BatchMatMulHybrid { .. } => ("ops-batch-matmul", Some(H)),
         K::Pool { .. } => ("ops-pool", Some(F)),
         K::PoolI8 { .. } => ("ops-pool", Some(I)),
         K::Softmax { .. } => ("ops-softmax", Some(F)),

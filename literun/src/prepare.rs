@@ -675,13 +675,13 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         B::QUANTIZE => quantize(c)?,
         #[cfg(feature = "ops-conv")]
         B::CONV_2D => conv2d(c)?,
-        #[cfg(feature = "ops-conv")]
+        #[cfg(feature = "ops-depthwise-conv")]
         B::DEPTHWISE_CONV_2D => depthwise(c)?,
-        #[cfg(feature = "ops-conv")]
+        #[cfg(feature = "ops-transpose-conv")]
         B::TRANSPOSE_CONV => transpose_conv(c)?,
-        #[cfg(feature = "ops-matmul")]
+        #[cfg(feature = "ops-fully-connected")]
         B::FULLY_CONNECTED => fully_connected(c)?,
-        #[cfg(feature = "ops-matmul")]
+        #[cfg(feature = "ops-batch-matmul")]
         B::BATCH_MATMUL => batch_matmul(c)?,
         #[cfg(feature = "ops-pool")]
         B::MAX_POOL_2D | B::AVERAGE_POOL_2D => pool2d(c, code == B::MAX_POOL_2D)?,
