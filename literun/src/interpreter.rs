@@ -425,6 +425,7 @@ impl<'m> Interpreter<'m> {
         let tensors = model.tensors();
         let nops = model.operators().len();
         let mut ops = Vec::with_capacity(nops);
+        types_compiled_in(model)?;
         for (i, op) in model.operators().iter().enumerate() {
             ops.push(Prepared {
                 index: i,
@@ -945,6 +946,36 @@ fn compiled_in(model: &Model<'_>, ops: &[Prepared]) -> Result<()> {
             Some(crate::UnsupportedOp {
                 index: p.index,
                 op: [name.as_str(), " (feature ", f, " is off)"].concat(),
+            })
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Unsupported(missing))
+    }
+}
+
+/// `Err(Unsupported)` listing the operators whose preparation needs an element-type feature this
+/// build lacks (see [`crate::ops::missing_type_feature`]), before preparing any.
+fn types_compiled_in(model: &Model<'_>) -> Result<()> {
+    let tensors = model.tensors();
+    let dtype = |op: &OpDesc<'_>, k: usize| {
+        op.inputs
+            .get(k)
+            .copied()
+            .flatten()
+            .map(|t| tensors[t].dtype)
+    };
+    let missing: Vec<crate::UnsupportedOp> = model
+        .operators()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, op)| {
+            let f = crate::ops::missing_type_feature(op.code, dtype(op, 0)?, dtype(op, 1)?)?;
+            Some(crate::UnsupportedOp {
+                index: i,
+                op: [op.name().as_str(), " (feature ", f, " is off)"].concat(),
             })
         })
         .collect();

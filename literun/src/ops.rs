@@ -199,52 +199,60 @@ pub fn missing_feature(code: B) -> Option<&'static str> {
 /// kernel dispatch in `interpreter::run_op`.
 pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'static str> {
     use crate::prepare::Kind as K;
-    const F: &str = "ops-float";
-    const I: &str = "ops-int8";
-    const H: &str = "ops-hybrid";
+    // (name, compiled in): constants, so a build keeps only the arms it needs.
+    macro_rules! f {
+        ($name:literal) => {
+            ($name, cfg!(feature = $name))
+        };
+    }
+    const F: (&str, bool) = f!("ops-float");
+    const I: (&str, bool) = f!("ops-int8");
+    const H: (&str, bool) = f!("ops-hybrid");
     let (family, ty) = match kind {
-        K::Conv { .. } => ("ops-conv", Some(F)),
-        K::ConvI8 { .. } => ("ops-conv", Some(I)),
-        K::ConvHybrid { .. } => ("ops-conv", Some(H)),
-        K::Depthwise { .. } => ("ops-depthwise-conv", Some(F)),
-        K::DepthwiseI8 { .. } => ("ops-depthwise-conv", Some(I)),
-        K::DepthwiseHybrid { .. } => ("ops-depthwise-conv", Some(H)),
-        K::TransposeConv { .. } => ("ops-transpose-conv", Some(F)),
-        K::TransposeConvI8 { .. } => ("ops-transpose-conv", Some(I)),
-        K::FullyConnected { .. } => ("ops-fully-connected", Some(F)),
-        K::FullyConnectedI8 { .. } => ("ops-fully-connected", Some(I)),
-        K::FullyConnectedHybrid { .. } => ("ops-fully-connected", Some(H)),
-        K::BatchMatMul { .. } => ("ops-batch-matmul", Some(F)),
-        K::BatchMatMulI8 { .. } => ("ops-batch-matmul", Some(I)),
-        K::BatchMatMulHybrid { .. } => ("ops-batch-matmul", Some(H)),
-        K::Pool { .. } => ("ops-pool", Some(F)),
-        K::PoolI8 { .. } => ("ops-pool", Some(I)),
-        K::Softmax { .. } => ("ops-softmax", Some(F)),
-        K::SoftmaxI8 { .. } => ("ops-softmax", Some(I)),
-        K::Binary { .. } | K::Unary { .. } => ("ops-elementwise", Some(F)),
-        K::BinaryI8 { .. } | K::RsqrtI8 { .. } => ("ops-elementwise", Some(I)),
-        K::Cast { .. } => ("ops-elementwise", None),
-        K::Pad { .. } | K::MirrorPad { .. } => ("ops-pad", None),
+        K::Conv { .. } => (f!("ops-conv"), Some(F)),
+        K::ConvI8 { .. } => (f!("ops-conv"), Some(I)),
+        K::ConvHybrid { .. } => (f!("ops-conv"), Some(H)),
+        K::Depthwise { .. } => (f!("ops-depthwise-conv"), Some(F)),
+        K::DepthwiseI8 { .. } => (f!("ops-depthwise-conv"), Some(I)),
+        K::DepthwiseHybrid { .. } => (f!("ops-depthwise-conv"), Some(H)),
+        K::TransposeConv { .. } => (f!("ops-transpose-conv"), Some(F)),
+        K::TransposeConvI8 { .. } => (f!("ops-transpose-conv"), Some(I)),
+        K::FullyConnected { .. } => (f!("ops-fully-connected"), Some(F)),
+        K::FullyConnectedI8 { .. } => (f!("ops-fully-connected"), Some(I)),
+        K::FullyConnectedHybrid { .. } => (f!("ops-fully-connected"), Some(H)),
+        K::BatchMatMul { .. } => (f!("ops-batch-matmul"), Some(F)),
+        K::BatchMatMulI8 { .. } => (f!("ops-batch-matmul"), Some(I)),
+        K::BatchMatMulHybrid { .. } => (f!("ops-batch-matmul"), Some(H)),
+        K::Pool { .. } => (f!("ops-pool"), Some(F)),
+        K::PoolI8 { .. } => (f!("ops-pool"), Some(I)),
+        K::Softmax { .. } => (f!("ops-softmax"), Some(F)),
+        K::SoftmaxI8 { .. } => (f!("ops-softmax"), Some(I)),
+        K::Binary { .. } | K::Unary { .. } => (f!("ops-elementwise"), Some(F)),
+        K::BinaryI8 { .. } | K::RsqrtI8 { .. } => (f!("ops-elementwise"), Some(I)),
+        K::Cast { .. } => (f!("ops-elementwise"), None),
+        K::Pad { .. } | K::MirrorPad { .. } => (f!("ops-pad"), None),
         K::Transpose { .. }
         | K::Strided { .. }
         | K::BroadcastTo { .. }
         | K::Tile { .. }
         | K::Split { .. }
         | K::Concat { .. }
-        | K::Gather { .. } => ("ops-shape", None),
+        | K::Gather { .. } => (f!("ops-shape"), None),
         K::DequantizeF16
         | K::DequantizeAffine { .. }
         | K::DequantizePerChannel { .. }
-        | K::Quantize { .. } => ("ops-quantize", None),
-        K::Reduce { .. } => ("ops-reduce", Some(F)),
-        K::MeanI8 { .. } | K::SumI8 { .. } | K::ReduceMaxMinI8 { .. } => ("ops-reduce", Some(I)),
-        K::ArgMinMax { .. } => ("ops-reduce", None),
-        K::Resize { .. } => ("ops-resize", None),
+        | K::Quantize { .. } => (f!("ops-quantize"), None),
+        K::Reduce { .. } => (f!("ops-reduce"), Some(F)),
+        K::MeanI8 { .. } | K::SumI8 { .. } | K::ReduceMaxMinI8 { .. } => {
+            (f!("ops-reduce"), Some(I))
+        }
+        K::ArgMinMax { .. } => (f!("ops-reduce"), None),
+        K::Resize { .. } => (f!("ops-resize"), None),
         K::Compare { .. }
         | K::Logical { .. }
         | K::LogicalNot
         | K::Select { .. }
-        | K::TopK { .. } => ("ops-compare", None),
+        | K::TopK { .. } => (f!("ops-compare"), None),
         // Copy, Lut8 and Precomputed are always compiled in.
         #[allow(unreachable_patterns)]
         _ => return None,
@@ -252,5 +260,28 @@ pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'st
     [Some(family), ty]
         .into_iter()
         .flatten()
-        .find(|f| !feature_enabled(f))
+        .find(|f| !f.1)
+        .map(|f| f.0)
+}
+
+/// The element-type feature (`ops-float`, `ops-int8`, `ops-hybrid`) that CONV_2D and
+/// FULLY_CONNECTED with these input and weight types need, when this build lacks it. Their
+/// preparation compiles its per-type branches by these features, so this is checked before
+/// preparing (`None` for other operators and type pairs; preparation reports those).
+pub(crate) fn missing_type_feature(
+    code: B,
+    input: crate::DType,
+    weights: crate::DType,
+) -> Option<&'static str> {
+    use crate::DType as D;
+    if !matches!(code, B::CONV_2D | B::FULLY_CONNECTED) {
+        return None;
+    }
+    let (name, on) = match (input, weights) {
+        (D::F32, D::F32) => ("ops-float", cfg!(feature = "ops-float")),
+        (D::I8, D::I8) => ("ops-int8", cfg!(feature = "ops-int8")),
+        (D::F32, D::I8) => ("ops-hybrid", cfg!(feature = "ops-hybrid")),
+        _ => return None,
+    };
+    (!on).then_some(name)
 }

@@ -1489,6 +1489,7 @@ fn bias_check(c: &Ctx<'_, '_>, k: usize, n: usize) -> Result<()> {
 
 fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    #[cfg(feature = "ops-float")]
     if (in_dt, f_dt) == (DType::F32, DType::F32) {
         f32_inputs(c, 3)?;
     }
@@ -1526,6 +1527,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
         activation: act,
     };
     match (in_dt, f_dt) {
+        #[cfg(feature = "ops-float")]
         (DType::F32, DType::F32) => {
             c.check_out(0, &os, DType::F32)?;
             Ok(Kind::Conv {
@@ -1535,6 +1537,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
                 out_shape: os,
             })
         }
+        #[cfg(feature = "ops-int8")]
         (DType::I8, DType::I8) => {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
@@ -1546,6 +1549,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        #[cfg(feature = "ops-hybrid")]
         (DType::F32, DType::I8) => {
             c.check_out(0, &os, DType::F32)?;
             if c.input(1)?.data.is_none() {
@@ -1738,6 +1742,7 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
 
 fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    #[cfg(feature = "ops-float")]
     if (in_dt, f_dt) == (DType::F32, DType::F32) {
         f32_inputs(c, 3)?;
     }
@@ -1778,6 +1783,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
         vec![batches, out_depth]
     };
     match (in_dt, f_dt) {
+        #[cfg(feature = "ops-float")]
         (DType::F32, DType::F32) => {
             c.check_out(0, &out, DType::F32)?;
             Ok(Kind::FullyConnected {
@@ -1787,6 +1793,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 act,
             })
         }
+        #[cfg(feature = "ops-int8")]
         (DType::I8, DType::I8) => {
             c.check_out(0, &out, DType::I8)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
@@ -1797,6 +1804,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        #[cfg(feature = "ops-hybrid")]
         (DType::F32, DType::I8) => {
             c.check_out(0, &out, DType::F32)?;
             if c.input(1)?.data.is_none() {
