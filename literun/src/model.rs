@@ -176,10 +176,19 @@ impl OpDesc<'_> {
 }
 
 pub(crate) fn op_name(code: schema::BuiltinOperator) -> String {
-    match code.variant_name() {
+    #[cfg(feature = "error-details")]
+    let name = match code.variant_name() {
         Some(n) => n.to_string(),
         None => alloc::format!("UNKNOWN({})", code.0),
-    }
+    };
+    // Without `error-details`, only the operators literun supports are named (the schema's ~200
+    // names are 4 KiB of firmware).
+    #[cfg(not(feature = "error-details"))]
+    let name = match ops::supported_name(code) {
+        Some(n) => n.to_string(),
+        None => alloc::format!("BUILTIN({})", code.0),
+    };
+    name
 }
 
 /// A model input or output.

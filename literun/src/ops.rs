@@ -285,3 +285,110 @@ pub(crate) fn missing_type_feature(
     };
     (!on).then_some(name)
 }
+
+/// The name of an operator literun supports (compiled in or not), e.g. `"CONV_2D"`; `None` for
+/// others. Without the `error-details` feature, errors name operators with this (the schema's
+/// full list of names is 4 KiB of firmware); with it, with the schema's names.
+pub fn supported_name(code: B) -> Option<&'static str> {
+    macro_rules! names {
+        ($($op:ident),* $(,)?) => {
+            match code {
+                $(B::$op => Some(stringify!($op)),)*
+                _ => None,
+            }
+        };
+    }
+    names!(
+        ADD,
+        SUB,
+        MUL,
+        DIV,
+        POW,
+        MAXIMUM,
+        MINIMUM,
+        SQUARED_DIFFERENCE,
+        PRELU,
+        EQUAL,
+        NOT_EQUAL,
+        LESS,
+        LESS_EQUAL,
+        GREATER,
+        GREATER_EQUAL,
+        LOGICAL_AND,
+        LOGICAL_OR,
+        LOGICAL_NOT,
+        SELECT_V2,
+        TOPK_V2,
+        ABS,
+        NEG,
+        EXP,
+        LOG,
+        SQRT,
+        RSQRT,
+        RELU,
+        RELU6,
+        RELU_N1_TO_1,
+        LOGISTIC,
+        TANH,
+        HARD_SWISH,
+        GELU,
+        LEAKY_RELU,
+        FLOOR,
+        SQUARE,
+        CAST,
+        DEQUANTIZE,
+        QUANTIZE,
+        SQUEEZE,
+        RESHAPE,
+        EXPAND_DIMS,
+        TRANSPOSE,
+        GATHER,
+        PAD,
+        BROADCAST_TO,
+        TILE,
+        ARG_MAX,
+        ARG_MIN,
+        PADV2,
+        MIRROR_PAD,
+        CONCATENATION,
+        SPLIT,
+        SPLIT_V,
+        SLICE,
+        STRIDED_SLICE,
+        CONV_2D,
+        DEPTHWISE_CONV_2D,
+        FULLY_CONNECTED,
+        TRANSPOSE_CONV,
+        BATCH_MATMUL,
+        MAX_POOL_2D,
+        AVERAGE_POOL_2D,
+        SOFTMAX,
+        LOG_SOFTMAX,
+        RESIZE_BILINEAR,
+        RESIZE_NEAREST_NEIGHBOR,
+        MEAN,
+        SUM,
+        REDUCE_MAX,
+        REDUCE_MIN,
+        REDUCE_PROD,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every supported operator has a family feature and its schema name, and nothing else does.
+    #[test]
+    fn names_and_families_cover_exactly_the_supported_operators() {
+        for c in i32::from(i8::MIN)..=300 {
+            let code = B(c);
+            let supported = arity(code).is_some();
+            assert_eq!(family_feature(code).is_some(), supported, "{code:?}");
+            match supported_name(code) {
+                Some(n) => assert_eq!(Some(n), code.variant_name(), "{code:?}"),
+                None => assert!(!supported, "{code:?}"),
+            }
+        }
+    }
+}
