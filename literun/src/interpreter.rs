@@ -842,8 +842,12 @@ fn arena_uses(model: &Model<'_>) -> Vec<Option<TensorUse>> {
 
 impl Model<'_> {
     /// The stored `OfflineMemoryAllocation` offsets (TFLite Micro's layout), if the file has
-    /// them; `Err` if they are malformed.
+    /// them; `Err` if they are malformed. Always `None` without the `offline-plan` feature.
     pub fn stored_plan(&self) -> Result<Option<Vec<i32>>> {
+        // Without the `offline-plan` feature stored plans are ignored (literun plans its own).
+        if !cfg!(feature = "offline-plan") {
+            return Ok(None);
+        }
         let root = self.root();
         let Some(md) = root.metadata() else {
             return Ok(None);
