@@ -942,17 +942,23 @@ impl Model<'_> {
 /// `Err(Unsupported)` listing the prepared operators whose kernels this build leaves out (Cargo
 /// features, see [`crate::ops::missing_kernel_feature`]).
 fn compiled_in(model: &Model<'_>, ops: &[Prepared]) -> Result<()> {
-    let missing: Vec<crate::UnsupportedOp> = ops
-        .iter()
-        .filter_map(|p| {
-            let f = crate::ops::missing_kernel_feature(&p.kind)?;
-            let name = model.operators()[p.index].name();
-            Some(crate::UnsupportedOp {
-                index: p.index,
-                op: [name.as_str(), " (feature ", f, " is off)"].concat(),
-            })
-        })
-        .collect();
+    let mut missing = Vec::new();
+    for p in ops {
+        if let Some(f) = crate::ops::missing_kernel_feature(&p.kind) {
+            missing.push(unsupported_op(p.index, &model.operators()[p.index], f));
+        }
+    }
+    unsupported(missing)
+}
+
+fn unsupported_op(index: usize, op: &OpDesc<'_>, feature: &str) -> crate::UnsupportedOp {
+    crate::UnsupportedOp {
+        index,
+        op: [op.name().as_str(), " (feature ", feature, " is off)"].concat(),
+    }
+}
+
+fn unsupported(missing: Vec<crate::UnsupportedOp>) -> Result<()> {
     if missing.is_empty() {
         Ok(())
     } else {
@@ -964,30 +970,16 @@ fn compiled_in(model: &Model<'_>, ops: &[Prepared]) -> Result<()> {
 /// build lacks (see [`crate::ops::missing_type_feature`]), before preparing any.
 fn types_compiled_in(model: &Model<'_>) -> Result<()> {
     let tensors = model.tensors();
-    let dtype = |op: &OpDesc<'_>, k: usize| {
-        op.inputs
-            .get(k)
-            .copied()
-            .flatten()
-            .map(|t| tensors[t].dtype)
-    };
-    let missing: Vec<crate::UnsupportedOp> = model
-        .operators()
-        .iter()
-        .enumerate()
-        .filter_map(|(i, op)| {
-            let f = crate::ops::missing_type_feature(op.code, dtype(op, 0)?, dtype(op, 1)?)?;
-            Some(crate::UnsupportedOp {
-                index: i,
-                op: [op.name().as_str(), " (feature ", f, " is off)"].concat(),
-            })
-        })
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::Unsupported(missing))
+    let mut missing = Vec::new();
+    for (i, op) in model.operators().iter().enumerate() {
+        if let [Some(Some(a)), Some(Some(b))] = [op.inputs.first(), op.inputs.get(1)] {
+            let (a, b) = (tensors[*a].dtype, tensors[*b].dtype);
+            if let Some(f) = crate::ops::missing_type_feature(op.code, a, b) {
+                missing.push(unsupported_op(i, op, f));
+            }
+        }
     }
+    unsupported(missing)
 }
 
 pub(crate) fn op_err(index: usize, op: &OpDesc<'_>, reason: impl Into<String>) -> Error {

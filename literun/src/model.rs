@@ -179,14 +179,14 @@ pub(crate) fn op_name(code: schema::BuiltinOperator) -> String {
     #[cfg(feature = "error-details")]
     let name = match code.variant_name() {
         Some(n) => n.to_string(),
-        None => alloc::format!("UNKNOWN({})", code.0),
+        None => ["UNKNOWN(", &crate::error::decimal(code.0.into()), ")"].concat(),
     };
     // Without `error-details`, only the operators literun supports are named (the schema's ~200
     // names are 4 KiB of firmware).
     #[cfg(not(feature = "error-details"))]
     let name = match ops::supported_name(code) {
         Some(n) => n.to_string(),
-        None => alloc::format!("BUILTIN({})", code.0),
+        None => ["BUILTIN(", &crate::error::decimal(code.0.into()), ")"].concat(),
     };
     name
 }
@@ -342,9 +342,11 @@ impl<'a> Model<'a> {
         if let Some(ts) = sg.tensors() {
             for (ti, t) in ts.iter().enumerate() {
                 let name = t.name().unwrap_or("");
-                // Integers and strings only: formatted even without `error-details`.
-                let ctx =
-                    |m: String| Error::InvalidModel(alloc::format!("tensor {ti} '{name}': {m}"));
+                // Built without `core::fmt`: the same text in every build.
+                let ti_ = crate::error::decimal(ti as i64);
+                let ctx = |m: String| {
+                    Error::InvalidModel(["tensor ", &ti_, " '", name, "': ", &m].concat())
+                };
                 let dtype = DType::from_tflite(t.type_()).ok_or_else(|| {
                     ctx(format!(
                         "unsupported type {}",
@@ -473,8 +475,10 @@ impl<'a> Model<'a> {
                 } else {
                     op_name(code)
                 };
-                let err =
-                    |m: String| Error::InvalidModel(alloc::format!("operator #{oi} ({name}): {m}"));
+                let oi_ = crate::error::decimal(oi as i64);
+                let err = |m: String| {
+                    Error::InvalidModel(["operator #", &oi_, " (", &name, "): ", &m].concat())
+                };
                 let mut inputs = Vec::new();
                 if let Some(v) = op.inputs() {
                     for i in v.iter() {
