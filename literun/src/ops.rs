@@ -290,15 +290,13 @@ pub(crate) fn missing_type_feature(
 /// others. Without the `error-details` feature, errors name operators with this (the schema's
 /// full list of names is 4 KiB of firmware); with it, with the schema's names.
 pub fn supported_name(code: B) -> Option<&'static str> {
+    // Codes (all below 256) and space-separated names: a compact table, searched rarely.
     macro_rules! names {
         ($($op:ident),* $(,)?) => {
-            match code {
-                $(B::$op => Some(stringify!($op)),)*
-                _ => None,
-            }
+            (&[$(B::$op.0 as u8),*], concat!($(stringify!($op), " "),*))
         };
     }
-    names!(
+    let (codes, names): (&[u8], &str) = names!(
         ADD,
         SUB,
         MUL,
@@ -370,8 +368,21 @@ pub fn supported_name(code: B) -> Option<&'static str> {
         SUM,
         REDUCE_MAX,
         REDUCE_MIN,
-        REDUCE_PROD,
-    )
+        REDUCE_PROD
+    );
+    let i = codes.iter().position(|&c| i32::from(c) == code.0)?;
+    let mut start = 0;
+    let mut k = 0;
+    for (j, &b) in names.as_bytes().iter().enumerate() {
+        if b == b' ' {
+            if k == i {
+                return names.get(start..j);
+            }
+            k += 1;
+            start = j + 1;
+        }
+    }
+    None
 }
 
 #[cfg(test)]
