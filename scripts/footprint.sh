@@ -3,11 +3,13 @@
 #  - a stripped aarch64 Linux binary (and the same std program without literun, to subtract) that runs the full-int8 MobileNetV2-style block
 #    (literun/examples/mobilenet_int8.rs, profile min-size), run once under qemu to prove it works;
 #  - the thumbv7em-none-eabihf firmware example (examples/firmware): flash and RAM by section, and
-#    its "core" = flash minus the embedded model, input and expected output;
+#    its "core" = flash minus the embedded model, input and expected output. The firmware builds
+#    literun with only the kernels the digits model needs (`default-features = false` and a few
+#    `ops-*` features, see examples/firmware/Cargo.toml and README "Footprint");
 #  - the arena bytes of each committed fixture model.
 # `--check` fails when a goal is missed: literun's share of the aarch64 binary (its size minus the
 # same std program without literun) <= 300 KiB. The firmware core goal (64 KiB) is reported only:
-# it is not met yet (see README "On devices"), and --check-firmware makes it fail too.
+# it is not met yet (65.2 KiB; see README "Footprint"), and --check-firmware makes it fail too.
 # Extra arguments after `--` go to both cargo builds (e.g. `-- --no-default-features --features ...`).
 set -euo pipefail
 cd "$(dirname "$0")/.."

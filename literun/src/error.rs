@@ -9,7 +9,9 @@ use core::fmt;
 pub struct UnsupportedOp {
     /// Index of the operator in subgraph 0's execution order.
     pub index: usize,
-    /// Builtin name (e.g. `"LSTM"`), or `"CUSTOM(<code>)"`, or `"UNKNOWN(<n>)"`.
+    /// Builtin name (e.g. `"LSTM"`), or `"CUSTOM(<code>)"`, or `"UNKNOWN(<n>)"`; for an operator
+    /// literun supports but this build leaves out (Cargo features), the name and the feature it
+    /// needs, e.g. `"SOFTMAX (feature ops-softmax is off)"`.
     pub op: String,
 }
 
@@ -69,15 +71,59 @@ impl std::error::Error for Error {}
 
 /// Shorthand for `Error::InvalidModel(format!(..))`.
 macro_rules! invalid {
-    ($($arg:tt)*) => { $crate::error::Error::InvalidModel(alloc::format!($($arg)*)) };
+    ($($arg:tt)*) => { $crate::error::Error::InvalidModel($crate::error::format!($($arg)*)) };
 }
 pub(crate) use invalid;
+
+/// `v` in decimal without `core::fmt` (names and message prefixes built in every build).
+pub(crate) fn decimal(v: i64) -> String {
+    let mut digits = [0u8; 20];
+    let mut n = v.unsigned_abs();
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut s = String::new();
+    if v < 0 {
+        s.push('-');
+    }
+    s.extend(digits[i..].iter().map(|&d| char::from(d)));
+    s
+}
+
+/// `alloc::format!` for error messages. Without the `error-details` feature, the format string's
+/// text alone (placeholders left as written, arguments evaluated but not formatted): a build
+/// then carries no float or `Debug` formatting code for messages nobody reads (firmware).
+#[cfg(feature = "error-details")]
+pub(crate) use alloc::format;
+
+#[cfg(not(feature = "error-details"))]
+macro_rules! format {
+    ($fmt:literal $(, $arg:expr)* $(,)?) => {{
+        $(let _ = &$arg;)*
+        alloc::string::String::from($fmt)
+    }};
+}
+#[cfg(not(feature = "error-details"))]
+pub(crate) use format;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use alloc::string::ToString;
     use alloc::vec;
+
+    #[test]
+    fn decimal_matches_display() {
+        for v in [0i64, 7, -7, 10, 99, 100, -1234567, i64::MAX, i64::MIN] {
+            assert_eq!(decimal(v), v.to_string());
+        }
+    }
 
     #[test]
     fn display_names_op_index_and_name() {

@@ -1,6 +1,18 @@
 //! The interpreter: prepares a [`Model`] once (shapes, parameters, arena plan) and runs it.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
 
-use alloc::format;
+use crate::error::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -114,7 +126,7 @@ impl Fast {
         op: &OpDesc<'_>,
         constant: &dyn Fn(usize) -> Option<&'c [u8]>,
     ) -> Option<Fast> {
-        if isa == Isa::Portable {
+        if isa == Isa::Portable || !simd::FAST_KERNELS {
             return None;
         }
         let input = |k: usize| op.inputs.get(k).copied().flatten();
@@ -414,6 +426,7 @@ impl<'m> Interpreter<'m> {
         let tensors = model.tensors();
         let nops = model.operators().len();
         let mut ops = Vec::with_capacity(nops);
+        types_compiled_in(model)?;
         for (i, op) in model.operators().iter().enumerate() {
             ops.push(Prepared {
                 index: i,
@@ -421,6 +434,7 @@ impl<'m> Interpreter<'m> {
                 fast: None,
             });
         }
+        compiled_in(model, &ops)?;
 
         // Everything allocated below is charged to `memory` first. Constant DEQUANTIZE outputs
         // are at most 4x their data in the file; the arena and scratch follow claimed shapes.
@@ -856,9 +870,13 @@ fn arena_uses(model: &Model<'_>) -> Vec<Option<TensorUse>> {
 
 impl Model<'_> {
     /// The stored `OfflineMemoryAllocation` offsets (TFLite Micro's layout), if the file has
-    /// them; `Err` if they are malformed.
+    /// them; `Err` if they are malformed. Always `None` without the `offline-plan` feature.
     pub fn stored_plan(&self) -> Result<Option<Vec<i32>>> {
-        let root = self.schema();
+        // Without the `offline-plan` feature stored plans are ignored (literun plans its own).
+        if !cfg!(feature = "offline-plan") {
+            return Ok(None);
+        }
+        let root = self.root();
         let Some(md) = root.metadata() else {
             return Ok(None);
         };
@@ -947,6 +965,49 @@ impl Model<'_> {
     pub fn arena_bytes(&self) -> Result<usize> {
         Ok(self.memory_plan()?.total)
     }
+}
+
+/// `Err(Unsupported)` listing the prepared operators whose kernels this build leaves out (Cargo
+/// features, see [`crate::ops::missing_kernel_feature`]).
+fn compiled_in(model: &Model<'_>, ops: &[Prepared]) -> Result<()> {
+    let mut missing = Vec::new();
+    for p in ops {
+        if let Some(f) = crate::ops::missing_kernel_feature(&p.kind) {
+            missing.push(unsupported_op(p.index, &model.operators()[p.index], f));
+        }
+    }
+    unsupported(missing)
+}
+
+fn unsupported_op(index: usize, op: &OpDesc<'_>, feature: &str) -> crate::UnsupportedOp {
+    crate::UnsupportedOp {
+        index,
+        op: [op.name().as_str(), " (feature ", feature, " is off)"].concat(),
+    }
+}
+
+fn unsupported(missing: Vec<crate::UnsupportedOp>) -> Result<()> {
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Unsupported(missing))
+    }
+}
+
+/// `Err(Unsupported)` listing the operators whose preparation needs an element-type feature this
+/// build lacks (see [`crate::ops::missing_type_feature`]), before preparing any.
+fn types_compiled_in(model: &Model<'_>) -> Result<()> {
+    let tensors = model.tensors();
+    let mut missing = Vec::new();
+    for (i, op) in model.operators().iter().enumerate() {
+        if let [Some(Some(a)), Some(Some(b))] = [op.inputs.first(), op.inputs.get(1)] {
+            let (a, b) = (tensors[*a].dtype, tensors[*b].dtype);
+            if let Some(f) = crate::ops::missing_type_feature(op.code, a, b) {
+                missing.push(unsupported_op(i, op, f));
+            }
+        }
+    }
+    unsupported(missing)
 }
 
 pub(crate) fn op_err(index: usize, op: &OpDesc<'_>, reason: impl Into<String>) -> Error {
@@ -1165,6 +1226,7 @@ fn run_op<'b>(
     scratch: &mut Scratch,
 ) -> Result<()> {
     // Multi-output operators handle each output separately.
+    #[cfg(feature = "ops-shape")]
     if let Kind::Split {
         input,
         strides,
@@ -1180,6 +1242,7 @@ fn run_op<'b>(
         }
         return Ok(());
     }
+    #[cfg(feature = "ops-compare")]
     if let Kind::TopK { n, k, dtype, .. } = &p.kind {
         for (j, &out_t) in op.outputs.iter().enumerate().take(2) {
             let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
@@ -1195,7 +1258,7 @@ fn run_op<'b>(
         return Ok(());
     };
     let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
-    if let Some(fast) = &p.fast {
+    if let Some(fast) = p.fast.as_ref().filter(|_| simd::FAST_KERNELS) {
         return run_fast(fast, &p.kind, &ins, out, &mut scratch.fast)
             .ok_or_else(|| op_err(p.index, op, "fast kernel does not match the operator"));
     }
@@ -1207,7 +1270,9 @@ fn run_op<'b>(
         }
     };
     match &p.kind {
+        #[cfg(feature = "ops-shape")]
         Kind::Split { .. } => {}
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
         Kind::Binary {
             op: bop,
             act,
@@ -1228,6 +1293,7 @@ fn run_op<'b>(
             }
             _ => ew::binary_f32(*bop, bc, ins.typed(0)?, ins.typed(1)?, *act, cast_out(out)?),
         },
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
         Kind::Unary { op: uop, dtype } => match dtype {
             DType::I32 => {
                 ew::unary_i32(*uop, ins.typed(0)?, cast_out(out)?);
@@ -1240,6 +1306,7 @@ fn run_op<'b>(
                 out.copy_from_slice(i);
             }
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Transpose {
             in_shape,
             perm,
@@ -1249,6 +1316,7 @@ fn run_op<'b>(
                 i, in_shape, perm, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Strided {
             start,
             shape,
@@ -1259,6 +1327,7 @@ fn run_op<'b>(
                 i, *start, shape, strides, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::BroadcastTo {
             in_shape,
             out_shape,
@@ -1268,6 +1337,7 @@ fn run_op<'b>(
                 i, in_shape, out_shape, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Tile {
             in_shape,
             out_shape,
@@ -1277,6 +1347,7 @@ fn run_op<'b>(
                 i, in_shape, out_shape, o
             ))
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Concat {
             outer,
             out_chunk,
@@ -1295,6 +1366,7 @@ fn run_op<'b>(
                 }
             }
         }
+        #[cfg(feature = "ops-shape")]
         Kind::Gather {
             outer,
             axis_size,
@@ -1334,6 +1406,7 @@ fn run_op<'b>(
                 )
             })?;
         }
+        #[cfg(feature = "ops-pad")]
         Kind::MirrorPad {
             in_shape,
             before,
@@ -1347,6 +1420,7 @@ fn run_op<'b>(
             *symmetric,
             cast_out(out)?,
         ),
+        #[cfg(feature = "ops-pad")]
         Kind::Pad {
             in_shape,
             before,
@@ -1399,7 +1473,9 @@ fn run_op<'b>(
                 ),
             }
         }
+        #[cfg(feature = "ops-elementwise")]
         Kind::Cast { from, to } => run_cast(&ins, *from, *to, out)?,
+        #[cfg(feature = "ops-compare")]
         Kind::Compare {
             op: cop,
             bc,
@@ -1417,10 +1493,13 @@ fn run_op<'b>(
                 _ => cmp::compare_bool(*cop, bc, ins.typed(0)?, ins.typed(1)?, o),
             }
         }
+        #[cfg(feature = "ops-compare")]
         Kind::Logical { and, bc } => {
             cmp::logical(*and, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
+        #[cfg(feature = "ops-compare")]
         Kind::LogicalNot => cmp::logical_not(ins.typed(0)?, cast_out(out)?),
+        #[cfg(feature = "ops-compare")]
         Kind::Select { plan, size } => {
             let c = ins.typed::<u8>(0)?;
             match size {
@@ -1439,7 +1518,9 @@ fn run_op<'b>(
                 ),
             }
         }
+        #[cfg(feature = "ops-compare")]
         Kind::TopK { .. } => {}
+        #[cfg(feature = "ops-reduce")]
         Kind::ArgMinMax {
             outer,
             axis,
@@ -1485,11 +1566,13 @@ fn run_op<'b>(
                 }
             }
         }
+        #[cfg(feature = "ops-quantize")]
         Kind::DequantizeF16 | Kind::DequantizeAffine { .. } | Kind::DequantizePerChannel { .. } => {
             let i = ins.bytes(0).unwrap_or(&[]);
             dequantize(&p.kind, i, cast_out::<f32>(out)?).map_err(|e| op_err(p.index, op, e))?;
         }
         Kind::Precomputed => {}
+        #[cfg(feature = "ops-quantize")]
         Kind::Quantize {
             scale,
             zero_point,
@@ -1503,6 +1586,7 @@ fn run_op<'b>(
             }
         }
         Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
         Kind::RsqrtI8 { table, min_input } => {
             let i = ins.typed::<i8>(0)?;
             if let Some(&v) = i.iter().find(|&&v| v < *min_input) {
@@ -1517,12 +1601,15 @@ fn run_op<'b>(
             }
             ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out)
         }
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
         Kind::BinaryI8 { p: bp, bc } => {
             ew::binary_quantized::<i8>(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-int16"))]
         Kind::BinaryI16 { p: bp, bc } => {
             ew::binary_quantized::<i16>(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
+        #[cfg(all(feature = "ops-quantize", feature = "ops-int16"))]
         Kind::Requantize {
             multiplier,
             shift,
@@ -1548,6 +1635,7 @@ fn run_op<'b>(
                 _ => requantize::<i8, i16>(ins.typed(0)?, cast_out(out)?, rq),
             }
         }
+        #[cfg(all(feature = "ops-conv", feature = "ops-int16"))]
         Kind::ConvI16 {
             params,
             in_shape,
@@ -1565,6 +1653,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-int16"))]
         Kind::DepthwiseI16 {
             params,
             in_shape,
@@ -1582,6 +1671,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-int16"))]
         Kind::FullyConnectedI16 {
             batches,
             in_depth,
@@ -1597,6 +1687,7 @@ fn run_op<'b>(
             q,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-pool", feature = "ops-int16"))]
         Kind::PoolI16 {
             max,
             params,
@@ -1614,6 +1705,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int16"))]
         Kind::MeanI16 {
             shape,
             axes,
@@ -1636,6 +1728,7 @@ fn run_op<'b>(
                 o,
             );
         }
+        #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
         Kind::ConvI8 {
             params,
             in_shape,
@@ -1653,6 +1746,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-int8"))]
         Kind::DepthwiseI8 {
             params,
             in_shape,
@@ -1671,6 +1765,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-int8"))]
         Kind::FullyConnectedI8 {
             batches,
             in_depth,
@@ -1686,6 +1781,7 @@ fn run_op<'b>(
             q,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-conv", feature = "ops-hybrid"))]
         Kind::ConvHybrid {
             params,
             in_shape,
@@ -1714,6 +1810,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-hybrid"))]
         Kind::DepthwiseHybrid {
             params,
             in_shape,
@@ -1744,6 +1841,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-hybrid"))]
         Kind::FullyConnectedHybrid {
             batches,
             in_depth,
@@ -1772,6 +1870,7 @@ fn run_op<'b>(
                 cast_out(out)?,
             )
         }
+        #[cfg(all(feature = "ops-pool", feature = "ops-int8"))]
         Kind::PoolI8 {
             max,
             params,
@@ -1789,6 +1888,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-softmax", feature = "ops-int8"))]
         Kind::SoftmaxI8 {
             table,
             outer,
@@ -1804,6 +1904,7 @@ fn run_op<'b>(
             *out_zero_point,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
         Kind::MeanI8 {
             shape,
             axes,
@@ -1826,6 +1927,7 @@ fn run_op<'b>(
                 o,
             );
         }
+        #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
         Kind::Conv {
             params,
             in_shape,
@@ -1841,6 +1943,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-float"))]
         Kind::Depthwise {
             params,
             in_shape,
@@ -1856,6 +1959,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-transpose-conv", feature = "ops-float"))]
         Kind::TransposeConv {
             params,
             in_shape,
@@ -1871,6 +1975,7 @@ fn run_op<'b>(
             cast_out(out)?,
             *out_shape,
         ),
+        #[cfg(all(feature = "ops-transpose-conv", feature = "ops-int8"))]
         Kind::TransposeConvI8 {
             params,
             in_shape,
@@ -1896,6 +2001,7 @@ fn run_op<'b>(
                 *out_shape,
             )
         }
+        #[cfg(all(feature = "ops-fully-connected", feature = "ops-float"))]
         Kind::FullyConnected {
             batches,
             in_depth,
@@ -1911,6 +2017,7 @@ fn run_op<'b>(
             *act,
             cast_out(out)?,
         ),
+        #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
         Kind::BatchMatMul {
             lhs_shape,
             rhs_shape,
@@ -1927,6 +2034,7 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
+        #[cfg(all(feature = "ops-batch-matmul", feature = "ops-hybrid"))]
         Kind::BatchMatMulHybrid {
             lhs_shape,
             rhs_shape,
@@ -1966,6 +2074,7 @@ fn run_op<'b>(
                 out_shape,
             )
         }
+        #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
         Kind::BatchMatMulI8 {
             lhs_shape,
             rhs_shape,
@@ -1986,6 +2095,7 @@ fn run_op<'b>(
             cast_out(out)?,
             out_shape,
         ),
+        #[cfg(all(feature = "ops-pool", feature = "ops-float"))]
         Kind::Pool {
             max,
             params,
@@ -1998,6 +2108,7 @@ fn run_op<'b>(
                 pool::average_pool_f32(ins.typed(0)?, *in_shape, params, cast_out(out)?, *out_shape)
             }
         }
+        #[cfg(feature = "ops-resize")]
         Kind::Resize {
             bilinear,
             align_corners,
@@ -2039,6 +2150,7 @@ fn run_op<'b>(
                 *out_shape,
             ),
         },
+        #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
         Kind::Softmax {
             outer,
             depth,
@@ -2051,6 +2163,7 @@ fn run_op<'b>(
                 softmax::softmax_f32(ins.typed(0)?, *outer, *depth, *beta, cast_out(out)?)
             }
         }
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
         Kind::SumI8 {
             shape,
             axes,
@@ -2071,12 +2184,17 @@ fn run_op<'b>(
                 o,
             );
         }
+        #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
         Kind::ReduceMaxMinI8 { shape, axes, max } => {
             reduce::reduce_max_min_i8(ins.typed(0)?, shape, axes, *max, cast_out(out)?)
         }
+        #[cfg(all(feature = "ops-reduce", feature = "ops-float"))]
         Kind::Reduce { shape, axes, kind } => {
             reduce::reduce_f32(ins.typed(0)?, shape, axes, *kind, cast_out(out)?)
         }
+        // Kernels left out by Cargo features (`Interpreter::new` already refused them).
+        #[allow(unreachable_patterns)]
+        _ => return Err(op_err(p.index, op, "kernel not compiled in")),
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ pub mod plan;
 mod prepare;
 pub mod quant;
 mod rawfb;
+mod verify;
 
 pub use error::{Error, Result, UnsupportedOp};
 pub use interpreter::{Interpreter, Options, TensorMut, TensorRef};

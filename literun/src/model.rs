@@ -1,6 +1,8 @@
 //! A verified, zero-copy view of a TFLite-format model.
+// Without `error-details`, values only error messages mention are unused.
+#![cfg_attr(not(feature = "error-details"), allow(unused_variables))]
 
-use alloc::format;
+use crate::error::format;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -174,10 +176,19 @@ impl OpDesc<'_> {
 }
 
 pub(crate) fn op_name(code: schema::BuiltinOperator) -> String {
-    match code.variant_name() {
+    #[cfg(feature = "error-details")]
+    let name = match code.variant_name() {
         Some(n) => n.to_string(),
-        None => format!("UNKNOWN({})", code.0),
-    }
+        None => ["UNKNOWN(", &crate::error::decimal(code.0.into()), ")"].concat(),
+    };
+    // Without `error-details`, only the operators literun supports are named (the schema's ~200
+    // names are 4 KiB of firmware).
+    #[cfg(not(feature = "error-details"))]
+    let name = match ops::supported_name(code) {
+        Some(n) => n.to_string(),
+        None => ["BUILTIN(", &crate::error::decimal(code.0.into()), ")"].concat(),
+    };
+    name
 }
 
 /// A model input or output.
@@ -313,7 +324,7 @@ impl<'a> Model<'a> {
             ));
         }
         let opts = verifier_options(bytes.len());
-        let root = schema::root_as_model_with_opts(&opts, bytes)
+        let root = crate::verify::root(&opts, bytes)
             .map_err(|e| invalid!("flatbuffer verification failed: {e}"))?;
         if root.version() != schema::SCHEMA_VERSION {
             return Err(invalid!("schema version {} (expected 3)", root.version()));
@@ -331,14 +342,19 @@ impl<'a> Model<'a> {
         if let Some(ts) = sg.tensors() {
             for (ti, t) in ts.iter().enumerate() {
                 let name = t.name().unwrap_or("");
-                let ctx = |m: String| invalid!("tensor {ti} '{name}': {m}");
+                // Built without `core::fmt`: the same text in every build.
+                let ti_ = crate::error::decimal(ti as i64);
+                let ctx = |m: String| {
+                    Error::InvalidModel(["tensor ", &ti_, " '", name, "': ", &m].concat())
+                };
                 let dtype = DType::from_tflite(t.type_()).ok_or_else(|| {
                     ctx(format!(
                         "unsupported type {}",
                         t.type_().variant_name().unwrap_or("UNKNOWN")
                     ))
                 })?;
-                if t.sparsity().is_some() {
+                // Presence only (the lean verifier does not follow the offset).
+                if t._tab.vtable().get(schema::Tensor::VT_SPARSITY) != 0 {
                     return Err(ctx("sparse tensors are not supported".into()));
                 }
                 let mut shape = Vec::new();
@@ -455,11 +471,14 @@ impl<'a> Model<'a> {
                         .max(i32::from(oc.deprecated_builtin_code())),
                 );
                 let name = if code == schema::BuiltinOperator::CUSTOM {
-                    format!("CUSTOM({})", oc.custom_code().unwrap_or(""))
+                    ["CUSTOM(", oc.custom_code().unwrap_or(""), ")"].concat()
                 } else {
                     op_name(code)
                 };
-                let err = |m: String| invalid!("operator #{oi} ({name}): {m}");
+                let oi_ = crate::error::decimal(oi as i64);
+                let err = |m: String| {
+                    Error::InvalidModel(["operator #", &oi_, " (", &name, "): ", &m].concat())
+                };
                 let mut inputs = Vec::new();
                 if let Some(v) = op.inputs() {
                     for i in v.iter() {
@@ -503,10 +522,14 @@ impl<'a> Model<'a> {
                     }
                     produced[o] = true;
                 }
-                match ops::arity(code) {
+                let compiled_out = ops::missing_feature(code);
+                match ops::arity(code).filter(|_| compiled_out.is_none()) {
                     None => unsupported.push(UnsupportedOp {
                         index: oi,
-                        op: name.clone(),
+                        op: match compiled_out {
+                            Some(f) => [name.as_str(), " (feature ", f, " is off)"].concat(),
+                            None => name.clone(),
+                        },
                     }),
                     Some(a) => {
                         if !a.inputs.contains(&inputs.len()) || !a.outputs.contains(&outputs.len())
@@ -598,8 +621,16 @@ impl<'a> Model<'a> {
         self.bytes
     }
 
-    /// The underlying generated FlatBuffers view (verified).
+    /// The underlying generated FlatBuffers view (verified, builtin options included; only with
+    /// the `schema-api` feature, which verifies them when the model is loaded).
+    #[cfg(feature = "schema-api")]
     pub fn schema(&self) -> schema::Model<'a> {
+        self.root
+    }
+
+    /// The generated view for literun itself: verified except the builtin options tables (read
+    /// with `RawTable`) when `schema-api` is off.
+    pub(crate) fn root(&self) -> schema::Model<'a> {
         self.root
     }
 

@@ -88,3 +88,327 @@ pub fn arity(code: B) -> Option<Arity> {
         _ => return None,
     })
 }
+
+/// The Cargo feature of `code`'s operator family (`"ops-conv"`...), `None` for an operator
+/// literun does not support.
+pub fn family_feature(code: B) -> Option<&'static str> {
+    Some(match code {
+        B::CONV_2D => "ops-conv",
+        B::DEPTHWISE_CONV_2D => "ops-depthwise-conv",
+        B::TRANSPOSE_CONV => "ops-transpose-conv",
+        B::FULLY_CONNECTED => "ops-fully-connected",
+        B::BATCH_MATMUL => "ops-batch-matmul",
+        B::MAX_POOL_2D | B::AVERAGE_POOL_2D => "ops-pool",
+        B::SOFTMAX | B::LOG_SOFTMAX => "ops-softmax",
+        B::ADD
+        | B::SUB
+        | B::MUL
+        | B::DIV
+        | B::POW
+        | B::MAXIMUM
+        | B::MINIMUM
+        | B::SQUARED_DIFFERENCE
+        | B::PRELU
+        | B::ABS
+        | B::NEG
+        | B::EXP
+        | B::LOG
+        | B::SQRT
+        | B::RSQRT
+        | B::RELU
+        | B::RELU6
+        | B::RELU_N1_TO_1
+        | B::LOGISTIC
+        | B::TANH
+        | B::HARD_SWISH
+        | B::GELU
+        | B::LEAKY_RELU
+        | B::FLOOR
+        | B::SQUARE
+        | B::CAST => "ops-elementwise",
+        B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => "ops-reshape",
+        B::PAD | B::PADV2 | B::MIRROR_PAD => "ops-pad",
+        B::TRANSPOSE
+        | B::CONCATENATION
+        | B::SPLIT
+        | B::SPLIT_V
+        | B::SLICE
+        | B::STRIDED_SLICE
+        | B::GATHER
+        | B::BROADCAST_TO
+        | B::TILE => "ops-shape",
+        B::QUANTIZE | B::DEQUANTIZE => "ops-quantize",
+        B::MEAN
+        | B::SUM
+        | B::REDUCE_MAX
+        | B::REDUCE_MIN
+        | B::REDUCE_PROD
+        | B::ARG_MAX
+        | B::ARG_MIN => "ops-reduce",
+        B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => "ops-resize",
+        B::EQUAL
+        | B::NOT_EQUAL
+        | B::LESS
+        | B::LESS_EQUAL
+        | B::GREATER
+        | B::GREATER_EQUAL
+        | B::LOGICAL_AND
+        | B::LOGICAL_OR
+        | B::LOGICAL_NOT
+        | B::SELECT_V2
+        | B::TOPK_V2 => "ops-compare",
+        _ => return None,
+    })
+}
+
+/// The `ops-*` features of this crate and whether each is compiled in.
+pub const FEATURES: [(&str, bool); 18] = [
+    ("ops-float", cfg!(feature = "ops-float")),
+    ("ops-int8", cfg!(feature = "ops-int8")),
+    ("ops-hybrid", cfg!(feature = "ops-hybrid")),
+    ("ops-conv", cfg!(feature = "ops-conv")),
+    ("ops-depthwise-conv", cfg!(feature = "ops-depthwise-conv")),
+    ("ops-transpose-conv", cfg!(feature = "ops-transpose-conv")),
+    ("ops-fully-connected", cfg!(feature = "ops-fully-connected")),
+    ("ops-batch-matmul", cfg!(feature = "ops-batch-matmul")),
+    ("ops-pool", cfg!(feature = "ops-pool")),
+    ("ops-softmax", cfg!(feature = "ops-softmax")),
+    ("ops-elementwise", cfg!(feature = "ops-elementwise")),
+    ("ops-reshape", cfg!(feature = "ops-reshape")),
+    ("ops-pad", cfg!(feature = "ops-pad")),
+    ("ops-shape", cfg!(feature = "ops-shape")),
+    ("ops-quantize", cfg!(feature = "ops-quantize")),
+    ("ops-reduce", cfg!(feature = "ops-reduce")),
+    ("ops-resize", cfg!(feature = "ops-resize")),
+    ("ops-compare", cfg!(feature = "ops-compare")),
+];
+
+/// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.
+pub fn feature_enabled(feature: &str) -> bool {
+    FEATURES.iter().any(|&(f, on)| on && f == feature)
+}
+
+/// The feature `code` needs that this build lacks (its family's), `None` when the operator is
+/// compiled in or not supported at all (see [`arity`]).
+pub fn missing_feature(code: B) -> Option<&'static str> {
+    family_feature(code).filter(|f| !feature_enabled(f))
+}
+
+/// The feature the kernel of a prepared operator needs that this build lacks: its family's, or
+/// its element type's (`ops-float`, `ops-int8`, `ops-hybrid`). Must match the `cfg`s of the
+/// kernel dispatch in `interpreter::run_op`.
+pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'static str> {
+    use crate::prepare::Kind as K;
+    // (name, compiled in): constants, so a build keeps only the arms it needs.
+    macro_rules! f {
+        ($name:literal) => {
+            ($name, cfg!(feature = $name))
+        };
+    }
+    const F: (&str, bool) = f!("ops-float");
+    const I: (&str, bool) = f!("ops-int8");
+    const H: (&str, bool) = f!("ops-hybrid");
+    const W: (&str, bool) = f!("ops-int16");
+    let (family, ty) = match kind {
+        K::Conv { .. } => (f!("ops-conv"), Some(F)),
+        K::ConvI8 { .. } => (f!("ops-conv"), Some(I)),
+        K::ConvHybrid { .. } => (f!("ops-conv"), Some(H)),
+        K::ConvI16 { .. } => (f!("ops-conv"), Some(W)),
+        K::DepthwiseI16 { .. } => (f!("ops-depthwise-conv"), Some(W)),
+        K::FullyConnectedI16 { .. } => (f!("ops-fully-connected"), Some(W)),
+        K::PoolI16 { .. } => (f!("ops-pool"), Some(W)),
+        K::BinaryI16 { .. } => (f!("ops-elementwise"), Some(W)),
+        K::MeanI16 { .. } => (f!("ops-reduce"), Some(W)),
+        K::Requantize { .. } => (f!("ops-quantize"), Some(W)),
+        K::Depthwise { .. } => (f!("ops-depthwise-conv"), Some(F)),
+        K::DepthwiseI8 { .. } => (f!("ops-depthwise-conv"), Some(I)),
+        K::DepthwiseHybrid { .. } => (f!("ops-depthwise-conv"), Some(H)),
+        K::TransposeConv { .. } => (f!("ops-transpose-conv"), Some(F)),
+        K::TransposeConvI8 { .. } => (f!("ops-transpose-conv"), Some(I)),
+        K::FullyConnected { .. } => (f!("ops-fully-connected"), Some(F)),
+        K::FullyConnectedI8 { .. } => (f!("ops-fully-connected"), Some(I)),
+        K::FullyConnectedHybrid { .. } => (f!("ops-fully-connected"), Some(H)),
+        K::BatchMatMul { .. } => (f!("ops-batch-matmul"), Some(F)),
+        K::BatchMatMulI8 { .. } => (f!("ops-batch-matmul"), Some(I)),
+        K::BatchMatMulHybrid { .. } => (f!("ops-batch-matmul"), Some(H)),
+        K::Pool { .. } => (f!("ops-pool"), Some(F)),
+        K::PoolI8 { .. } => (f!("ops-pool"), Some(I)),
+        K::Softmax { .. } => (f!("ops-softmax"), Some(F)),
+        K::SoftmaxI8 { .. } => (f!("ops-softmax"), Some(I)),
+        K::Binary { .. } | K::Unary { .. } => (f!("ops-elementwise"), Some(F)),
+        K::BinaryI8 { .. } | K::RsqrtI8 { .. } => (f!("ops-elementwise"), Some(I)),
+        K::Cast { .. } => (f!("ops-elementwise"), None),
+        K::Pad { .. } | K::MirrorPad { .. } => (f!("ops-pad"), None),
+        K::Transpose { .. }
+        | K::Strided { .. }
+        | K::BroadcastTo { .. }
+        | K::Tile { .. }
+        | K::Split { .. }
+        | K::Concat { .. }
+        | K::Gather { .. } => (f!("ops-shape"), None),
+        K::DequantizeF16
+        | K::DequantizeAffine { .. }
+        | K::DequantizePerChannel { .. }
+        | K::Quantize { .. } => (f!("ops-quantize"), None),
+        K::Reduce { .. } => (f!("ops-reduce"), Some(F)),
+        K::MeanI8 { .. } | K::SumI8 { .. } | K::ReduceMaxMinI8 { .. } => {
+            (f!("ops-reduce"), Some(I))
+        }
+        K::ArgMinMax { .. } => (f!("ops-reduce"), None),
+        K::Resize { .. } => (f!("ops-resize"), None),
+        K::Compare { .. }
+        | K::Logical { .. }
+        | K::LogicalNot
+        | K::Select { .. }
+        | K::TopK { .. } => (f!("ops-compare"), None),
+        // Copy, Lut8 and Precomputed are always compiled in.
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    };
+    [Some(family), ty]
+        .into_iter()
+        .flatten()
+        .find(|f| !f.1)
+        .map(|f| f.0)
+}
+
+/// The element-type feature (`ops-float`, `ops-int8`, `ops-int16`, `ops-hybrid`) that CONV_2D and
+/// FULLY_CONNECTED with these input and weight types need, when this build lacks it. Their
+/// preparation compiles its per-type branches by these features, so this is checked before
+/// preparing (`None` for other operators and type pairs; preparation reports those).
+pub(crate) fn missing_type_feature(
+    code: B,
+    input: crate::DType,
+    weights: crate::DType,
+) -> Option<&'static str> {
+    use crate::DType as D;
+    if !matches!(code, B::CONV_2D | B::FULLY_CONNECTED) {
+        return None;
+    }
+    let (name, on) = match (input, weights) {
+        (D::F32, D::F32) => ("ops-float", cfg!(feature = "ops-float")),
+        (D::I8, D::I8) => ("ops-int8", cfg!(feature = "ops-int8")),
+        (D::F32, D::I8) => ("ops-hybrid", cfg!(feature = "ops-hybrid")),
+        (D::I16, D::I8) => ("ops-int16", cfg!(feature = "ops-int16")),
+        _ => return None,
+    };
+    (!on).then_some(name)
+}
+
+/// The name of an operator literun supports (compiled in or not), e.g. `"CONV_2D"`; `None` for
+/// others. Without the `error-details` feature, errors name operators with this (the schema's
+/// full list of names is 4 KiB of firmware); with it, with the schema's names.
+pub fn supported_name(code: B) -> Option<&'static str> {
+    // Codes (all below 256) and space-separated names: a compact table, searched rarely.
+    macro_rules! names {
+        ($($op:ident),* $(,)?) => {
+            (&[$(B::$op.0 as u8),*], concat!($(stringify!($op), " "),*))
+        };
+    }
+    let (codes, names): (&[u8], &str) = names!(
+        ADD,
+        SUB,
+        MUL,
+        DIV,
+        POW,
+        MAXIMUM,
+        MINIMUM,
+        SQUARED_DIFFERENCE,
+        PRELU,
+        EQUAL,
+        NOT_EQUAL,
+        LESS,
+        LESS_EQUAL,
+        GREATER,
+        GREATER_EQUAL,
+        LOGICAL_AND,
+        LOGICAL_OR,
+        LOGICAL_NOT,
+        SELECT_V2,
+        TOPK_V2,
+        ABS,
+        NEG,
+        EXP,
+        LOG,
+        SQRT,
+        RSQRT,
+        RELU,
+        RELU6,
+        RELU_N1_TO_1,
+        LOGISTIC,
+        TANH,
+        HARD_SWISH,
+        GELU,
+        LEAKY_RELU,
+        FLOOR,
+        SQUARE,
+        CAST,
+        DEQUANTIZE,
+        QUANTIZE,
+        SQUEEZE,
+        RESHAPE,
+        EXPAND_DIMS,
+        TRANSPOSE,
+        GATHER,
+        PAD,
+        BROADCAST_TO,
+        TILE,
+        ARG_MAX,
+        ARG_MIN,
+        PADV2,
+        MIRROR_PAD,
+        CONCATENATION,
+        SPLIT,
+        SPLIT_V,
+        SLICE,
+        STRIDED_SLICE,
+        CONV_2D,
+        DEPTHWISE_CONV_2D,
+        FULLY_CONNECTED,
+        TRANSPOSE_CONV,
+        BATCH_MATMUL,
+        MAX_POOL_2D,
+        AVERAGE_POOL_2D,
+        SOFTMAX,
+        LOG_SOFTMAX,
+        RESIZE_BILINEAR,
+        RESIZE_NEAREST_NEIGHBOR,
+        MEAN,
+        SUM,
+        REDUCE_MAX,
+        REDUCE_MIN,
+        REDUCE_PROD
+    );
+    let i = codes.iter().position(|&c| i32::from(c) == code.0)?;
+    let mut start = 0;
+    let mut k = 0;
+    for (j, &b) in names.as_bytes().iter().enumerate() {
+        if b == b' ' {
+            if k == i {
+                return names.get(start..j);
+            }
+            k += 1;
+            start = j + 1;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every supported operator has a family feature and its schema name, and nothing else does.
+    #[test]
+    fn names_and_families_cover_exactly_the_supported_operators() {
+        for c in i32::from(i8::MIN)..=300 {
+            let code = B(c);
+            let supported = arity(code).is_some();
+            assert_eq!(family_feature(code).is_some(), supported, "{code:?}");
+            match supported_name(code) {
+                Some(n) => assert_eq!(Some(n), code.variant_name(), "{code:?}"),
+                None => assert!(!supported, "{code:?}"),
+            }
+        }
+    }
+}

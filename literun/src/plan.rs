@@ -1,6 +1,8 @@
 //! Arena memory planning: assigns each non-constant tensor an offset in one buffer so that
 //! tensors alive at the same time never overlap. Independent of the schema; shared with the
 //! converter (which reports arena sizes).
+// Without `error-details`, values only error messages mention are unused.
+#![cfg_attr(not(feature = "error-details"), allow(unused_variables))]
 
 use alloc::vec::Vec;
 
@@ -37,11 +39,39 @@ fn round_up(n: usize) -> Option<usize> {
         .map(|v| v / ARENA_ALIGN * ARENA_ALIGN)
 }
 
+/// Sorts `v` so that `less` holds between no later and earlier element. Every order sorted here
+/// is total, so the result is the same as a stable sort's; heapsort is a few hundred bytes of
+/// code where the standard sorts are kilobytes per element type (this runs on microcontrollers).
+fn heapsort<T>(v: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    let sift = |v: &mut [T], mut root: usize, end: usize| loop {
+        let mut child = 2 * root + 1;
+        if child >= end {
+            break;
+        }
+        if child + 1 < end && less(&v[child], &v[child + 1]) {
+            child += 1;
+        }
+        if !less(&v[root], &v[child]) {
+            break;
+        }
+        v.swap(root, child);
+        root = child;
+    };
+    let n = v.len();
+    for i in (0..n / 2).rev() {
+        sift(v, i, n);
+    }
+    for end in (1..n).rev() {
+        v.swap(0, end);
+        sift(v, 0, end);
+    }
+}
+
 /// Greedy-by-size placement: largest tensors first, each at the lowest offset that does not
 /// overlap an already-placed tensor with an overlapping lifetime. `None` when sizes overflow.
 pub fn plan_arena(uses: &[TensorUse]) -> Option<ArenaPlan> {
     let mut order: Vec<usize> = (0..uses.len()).collect();
-    order.sort_by(|&a, &b| uses[b].bytes.cmp(&uses[a].bytes).then(a.cmp(&b)));
+    heapsort(&mut order, |&a, &b| (uses[b].bytes, a) < (uses[a].bytes, b));
     let mut offsets = alloc::vec![0usize; uses.len()];
     let mut placed: Vec<usize> = Vec::with_capacity(uses.len());
     let mut total = 0usize;
@@ -57,7 +87,7 @@ pub fn plan_arena(uses: &[TensorUse]) -> Option<ArenaPlan> {
                 live.push((offsets[j], offsets[j] + round_up(uses[j].bytes)?));
             }
         }
-        live.sort_unstable();
+        heapsort(&mut live, |a, b| a < b);
         let mut off = 0usize;
         for &(s, e) in &live {
             if off.checked_add(size)? <= s {
@@ -109,7 +139,7 @@ pub fn parse_offline_metadata(
     bytes: &[u8],
     tensors: usize,
 ) -> Result<Vec<i32>, alloc::string::String> {
-    use alloc::format;
+    use crate::error::format;
     if !bytes.len().is_multiple_of(4) || bytes.len() < 12 {
         return Err(format!(
             "{} bytes is not a list of i32 of at least 3",
@@ -159,7 +189,7 @@ pub fn verify_offsets(
     }
     // Sweep over offsets: only tensors whose byte ranges overlap are compared.
     let mut order: Vec<usize> = (0..uses.len()).filter(|&i| uses[i].bytes > 0).collect();
-    order.sort_by_key(|&i| spans[i].0);
+    heapsort(&mut order, |&a, &b| (spans[a].0, a) < (spans[b].0, b));
     for (a_pos, &a) in order.iter().enumerate() {
         for &b in &order[a_pos + 1..] {
             if spans[b].0 >= spans[a].1 {
@@ -175,6 +205,23 @@ pub fn verify_offsets(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn heapsort_matches_the_standard_sort() {
+        let mut seed = 7u32;
+        for n in 0..60usize {
+            let mut v: Vec<(u32, usize)> = (0..n)
+                .map(|i| {
+                    seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+                    (seed >> 28, i)
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort();
+            heapsort(&mut v, |a, b| a < b);
+            assert_eq!(v, want);
+        }
+    }
     use super::*;
 
     struct Lcg(u64);

@@ -1,7 +1,19 @@
 //! Per-operator preparation: checks input/output types and shapes against what the inputs imply,
 //! reads options, resolves padding and axes, and produces the [`Kind`] that `invoke` runs.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
 
-use alloc::format;
+use crate::error::format;
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -656,6 +668,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
     let c = &ctx;
     let code = op.code;
     let r = match code {
+        #[cfg(feature = "ops-elementwise")]
         B::ADD
         | B::SUB
         | B::MUL
@@ -665,6 +678,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         | B::MINIMUM
         | B::SQUARED_DIFFERENCE
         | B::PRELU => binary(c, code)?,
+        #[cfg(feature = "ops-elementwise")]
         B::ABS
         | B::NEG
         | B::EXP
@@ -681,40 +695,69 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         | B::LEAKY_RELU
         | B::FLOOR
         | B::SQUARE => unary(c, code)?,
+        #[cfg(feature = "ops-reshape")]
         B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => reshape(c, code)?,
+        #[cfg(feature = "ops-shape")]
         B::TRANSPOSE => transpose(c)?,
+        #[cfg(feature = "ops-shape")]
         B::CONCATENATION => concat(c)?,
+        #[cfg(feature = "ops-shape")]
         B::SPLIT | B::SPLIT_V => split(c, code == B::SPLIT_V)?,
+        #[cfg(feature = "ops-shape")]
         B::SLICE => slice(c)?,
+        #[cfg(feature = "ops-shape")]
         B::STRIDED_SLICE => strided_slice(c)?,
+        #[cfg(feature = "ops-shape")]
         B::GATHER => gather(c)?,
+        #[cfg(feature = "ops-pad")]
         B::PAD | B::PADV2 => pad(c)?,
+        #[cfg(feature = "ops-pad")]
         B::MIRROR_PAD => mirror_pad(c)?,
+        #[cfg(feature = "ops-shape")]
         B::BROADCAST_TO => broadcast_to(c)?,
+        #[cfg(feature = "ops-shape")]
         B::TILE => tile(c)?,
+        #[cfg(feature = "ops-elementwise")]
         B::CAST => cast(c)?,
+        #[cfg(feature = "ops-reduce")]
         B::ARG_MAX | B::ARG_MIN => arg_min_max(c, code == B::ARG_MAX)?,
+        #[cfg(feature = "ops-quantize")]
         B::DEQUANTIZE => dequantize(c)?,
+        #[cfg(feature = "ops-quantize")]
         B::QUANTIZE => quantize(c)?,
+        #[cfg(feature = "ops-conv")]
         B::CONV_2D => conv2d(c)?,
+        #[cfg(feature = "ops-depthwise-conv")]
         B::DEPTHWISE_CONV_2D => depthwise(c)?,
+        #[cfg(feature = "ops-transpose-conv")]
         B::TRANSPOSE_CONV => transpose_conv(c)?,
+        #[cfg(feature = "ops-fully-connected")]
         B::FULLY_CONNECTED => fully_connected(c)?,
+        #[cfg(feature = "ops-batch-matmul")]
         B::BATCH_MATMUL => batch_matmul(c)?,
+        #[cfg(feature = "ops-pool")]
         B::MAX_POOL_2D | B::AVERAGE_POOL_2D => pool2d(c, code == B::MAX_POOL_2D)?,
+        #[cfg(feature = "ops-resize")]
         B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => resize(c, code == B::RESIZE_BILINEAR)?,
+        #[cfg(feature = "ops-softmax")]
         B::SOFTMAX | B::LOG_SOFTMAX => softmax(c, code == B::LOG_SOFTMAX)?,
+        #[cfg(feature = "ops-reduce")]
         B::MEAN | B::SUM | B::REDUCE_MAX | B::REDUCE_MIN | B::REDUCE_PROD => reduce(c, code)?,
+        #[cfg(feature = "ops-compare")]
         B::EQUAL | B::NOT_EQUAL | B::LESS | B::LESS_EQUAL | B::GREATER | B::GREATER_EQUAL => {
             compare(c, code)?
         }
+        #[cfg(feature = "ops-compare")]
         B::LOGICAL_AND | B::LOGICAL_OR => logical(c, code == B::LOGICAL_AND)?,
+        #[cfg(feature = "ops-compare")]
         B::LOGICAL_NOT => {
             c.want_dtype(0, &[DType::Bool])?;
             c.check_out(0, c.shape(0)?, DType::Bool)?;
             Kind::LogicalNot
         }
+        #[cfg(feature = "ops-compare")]
         B::SELECT_V2 => select_v2(c)?,
+        #[cfg(feature = "ops-compare")]
         B::TOPK_V2 => topk(c)?,
         _ => return Err(c.err("not supported by the interpreter")),
     };
@@ -861,9 +904,9 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
                 return Err(c.err("axis must have one element"));
             }
             let ax = c.axis(a[0], i.shape.len() + 1)?;
-            let mut s = i.shape.clone();
-            s.insert(ax, 1);
-            s
+            // Built in order: `Vec::insert`'s memmove would be 1.5 KiB of firmware code.
+            let (head, tail) = i.shape.split_at(ax);
+            [head, &[1], tail].concat()
         }
         _ => {
             if o.elements != i.elements {
@@ -1511,6 +1554,7 @@ fn bias_check(c: &Ctx<'_, '_>, k: usize, n: usize) -> Result<()> {
 
 fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    #[cfg(feature = "ops-float")]
     if (in_dt, f_dt) == (DType::F32, DType::F32) {
         f32_inputs(c, 3)?;
     }
@@ -1548,6 +1592,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
         activation: act,
     };
     match (in_dt, f_dt) {
+        #[cfg(feature = "ops-float")]
         (DType::F32, DType::F32) => {
             c.check_out(0, &os, DType::F32)?;
             Ok(Kind::Conv {
@@ -1557,6 +1602,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
                 out_shape: os,
             })
         }
+        #[cfg(feature = "ops-int8")]
         (DType::I8, DType::I8) => {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
@@ -1568,6 +1614,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        #[cfg(feature = "ops-int16")]
         (DType::I16, DType::I8) => {
             c.check_out(0, &os, DType::I16)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
@@ -1579,6 +1626,7 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        #[cfg(feature = "ops-hybrid")]
         (DType::F32, DType::I8) => {
             c.check_out(0, &os, DType::F32)?;
             if c.input(1)?.data.is_none() {
@@ -1782,6 +1830,7 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
 
 fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
+    #[cfg(feature = "ops-float")]
     if (in_dt, f_dt) == (DType::F32, DType::F32) {
         f32_inputs(c, 3)?;
     }
@@ -1822,6 +1871,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
         vec![batches, out_depth]
     };
     match (in_dt, f_dt) {
+        #[cfg(feature = "ops-float")]
         (DType::F32, DType::F32) => {
             c.check_out(0, &out, DType::F32)?;
             Ok(Kind::FullyConnected {
@@ -1831,6 +1881,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 act,
             })
         }
+        #[cfg(feature = "ops-int8")]
         (DType::I8, DType::I8) => {
             c.check_out(0, &out, DType::I8)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
@@ -1841,6 +1892,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        #[cfg(feature = "ops-int16")]
         (DType::I16, DType::I8) => {
             c.check_out(0, &out, DType::I16)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
@@ -1851,6 +1903,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 q,
             })
         }
+        #[cfg(feature = "ops-hybrid")]
         (DType::F32, DType::I8) => {
             c.check_out(0, &out, DType::F32)?;
             if c.input(1)?.data.is_none() {

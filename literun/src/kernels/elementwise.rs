@@ -831,7 +831,9 @@ pub fn quantize_f32<T>(
     let (z, lo, hi) = (zero_point as f32, lo as f32, hi as f32);
     for (o, &x) in out.iter_mut().zip(input) {
         let r = crate::math::round_half_away(x / scale) + z;
-        let r = if r.is_nan() { 0.0 } else { r.clamp(lo, hi) };
+        // max/min rather than `clamp`, whose `lo <= hi` assertion would bring float formatting
+        // into firmware builds.
+        let r = if r.is_nan() { 0.0 } else { r.max(lo).min(hi) };
         // SAFETY: r is an integer value in [lo, hi], inside i32 (no NaN, no overflow); the
         // unchecked form lets the loop use vector conversions. Tested with NaN, infinities
         // and out-of-range values (`quantize_saturates_and_maps_nan_to_zero`).

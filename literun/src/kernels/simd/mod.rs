@@ -37,6 +37,10 @@ pub mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
+/// Whether this target has fast kernels at all (x86-64 only so far): elsewhere the interpreter
+/// leaves them, and the packing code, out of the build.
+pub(crate) const FAST_KERNELS: bool = cfg!(target_arch = "x86_64");
+
 /// The instruction set the fast kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
