@@ -2300,8 +2300,10 @@ fn dequantize(kind: &Kind, input: &[u8], out: &mut [f32]) -> core::result::Resul
             zero_point,
             from,
         } => {
-            // reference_ops::Dequantize: static_cast<float>(double scale * (q - zp)).
-            let f = |q: i64| (*scale * (q - zero_point) as f64) as f32;
+            // reference_ops::Dequantize: static_cast<float>(double scale * (q - zp)). For 8- and
+            // 16-bit values the double product is exact, so rounding it to float equals the
+            // float product (one rounding of the exact value), without double arithmetic.
+            let f = |q: i64| (q - zero_point) as f32 * *scale;
             match from {
                 DType::I8 => out
                     .iter_mut()

@@ -31,7 +31,10 @@ use crate::kernels::{
     Activation,
 };
 use crate::model::{DType, Model, OpDesc, TensorDesc, MAX_RANK};
-use crate::quant::{activation_range_quantized, quantize_multiplier, OutputStage, QuantActivation};
+use crate::quant::{
+    activation_range_quantized, quantize_multiplier, quantize_scale_ratio, OutputStage,
+    QuantActivation,
+};
 use crate::rawfb::RawTable;
 use crate::schema::{self, BuiltinOperator as B};
 
@@ -119,7 +122,7 @@ pub(crate) enum Kind {
     },
     DequantizeF16,
     DequantizeAffine {
-        scale: f64,
+        scale: f32,
         zero_point: i64,
         from: DType,
     },
@@ -1472,7 +1475,7 @@ fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
                 .ok_or_else(|| c.err("input has no quantization parameters"))?;
             if q.is_per_tensor() {
                 return Ok(Kind::DequantizeAffine {
-                    scale: f64::from(q.scales[0]),
+                    scale: q.scales[0],
                     zero_point: q.zero_points[0],
                     from: i.dtype,
                 });
@@ -1503,8 +1506,7 @@ fn quantize(c: &Ctx<'_, '_>) -> Result<Kind> {
         }),
         (DType::I8 | DType::I16, DType::I16) | (DType::I16, DType::I8) => {
             let iq = c.in_q8(0)?;
-            let (multiplier, shift) =
-                quantize_multiplier(f64::from(iq.scale) / f64::from(oq.scale));
+            let (multiplier, shift) = quantize_scale_ratio([iq.scale, 1.0], oq.scale);
             Ok(Kind::Requantize {
                 multiplier,
                 shift,
@@ -2274,7 +2276,7 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         }
         // One formula for every axis set: the reference kernels' (TFLite's reference MEAN over
         // H, W and its general path agree; only the optimized builtin kernel rounds differently).
-        let (multiplier, shift) = quantize_multiplier(f64::from(qi.scale) / f64::from(qo.scale));
+        let (multiplier, shift) = quantize_scale_ratio([qi.scale, 1.0], qo.scale);
         let (shape, in_zero_point, out_zero_point) = (s.to_vec(), qi.zero_point, qo.zero_point);
         return Ok(if dt == DType::I16 {
             Kind::MeanI16 {
@@ -2503,9 +2505,9 @@ fn output_stage_at(
                 return Err(c.err("the int32 bias must have zero point 0"));
             }
             for ch in 0..channels {
-                let want = f64::from(qi.scale) * f64::from(scales[ch.min(scales.len() - 1)]);
-                let got = f64::from(bq.channel(ch).0);
-                if (want - got).abs() / f64::from(qo.scale) > 0.02 {
+                let want = qi.scale * scales[ch.min(scales.len() - 1)];
+                let got = bq.channel(ch).0;
+                if (want - got).abs() / qo.scale > 0.02 {
                     return Err(c.err(format!(
                         "bias scale {got} of channel {ch} differs from input scale x filter \\
                          scale {want}"
@@ -2518,13 +2520,13 @@ fn output_stage_at(
     let mut shifts = Vec::with_capacity(channels);
     for ch in 0..channels {
         let fs = scales[if scales.len() == 1 { 0 } else { ch }];
-        let real = if fc && scales.len() == 1 {
-            // GetQuantizedConvolutionMultipler: the product in float.
-            f64::from(qi.scale * fs) / f64::from(qo.scale)
+        let (m, sh) = if fc && scales.len() == 1 {
+            // GetQuantizedConvolutionMultipler: the product in float, divided in double.
+            quantize_scale_ratio([qi.scale * fs, 1.0], qo.scale)
         } else {
-            f64::from(qi.scale) * f64::from(fs) / f64::from(qo.scale)
+            // PopulateConvolutionQuantizationParams: all in double.
+            quantize_scale_ratio([qi.scale, fs], qo.scale)
         };
-        let (m, sh) = quantize_multiplier(real);
         multipliers.push(m);
         shifts.push(sh);
     }

@@ -80,6 +80,67 @@ pub fn quantize_multiplier(real: f64) -> (i32, i32) {
     (q_fixed as i32, shift)
 }
 
+/// [`quantize_multiplier`] of `(f64) num[0] * (f64) num[1] / (f64) den`, the way TFLite forms
+/// its rescaling ratios from float scales, computed with integers only: the double product is
+/// exact, the quotient is rounded to 53 bits (to nearest, ties to even) as the double division
+/// rounds it, then to the 31-bit multiplier. So it gives the same numbers without double-precision
+/// arithmetic, which microcontrollers without a double FPU would link software routines for.
+/// Scales must be positive and finite (a zero numerator gives `(0, 0)`).
+pub fn quantize_scale_ratio(num: [f32; 2], den: f32) -> (i32, i32) {
+    // value = m * 2^e with an integer m (subnormals have no hidden bit).
+    let parts = |x: f32| -> (u64, i32) {
+        let b = x.to_bits();
+        let (exp, frac) = ((b >> 23) & 0xff, u64::from(b & 0x7f_ffff));
+        if exp == 0 {
+            (frac, -149)
+        } else {
+            (frac | 1 << 23, exp as i32 - 150)
+        }
+    };
+    let ((ma, ea), (mb, eb), (md, ed)) = (parts(num[0]), parts(num[1]), parts(den));
+    if ma == 0 || mb == 0 || md == 0 || !num[0].is_finite() || !num[1].is_finite() {
+        return (0, 0);
+    }
+    // The exact product normalized to [2^47, 2^48), the divisor to [2^23, 2^24).
+    let n = ma * mb;
+    let norm_n = n.leading_zeros() as i32 - 16;
+    let norm_d = md.leading_zeros() as i32 - 40;
+    let (n, d) = (n << norm_n, md << norm_d);
+    // q = floor(n * 2^39 / d), 63 or 64 bits, by long division in two 64-bit steps.
+    let (q1, r1) = ((n << 15) / d, (n << 15) % d);
+    let (q2, r2) = ((r1 << 24) / d, (r1 << 24) % d);
+    let q = (q1 << 24) + q2;
+    let sticky = r2 != 0;
+    let mut e = ea + eb - norm_n - 39 - (ed - norm_d);
+    // Round to 53 significant bits, ties to even (the double quotient).
+    let drop = (64 - q.leading_zeros() as i32) - 53;
+    let mut mant = q >> drop;
+    let rest = q & ((1u64 << drop) - 1);
+    let half = 1u64 << (drop - 1);
+    if rest > half || (rest == half && (sticky || mant & 1 == 1)) {
+        mant += 1;
+    }
+    e += drop;
+    if mant == 1 << 53 {
+        mant >>= 1;
+        e += 1;
+    }
+    // frexp: real = (mant / 2^53) * 2^(e + 53); the multiplier rounds half away from zero.
+    let mut shift = e + 53;
+    let mut fixed = (mant + (1 << 21)) >> 22;
+    if fixed == 1 << 31 {
+        fixed /= 2;
+        shift += 1;
+    }
+    if shift < -31 {
+        return (0, 0);
+    }
+    if shift > 30 {
+        return (i32::MAX, 30);
+    }
+    (fixed as i32, shift)
+}
+
 /// TFLite `QuantizeMultiplierSmallerThanOneExp`: as [`quantize_multiplier`] for `0 < real < 1`;
 /// the returned exponent is `<= 0`. `None` outside that range.
 pub fn quantize_multiplier_smaller_than_one(real: f64) -> Option<(i32, i32)> {
@@ -381,6 +442,47 @@ pub fn asymmetric_quantize_floats(values: &[f32], out: &mut [i8]) -> (f32, i32) 
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn integer_scale_ratio_matches_the_double_computation() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        // Scales across the whole f32 range, subnormals included, and typical ones.
+        let mut scale = |typical: bool| loop {
+            let r = next();
+            let v = if typical {
+                f32::from_bits(0x3000_0000 + (r as u32 % 0x1000_0000))
+            } else {
+                f32::from_bits(r as u32 & 0x7fff_ffff)
+            };
+            if v.is_finite() && v > 0.0 {
+                return v;
+            }
+        };
+        for i in 0..200_000 {
+            let typical = i % 2 == 0;
+            let (a, b, c) = (scale(typical), scale(typical), scale(typical));
+            let want = quantize_multiplier(f64::from(a) * f64::from(b) / f64::from(c));
+            assert_eq!(quantize_scale_ratio([a, b], c), want, "{a:e} {b:e} {c:e}");
+            let want = quantize_multiplier(f64::from(a) / f64::from(c));
+            assert_eq!(quantize_scale_ratio([a, 1.0], c), want, "{a:e} {c:e}");
+        }
+        // Ties of the 31-bit rounding and exact powers of two.
+        assert_eq!(
+            quantize_scale_ratio([0.5, 1.0], 1.0),
+            quantize_multiplier(0.5)
+        );
+        assert_eq!(
+            quantize_scale_ratio([3.0, 1.0], 4.0),
+            quantize_multiplier(0.75)
+        );
+        assert_eq!(quantize_scale_ratio([0.0, 1.0], 4.0), (0, 0));
+    }
+
     #[test]
     fn int64_multiplier_of_16x8_layers_rounds_half_up_with_a_16_bit_multiplier() {
         let half = 1 << 30; // 0.5

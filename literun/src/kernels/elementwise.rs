@@ -935,7 +935,7 @@ pub fn lut8_leaky_relu(input: Q8, output: Q8, signed: bool, alpha: f32) -> Lut8 
 
 /// TFLite's quantized requantization (QUANTIZE between 8-bit types, quantize.cc `Requantize`).
 pub fn lut8_requantize(input: Q8, output: Q8, in_signed: bool, out_signed: bool) -> Lut8 {
-    let (m, s) = quantize_multiplier(f64::from(input.scale) / f64::from(output.scale));
+    let (m, s) = crate::quant::quantize_scale_ratio([input.scale, 1.0], output.scale);
     lut8_from_int(in_signed, out_signed, |v| {
         mbqm(v - input.zero_point, m, s).saturating_add(output.zero_point)
     })
