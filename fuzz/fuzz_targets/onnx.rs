@@ -10,6 +10,9 @@ use litecvt::convert::{convert_bytes, ConvertOptions};
 fuzz_target!(|data: &[u8]| {
     if let Err(e) = convert_bytes(data, "fuzz.onnx", &ConvertOptions::default()) {
         let msg = format!("{e:#}");
-        assert!(msg.contains("fuzz.onnx"), "error without the file name: {msg}");
+        assert!(
+            msg.contains("fuzz.onnx"),
+            "error without the file name: {msg}"
+        );
     }
 });
