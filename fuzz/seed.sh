@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Seeds fuzz/corpus/model with literun's example models, and with every fixture converted by
-# litecvt (float, fp16, int8 weights-only) when a litecvt binary is given: seed.sh [path/to/litecvt]
+# litecvt (float, fp16, int8 weights-only) when a litecvt binary is given: seed.sh [path/to/litecvt].
+# Seeds fuzz/corpus/onnx with the fixture ONNX files up to 64 KB (op models, small main, zoo and QDQ
+# models).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=fuzz/corpus/model
@@ -18,3 +20,7 @@ if [ $# -ge 1 ]; then
   rm -rf "$tmp"
 fi
 ls "$out" | wc -l
+onnx=fuzz/corpus/onnx
+mkdir -p "$onnx"
+find fixtures/*.onnx fixtures/ops fixtures/zoo fixtures/qdq -name '*.onnx' -size -64k -exec cp {} "$onnx/" \;
+ls "$onnx" | wc -l

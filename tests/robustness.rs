@@ -152,3 +152,24 @@ fn corrupted_onnx_files_never_panic_the_converter() {
     }
     assert!(panics.is_empty(), "the converter panicked on: {panics:?}");
 }
+
+/// Every input the ONNX fuzz target (`fuzz/fuzz_targets/onnx.rs`) crashed on, named after the bug:
+/// the converter must answer with an error that names the file.
+#[test]
+fn onnx_fuzz_regressions() {
+    let dir = root().join("tests/data/fuzz_onnx");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let data = std::fs::read(&p).unwrap();
+        let label = p.file_name().unwrap().to_string_lossy().into_owned();
+        eprintln!("{}", p.display());
+        if let Err(e) = convert_bytes(&data, &label, &ConvertOptions::default()) {
+            let msg = format!("{e:#}");
+            eprintln!("  {msg}");
+            assert!(msg.contains(&label), "error without the file name: {msg}");
+        }
+        n += 1;
+    }
+    assert!(n > 0);
+}

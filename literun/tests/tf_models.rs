@@ -106,6 +106,12 @@ fn tf_ops_float() {
     check_float("ops_float");
 }
 
+/// SQUEEZE (one and two axes) as TensorFlow writes it for an input with two dynamic dimensions.
+#[test]
+fn tf_squeeze_float() {
+    check_float("squeeze_float");
+}
+
 #[test]
 fn tf_cnn_float_fp16_dynamic() {
     check_float("cnn_float");

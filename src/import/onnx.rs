@@ -1408,6 +1408,15 @@ impl<'m> Importer<'m> {
         if xs.len() != ws.len() || xs.len() < 3 {
             return bad(format!("weights {ws:?} do not match data {xs:?}"));
         }
+        if let Some(b) = b {
+            if self.shape(b) != [ws[0]] {
+                return bad(format!(
+                    "bias has shape {:?}, expected [{}] (the weights' output channels)",
+                    self.shape(b),
+                    ws[0]
+                ));
+            }
+        }
         if xs.len() > 4 {
             return unsup(format!("{}-D convolution is not supported", xs.len() - 2));
         }
@@ -1753,11 +1762,22 @@ impl<'m> Importer<'m> {
 
     fn batchnorm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
         let x = self.req(n, 0, "X")?;
+        let xs = self.shape(x);
+        if xs.len() < 2 {
+            return bad(format!("expects X of rank ≥ 2 (N, C, ...), got {xs:?}"));
+        }
+        let c = xs[1];
         let mut ins = vec![x];
         for (i, what) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
             let id = self.req(n, i, what)?;
             if self.cst(id).is_none() {
                 return bad("scale, bias, mean and var must be constant");
+            }
+            if self.shape(id) != [c] {
+                return bad(format!(
+                    "{what} has shape {:?}, expected [{c}] (X's channels)",
+                    self.shape(id)
+                ));
             }
             ins.push(id);
         }

@@ -63,7 +63,17 @@ pub fn fold_batchnorm(g: &mut Graph) -> usize {
                 .zip(&params[3])
                 .map(|(gm, v)| gm / (v + epsilon).sqrt())
                 .collect();
-            if scale.iter().any(|s| !s.is_finite()) || w.shape().get(axis) != Some(&scale.len()) {
+            let c = scale.len();
+            // A layer bias must be a constant of c values too (it is folded into the new one).
+            let bias_ok = match p.inputs.get(2) {
+                None => true,
+                Some(&b) => g.const_data(b).is_some_and(|d| d.len() == c),
+            };
+            if scale.iter().any(|s| !s.is_finite())
+                || w.shape().get(axis) != Some(&c)
+                || params.iter().any(|v| v.len() != c)
+                || !bias_ok
+            {
                 continue; // e.g. var + eps <= 0: leave the BN alone, correct and unfolded
             }
             found = Some((bi, pi, axis, scale, params));
