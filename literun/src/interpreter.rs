@@ -1706,28 +1706,7 @@ fn run_op<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-reduce", feature = "ops-int16"))]
-        Kind::MeanI16 {
-            shape,
-            axes,
-            count,
-            in_zero_point,
-            multiplier,
-            shift,
-            out_zero_point,
-        } => {
-            let o = cast_out::<i16>(out)?;
-            let sums = &mut scratch.i32s[..o.len()];
-            reduce::sum_quantized::<i16>(ins.typed(0)?, shape, axes, sums);
-            reduce::mean_quantized(
-                sums,
-                *count,
-                *in_zero_point,
-                *multiplier,
-                *shift,
-                *out_zero_point,
-                o,
-            );
-        }
+        Kind::MeanI16(m) => m.run::<i16>(ins.typed(0)?, &mut scratch.i32s, cast_out(out)?),
         #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
         Kind::ConvI8 {
             params,
@@ -1905,28 +1884,7 @@ fn run_op<'b>(
             cast_out(out)?,
         ),
         #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
-        Kind::MeanI8 {
-            shape,
-            axes,
-            count,
-            in_zero_point,
-            multiplier,
-            shift,
-            out_zero_point,
-        } => {
-            let o = cast_out::<i8>(out)?;
-            let sums = &mut scratch.i32s[..o.len()];
-            reduce::sum_quantized::<i8>(ins.typed(0)?, shape, axes, sums);
-            reduce::mean_quantized(
-                sums,
-                *count,
-                *in_zero_point,
-                *multiplier,
-                *shift,
-                *out_zero_point,
-                o,
-            );
-        }
+        Kind::MeanI8(m) => m.run::<i8>(ins.typed(0)?, &mut scratch.i32s, cast_out(out)?),
         #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
         Kind::Conv {
             params,

@@ -218,7 +218,7 @@ pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'st
         K::FullyConnectedI16 { .. } => (f!("ops-fully-connected"), Some(W)),
         K::PoolI16 { .. } => (f!("ops-pool"), Some(W)),
         K::BinaryI16 { .. } => (f!("ops-elementwise"), Some(W)),
-        K::MeanI16 { .. } => (f!("ops-reduce"), Some(W)),
+        K::MeanI16(_) => (f!("ops-reduce"), Some(W)),
         K::Requantize { .. } => (f!("ops-quantize"), Some(W)),
         K::Depthwise { .. } => (f!("ops-depthwise-conv"), Some(F)),
         K::DepthwiseI8 { .. } => (f!("ops-depthwise-conv"), Some(I)),
@@ -251,9 +251,7 @@ pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'st
         | K::DequantizePerChannel { .. }
         | K::Quantize { .. } => (f!("ops-quantize"), None),
         K::Reduce { .. } => (f!("ops-reduce"), Some(F)),
-        K::MeanI8 { .. } | K::SumI8 { .. } | K::ReduceMaxMinI8 { .. } => {
-            (f!("ops-reduce"), Some(I))
-        }
+        K::MeanI8(_) | K::SumI8 { .. } | K::ReduceMaxMinI8 { .. } => (f!("ops-reduce"), Some(I)),
         K::ArgMinMax { .. } => (f!("ops-reduce"), None),
         K::Resize { .. } => (f!("ops-resize"), None),
         K::Compare { .. }

@@ -185,15 +185,7 @@ pub(crate) enum Kind {
         act_min: i32,
         act_max: i32,
     },
-    MeanI16 {
-        shape: Vec<usize>,
-        axes: Vec<usize>,
-        count: usize,
-        in_zero_point: i32,
-        multiplier: i32,
-        shift: i32,
-        out_zero_point: i32,
-    },
+    MeanI16(crate::kernels::reduce::QuantizedMean),
     /// An 8-bit -> 8-bit elementwise operator as a table over the input bytes.
     Lut8 {
         table: alloc::boxed::Box<ew::Lut8>,
@@ -267,16 +259,8 @@ pub(crate) enum Kind {
         out_scale: f32,
         out_zero_point: i32,
     },
-    /// Any other int8 MEAN (TFLite's `QuantizedMeanOrSum`).
-    MeanI8 {
-        shape: Vec<usize>,
-        axes: Vec<usize>,
-        count: usize,
-        in_zero_point: i32,
-        multiplier: i32,
-        shift: i32,
-        out_zero_point: i32,
-    },
+    /// Int8 MEAN (TFLite's `QuantizedMeanOrSum`).
+    MeanI8(crate::kernels::reduce::QuantizedMean),
     /// Int8 SUM (LiteRT's builtin float-scaled form).
     SumI8 {
         shape: Vec<usize>,
@@ -2277,27 +2261,19 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         // One formula for every axis set: the reference kernels' (TFLite's reference MEAN over
         // H, W and its general path agree; only the optimized builtin kernel rounds differently).
         let (multiplier, shift) = quantize_scale_ratio([qi.scale, 1.0], qo.scale);
-        let (shape, in_zero_point, out_zero_point) = (s.to_vec(), qi.zero_point, qo.zero_point);
+        let mean = crate::kernels::reduce::QuantizedMean {
+            shape: s.to_vec(),
+            axes,
+            count,
+            in_zero_point: qi.zero_point,
+            multiplier,
+            shift,
+            out_zero_point: qo.zero_point,
+        };
         return Ok(if dt == DType::I16 {
-            Kind::MeanI16 {
-                shape,
-                axes,
-                count,
-                in_zero_point,
-                multiplier,
-                shift,
-                out_zero_point,
-            }
+            Kind::MeanI16(mean)
         } else {
-            Kind::MeanI8 {
-                shape,
-                axes,
-                count,
-                in_zero_point,
-                multiplier,
-                shift,
-                out_zero_point,
-            }
+            Kind::MeanI8(mean)
         });
     }
     Ok(Kind::Reduce {
@@ -2618,9 +2594,8 @@ impl Kind {
                 let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
                 (lhs_len, rows + k, rows + rhs_mats * n)
             }
-            Kind::MeanI8 { shape, axes, .. }
-            | Kind::MeanI16 { shape, axes, .. }
-            | Kind::SumI8 { shape, axes, .. } => {
+            Kind::MeanI8(m) | Kind::MeanI16(m) => (0, 0, m.output_len()),
+            Kind::SumI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))
                     .map(|d| shape[d])

@@ -230,6 +230,41 @@ pub fn sum_quantized<T: super::Quantized>(
     }
 }
 
+/// A prepared int8 or int16 MEAN ([`mean_quantized`] over [`sum_quantized`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuantizedMean {
+    pub shape: alloc::vec::Vec<usize>,
+    pub axes: alloc::vec::Vec<usize>,
+    pub count: usize,
+    pub in_zero_point: i32,
+    pub multiplier: i32,
+    pub shift: i32,
+    pub out_zero_point: i32,
+}
+
+impl QuantizedMean {
+    /// Output elements (the sums `run` needs).
+    pub fn output_len(&self) -> usize {
+        (0..self.shape.len())
+            .filter(|d| !self.axes.contains(d))
+            .map(|d| self.shape[d])
+            .product()
+    }
+
+    /// `sums` holds at least `out.len()` values.
+    pub fn run<T: super::Quantized>(&self, input: &[T], sums: &mut [i32], out: &mut [T]) {
+        let sums = &mut sums[..out.len()];
+        sum_quantized(input, &self.shape, &self.axes, sums);
+        let (z_in, m, s, z_out) = (
+            self.in_zero_point,
+            self.multiplier,
+            self.shift,
+            self.out_zero_point,
+        );
+        mean_quantized(sums, self.count, z_in, m, s, z_out, out);
+    }
+}
+
 /// Int8 and int16 MEAN, as TFLite's `reference_ops::QuantizedMeanOrSum` (the general path): the
 /// multiplier `(input_scale / output_scale)` is divided by the element count in fixed point,
 /// then `out = clamp(MBQM(sum - zp_in * n, m, s) + zp_out)`.

@@ -719,19 +719,19 @@ fn dw_geometry(p: &DepthwiseParams) -> [usize; 6] {
     ]
 }
 
-/// Int8 DEPTHWISE_CONV_2D (depth multiplier 1) through [`DwI8`].
+/// Runs `pixel(input_batch, taps, out_pixel)` for every output pixel of a depthwise convolution,
+/// split by output rows over the `workers` ([`for_row_blocks`]).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn depthwise_i8(
-    dw: &DwI8,
-    input: &[i8],
+fn depthwise_pixels<T: Send + Sync>(
+    input: &[T],
     in_shape: [usize; 4],
     k_hw: [usize; 2],
     p: &DepthwiseParams,
-    output: &mut [i8],
+    output: &mut [T],
     out_shape: [usize; 4],
     workers: &mut [FastScratch],
+    pixel: impl Fn(&[T], &[usize], &mut [T]) + Sync,
 ) {
-    let isa = dw.isa;
     let [batches, in_h, in_w, c] = in_shape;
     let [_, out_h, out_w, _] = out_shape;
     let work = out_h * out_w * c * k_hw[0] * k_hw[1];
@@ -748,15 +748,41 @@ pub(crate) fn depthwise_i8(
                 dw_geometry(p),
                 |oy, ox, taps| {
                     let at = ((oy - y0) * out_w + ox) * c;
-                    let o = &mut block[at..at + c];
-                    #[cfg(target_arch = "x86_64")]
-                    x86::dw_i8_pixel(isa, dw, inb, taps, o);
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let _ = (isa, inb, taps, &o);
+                    pixel(inb, taps, &mut block[at..at + c]);
                 },
             );
         });
     }
+}
+
+/// Int8 DEPTHWISE_CONV_2D (depth multiplier 1) through [`DwI8`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn depthwise_i8(
+    dw: &DwI8,
+    input: &[i8],
+    in_shape: [usize; 4],
+    k_hw: [usize; 2],
+    p: &DepthwiseParams,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+    workers: &mut [FastScratch],
+) {
+    let isa = dw.isa;
+    depthwise_pixels(
+        input,
+        in_shape,
+        k_hw,
+        p,
+        output,
+        out_shape,
+        workers,
+        |inb, taps, o| {
+            #[cfg(target_arch = "x86_64")]
+            x86::dw_i8_pixel(isa, dw, inb, taps, o);
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (isa, inb, taps, o);
+        },
+    );
 }
 
 /// Constant float weights `[N, K]` packed in panels of 16 output channels (`[panel][k][16]`).
@@ -978,36 +1004,26 @@ pub(crate) fn depthwise_f32(
     workers: &mut [FastScratch],
 ) {
     let isa = dw.isa;
-    let [batches, in_h, in_w, c] = in_shape;
-    let [_, out_h, out_w, _] = out_shape;
-    let work = out_h * out_w * c * k_hw[0] * k_hw[1];
-    for b in 0..batches {
-        let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
-        let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
-            let y0 = oys.start;
-            for_each_window(
-                [in_h, in_w],
-                k_hw,
-                oys,
-                out_w,
-                dw_geometry(p),
-                |oy, ox, taps| {
-                    let at = ((oy - y0) * out_w + ox) * c;
-                    let o = &mut block[at..at + c];
-                    #[cfg(target_arch = "x86_64")]
-                    x86::dw_f32_pixel(isa, dw, inb, taps, o);
-                    #[cfg(not(target_arch = "x86_64"))]
-                    let _ = (isa, inb, taps, &o);
-                    if dw.act == Activation::Tanh {
-                        for v in o.iter_mut() {
-                            *v = dw.act.apply(*v);
-                        }
-                    }
-                },
-            );
-        });
-    }
+    depthwise_pixels(
+        input,
+        in_shape,
+        k_hw,
+        p,
+        output,
+        out_shape,
+        workers,
+        |inb, taps, o| {
+            #[cfg(target_arch = "x86_64")]
+            x86::dw_f32_pixel(isa, dw, inb, taps, o);
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (isa, inb, taps, &o);
+            if dw.act == Activation::Tanh {
+                for v in o.iter_mut() {
+                    *v = dw.act.apply(*v);
+                }
+            }
+        },
+    );
 }
 
 #[cfg(test)]
