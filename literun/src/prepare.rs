@@ -2359,7 +2359,10 @@ fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind>
     Ok(if int16 {
         Kind::BinaryI16 { p, bc }
     } else {
-        Kind::BinaryI8 { p, bc }
+        Kind::BinaryI8 {
+            p: p.with_tables(),
+            bc,
+        }
     })
 }
 

@@ -355,8 +355,10 @@ mod tests {
         for sub in [false, true] {
             let p = BinaryI8::add_sub(q(0.05, -3), q(0.02, 7), q(0.06, 1), (-128, 127), sub, false)
                 .unwrap();
+            let tables = p.clone().with_tables();
+            assert!(matches!(tables, BinaryI8::AddSubTables(_)));
             let mut out = vec![0i8; n];
-            binary_quantized::<i8>(&p, &bc, &a, &b, &mut out);
+            binary_quantized::<i8>(&tables, &bc, &a, &b, &mut out);
             for i in 0..n {
                 assert_eq!(out[i], p.eval(a[i], b[i]), "{sub} {i}");
             }
@@ -581,6 +583,8 @@ pub enum BinaryI8 {
         out_shift: i32,
         out_offset: i32,
     },
+    /// Int8 ADD/SUB with each input's rescaled value looked up (from [`BinaryI8::with_tables`]).
+    AddSubTables(alloc::boxed::Box<AddSubTables>),
     /// MAXIMUM / MINIMUM: the larger / smaller stored value (all three tensors share their
     /// quantization).
     MaxMin { max: bool },
@@ -596,7 +600,61 @@ pub enum BinaryI8 {
     },
 }
 
+/// An int8 ADD/SUB as tables: an 8-bit input takes 256 values, so each input's rescaling
+/// (shift, multiply, round) is looked up, the same numbers as computing it; only the rescaling of
+/// the sum is left per element.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AddSubTables {
+    /// Rescaled input 1 / input 2 (negated for SUB), indexed by `stored + 128`.
+    pub t1: [i32; 256],
+    pub t2: [i32; 256],
+    pub out_mult: i32,
+    pub out_shift: i32,
+    pub out_offset: i32,
+    pub act_min: i32,
+    pub act_max: i32,
+}
+
 impl BinaryI8 {
+    /// An int8 ADD/SUB as [`AddSubTables`] (other operators unchanged).
+    pub fn with_tables(self) -> BinaryI8 {
+        let BinaryI8::AddSub {
+            sub,
+            in1_offset,
+            in2_offset,
+            left_shift,
+            in1_mult,
+            in1_shift,
+            in2_mult,
+            in2_shift,
+            out_mult,
+            out_shift,
+            out_offset,
+            act_min,
+            act_max,
+        } = self
+        else {
+            return self;
+        };
+        let table = |off: i32, m: i32, sh: i32, neg: bool| {
+            let mut t = [0i32; 256];
+            for (i, v) in t.iter_mut().enumerate() {
+                let s = mbqm_lt1((off - 128 + i as i32) * (1 << left_shift), m, sh);
+                *v = if neg { s.wrapping_neg() } else { s };
+            }
+            t
+        };
+        BinaryI8::AddSubTables(alloc::boxed::Box::new(AddSubTables {
+            t1: table(in1_offset, in1_mult, in1_shift, false),
+            t2: table(in2_offset, in2_mult, in2_shift, sub),
+            out_mult,
+            out_shift,
+            out_offset,
+            act_min,
+            act_max,
+        }))
+    }
+
     /// TFLite add.cc / sub.cc `PrepareGeneralSubOp`: `None` when a multiplier is out of range.
     /// `int16`: the general int16 kernel (`pot_scale_int16` false), which shifts by 15.
     pub fn add_sub(
@@ -724,6 +782,11 @@ impl BinaryI8 {
                 let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
                 o.clamp(act_min, act_max)
             }
+            BinaryI8::AddSubTables(ref t) => {
+                let raw = t.t1[(x + 128) as usize & 255] + t.t2[(y + 128) as usize & 255];
+                let o = mbqm(raw, t.out_mult, t.out_shift).saturating_add(t.out_offset);
+                o.clamp(t.act_min, t.act_max)
+            }
             BinaryI8::MaxMin { max } => {
                 if max {
                     x.max(y)
@@ -777,41 +840,17 @@ pub fn binary_quantized<T: super::Quantized>(
     // One loop per operator: inside each, the inlined `eval_i32` knows which operator it is,
     // so the per-element work is the arithmetic alone.
     match *p {
-        BinaryI8::AddSub {
-            sub,
-            in1_offset,
-            in2_offset,
-            left_shift,
-            in1_mult,
-            in1_shift,
-            in2_mult,
-            in2_shift,
-            out_mult,
-            out_shift,
-            out_offset,
-            act_min,
-            act_max,
-        } if T::MAX - T::MIN == 255 && out.len() >= 1024 => {
-            // 8-bit inputs take 256 values: each input's rescaling is a table lookup, the same
-            // numbers as computing it (only the sum's rescaling is left per element).
-            let table = |off: i32, m: i32, sh: i32, neg: bool| {
-                let mut t = [0i32; 256];
-                for (i, v) in t.iter_mut().enumerate() {
-                    let s = mbqm_lt1((off + T::MIN + i as i32) * (1 << left_shift), m, sh);
-                    *v = if neg { s.wrapping_neg() } else { s };
-                }
-                t
-            };
-            let t1 = table(in1_offset, in1_mult, in1_shift, false);
-            let t2 = table(in2_offset, in2_mult, in2_shift, sub);
+        BinaryI8::AddSub { .. } => bc.apply(a, b, out, f),
+        BinaryI8::AddSubTables(ref t) => {
+            // The parameters in locals, so the loop keeps them in registers.
+            let (t1, t2) = (&t.t1, &t.t2);
+            let (m, sh, off, lo, hi) =
+                (t.out_mult, t.out_shift, t.out_offset, t.act_min, t.act_max);
             bc.apply(a, b, out, |x, y| {
-                let raw =
-                    t1[(x.get() - T::MIN) as usize & 255] + t2[(y.get() - T::MIN) as usize & 255];
-                let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
-                T::saturate(o.clamp(act_min, act_max))
+                let raw = t1[(x.get() + 128) as usize & 255] + t2[(y.get() + 128) as usize & 255];
+                T::saturate(mbqm(raw, m, sh).saturating_add(off).clamp(lo, hi))
             })
         }
-        BinaryI8::AddSub { .. } => bc.apply(a, b, out, f),
         BinaryI8::Mul { .. } => bc.apply(a, b, out, f),
         BinaryI8::MaxMin { .. } => bc.apply(a, b, out, f),
         BinaryI8::SquaredDifference { .. } => bc.apply(a, b, out, f),
