@@ -561,7 +561,8 @@ fn run_model(
     Ok(())
 }
 
-/// Output values as floats; int8 outputs are dequantized with their tensor's parameters.
+/// Output values as floats; int8 and int16 outputs are dequantized with their tensor's
+/// parameters.
 fn dequantized(model: &literun::Model<'_>, name: &str, a: &NpyArray) -> Vec<f32> {
     let q = model
         .outputs()
@@ -569,9 +570,14 @@ fn dequantized(model: &literun::Model<'_>, name: &str, a: &NpyArray) -> Vec<f32>
         .find(|o| o.name == name)
         .and_then(|o| model.tensors()[o.tensor].qparams.clone());
     match (&a.data, q) {
-        (crate::npy::NpyData::I8(v), Some(q)) if q.is_per_tensor() => {
+        (crate::npy::NpyData::I8(_) | crate::npy::NpyData::I16(_), Some(q))
+            if q.is_per_tensor() =>
+        {
             let (s, z) = q.channel(0);
-            v.iter().map(|&x| (x as i64 - z) as f32 * s).collect()
+            a.to_f32()
+                .iter()
+                .map(|&x| (x as i64 - z) as f32 * s)
+                .collect()
         }
         _ => a.to_f32(),
     }
