@@ -59,7 +59,8 @@ pub(crate) fn tile_i8(
 ) {
     let bstride = isa.nr_i8() * isa.kg_i8();
     assert!(isa.mr_i8() == MR_I8 && isa.nr_i8() == 16);
-    assert!(rows >= 1 && rows <= MR_I8 && a.len() >= groups * MR_I8 && b.len() >= groups * bstride);
+    assert!((1..=MR_I8).contains(&rows));
+    assert!(a.len() >= groups * MR_I8 && b.len() >= groups * bstride);
     let (a, b) = (a.as_ptr(), b.as_ptr());
     // SAFETY: the ISA is available (module invariant); `a` has `groups * MR_I8` words (rows of
     // `groups`) and `b` `groups * bstride` bytes (asserted above), which is all the kernels
