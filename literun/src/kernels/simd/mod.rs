@@ -131,9 +131,9 @@ impl Isa {
         matches!(self, Isa::Avx512Vnni | Isa::AvxVnni)
     }
 
-    /// Whether the int8 depthwise kernel exists for `self` (x86 only so far).
-    fn has_dw_i8(self) -> bool {
-        matches!(self, Isa::Avx2 | Isa::AvxVnni | Isa::Avx512Vnni)
+    /// Whether `self` is one of the aarch64 ISAs.
+    fn neon(self) -> bool {
+        matches!(self, Isa::Neon | Isa::NeonDot)
     }
 }
 
@@ -639,12 +639,12 @@ pub(crate) const DW_MAX_TAPS: usize = 64;
 /// Constant int8 depthwise weights (`[1, KH, KW, C]`, depth multiplier 1), packed as pairs of
 /// taps interleaved per 16 channels for `vpmaddwd`.
 #[derive(Clone, Debug)]
-#[cfg_attr(target_arch = "aarch64", allow(dead_code))] // no NEON kernel reads it yet
 pub struct DwI8 {
     pub(crate) isa: Isa,
     pub(crate) c: usize,
     pub(crate) taps: usize,
-    /// Block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`.
+    /// x86: block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`.
+    /// NEON: tap `t`, channel `ch` at `t * cp + ch` (`cp`: channels padded to 16).
     pub(crate) w: Vec<i16>,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
@@ -659,7 +659,7 @@ impl DwI8 {
         bias: Option<&[i32]>,
         q: &OutputStage,
     ) -> Option<DwI8> {
-        if !isa.has_dw_i8()
+        if isa == Isa::Portable
             || !isa.available()
             || taps == 0
             || taps > DW_MAX_TAPS
@@ -672,6 +672,24 @@ impl DwI8 {
             return None;
         }
         let blocks = c.div_ceil(16);
+        let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
+        if isa.neon() {
+            let cp = blocks * 16;
+            let mut w = vec![0i16; taps * cp];
+            for t in 0..taps {
+                for ch in 0..c {
+                    w[t * cp + ch] = i16::from(filter[t * c + ch]);
+                }
+            }
+            return Some(DwI8 {
+                isa,
+                c,
+                taps,
+                w,
+                rq,
+                input_offset: q.input_offset as i16,
+            });
+        }
         let pairs = taps.div_ceil(2);
         let mut w = vec![0i16; blocks * pairs * 32];
         let at = |t: usize, ch: usize| -> i16 {
@@ -699,7 +717,6 @@ impl DwI8 {
                 }
             }
         }
-        let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
         Some(DwI8 {
             isa,
             c,
@@ -819,7 +836,9 @@ pub(crate) fn depthwise_i8(
         |inb, taps, o| {
             #[cfg(target_arch = "x86_64")]
             x86::dw_i8_pixel(isa, dw, inb, taps, o);
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(target_arch = "aarch64")]
+            aarch64::dw_i8_pixel(isa, dw, inb, taps, o);
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
             let _ = (isa, inb, taps, o);
         },
     );
@@ -1320,7 +1339,7 @@ mod tests {
     #[test]
     fn depthwise_i8_matches_portable() {
         let mut rng = Rng(3);
-        for isa in isas().into_iter().filter(|i| i.has_dw_i8()) {
+        for isa in isas() {
             for case in 0..60usize {
                 let (is, fs, os, p) = dw_case(&mut rng, case);
                 let c = is[3];
