@@ -221,7 +221,7 @@ impl Fast {
 pub struct Options {
     /// Instruction set of the fast kernels (`Isa::Portable`: the reference kernels only).
     /// Defaults to [`Isa::detect`], or to the `LITERUN_ISA` environment variable (`portable`,
-    /// `avx2`, `avx-vnni`, `avx512-vnni`) when set and available.
+    /// `avx2`, `avx-vnni`, `avx512-vnni`, `neon`, `neon-dot`) when set and available.
     pub isa: Isa,
 }
 
@@ -229,7 +229,14 @@ impl Default for Options {
     fn default() -> Self {
         #[cfg(feature = "std")]
         if let Ok(name) = std::env::var("LITERUN_ISA") {
-            for isa in [Isa::Portable, Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni] {
+            for isa in [
+                Isa::Portable,
+                Isa::Avx2,
+                Isa::AvxVnni,
+                Isa::Avx512Vnni,
+                Isa::Neon,
+                Isa::NeonDot,
+            ] {
                 if isa.name() == name && isa.available() {
                     return Options { isa };
                 }

@@ -5,8 +5,8 @@
 //! Everything here is chosen once, when the interpreter is prepared: [`Isa::detect`] picks the
 //! best instruction set the CPU has, and the `pack_*` functions re-lay the constant weights for
 //! it (counted in `Interpreter::prepacked_bytes`). At run time the drivers below walk the output
-//! in tiles and call the ISA's micro-kernels (`x86.rs`; `aarch64.rs` is where NEON/`sdot` paths
-//! go). Operators whose weights are not constant, grouped convolutions and depth multipliers
+//! in tiles and call the ISA's micro-kernels (`x86.rs`: AVX2, AVX-VNNI, AVX-512; `aarch64.rs`:
+//! NEON, and `sdot` where the CPU has it). Operators whose weights are not constant, grouped convolutions and depth multipliers
 //! other than 1 keep the portable kernels.
 //!
 //! # Exactness
@@ -16,10 +16,10 @@
 //! and the bias are folded into one per-channel constant, and the requantization reproduces
 //! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::requant_8`). Float paths reorder the
 //! sums (and fuse multiply-adds), so they agree with the portable kernels to ~1e-6 relative.
-// The fast paths exist for x86-64 only so far (aarch64 is a slot): elsewhere `Isa::detect` is
-// always `Portable`, these functions are never reached, and their x86 calls compile away.
+// The fast paths exist for x86-64 and aarch64: elsewhere `Isa::detect` is always `Portable`,
+// these functions are never reached, and their SIMD calls compile away.
 #![cfg_attr(
-    not(target_arch = "x86_64"),
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
     allow(unused_variables, unused_mut, dead_code)
 )]
 
@@ -37,9 +37,9 @@ pub mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
-/// Whether this target has fast kernels at all (x86-64 only so far): elsewhere the interpreter
+/// Whether this target has fast kernels at all (x86-64 and aarch64): elsewhere the interpreter
 /// leaves them, and the packing code, out of the build.
-pub(crate) const FAST_KERNELS: bool = cfg!(target_arch = "x86_64");
+pub(crate) const FAST_KERNELS: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 /// The instruction set the fast kernels use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,12 +52,22 @@ pub enum Isa {
     AvxVnni,
     /// AVX-512 F/BW/VL + VNNI (512-bit `vpdpbusd`).
     Avx512Vnni,
+    /// aarch64 NEON (Advanced SIMD).
+    Neon,
+    /// NEON + the dot-product instructions (`sdot`, Armv8.2 `dotprod`).
+    NeonDot,
 }
 
 impl Isa {
     /// The best instruction set this CPU supports.
     pub fn detect() -> Isa {
-        for isa in [Isa::Avx512Vnni, Isa::AvxVnni, Isa::Avx2] {
+        for isa in [
+            Isa::Avx512Vnni,
+            Isa::AvxVnni,
+            Isa::Avx2,
+            Isa::NeonDot,
+            Isa::Neon,
+        ] {
             if isa.available() {
                 return isa;
             }
@@ -71,7 +81,9 @@ impl Isa {
             Isa::Portable => true,
             #[cfg(target_arch = "x86_64")]
             _ => x86::available(self),
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(target_arch = "aarch64")]
+            _ => aarch64::available(self),
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
             _ => false,
         }
     }
@@ -82,6 +94,8 @@ impl Isa {
             Isa::Avx2 => "avx2",
             Isa::AvxVnni => "avx-vnni",
             Isa::Avx512Vnni => "avx512-vnni",
+            Isa::Neon => "neon",
+            Isa::NeonDot => "neon-dot",
         }
     }
 
@@ -102,16 +116,24 @@ impl Isa {
         }
     }
 
-    /// Bytes of `k` per 32-bit lane in the int8 tile: 4 with `vpdpbusd`, 2 with `vpmaddwd`.
+    /// Bytes of `k` per 32-bit lane in the int8 tile: 4 with `vpdpbusd` and `sdot`, 2 with
+    /// `vpmaddwd` and NEON's `vmull_s16`.
     fn kg_i8(self) -> usize {
         match self {
-            Isa::Avx512Vnni | Isa::AvxVnni => 4,
+            Isa::Avx512Vnni | Isa::AvxVnni | Isa::NeonDot => 4,
             _ => 2,
         }
     }
 
+    /// Whether the int8 GEMM's left-hand side is offset to unsigned (`vpdpbusd` multiplies
+    /// unsigned by signed bytes; `sdot` is signed by signed).
     fn vnni(self) -> bool {
         matches!(self, Isa::Avx512Vnni | Isa::AvxVnni)
+    }
+
+    /// Whether `self` is one of the aarch64 ISAs.
+    fn neon(self) -> bool {
+        matches!(self, Isa::Neon | Isa::NeonDot)
     }
 }
 
@@ -369,12 +391,27 @@ impl<T: Copy> Rows<'_, T> {
 }
 
 /// Writes `row` as row `r` of the packed left-hand side, `groups` 32-bit words per row (`kg`
-/// bytes per word: unsigned `x + 128` for `vpdpbusd`, two sign-extended i16 for `vpmaddwd`).
+/// bytes per word: unsigned `x + 128` for `vpdpbusd`, four signed bytes for `sdot`, two
+/// sign-extended i16 for `vpmaddwd` and NEON).
 /// Rows are contiguous, so packing is a vectorizable copy.
 #[inline]
 fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32]) {
     let dst = &mut a_buf[r * groups..(r + 1) * groups];
-    if isa.vnni() {
+    if isa.kg_i8() == 4 && !isa.vnni() {
+        // Four signed bytes (`sdot`), the last word zero-padded.
+        let mut chunks = row.chunks_exact(4);
+        for (d, c) in dst.iter_mut().zip(&mut chunks) {
+            *d = i32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
+        }
+        let rem = chunks.remainder();
+        if !rem.is_empty() {
+            let mut b = [0u8; 4];
+            for (d, &s) in b.iter_mut().zip(rem) {
+                *d = s as u8;
+            }
+            dst[row.len() / 4] = i32::from_le_bytes(b);
+        }
+    } else if isa.vnni() {
         let mut chunks = row.chunks_exact(4);
         for (d, c) in dst.iter_mut().zip(&mut chunks) {
             let w = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
@@ -404,7 +441,9 @@ fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32])
 fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut [[i32; 32]; 8]) {
     #[cfg(target_arch = "x86_64")]
     x86::tile_i8(isa, rows, a, b, groups, tile);
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    aarch64::tile_i8(isa, rows, a, b, groups, tile);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     {
         let _ = (isa, rows, a, b, groups, tile);
         unreachable!("no int8 GEMM for this ISA");
@@ -604,7 +643,8 @@ pub struct DwI8 {
     pub(crate) isa: Isa,
     pub(crate) c: usize,
     pub(crate) taps: usize,
-    /// Block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`.
+    /// x86: block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`.
+    /// NEON: tap `t`, channel `ch` at `t * cp + ch` (`cp`: channels padded to 16).
     pub(crate) w: Vec<i16>,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
@@ -632,6 +672,24 @@ impl DwI8 {
             return None;
         }
         let blocks = c.div_ceil(16);
+        let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
+        if isa.neon() {
+            let cp = blocks * 16;
+            let mut w = vec![0i16; taps * cp];
+            for t in 0..taps {
+                for ch in 0..c {
+                    w[t * cp + ch] = i16::from(filter[t * c + ch]);
+                }
+            }
+            return Some(DwI8 {
+                isa,
+                c,
+                taps,
+                w,
+                rq,
+                input_offset: q.input_offset as i16,
+            });
+        }
         let pairs = taps.div_ceil(2);
         let mut w = vec![0i16; blocks * pairs * 32];
         let at = |t: usize, ch: usize| -> i16 {
@@ -659,7 +717,6 @@ impl DwI8 {
                 }
             }
         }
-        let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
         Some(DwI8 {
             isa,
             c,
@@ -779,7 +836,9 @@ pub(crate) fn depthwise_i8(
         |inb, taps, o| {
             #[cfg(target_arch = "x86_64")]
             x86::dw_i8_pixel(isa, dw, inb, taps, o);
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(target_arch = "aarch64")]
+            aarch64::dw_i8_pixel(isa, dw, inb, taps, o);
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
             let _ = (isa, inb, taps, o);
         },
     );
@@ -875,6 +934,8 @@ impl GemmF32 {
                 let cn = (n - c0).min(NR_F32);
                 #[cfg(target_arch = "x86_64")]
                 x86::tile_f32(self.isa, &rs[..rows_here], b, bias, self.act, &mut tile);
+                #[cfg(target_arch = "aarch64")]
+                aarch64::tile_f32(self.isa, &rs[..rows_here], b, bias, self.act, &mut tile);
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
                     let at = (m0 - base + r) * n + c0;
                     let o = &mut out[at..at + cn];
@@ -1015,7 +1076,9 @@ pub(crate) fn depthwise_f32(
         |inb, taps, o| {
             #[cfg(target_arch = "x86_64")]
             x86::dw_f32_pixel(isa, dw, inb, taps, o);
-            #[cfg(not(target_arch = "x86_64"))]
+            #[cfg(target_arch = "aarch64")]
+            aarch64::dw_f32_pixel(isa, dw, inb, taps, o);
+            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
             let _ = (isa, inb, taps, &o);
             if dw.act == Activation::Tanh {
                 for v in o.iter_mut() {
@@ -1083,10 +1146,32 @@ mod tests {
     }
 
     fn isas() -> Vec<Isa> {
-        [Isa::Avx2, Isa::AvxVnni, Isa::Avx512Vnni]
-            .into_iter()
-            .filter(|i| i.available())
-            .collect()
+        [
+            Isa::Avx2,
+            Isa::AvxVnni,
+            Isa::Avx512Vnni,
+            Isa::Neon,
+            Isa::NeonDot,
+        ]
+        .into_iter()
+        .filter(|i| i.available())
+        .collect()
+    }
+
+    /// The ISAs the tests above run: on aarch64 NEON at least (it is part of the base
+    /// architecture), so the NEON paths are always compared with the portable kernels there.
+    #[test]
+    fn tested_isas() {
+        let all = isas();
+        #[cfg(feature = "std")]
+        std::eprintln!(
+            "fast paths tested here: {all:?}, detected {:?}",
+            Isa::detect()
+        );
+        if cfg!(target_arch = "aarch64") {
+            assert!(all.contains(&Isa::Neon));
+            assert!(Isa::detect() == Isa::NeonDot || Isa::detect() == Isa::Neon);
+        }
     }
 
     /// Scratch of three workers: with the `threads` feature every case runs split over three

@@ -17,6 +17,7 @@ pub(crate) fn available(isa: Isa) -> bool {
         let avx2 = std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
         match isa {
             Isa::Portable => true,
+            Isa::Neon | Isa::NeonDot => false,
             Isa::Avx2 => avx2,
             Isa::AvxVnni => avx2 && std::is_x86_feature_detected!("avxvnni"),
             Isa::Avx512Vnni => {
@@ -33,6 +34,7 @@ pub(crate) fn available(isa: Isa) -> bool {
         let avx2 = cfg!(target_feature = "avx2") && cfg!(target_feature = "fma");
         match isa {
             Isa::Portable => true,
+            Isa::Neon | Isa::NeonDot => false,
             Isa::Avx2 => avx2,
             Isa::AvxVnni => avx2 && cfg!(target_feature = "avxvnni"),
             Isa::Avx512Vnni => {
@@ -74,7 +76,7 @@ pub(crate) fn tile_i8(
         Isa::Avx2 => dispatch!(tile_i8_avx2, 1 2 3 4),
         Isa::AvxVnni => dispatch!(tile_i8_avxvnni, 1 2 3 4 5 6),
         Isa::Avx512Vnni => dispatch!(tile_i8_avx512vnni, 1 2 3 4 5 6 7 8),
-        Isa::Portable => unreachable!("no int8 GEMM without SIMD"),
+        Isa::Portable | Isa::Neon | Isa::NeonDot => unreachable!("no int8 GEMM for {isa:?} here"),
     }
 }
 
