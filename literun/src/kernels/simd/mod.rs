@@ -919,6 +919,8 @@ impl GemmF32 {
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
         let mut tile = [[0f32; NR_F32]; MR_F32];
+        #[cfg(target_arch = "x86_64")]
+        let mut tile2 = [[0f32; NR_F32]; MR_F32];
         while m0 < m_count {
             let rows_here = (m_count - m0).min(MR_F32);
             let mut bufs = row_bufs[..MR_F32 * k].chunks_exact_mut(k);
@@ -927,15 +929,10 @@ impl GemmF32 {
                 let buf = bufs.next().unwrap_or_default();
                 *slot = &rows.row(m0 + r, buf)[..k];
             }
-            for p in 0..n.div_ceil(NR_F32) {
-                let b = &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
-                let bias = &self.bias[p * NR_F32..(p + 1) * NR_F32];
+            // Writes panel `p` of the tile to the output rows.
+            let mut store = |p: usize, tile: &[[f32; NR_F32]; MR_F32]| {
                 let c0 = p * NR_F32;
                 let cn = (n - c0).min(NR_F32);
-                #[cfg(target_arch = "x86_64")]
-                x86::tile_f32(self.isa, &rs[..rows_here], b, bias, self.act, &mut tile);
-                #[cfg(target_arch = "aarch64")]
-                aarch64::tile_f32(self.isa, &rs[..rows_here], b, bias, self.act, &mut tile);
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
                     let at = (m0 - base + r) * n + c0;
                     let o = &mut out[at..at + cn];
@@ -946,6 +943,48 @@ impl GemmF32 {
                         }
                     }
                 }
+            };
+            let panel = |p: usize| &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
+            let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
+            let panels = n.div_ceil(NR_F32);
+            let mut p = 0;
+            while p < panels {
+                #[cfg(target_arch = "x86_64")]
+                if p + 1 < panels
+                    && x86::tile_f32_pair(
+                        self.isa,
+                        &rs[..rows_here],
+                        [panel(p), panel(p + 1)],
+                        [bias(p), bias(p + 1)],
+                        self.act,
+                        [&mut tile, &mut tile2],
+                    )
+                {
+                    store(p, &tile);
+                    store(p + 1, &tile2);
+                    p += 2;
+                    continue;
+                }
+                #[cfg(target_arch = "x86_64")]
+                x86::tile_f32(
+                    self.isa,
+                    &rs[..rows_here],
+                    panel(p),
+                    bias(p),
+                    self.act,
+                    &mut tile,
+                );
+                #[cfg(target_arch = "aarch64")]
+                aarch64::tile_f32(
+                    self.isa,
+                    &rs[..rows_here],
+                    panel(p),
+                    bias(p),
+                    self.act,
+                    &mut tile,
+                );
+                store(p, &tile);
+                p += 1;
             }
             m0 += MR_F32;
         }

@@ -601,6 +601,78 @@ fn activate512(v: __m512, act: Activation) -> __m512 {
     }
 }
 
+/// [`tile_f32`] for two adjacent 16-channel panels at once (AVX-512 only): twelve independent
+/// multiply-add chains instead of six keep both FMA units busy; each output is computed exactly
+/// as by the one-panel tile. `false` (nothing done) for other ISAs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_f32_pair(
+    isa: Isa,
+    rows: &[&[f32]],
+    b: [&[f32]; 2],
+    bias: [&[f32]; 2],
+    act: Activation,
+    tiles: [&mut [[f32; NR_F32]; MR_F32]; 2],
+) -> bool {
+    if isa != Isa::Avx512Vnni {
+        return false;
+    }
+    let k = b[0].len() / NR_F32;
+    assert!(!rows.is_empty() && rows.len() <= MR_F32 && b[1].len() == b[0].len());
+    assert!(bias[0].len() == NR_F32 && bias[1].len() == NR_F32);
+    assert!(rows.iter().all(|r| r.len() >= k));
+    let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
+    for (p, r) in ptrs.iter_mut().zip(rows) {
+        *p = r.as_ptr();
+    }
+    let bp = [b[0].as_ptr(), b[1].as_ptr()];
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows.len() {
+                // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL; every row has
+                // `k` values and each panel `k * 16` (asserted above).
+                $($n => unsafe { tile_f32_avx512_pair::<$n>(&ptrs, bp, k, bias, act, tiles) },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6);
+    true
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn tile_f32_avx512_pair<const MR: usize>(
+    rows: &[*const f32; MR_F32],
+    b: [*const f32; 2],
+    k: usize,
+    bias: [&[f32]; 2],
+    act: Activation,
+    tiles: [&mut [[f32; NR_F32]; MR_F32]; 2],
+) {
+    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+    for kk in 0..k {
+        // SAFETY: kk < k: both panels have k * 16 floats and every row k (checked by the caller).
+        unsafe {
+            let b0 = _mm512_loadu_ps(b[0].add(kk * NR_F32));
+            let b1 = _mm512_loadu_ps(b[1].add(kk * NR_F32));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let a = _mm512_set1_ps(*rows[r].add(kk));
+                acc[0] = _mm512_fmadd_ps(a, b0, acc[0]);
+                acc[1] = _mm512_fmadd_ps(a, b1, acc[1]);
+            }
+        }
+    }
+    for (h, tile) in tiles.into_iter().enumerate() {
+        // SAFETY: bias has 16 floats; tile rows have 16.
+        unsafe {
+            let bv = _mm512_loadu_ps(bias[h].as_ptr());
+            for (r, acc) in acc.iter().enumerate() {
+                let v = activate512(_mm512_add_ps(acc[h], bv), act);
+                _mm512_storeu_ps(tile[r].as_mut_ptr(), v);
+            }
+        }
+    }
+}
+
 /// [`tile_f32_avx2`] with one 16-lane register per row: half the multiply-adds.
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn tile_f32_avx512<const MR: usize>(
