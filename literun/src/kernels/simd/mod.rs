@@ -991,6 +991,19 @@ impl GemmF32 {
     }
 }
 
+/// The first-element pointers of a float tile's rows, checking what the tile kernels read:
+/// 1 to `MR_F32` rows of at least `k` values each.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn f32_row_ptrs(rows: &[&[f32]], k: usize) -> [*const f32; MR_F32] {
+    assert!(!rows.is_empty() && rows.len() <= MR_F32);
+    assert!(rows.iter().all(|r| r.len() >= k));
+    let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
+    for (p, r) in ptrs.iter_mut().zip(rows) {
+        *p = r.as_ptr();
+    }
+    ptrs
+}
+
 /// Float CONV_2D (groups 1) through [`GemmF32`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d_f32(

@@ -563,12 +563,8 @@ pub(crate) fn tile_f32(
     debug_assert!(isa != Isa::Portable);
     let _ = isa;
     let k = b.len() / NR_F32;
-    assert!(!rows.is_empty() && rows.len() <= MR_F32 && bias.len() == NR_F32);
-    assert!(rows.iter().all(|r| r.len() >= k));
-    let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
-    for (p, r) in ptrs.iter_mut().zip(rows) {
-        *p = r.as_ptr();
-    }
+    assert!(bias.len() == NR_F32);
+    let ptrs = super::f32_row_ptrs(rows, k);
     macro_rules! dispatch {
         ($f:ident, $($n:literal)*) => {
             match rows.len() {
@@ -617,13 +613,8 @@ pub(crate) fn tile_f32_pair(
         return false;
     }
     let k = b[0].len() / NR_F32;
-    assert!(!rows.is_empty() && rows.len() <= MR_F32 && b[1].len() == b[0].len());
-    assert!(bias[0].len() == NR_F32 && bias[1].len() == NR_F32);
-    assert!(rows.iter().all(|r| r.len() >= k));
-    let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
-    for (p, r) in ptrs.iter_mut().zip(rows) {
-        *p = r.as_ptr();
-    }
+    assert!(b[1].len() == b[0].len() && bias[0].len() == NR_F32 && bias[1].len() == NR_F32);
+    let ptrs = super::f32_row_ptrs(rows, k);
     let bp = [b[0].as_ptr(), b[1].as_ptr()];
     macro_rules! dispatch {
         ($($n:literal)*) => {
