@@ -412,6 +412,12 @@ fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32])
             dst[row.len() / 4] = i32::from_le_bytes(b);
         }
     } else if isa.vnni() {
+        #[cfg(target_arch = "x86_64")]
+        {
+            x86::pack_row_vnni(row, dst);
+            return;
+        }
+        #[allow(unreachable_code)]
         let mut chunks = row.chunks_exact(4);
         for (d, c) in dst.iter_mut().zip(&mut chunks) {
             let w = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
@@ -643,7 +649,8 @@ pub struct DwI8 {
     pub(crate) isa: Isa,
     pub(crate) c: usize,
     pub(crate) taps: usize,
-    /// x86: block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`.
+    /// x86 AVX2: block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`;
+    /// AVX-512: blocks of 32 channels (see [`DwI8::pack_avx512`]).
     /// NEON: tap `t`, channel `ch` at `t * cp + ch` (`cp`: channels padded to 16).
     pub(crate) w: Vec<i16>,
     pub(crate) rq: Requant,
@@ -670,6 +677,9 @@ impl DwI8 {
             || !(-255..=255).contains(&q.input_offset)
         {
             return None;
+        }
+        if isa == Isa::Avx512Vnni {
+            return Self::pack_avx512(filter, taps, c, bias, q);
         }
         let blocks = c.div_ceil(16);
         let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
@@ -727,6 +737,58 @@ impl DwI8 {
         })
     }
 
+    /// The AVX-512 layout: blocks of 32 channels, tap pair `pr` of block `cb` as 64 i16 at
+    /// `(cb * pairs + pr) * 64`, in the order `vpunpcklwd` / `vpunpckhwd` put two taps'
+    /// channels (each 128-bit lane `l` holds channels `8l..8l + 4` of the low half and
+    /// `8l + 4..8l + 8` of the high half, as (tap0, tap1) pairs). Padding taps read the input
+    /// zero point, so `input_offset * sum(w)` joins the bias and the kernel adds nothing per tap.
+    fn pack_avx512(
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<DwI8> {
+        let blocks = c.div_ceil(32);
+        let pairs = taps.div_ceil(2);
+        let at = |t: usize, ch: usize| -> i16 {
+            if t < taps && ch < c {
+                i16::from(filter[t * c + ch])
+            } else {
+                0
+            }
+        };
+        let mut w = vec![0i16; blocks * pairs * 64];
+        for cb in 0..blocks {
+            for pr in 0..pairs {
+                let dst = &mut w[(cb * pairs + pr) * 64..][..64];
+                for (half, base) in [(0usize, 0usize), (1, 4)] {
+                    for lane in 0..4 {
+                        for i in 0..4 {
+                            let ch = cb * 32 + lane * 8 + base + i;
+                            let o = half * 32 + lane * 8 + 2 * i;
+                            dst[o] = at(2 * pr, ch);
+                            dst[o + 1] = at(2 * pr + 1, ch);
+                        }
+                    }
+                }
+            }
+        }
+        let rq = Requant::new(q, blocks * 32, |ch| {
+            let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
+            bias.map_or(0, |b| b[ch])
+                .wrapping_add(q.input_offset.wrapping_mul(wsum))
+        })?;
+        Some(DwI8 {
+            isa: Isa::Avx512Vnni,
+            c,
+            taps,
+            w,
+            rq,
+            input_offset: q.input_offset as i16,
+        })
+    }
+
     pub fn bytes(&self) -> usize {
         self.w.len() * 2 + self.rq.bias.len() * 4 * 7
     }
@@ -776,8 +838,31 @@ fn dw_geometry(p: &DepthwiseParams) -> [usize; 6] {
     ]
 }
 
-/// Runs `pixel(input_batch, taps, out_pixel)` for every output pixel of a depthwise convolution,
-/// split by output rows over the `workers` ([`for_row_blocks`]).
+/// Runs `rows(input_batch, out_rows, out_block)` over the output rows of a depthwise
+/// convolution (per batch), split over the `workers` ([`for_row_blocks`]).
+fn depthwise_rows<T: Send + Sync>(
+    input: &[T],
+    in_shape: [usize; 4],
+    k_hw: [usize; 2],
+    output: &mut [T],
+    out_shape: [usize; 4],
+    workers: &mut [FastScratch],
+    rows: impl Fn(&[T], Range<usize>, &mut [T]) + Sync,
+) {
+    let [batches, in_h, in_w, c] = in_shape;
+    let [_, out_h, out_w, _] = out_shape;
+    let work = out_h * out_w * c * k_hw[0] * k_hw[1];
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
+        let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
+        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
+            rows(inb, oys, block)
+        });
+    }
+}
+
+/// Runs `pixel(input_batch, taps, out_pixel)` for every output pixel of a depthwise convolution
+/// ([`depthwise_rows`], [`for_each_window`]).
 #[allow(clippy::too_many_arguments)]
 fn depthwise_pixels<T: Send + Sync>(
     input: &[T],
@@ -789,13 +874,16 @@ fn depthwise_pixels<T: Send + Sync>(
     workers: &mut [FastScratch],
     pixel: impl Fn(&[T], &[usize], &mut [T]) + Sync,
 ) {
-    let [batches, in_h, in_w, c] = in_shape;
-    let [_, out_h, out_w, _] = out_shape;
-    let work = out_h * out_w * c * k_hw[0] * k_hw[1];
-    for b in 0..batches {
-        let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
-        let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
+    let [_, in_h, in_w, c] = in_shape;
+    let out_w = out_shape[2];
+    depthwise_rows(
+        input,
+        in_shape,
+        k_hw,
+        output,
+        out_shape,
+        workers,
+        |inb, oys, block| {
             let y0 = oys.start;
             for_each_window(
                 [in_h, in_w],
@@ -808,8 +896,8 @@ fn depthwise_pixels<T: Send + Sync>(
                     pixel(inb, taps, &mut block[at..at + c]);
                 },
             );
-        });
-    }
+        },
+    );
 }
 
 /// Int8 DEPTHWISE_CONV_2D (depth multiplier 1) through [`DwI8`].
@@ -825,6 +913,19 @@ pub(crate) fn depthwise_i8(
     workers: &mut [FastScratch],
 ) {
     let isa = dw.isa;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512Vnni {
+        let geometry = [in_shape[1], in_shape[2], k_hw[0], k_hw[1], out_shape[2]];
+        return depthwise_rows(
+            input,
+            in_shape,
+            k_hw,
+            output,
+            out_shape,
+            workers,
+            |inb, oys, o| x86::dw_i8_rows(dw, inb, geometry, dw_geometry(p), oys, o),
+        );
+    }
     depthwise_pixels(
         input,
         in_shape,

@@ -6,8 +6,9 @@
 //! fields are private to the crate, so the instructions each kernel uses exist.
 
 use core::arch::x86_64::*;
+use core::ops::Range;
 
-use super::{DwF32, DwI8, Isa, Requant, MR_F32, NR_F32};
+use super::{DwF32, DwI8, Isa, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
 use crate::kernels::Activation;
 
 /// Whether the CPU has `isa`.
@@ -176,6 +177,38 @@ unsafe fn tile_i8_avx512vnni<const MR: usize>(
             _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut __m512i, acc[0]);
             _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut __m512i, acc[1]);
         }
+    }
+}
+
+/// One packed GEMM row for `vpdpbusd`: the bytes of `row` offset to unsigned (`x + 128`, i.e.
+/// `x ^ 0x80`), the last word's missing bytes zero (their weights are zero).
+pub(crate) fn pack_row_vnni(row: &[i8], dst: &mut [i32]) {
+    // SAFETY: the VNNI ISAs are only chosen when the CPU has AVX2 (`available`).
+    unsafe { pack_row_vnni_avx2(row, dst) }
+}
+
+#[target_feature(enable = "avx2")]
+fn pack_row_vnni_avx2(row: &[i8], dst: &mut [i32]) {
+    let n = row.len();
+    let words = n.div_ceil(4);
+    assert!(dst.len() >= words);
+    let flip = _mm256_set1_epi8(-128);
+    let out = dst.as_mut_ptr() as *mut u8;
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: bytes i..i + 32 are inside row and inside dst (dst has at least n bytes).
+        unsafe {
+            let v = _mm256_loadu_si256(row.as_ptr().add(i) as *const __m256i);
+            _mm256_storeu_si256(out.add(i) as *mut __m256i, _mm256_xor_si256(v, flip));
+        }
+        i += 32;
+    }
+    while i < words * 4 {
+        let b = row.get(i).map_or(0, |&x| x as u8 ^ 0x80);
+        // SAFETY: i < 4 * words <= the byte length of dst (asserted); writing bytes of an i32
+        // slice is sound (every bit pattern is an i32).
+        unsafe { *out.add(i) = b };
+        i += 1;
     }
 }
 
@@ -396,91 +429,141 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
 /// One output pixel of an int8 depthwise convolution: `taps[t]` is the input pixel of tap `t`
 /// (`usize::MAX` for padding).
 pub(crate) fn dw_i8_pixel(isa: Isa, dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
-    debug_assert!(isa != Isa::Portable);
-    if isa == Isa::Avx512Vnni {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
-        let done = unsafe { dw_i8_pixel_avx512(dw, input, taps, out) };
-        // SAFETY: as below.
-        unsafe { dw_i8_pixel_avx2(dw, input, taps, out, done) };
-        return;
-    }
+    debug_assert!(isa != Isa::Portable && isa != Isa::Avx512Vnni);
     // SAFETY: DwI8 exists only when AVX2 is available (module invariant).
-    unsafe { dw_i8_pixel_avx2(dw, input, taps, out, 0) }
+    unsafe { dw_i8_pixel_avx2(dw, input, taps, out) }
 }
 
-/// [`dw_i8_pixel_avx2`] for pairs of 16-channel blocks at once (the same packed weights, the
-/// same arithmetic); returns the first block it left (an odd last one).
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn dw_i8_pixel_avx512(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) -> usize {
+/// Output rows `oys` of an int8 depthwise convolution (AVX-512 layout, `DwI8::pack_avx512`)
+/// into `out` (rows of `out_w * c`), from one batch `input` (`[in_h, in_w, c]`).
+/// `[in_h, in_w, k_h, k_w, out_w]` and `[stride_h, stride_w, dilation_h, dilation_w, pad_top,
+/// pad_left]` give the geometry. Pixels whose window lies inside the input take their taps'
+/// addresses as one base plus fixed offsets; the others check every tap.
+pub(crate) fn dw_i8_rows(
+    dw: &DwI8,
+    input: &[i8],
+    [in_h, in_w, k_h, k_w, out_w]: [usize; 5],
+    [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left]: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [i8],
+) {
     let c = dw.c;
-    assert!(taps.len() == dw.taps && out.len() == c);
-    let pairs = dw.taps.div_ceil(2);
-    let off = _mm512_set1_epi16(dw.input_offset);
-    let load = |t: usize, ch: usize| -> __m512i {
-        let Some(&px) = taps.get(t) else {
-            return _mm512_setzero_si512();
-        };
-        if px == usize::MAX {
-            return _mm512_setzero_si512();
+    let taps = k_h * k_w;
+    assert!(dw.isa == Isa::Avx512Vnni && taps == dw.taps && taps <= DW_MAX_TAPS && c > 0);
+    assert!(input.len() >= in_h * in_w * c && out.len() >= oys.len() * out_w * c);
+    // The taps' offsets from the window's first pixel, in bytes.
+    let mut offset = [0usize; DW_MAX_TAPS];
+    for ky in 0..k_h {
+        for kx in 0..k_w {
+            offset[ky * k_w + kx] = (ky * dil_h * in_w + kx * dil_w) * c;
         }
-        let start = px * c + ch;
-        let v = if ch + 32 <= c {
-            let s = &input[start..start + 32];
-            // SAFETY: s has 32 bytes.
-            unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
-        } else {
-            let mut tmp = [0i8; 32];
-            tmp[..c - ch].copy_from_slice(&input[start..start + c - ch]);
-            // SAFETY: tmp has 32 bytes.
-            unsafe { _mm256_loadu_si256(tmp.as_ptr() as *const __m256i) }
-        };
-        _mm512_add_epi16(_mm512_cvtepi8_epi16(v), off)
-    };
+    }
+    // Output columns whose window lies inside the input horizontally.
+    let span_w = (k_w - 1) * dil_w + 1;
+    let x_inside =
+        |ox: usize| ox * stride_w >= pad_left && ox * stride_w - pad_left + span_w <= in_w;
+    let span_h = (k_h - 1) * dil_h + 1;
+    let mut ptrs = [core::ptr::null::<i8>(); DW_MAX_TAPS + 1];
+    let base = input.as_ptr();
+    let y0 = oys.start;
+    for oy in oys {
+        let y_inside = oy * stride_h >= pad_top && oy * stride_h - pad_top + span_h <= in_h;
+        for ox in 0..out_w {
+            if y_inside && x_inside(ox) {
+                let first = ((oy * stride_h - pad_top) * in_w + ox * stride_w - pad_left) * c;
+                for (p, &o) in ptrs.iter_mut().zip(&offset[..taps]) {
+                    // SAFETY: the window is inside the input, so first + o is the start of an
+                    // input pixel of c bytes inside `input` (its length is asserted above).
+                    *p = unsafe { base.add(first + o) };
+                }
+            } else {
+                for ky in 0..k_h {
+                    let y = (oy * stride_h + ky * dil_h).wrapping_sub(pad_top);
+                    for kx in 0..k_w {
+                        let x = (ox * stride_w + kx * dil_w).wrapping_sub(pad_left);
+                        ptrs[ky * k_w + kx] = if y < in_h && x < in_w {
+                            // SAFETY: (y, x) is an input pixel, c bytes inside `input`.
+                            unsafe { base.add((y * in_w + x) * c) }
+                        } else {
+                            core::ptr::null()
+                        };
+                    }
+                }
+            }
+            let at = ((oy - y0) * out_w + ox) * c;
+            // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI
+            // (`available`); every non-null pointer in ptrs starts c readable input bytes,
+            // and ptrs[taps..] are null.
+            unsafe { dw_i8_pixel_avx512(dw, &ptrs, &mut out[at..at + c]) };
+        }
+    }
+}
+
+/// One output pixel over blocks of 32 channels (the layout of `DwI8::pack_avx512`): two taps'
+/// bytes widened to i16, interleaved, and `vpdpwssd`-accumulated against the packed weights;
+/// padding taps (null) read the input zero point (its product is in the folded bias). The last
+/// block's missing channels are masked off in the loads and the stores.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/VNNI; every non-null `ptrs[t]` (`t < dw.taps`) points to
+/// `dw.c` readable bytes, and `ptrs[dw.taps]` is null.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw_i8_pixel_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1], out: &mut [i8]) {
+    let c = dw.c;
+    let pairs = dw.taps.div_ceil(2);
+    assert!(out.len() == c && c > 0);
+    assert!(dw.w.len() >= c.div_ceil(32) * pairs * 64 && dw.rq.bias.len() >= c.div_ceil(32) * 32);
+    let zero_point = _mm512_set1_epi16(dw.input_offset.wrapping_neg());
     // After the per-128-bit-lane unpacks: lo = channels 0-3 | 8-11 | 16-19 | 24-27 and hi =
     // 4-7 | 12-15 | 20-23 | 28-31; these put them back in channel order.
     let first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
     let second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-    let blocks = c.div_ceil(16);
-    let mut cb = 0;
-    while cb + 2 <= blocks {
-        let ch = cb * 16;
-        let w0 = &dw.w[cb * pairs * 32..(cb + 1) * pairs * 32];
-        let w1 = &dw.w[(cb + 1) * pairs * 32..(cb + 2) * pairs * 32];
+    let mut ch = 0;
+    while ch < c {
+        let n = (c - ch).min(32);
+        let mask: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
+        let load = |t: usize| -> __m512i {
+            let p = ptrs[t];
+            if p.is_null() {
+                return zero_point;
+            }
+            // SAFETY: p starts c readable bytes (the caller's contract); the mask keeps the
+            // load to channels ch..ch + n, and masked-off bytes are not accessed.
+            _mm512_cvtepi8_epi16(unsafe { _mm256_maskz_loadu_epi8(mask, p.add(ch)) })
+        };
+        // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
+        let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
         let mut lo = _mm512_setzero_si512();
         let mut hi = _mm512_setzero_si512();
         for pr in 0..pairs {
-            let x0 = load(2 * pr, ch);
-            let x1 = load(2 * pr + 1, ch);
-            let (a, b) = (&w0[pr * 32..pr * 32 + 32], &w1[pr * 32..pr * 32 + 32]);
-            // SAFETY: a and b have 32 i16 each (two 256-bit vectors).
+            let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
+            // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
             let (wl, wh) = unsafe {
-                let half =
-                    |v: &[i16], at: usize| _mm256_loadu_si256(v.as_ptr().add(at) as *const __m256i);
                 (
-                    _mm512_inserti64x4(_mm512_castsi256_si512(half(a, 0)), half(b, 0), 1),
-                    _mm512_inserti64x4(_mm512_castsi256_si512(half(a, 16)), half(b, 16), 1),
+                    _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
+                    _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
                 )
             };
-            lo = _mm512_add_epi32(lo, _mm512_madd_epi16(_mm512_unpacklo_epi16(x0, x1), wl));
-            hi = _mm512_add_epi32(hi, _mm512_madd_epi16(_mm512_unpackhi_epi16(x0, x1), wh));
+            lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
+            hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
         }
-        for (k, idx) in [first, second].into_iter().enumerate() {
-            let a = _mm512_permutex2var_epi32(lo, idx, hi);
-            let v = Rq16::load(&dw.rq, ch + 16 * k).apply(a);
-            let at = ch + 16 * k;
-            if at < c {
-                let end = (at + 16).min(c);
-                store_16(v, &mut out[at..end]);
-            }
+        let v = Rq16::load(&dw.rq, ch).apply(_mm512_permutex2var_epi32(lo, first, hi));
+        // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
+        unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
+        if n > 16 {
+            let v = Rq16::load(&dw.rq, ch + 16).apply(_mm512_permutex2var_epi32(lo, second, hi));
+            // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
+            unsafe {
+                _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch + 16), (mask >> 16) as __mmask16, v)
+            };
         }
-        cb += 2;
+        ch += 32;
     }
-    cb
 }
 
-/// Blocks of 16 channels from `first_block` on.
+/// One output pixel in blocks of 16 channels.
 #[target_feature(enable = "avx2,fma")]
-fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8], first_block: usize) {
+fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
     let c = dw.c;
     assert!(taps.len() == dw.taps && out.len() == c);
     let pairs = dw.taps.div_ceil(2);
@@ -505,7 +588,7 @@ fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8], fir
         };
         _mm256_add_epi16(_mm256_cvtepi8_epi16(v), off)
     };
-    for cb in first_block..c.div_ceil(16) {
+    for cb in 0..c.div_ceil(16) {
         let ch = cb * 16;
         let w = &dw.w[cb * pairs * 32..(cb + 1) * pairs * 32];
         let mut lo = _mm256_setzero_si256();
