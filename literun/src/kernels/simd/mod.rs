@@ -319,10 +319,25 @@ impl GemmI8 {
             }
             for p in 0..n.div_ceil(nr) {
                 let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
-                tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
                 let c0 = p * nr;
                 let cn = (n - c0).min(nr);
                 let at = (m0 - base) * n + c0;
+                #[cfg(target_arch = "x86_64")]
+                if self.isa == Isa::Avx512Vnni && !self.rq.single_rounding {
+                    x86::tile_rq_i8_avx512(
+                        rows_here,
+                        a_buf,
+                        b,
+                        self.groups,
+                        &self.rq,
+                        c0,
+                        cn,
+                        &mut out[at..],
+                        n,
+                    );
+                    continue;
+                }
+                tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
                 requant_tile(
                     self.isa,
                     &self.rq,
@@ -370,8 +385,18 @@ impl<T: Copy> Rows<'_, T> {
             } => {
                 let (oy, ox) = (m / out_w, m % out_w);
                 let mut o = 0;
+                let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
+                // Whether the window's columns are one contiguous run of input pixels (then a
+                // row of the window is one copy: few channels make many tiny copies otherwise).
+                let contiguous = p.dilation_w == 1 && x0 < *in_w && *in_w - x0 >= *k_w;
                 for ky in 0..*k_h {
                     let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                    if contiguous && y < *in_h {
+                        let (i, n) = ((y * in_w + x0) * c, k_w * c);
+                        buf[o..o + n].copy_from_slice(&input[i..i + n]);
+                        o += n;
+                        continue;
+                    }
                     for kx in 0..*k_w {
                         let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
                         let dst = &mut buf[o..o + c];

@@ -203,12 +203,122 @@ fn pack_row_vnni_avx2(row: &[i8], dst: &mut [i32]) {
         }
         i += 32;
     }
+    if i + 16 <= n {
+        // SAFETY: as above, for 16 bytes.
+        unsafe {
+            let v = _mm_loadu_si128(row.as_ptr().add(i) as *const __m128i);
+            let v = _mm_xor_si128(v, _mm256_castsi256_si128(flip));
+            _mm_storeu_si128(out.add(i) as *mut __m128i, v);
+        }
+        i += 16;
+    }
+    while i + 4 <= n {
+        let w = u32::from_le_bytes([
+            row[i] as u8,
+            row[i + 1] as u8,
+            row[i + 2] as u8,
+            row[i + 3] as u8,
+        ]);
+        // SAFETY: bytes i..i + 4 are inside dst (i + 4 <= n <= its byte length).
+        unsafe { (out.add(i) as *mut u32).write_unaligned(w ^ 0x8080_8080) };
+        i += 4;
+    }
     while i < words * 4 {
         let b = row.get(i).map_or(0, |&x| x as u8 ^ 0x80);
         // SAFETY: i < 4 * words <= the byte length of dst (asserted); writing bytes of an i32
         // slice is sound (every bit pattern is an i32).
         unsafe { *out.add(i) = b };
         i += 1;
+    }
+}
+
+/// The AVX-512 VNNI tile with its requantization: `out[r * stride + j] = requant(sum_g
+/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq`
+/// (double rounding). The accumulators go from registers to bytes; nothing else is written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_rq_i8_avx512(
+    rows: usize,
+    a: &[i32],
+    b: &[i8],
+    groups: usize,
+    rq: &Requant,
+    c0: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    assert!((1..=8).contains(&rows) && a.len() >= groups * 8 && b.len() >= groups * 128);
+    assert!((1..=32).contains(&cn) && c0 + 32 <= rq.bias.len() && !rq.single_rounding);
+    assert!(out.len() >= (rows - 1) * stride + cn);
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows {
+                // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
+                // F/BW/VL/VNNI (`available`); `a` has rows of `groups` words and `b`
+                // `groups * 128` bytes, and `out` holds every (row, channel) stored (asserted).
+                $($n => unsafe {
+                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq, c0,
+                        cn, out.as_mut_ptr(), stride)
+                },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6 7 8)
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI; `a` readable for `(MR - 1) * row_stride + groups` words, `b` for
+/// `groups * 128` bytes, `rq`'s arrays for channels `c0..c0 + 32`, and `out` writable at
+/// `r * stride + j` for `r < MR`, `j < cn <= 32`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
+    a: *const i32,
+    row_stride: usize,
+    b: *const i8,
+    groups: usize,
+    rq: &Requant,
+    c0: usize,
+    cn: usize,
+    out: *mut i8,
+    stride: usize,
+) {
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let bp = b.add(g * 128);
+            let b0 = _mm512_loadu_si512(bp as *const __m512i);
+            let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
+            let ap = a.add(g);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_epi32(*ap.add(r * row_stride));
+                acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+            }
+        }
+    }
+    let lanes = |n: usize| -> __mmask16 {
+        if n >= 16 {
+            0xFFFF
+        } else {
+            (1u16 << n) - 1
+        }
+    };
+    let p = Rq16::load(rq, c0);
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
+        unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply(acc[0])) };
+    }
+    if cn > 16 {
+        let p = Rq16::load(rq, c0 + 16);
+        for (r, acc) in acc.iter().enumerate() {
+            // SAFETY: row r's channels 16..cn are writable (the caller's contract).
+            unsafe {
+                _mm_mask_storeu_epi8(out.add(r * stride + 16), lanes(cn - 16), p.apply(acc[1]))
+            };
+        }
     }
 }
 
