@@ -1045,8 +1045,6 @@ impl GemmF32 {
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
         let mut tile = [[0f32; NR_F32]; MR_F32];
-        #[cfg(target_arch = "x86_64")]
-        let mut tile2 = [[0f32; NR_F32]; MR_F32];
         while m0 < m_count {
             let rows_here = (m_count - m0).min(MR_F32);
             let mut bufs = row_bufs[..MR_F32 * k].chunks_exact_mut(k);
@@ -1073,24 +1071,20 @@ impl GemmF32 {
             let panel = |p: usize| &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
             let panels = n.div_ceil(NR_F32);
+            #[cfg(target_arch = "x86_64")]
+            if self.isa == Isa::Avx512Vnni {
+                let o = &mut out[(m0 - base) * n..(m0 - base + rows_here) * n];
+                x86::gemm_rows_f32_avx512(&rs[..rows_here], &self.b, &self.bias, n, k, self.act, o);
+                if self.act == Activation::Tanh {
+                    for v in o.iter_mut() {
+                        *v = self.act.apply(*v);
+                    }
+                }
+                m0 += MR_F32;
+                continue;
+            }
             let mut p = 0;
             while p < panels {
-                #[cfg(target_arch = "x86_64")]
-                if p + 1 < panels
-                    && x86::tile_f32_pair(
-                        self.isa,
-                        &rs[..rows_here],
-                        [panel(p), panel(p + 1)],
-                        [bias(p), bias(p + 1)],
-                        self.act,
-                        [&mut tile, &mut tile2],
-                    )
-                {
-                    store(p, &tile);
-                    store(p + 1, &tile2);
-                    p += 2;
-                    continue;
-                }
                 #[cfg(target_arch = "x86_64")]
                 x86::tile_f32(
                     self.isa,

@@ -768,10 +768,115 @@ pub(crate) fn tile_f32(
             }
         };
     }
-    if isa == Isa::Avx512Vnni {
-        dispatch!(tile_f32_avx512, 1 2 3 4 5 6)
-    } else {
-        dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
+    dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
+}
+
+/// Every panel of one block of GEMM rows with AVX-512, stored straight into `out`:
+/// `out[r * n + j] = act(bias[j] + rows[r] · B[:, j])` (Tanh left to the caller), `b` in
+/// panels of `k * 16` and `bias` padded to whole panels. Panels go in pairs (twelve independent
+/// multiply-add chains keep both FMA units busy), the last partial panel through masked stores.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_rows_f32_avx512(
+    rows: &[&[f32]],
+    b: &[f32],
+    bias: &[f32],
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: &mut [f32],
+) {
+    let panels = n.div_ceil(NR_F32);
+    assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
+    assert!(n > 0 && out.len() >= rows.len() * n);
+    let ptrs = super::f32_row_ptrs(rows, k);
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows.len() {
+                // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
+                // F/VL; every row has `k` values, `b` and `bias` cover every panel and `out`
+                // every row of `n` (asserted above and in f32_row_ptrs).
+                $($n => unsafe {
+                    gemm_rows_f32_avx512_mr::<$n>(&ptrs, b.as_ptr(), bias.as_ptr(), n, k, act,
+                        out.as_mut_ptr())
+                },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6)
+}
+
+/// # Safety
+/// AVX-512 F/VL; `rows[..MR]` readable for `k` floats, `b` for `panels * k * 16`, `bias` for
+/// `panels * 16`, `out` writable for `MR * n` (`panels = n.div_ceil(16)`).
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
+    rows: &[*const f32; MR_F32],
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let panels = n.div_ceil(NR_F32);
+    // The channels of the panel starting at c0 that exist.
+    let lanes = |c0: usize| -> __mmask16 {
+        let cn = (n - c0).min(NR_F32);
+        if cn == NR_F32 {
+            0xFFFF
+        } else {
+            (1u16 << cn) - 1
+        }
+    };
+    let mut p = 0;
+    while p + 1 < panels {
+        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
+        // SAFETY: panels p and p + 1 have k * 16 floats, every row k (the caller's contract).
+        unsafe {
+            let (b0, b1) = (b.add(p * k * NR_F32), b.add((p + 1) * k * NR_F32));
+            for kk in 0..k {
+                let w0 = _mm512_loadu_ps(b0.add(kk * NR_F32));
+                let w1 = _mm512_loadu_ps(b1.add(kk * NR_F32));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let a = _mm512_set1_ps(*rows[r].add(kk));
+                    acc[0] = _mm512_fmadd_ps(a, w0, acc[0]);
+                    acc[1] = _mm512_fmadd_ps(a, w1, acc[1]);
+                }
+            }
+        }
+        for h in 0..2 {
+            let c0 = (p + h) * NR_F32;
+            // SAFETY: bias has the panel's 16 floats; the mask keeps each store to the
+            // row's channels c0..min(c0 + 16, n) (the caller's contract).
+            unsafe {
+                let bv = _mm512_loadu_ps(bias.add(c0));
+                for (r, acc) in acc.iter().enumerate() {
+                    let v = activate512(_mm512_add_ps(acc[h], bv), act);
+                    _mm512_mask_storeu_ps(out.add(r * n + c0), lanes(c0), v);
+                }
+            }
+        }
+        p += 2;
+    }
+    if p < panels {
+        let mut acc = [_mm512_setzero_ps(); MR];
+        // SAFETY: as above, for panel p.
+        unsafe {
+            let b0 = b.add(p * k * NR_F32);
+            for kk in 0..k {
+                let w = _mm512_loadu_ps(b0.add(kk * NR_F32));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(*rows[r].add(kk)), w, *acc);
+                }
+            }
+            let c0 = p * NR_F32;
+            let bv = _mm512_loadu_ps(bias.add(c0));
+            for (r, acc) in acc.iter().enumerate() {
+                let v = activate512(_mm512_add_ps(*acc, bv), act);
+                _mm512_mask_storeu_ps(out.add(r * n + c0), lanes(c0), v);
+            }
+        }
     }
 }
 
@@ -787,105 +892,6 @@ fn activate512(v: __m512, act: Activation) -> __m512 {
         }
         // Tanh is applied by the caller (scalar).
         Activation::None | Activation::Tanh => v,
-    }
-}
-
-/// [`tile_f32`] for two adjacent 16-channel panels at once (AVX-512 only): twelve independent
-/// multiply-add chains instead of six keep both FMA units busy; each output is computed exactly
-/// as by the one-panel tile. `false` (nothing done) for other ISAs.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn tile_f32_pair(
-    isa: Isa,
-    rows: &[&[f32]],
-    b: [&[f32]; 2],
-    bias: [&[f32]; 2],
-    act: Activation,
-    tiles: [&mut [[f32; NR_F32]; MR_F32]; 2],
-) -> bool {
-    if isa != Isa::Avx512Vnni {
-        return false;
-    }
-    let k = b[0].len() / NR_F32;
-    assert!(b[1].len() == b[0].len() && bias[0].len() == NR_F32 && bias[1].len() == NR_F32);
-    let ptrs = super::f32_row_ptrs(rows, k);
-    let bp = [b[0].as_ptr(), b[1].as_ptr()];
-    macro_rules! dispatch {
-        ($($n:literal)*) => {
-            match rows.len() {
-                // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL; every row has
-                // `k` values and each panel `k * 16` (asserted above).
-                $($n => unsafe { tile_f32_avx512_pair::<$n>(&ptrs, bp, k, bias, act, tiles) },)*
-                _ => unreachable!(),
-            }
-        };
-    }
-    dispatch!(1 2 3 4 5 6);
-    true
-}
-
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn tile_f32_avx512_pair<const MR: usize>(
-    rows: &[*const f32; MR_F32],
-    b: [*const f32; 2],
-    k: usize,
-    bias: [&[f32]; 2],
-    act: Activation,
-    tiles: [&mut [[f32; NR_F32]; MR_F32]; 2],
-) {
-    let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-    for kk in 0..k {
-        // SAFETY: kk < k: both panels have k * 16 floats and every row k (checked by the caller).
-        unsafe {
-            let b0 = _mm512_loadu_ps(b[0].add(kk * NR_F32));
-            let b1 = _mm512_loadu_ps(b[1].add(kk * NR_F32));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let a = _mm512_set1_ps(*rows[r].add(kk));
-                acc[0] = _mm512_fmadd_ps(a, b0, acc[0]);
-                acc[1] = _mm512_fmadd_ps(a, b1, acc[1]);
-            }
-        }
-    }
-    for (h, tile) in tiles.into_iter().enumerate() {
-        // SAFETY: bias has 16 floats; tile rows have 16.
-        unsafe {
-            let bv = _mm512_loadu_ps(bias[h].as_ptr());
-            for (r, acc) in acc.iter().enumerate() {
-                let v = activate512(_mm512_add_ps(acc[h], bv), act);
-                _mm512_storeu_ps(tile[r].as_mut_ptr(), v);
-            }
-        }
-    }
-}
-
-/// [`tile_f32_avx2`] with one 16-lane register per row: half the multiply-adds.
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn tile_f32_avx512<const MR: usize>(
-    rows: &[*const f32; MR_F32],
-    b: *const f32,
-    k: usize,
-    bias: &[f32],
-    act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
-) {
-    let mut acc = [_mm512_setzero_ps(); MR];
-    for kk in 0..k {
-        // SAFETY: kk < k: b has k * 16 floats and every row k (checked by the caller).
-        unsafe {
-            let bv = _mm512_loadu_ps(b.add(kk * NR_F32));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                *acc = _mm512_fmadd_ps(_mm512_set1_ps(*rows[r].add(kk)), bv, *acc);
-            }
-        }
-    }
-    // SAFETY: bias has 16 floats; tile rows have 16.
-    unsafe {
-        let bias = _mm512_loadu_ps(bias.as_ptr());
-        for (r, acc) in acc.iter().enumerate() {
-            _mm512_storeu_ps(
-                tile[r].as_mut_ptr(),
-                activate512(_mm512_add_ps(*acc, bias), act),
-            );
-        }
     }
 }
 
