@@ -852,6 +852,64 @@ fn for_each_window(
     }
 }
 
+/// Calls `pixel(ptrs, at)` for every output pixel of rows `oys` of a depthwise window over one
+/// batch `input` (`[in_h, in_w, c]`): `ptrs[t]` points to the `c` elements of tap `t`'s input
+/// pixel, or is null for padding, and `ptrs[k_h * k_w..]` are null; `at` is the pixel's offset
+/// in the rows' output (`c` per pixel from `oys.start`). `dims` = `[in_h, in_w, k_h, k_w,
+/// out_w]`, `geometry` as [`dw_geometry`]. Windows inside the input take their taps' addresses
+/// as one base plus fixed offsets; the others check every tap.
+fn for_each_window_ptrs<T>(
+    input: &[T],
+    c: usize,
+    [in_h, in_w, k_h, k_w, out_w]: [usize; 5],
+    [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left]: [usize; 6],
+    oys: Range<usize>,
+    mut pixel: impl FnMut(&[*const T; DW_MAX_TAPS + 1], usize),
+) {
+    let taps = k_h * k_w;
+    assert!(taps <= DW_MAX_TAPS && c > 0 && input.len() >= in_h * in_w * c);
+    // The taps' offsets from the window's first pixel, in elements.
+    let mut offset = [0usize; DW_MAX_TAPS];
+    for ky in 0..k_h {
+        for kx in 0..k_w {
+            offset[ky * k_w + kx] = (ky * dil_h * in_w + kx * dil_w) * c;
+        }
+    }
+    let span_w = (k_w - 1) * dil_w + 1;
+    let span_h = (k_h - 1) * dil_h + 1;
+    let x_inside =
+        |ox: usize| ox * stride_w >= pad_left && ox * stride_w - pad_left + span_w <= in_w;
+    let mut ptrs = [core::ptr::null::<T>(); DW_MAX_TAPS + 1];
+    let base = input.as_ptr();
+    let y0 = oys.start;
+    for oy in oys {
+        let y_inside = oy * stride_h >= pad_top && oy * stride_h - pad_top + span_h <= in_h;
+        for ox in 0..out_w {
+            if y_inside && x_inside(ox) {
+                let first = ((oy * stride_h - pad_top) * in_w + ox * stride_w - pad_left) * c;
+                for (p, &o) in ptrs.iter_mut().zip(&offset[..taps]) {
+                    // first + o is the start of an input pixel: the window is inside the input
+                    // (whose length is asserted above).
+                    *p = base.wrapping_add(first + o);
+                }
+            } else {
+                for ky in 0..k_h {
+                    let y = (oy * stride_h + ky * dil_h).wrapping_sub(pad_top);
+                    for kx in 0..k_w {
+                        let x = (ox * stride_w + kx * dil_w).wrapping_sub(pad_left);
+                        ptrs[ky * k_w + kx] = if y < in_h && x < in_w {
+                            base.wrapping_add((y * in_w + x) * c)
+                        } else {
+                            core::ptr::null()
+                        };
+                    }
+                }
+            }
+            pixel(&ptrs, ((oy - y0) * out_w + ox) * c);
+        }
+    }
+}
+
 fn dw_geometry(p: &DepthwiseParams) -> [usize; 6] {
     [
         p.stride_h,
@@ -1237,6 +1295,27 @@ pub(crate) fn depthwise_f32(
     workers: &mut [FastScratch],
 ) {
     let isa = dw.isa;
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512Vnni {
+        let dims = [in_shape[1], in_shape[2], k_hw[0], k_hw[1], out_shape[2]];
+        return depthwise_rows(
+            input,
+            in_shape,
+            k_hw,
+            output,
+            out_shape,
+            workers,
+            |inb, oys, o| {
+                let at = oys.len() * out_shape[2] * in_shape[3];
+                x86::dw_f32_rows(dw, inb, dims, dw_geometry(p), oys, o);
+                if dw.act == Activation::Tanh {
+                    for v in o[..at].iter_mut() {
+                        *v = dw.act.apply(*v);
+                    }
+                }
+            },
+        );
+    }
     depthwise_pixels(
         input,
         in_shape,

@@ -546,67 +546,22 @@ pub(crate) fn dw_i8_pixel(isa: Isa, dw: &DwI8, input: &[i8], taps: &[usize], out
 
 /// Output rows `oys` of an int8 depthwise convolution (AVX-512 layout, `DwI8::pack_avx512`)
 /// into `out` (rows of `out_w * c`), from one batch `input` (`[in_h, in_w, c]`).
-/// `[in_h, in_w, k_h, k_w, out_w]` and `[stride_h, stride_w, dilation_h, dilation_w, pad_top,
-/// pad_left]` give the geometry. Pixels whose window lies inside the input take their taps'
-/// addresses as one base plus fixed offsets; the others check every tap.
 pub(crate) fn dw_i8_rows(
     dw: &DwI8,
     input: &[i8],
-    [in_h, in_w, k_h, k_w, out_w]: [usize; 5],
-    [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left]: [usize; 6],
+    dims: [usize; 5],
+    geometry: [usize; 6],
     oys: Range<usize>,
     out: &mut [i8],
 ) {
     let c = dw.c;
-    let taps = k_h * k_w;
-    assert!(dw.isa == Isa::Avx512Vnni && taps == dw.taps && taps <= DW_MAX_TAPS && c > 0);
-    assert!(input.len() >= in_h * in_w * c && out.len() >= oys.len() * out_w * c);
-    // The taps' offsets from the window's first pixel, in bytes.
-    let mut offset = [0usize; DW_MAX_TAPS];
-    for ky in 0..k_h {
-        for kx in 0..k_w {
-            offset[ky * k_w + kx] = (ky * dil_h * in_w + kx * dil_w) * c;
-        }
-    }
-    // Output columns whose window lies inside the input horizontally.
-    let span_w = (k_w - 1) * dil_w + 1;
-    let x_inside =
-        |ox: usize| ox * stride_w >= pad_left && ox * stride_w - pad_left + span_w <= in_w;
-    let span_h = (k_h - 1) * dil_h + 1;
-    let mut ptrs = [core::ptr::null::<i8>(); DW_MAX_TAPS + 1];
-    let base = input.as_ptr();
-    let y0 = oys.start;
-    for oy in oys {
-        let y_inside = oy * stride_h >= pad_top && oy * stride_h - pad_top + span_h <= in_h;
-        for ox in 0..out_w {
-            if y_inside && x_inside(ox) {
-                let first = ((oy * stride_h - pad_top) * in_w + ox * stride_w - pad_left) * c;
-                for (p, &o) in ptrs.iter_mut().zip(&offset[..taps]) {
-                    // SAFETY: the window is inside the input, so first + o is the start of an
-                    // input pixel of c bytes inside `input` (its length is asserted above).
-                    *p = unsafe { base.add(first + o) };
-                }
-            } else {
-                for ky in 0..k_h {
-                    let y = (oy * stride_h + ky * dil_h).wrapping_sub(pad_top);
-                    for kx in 0..k_w {
-                        let x = (ox * stride_w + kx * dil_w).wrapping_sub(pad_left);
-                        ptrs[ky * k_w + kx] = if y < in_h && x < in_w {
-                            // SAFETY: (y, x) is an input pixel, c bytes inside `input`.
-                            unsafe { base.add((y * in_w + x) * c) }
-                        } else {
-                            core::ptr::null()
-                        };
-                    }
-                }
-            }
-            let at = ((oy - y0) * out_w + ox) * c;
-            // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI
-            // (`available`); every non-null pointer in ptrs starts c readable input bytes,
-            // and ptrs[taps..] are null.
-            unsafe { dw_i8_pixel_avx512(dw, &ptrs, &mut out[at..at + c]) };
-        }
-    }
+    assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI
+        // (`available`); for_each_window_ptrs gives c readable elements at every non-null
+        // pointer and nulls past the taps.
+        unsafe { dw_i8_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
+    });
 }
 
 /// One output pixel over blocks of 32 channels (the layout of `DwI8::pack_avx512`): two taps'
@@ -933,21 +888,40 @@ unsafe fn tile_f32_avx2<const MR: usize>(
 /// One output pixel of a float depthwise convolution (activation applied, except Tanh).
 pub(crate) fn dw_f32_pixel(isa: Isa, dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
     debug_assert!(isa != Isa::Portable);
-    if isa == Isa::Avx512Vnni {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`).
-        return unsafe { dw_f32_pixel_avx512(dw, input, taps, out) };
-    }
+    debug_assert!(isa != Isa::Avx512Vnni);
     // SAFETY: DwF32 exists only when AVX2+FMA are available (module invariant).
     unsafe { dw_f32_pixel_avx2(dw, input, taps, out) }
+}
+
+/// Output rows `oys` of a float depthwise convolution with AVX-512 into `out` (rows of
+/// `out_w * c`), from one batch `input` (`[in_h, in_w, c]`); activation applied, except Tanh.
+pub(crate) fn dw_f32_rows(
+    dw: &DwF32,
+    input: &[f32],
+    dims: [usize; 5],
+    geometry: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [f32],
+) {
+    let c = dw.c;
+    assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`);
+        // for_each_window_ptrs gives c readable elements at every non-null pointer.
+        unsafe { dw_f32_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
+    });
 }
 
 /// Up to four 16-channel blocks at a time, so four independent multiply-add chains run per
 /// tap (one chain per block is bound by the multiply-add latency); masked loads and stores
 /// for the last channels.
+///
+/// # Safety
+/// AVX-512 F/VL; every non-null `ptrs[t]` (`t < dw.taps`) points to `dw.c` readable floats.
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-fn dw_f32_pixel_avx512(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
+unsafe fn dw_f32_pixel_avx512(dw: &DwF32, ptrs: &[*const f32; DW_MAX_TAPS + 1], out: &mut [f32]) {
     let (c, cp) = (dw.c, dw.cp);
-    assert!(taps.len() == dw.taps && out.len() == c && dw.w.len() == dw.taps * cp);
+    assert!(dw.taps <= DW_MAX_TAPS && out.len() == c && dw.w.len() == dw.taps * cp);
     assert!(dw.bias.len() >= c && cp >= c);
     let mask = |from: usize| -> __mmask16 {
         match c.saturating_sub(from) {
@@ -960,16 +934,16 @@ fn dw_f32_pixel_avx512(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32
         let blocks = (c - ch).div_ceil(16).min(4);
         let masks = [mask(ch), mask(ch + 16), mask(ch + 32), mask(ch + 48)];
         let mut acc = [_mm512_setzero_ps(); 4];
-        for (t, &px) in taps.iter().enumerate() {
-            if px == usize::MAX {
+        for (t, &px) in ptrs[..dw.taps].iter().enumerate() {
+            if px.is_null() {
                 continue;
             }
-            let x = &input[px * c + ch..px * c + c];
             let w = &dw.w[t * cp + ch..t * cp + c];
             for b in 0..blocks {
-                // SAFETY: lanes of masks[b] are channels below c: within x and w.
+                // SAFETY: lanes of masks[b] are channels below c: within px's c floats (the
+                // caller's contract) and w.
                 unsafe {
-                    let xv = _mm512_maskz_loadu_ps(masks[b], x.as_ptr().add(16 * b));
+                    let xv = _mm512_maskz_loadu_ps(masks[b], px.add(ch + 16 * b));
                     let wv = _mm512_maskz_loadu_ps(masks[b], w.as_ptr().add(16 * b));
                     acc[b] = _mm512_fmadd_ps(xv, wv, acc[b]);
                 }
