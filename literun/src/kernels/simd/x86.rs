@@ -554,12 +554,25 @@ pub(crate) fn dw_i8_rows(
     oys: Range<usize>,
     out: &mut [i8],
 ) {
-    let c = dw.c;
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI (`available`).
+    unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out) }
+}
+
+/// [`dw_i8_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dw_i8_rows_avx512(
+    dw: &DwI8,
+    input: &[i8],
+    dims: [usize; 5],
+    geometry: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [i8],
+) {
+    let c = dw.c;
     super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI
-        // (`available`); for_each_window_ptrs gives c readable elements at every non-null
-        // pointer and nulls past the taps.
+        // SAFETY: this function's features; for_each_window_ptrs gives c readable elements at
+        // every non-null pointer and nulls past the taps.
         unsafe { dw_i8_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
     });
 }
@@ -903,11 +916,25 @@ pub(crate) fn dw_f32_rows(
     oys: Range<usize>,
     out: &mut [f32],
 ) {
-    let c = dw.c;
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`).
+    unsafe { dw_f32_rows_avx512(dw, input, dims, geometry, oys, out) }
+}
+
+/// [`dw_f32_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn dw_f32_rows_avx512(
+    dw: &DwF32,
+    input: &[f32],
+    dims: [usize; 5],
+    geometry: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [f32],
+) {
+    let c = dw.c;
     super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`);
-        // for_each_window_ptrs gives c readable elements at every non-null pointer.
+        // SAFETY: this function's features; for_each_window_ptrs gives c readable elements at
+        // every non-null pointer.
         unsafe { dw_f32_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
     });
 }
