@@ -400,7 +400,10 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
 struct Rq16 {
     bias: __m512i,
     left: __m512i,
+    any_left: bool,
     mult: __m512i,
+    /// The odd lanes' multipliers moved to the even lanes (for `vpmuldq`).
+    mult_odd: __m512i,
     mask: __m512i,
     thr: __m512i,
     right: __m512i,
@@ -421,7 +424,9 @@ impl Rq16 {
         Rq16 {
             bias: ld(&rq.bias),
             left: ld(&rq.left),
+            any_left: rq.any_left,
             mult: ld(&rq.mult),
+            mult_odd: _mm512_srli_epi64(ld(&rq.mult), 32),
             mask: ld(&rq.mask),
             thr: ld(&rq.thr),
             right: ld(&rq.right),
@@ -436,12 +441,21 @@ impl Rq16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply(&self, acc: __m512i) -> __m128i {
-        let x = _mm512_sllv_epi32(_mm512_add_epi32(acc, self.bias), self.left);
-        let m = self.mult;
+        let x = _mm512_add_epi32(acc, self.bias);
+        // Most layers' multipliers are below one: no left shift anywhere.
+        let x = if self.any_left {
+            _mm512_sllv_epi32(x, self.left)
+        } else {
+            x
+        };
         let nudge = _mm512_set1_epi64(1 << 30);
-        let even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
-        let odd = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));
-        let odd = _mm512_slli_epi64(_mm512_srli_epi64(_mm512_add_epi64(odd, nudge), 31), 32);
+        let even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, self.mult), nudge), 31);
+        let odd = _mm512_add_epi64(
+            _mm512_mul_epi32(_mm512_srli_epi64(x, 32), self.mult_odd),
+            nudge,
+        );
+        // (odd + nudge) << 1 has bits 31..62 in its high half, which is all the blend takes.
+        let odd = _mm512_add_epi64(odd, odd);
         let hm = _mm512_mask_blend_epi32(0xAAAA, even, odd);
         let one = _mm512_set1_epi32(1);
         let rem = _mm512_and_si512(hm, self.mask);
