@@ -214,6 +214,28 @@ pub fn sum_quantized<T: super::Quantized>(
     out_strides(shape, axes, |d, s| stride[d] = s);
     let mut coord = [0usize; super::elementwise::MAX_DIMS];
     let mut base = 0usize;
+    let last = shape[rank - 1];
+    if rank >= 2 && stride[rank - 1] == 1 && last > 0 {
+        // The innermost axis is kept (MEAN over H, W of NHWC): whole rows add into a run of
+        // sums, a loop that vectorizes.
+        for row in input.chunks_exact(last) {
+            for (s, x) in sums[base..base + last].iter_mut().zip(row) {
+                *s = s.wrapping_add(x.get());
+            }
+            let mut d = rank - 1;
+            while d > 0 {
+                d -= 1;
+                coord[d] += 1;
+                base += stride[d];
+                if coord[d] < shape[d] {
+                    break;
+                }
+                base -= stride[d] * shape[d];
+                coord[d] = 0;
+            }
+        }
+        return;
+    }
     for &x in input {
         sums[base] = sums[base].wrapping_add(x.get());
         let mut d = rank;
@@ -435,6 +457,39 @@ mod tests {
         assert_eq!(o, [3.5]);
         reduce_f32(&[3.0, -1.0, 2.0], &[3], &[0], ReduceKind::Min, &mut o);
         assert_eq!(o, [-1.0]);
+    }
+
+    #[test]
+    fn quantized_sums_match_a_direct_sum() {
+        // Shapes and axes with the innermost axis kept (row-wise path) and reduced.
+        for (shape, axes) in [
+            (vec![1, 7, 7, 20], vec![1, 2]),
+            (vec![2, 3, 4, 5], vec![0, 2]),
+            (vec![2, 3, 4, 5], vec![3]),
+            (vec![3, 5], vec![0]),
+            (vec![2, 3, 4], vec![1, 2]),
+        ] {
+            let n: usize = shape.iter().product();
+            let input: Vec<i8> = (0..n).map(|i| (i * 37 % 255) as i8).collect();
+            let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
+            let outs: usize = kept.iter().map(|&d| shape[d]).product();
+            let mut want = vec![0i32; outs];
+            for (i, &x) in input.iter().enumerate() {
+                let (mut rest, mut o) = (i, 0);
+                let mut coord = vec![0; shape.len()];
+                for d in (0..shape.len()).rev() {
+                    coord[d] = rest % shape[d];
+                    rest /= shape[d];
+                }
+                for &d in &kept {
+                    o = o * shape[d] + coord[d];
+                }
+                want[o] += i32::from(x);
+            }
+            let mut got = vec![0i32; outs];
+            sum_quantized(&input, &shape, &axes, &mut got);
+            assert_eq!(got, want, "{shape:?} over {axes:?}");
+        }
     }
 
     #[test]
