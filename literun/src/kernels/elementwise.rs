@@ -91,6 +91,11 @@ impl Broadcast {
         self.len_out
     }
 
+    /// Whether both operands have the output's shape (no broadcasting: elementwise in order).
+    pub fn same_shape(&self) -> bool {
+        self.len_a == self.len_out && self.len_b == self.len_out
+    }
+
     /// `out[i] = f(a[..], b[..])` over the broadcast. Does nothing if the slice lengths do not
     /// match the planned shapes.
     pub fn apply<T: Copy, U>(&self, a: &[T], b: &[T], out: &mut [U], f: impl Fn(T, T) -> U) {
@@ -608,6 +613,15 @@ pub struct AddSubTables {
     /// Rescaled input 1 / input 2 (negated for SUB), indexed by `stored + 128`.
     pub t1: [i32; 256],
     pub t2: [i32; 256],
+    /// The parameters the tables were computed from (for kernels that compute them instead).
+    pub sub: bool,
+    pub in1_offset: i32,
+    pub in2_offset: i32,
+    pub left_shift: i32,
+    pub in1_mult: i32,
+    pub in1_shift: i32,
+    pub in2_mult: i32,
+    pub in2_shift: i32,
     pub out_mult: i32,
     pub out_shift: i32,
     pub out_offset: i32,
@@ -647,6 +661,14 @@ impl BinaryI8 {
         BinaryI8::AddSubTables(alloc::boxed::Box::new(AddSubTables {
             t1: table(in1_offset, in1_mult, in1_shift, false),
             t2: table(in2_offset, in2_mult, in2_shift, sub),
+            sub,
+            in1_offset,
+            in2_offset,
+            left_shift,
+            in1_mult,
+            in1_shift,
+            in2_mult,
+            in2_shift,
             out_mult,
             out_shift,
             out_offset,
