@@ -576,8 +576,10 @@ impl AddSubI8 {
     }
 }
 
-/// Int8 ADD/SUB: the vector kernel when both inputs have the output's shape, else the scalar
-/// kernel (`portable`, the same operator as tables).
+/// Int8 ADD/SUB: the vector kernel on runs of the output (the whole output when each input has
+/// its shape or is one value, else rows of at least 16 elements: the innermost dimension, whose
+/// inputs are contiguous or one value repeated), else the scalar kernel (`portable`, the same
+/// operator as tables).
 pub(crate) fn add_sub_i8(
     f: &AddSubI8,
     portable: &crate::kernels::elementwise::BinaryI8,
@@ -587,8 +589,8 @@ pub(crate) fn add_sub_i8(
     out: &mut [i8],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if bc.same_shape() && a.len() == out.len() && b.len() == out.len() {
-        return x86::add_sub_i8(f, a, b, out);
+    if bc.apply_runs(a, b, out, 16, |ra, rb, o| x86::add_sub_i8(f, ra, rb, o)) {
+        return;
     }
     let _ = f;
     crate::kernels::elementwise::binary_quantized::<i8>(portable, bc, a, b, out)
@@ -1755,7 +1757,8 @@ mod tests {
             }
             // Most parameter sets take the vector kernel.
             assert!(vector >= 12, "{isa:?}: {vector}");
-            // Broadcasting keeps the scalar kernel, with the same result.
+            // Broadcasts: runs of the innermost dimension (contiguous or one repeated value),
+            // one value for the whole output, and short rows (the scalar kernel).
             let p = BinaryI8::add_sub(
                 Q8 {
                     scale: 0.05,
@@ -1779,12 +1782,27 @@ mod tests {
                 unreachable!()
             };
             let f = AddSubI8::new(isa, t).unwrap();
-            let bc = Broadcast::new(&[3, 5], &[5]).unwrap();
-            let (a, b) = (rng.i8s(15), rng.i8s(5));
-            let mut got = [0i8; 15];
-            add_sub_i8(&f, &tables, &bc, &a, &b, &mut got);
-            for i in 0..15 {
-                assert_eq!(got[i], p.eval(a[i], b[i % 5]));
+            let shapes: [(&[usize], &[usize]); 8] = [
+                (&[3, 5], &[5]),
+                (&[3, 4, 20], &[4, 1]),
+                (&[2, 1, 17], &[3, 17]),
+                (&[2, 3, 33], &[]),
+                (&[], &[2, 3, 7]),
+                (&[1], &[1]),
+                (&[4, 1], &[1, 40]),
+                (&[5, 16], &[5, 16]),
+            ];
+            for (sa, sb) in shapes {
+                let bc = Broadcast::new(sa, sb).unwrap();
+                let (a, b) = (
+                    rng.i8s(sa.iter().product()),
+                    rng.i8s(sb.iter().product()),
+                );
+                let mut want = vec![0i8; bc.output_len()];
+                let mut got = vec![0i8; bc.output_len()];
+                bc.apply(&a, &b, &mut want, |x, y| p.eval(x, y));
+                add_sub_i8(&f, &tables, &bc, &a, &b, &mut got);
+                assert_eq!(got, want, "{isa:?} {sa:?} {sb:?}");
             }
         }
     }

@@ -8,6 +8,7 @@
 use core::arch::x86_64::*;
 
 use super::{AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, MR_F32, NR_F32};
+use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
 /// Whether the CPU has `isa`.
@@ -413,16 +414,59 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
 /// << left_shift, mult, shift)` with the exact vector `MultiplyByQuantizedMultiplier` of
 /// [`srdhm_rdbpot_8`] (the parameters of [`AddSubI8::new`] keep every intermediate inside i32,
 /// as in the scalar kernel), then the sum goes through the output stage as in [`requant_8`].
-pub(crate) fn add_sub_i8(p: &AddSubI8, a: &[i8], b: &[i8], out: &mut [i8]) {
-    let n = out.len().min(a.len()).min(b.len());
-    let (a, b, out) = (&a[..n], &b[..n], &mut out[..n]);
+pub(crate) fn add_sub_i8(p: &AddSubI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i8]) {
+    let n = out.len();
+    let (Some(a), Some(b)) = (Operand::new(a, n), Operand::new(b, n)) else {
+        return;
+    };
     if p.isa == Isa::Avx512Vnni {
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
-        unsafe { add_sub_i8_avx512(p, a, b, out) }
+        unsafe { add_sub_i8_avx512(p, &a, &b, out) }
     } else {
         // SAFETY: AddSubI8 exists only for an available x86 ISA (`has_elementwise`), all of
         // which include AVX2 and FMA.
-        unsafe { add_sub_i8_avx2(p, a, b, out) }
+        unsafe { add_sub_i8_avx2(p, &a, &b, out) }
+    }
+}
+
+/// An int8 operand of [`add_sub_i8`]: `n` values, or one value repeated (as sixteen copies).
+enum Operand<'a> {
+    Slice(&'a [i8]),
+    Repeat([i8; 16]),
+}
+
+impl Operand<'_> {
+    /// `None` for a slice shorter than `n`.
+    fn new(r: Run<'_, i8>, n: usize) -> Option<Operand<'_>> {
+        Some(match r {
+            Run::Slice(s) => Operand::Slice(s.get(..n)?),
+            Run::Repeat(v) => Operand::Repeat([v; 16]),
+        })
+    }
+
+    /// Sixteen values from `i` (`i + 16 <= n`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load(&self, i: usize) -> __m128i {
+        match self {
+            Operand::Slice(s) => {
+                let s = &s[i..i + 16];
+                // SAFETY: s has 16 bytes.
+                unsafe { _mm_loadu_si128(s.as_ptr() as *const __m128i) }
+            }
+            // SAFETY: v has 16 bytes.
+            Operand::Repeat(v) => unsafe { _mm_loadu_si128(v.as_ptr() as *const __m128i) },
+        }
+    }
+
+    /// The values from `i` to `n` (fewer than sixteen), zeros after.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load_tail(&self, i: usize) -> __m128i {
+        match self {
+            Operand::Slice(s) => load_tail_16(&s[i..]),
+            Operand::Repeat(v) => load_tail_16(v),
+        }
     }
 }
 
@@ -496,23 +540,19 @@ impl AddSub16 {
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn add_sub_i8_avx512(p: &AddSubI8, a: &[i8], b: &[i8], out: &mut [i8]) {
+fn add_sub_i8_avx512(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
     let k = AddSub16::new(p);
     let n = out.len();
-    assert!(a.len() == n && b.len() == n);
     let mut i = 0;
     while i + 16 <= n {
-        // SAFETY: i + 16 <= n: sixteen bytes of a, b and out.
-        unsafe {
-            let x = _mm_loadu_si128(a.as_ptr().add(i) as *const __m128i);
-            let y = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
-            _mm_storeu_si128(out.as_mut_ptr().add(i) as *mut __m128i, k.apply(x, y));
-        }
+        let v = k.apply(a.load(i), b.load(i));
+        let o = &mut out[i..i + 16];
+        // SAFETY: o has 16 bytes.
+        unsafe { _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, v) };
         i += 16;
     }
     if i < n {
-        let (x, y) = (load_tail_16(&a[i..]), load_tail_16(&b[i..]));
-        store_16(k.apply(x, y), &mut out[i..]);
+        store_16(k.apply(a.load_tail(i), b.load_tail(i)), &mut out[i..]);
     }
 }
 
@@ -598,23 +638,19 @@ impl AddSub8 {
 }
 
 #[target_feature(enable = "avx2,fma")]
-fn add_sub_i8_avx2(p: &AddSubI8, a: &[i8], b: &[i8], out: &mut [i8]) {
+fn add_sub_i8_avx2(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
     let k = AddSub8::new(p);
     let n = out.len();
-    assert!(a.len() == n && b.len() == n);
     let mut i = 0;
     while i + 16 <= n {
-        // SAFETY: i + 16 <= n: sixteen bytes of a, b and out.
-        unsafe {
-            let x = _mm_loadu_si128(a.as_ptr().add(i) as *const __m128i);
-            let y = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
-            _mm_storeu_si128(out.as_mut_ptr().add(i) as *mut __m128i, k.apply_16(x, y));
-        }
+        let v = k.apply_16(a.load(i), b.load(i));
+        let o = &mut out[i..i + 16];
+        // SAFETY: o has 16 bytes.
+        unsafe { _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, v) };
         i += 16;
     }
     if i < n {
-        let (x, y) = (load_tail_16(&a[i..]), load_tail_16(&b[i..]));
-        store_16(k.apply_16(x, y), &mut out[i..]);
+        store_16(k.apply_16(a.load_tail(i), b.load_tail(i)), &mut out[i..]);
     }
 }
 
