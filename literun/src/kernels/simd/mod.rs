@@ -1,6 +1,8 @@
 //! Fast paths for the operators where the time goes: int8 and float CONV_2D (1x1 as a GEMM, any
 //! other size through an im2col row buffer), DEPTHWISE_CONV_2D (depth multiplier 1, any kernel,
-//! stride, dilation and padding) and FULLY_CONNECTED.
+//! stride, dilation and padding) and FULLY_CONNECTED; on x86-64 also int8 ADD/SUB and QUANTIZE
+//! from float32 (no weights: chosen per operator like the others, bit-exact with the scalar
+//! kernels).
 //!
 //! Everything here is chosen once, when the interpreter is prepared: [`Isa::detect`] picks the
 //! best instruction set the CPU has, and the `pack_*` functions re-lay the constant weights for
@@ -604,9 +606,9 @@ pub(crate) enum QuantizeTo {
     I16,
 }
 
-/// QUANTIZE float32 to `to` (stored little-endian in `out`, `input.len()` values), bit-exact with
-/// [`crate::kernels::elementwise::quantize_f32`] over the type's full range. `false` (nothing
-/// done) when `isa` has no such kernel or `out` has the wrong size.
+/// QUANTIZE float32 to `to` (stored little-endian in `out`), bit-exact with
+/// [`crate::kernels::elementwise::quantize_f32`] over the type's full range; as that, it stops
+/// at the shorter of `input` and `out`. `false` (nothing done) when `isa` has no such kernel.
 pub(crate) fn quantize_f32(
     isa: Isa,
     input: &[f32],
@@ -616,13 +618,15 @@ pub(crate) fn quantize_f32(
     out: &mut [u8],
 ) -> bool {
     let size = if to == QuantizeTo::I16 { 2 } else { 1 };
-    if !has_elementwise(isa) || out.len() != input.len() * size {
+    if !has_elementwise(isa) {
         return false;
     }
+    let n = input.len().min(out.len() / size);
+    let (input, out) = (&input[..n], &mut out[..n * size]);
     #[cfg(target_arch = "x86_64")]
     x86::quantize_f32(isa, input, scale, zero_point, to, out);
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (input, scale, zero_point);
+    let _ = (input, scale, zero_point, out);
     true
 }
 
@@ -1794,10 +1798,7 @@ mod tests {
             ];
             for (sa, sb) in shapes {
                 let bc = Broadcast::new(sa, sb).unwrap();
-                let (a, b) = (
-                    rng.i8s(sa.iter().product()),
-                    rng.i8s(sb.iter().product()),
-                );
+                let (a, b) = (rng.i8s(sa.iter().product()), rng.i8s(sb.iter().product()));
                 let mut want = vec![0i8; bc.output_len()];
                 let mut got = vec![0i8; bc.output_len()];
                 bc.apply(&a, &b, &mut want, |x, y| p.eval(x, y));
@@ -1882,15 +1883,19 @@ mod tests {
                     }
                 }
             }
-            // A wrongly sized output is refused.
-            assert!(!quantize_f32(
+            // Lengths that differ: the shorter one, as the scalar kernel.
+            let mut o = [9u8; 5];
+            assert!(quantize_f32(
                 isa,
                 &[1.0; 4],
                 1.0,
                 0,
                 QuantizeTo::I16,
-                &mut [0; 4]
+                &mut o
             ));
+            assert_eq!(o, [1, 0, 1, 0, 9]);
+            assert!(quantize_f32(isa, &[1.0; 2], 1.0, 0, QuantizeTo::I8, &mut o));
+            assert_eq!(o, [1, 1, 1, 0, 9]);
         }
     }
 }
