@@ -537,7 +537,11 @@ pub(crate) struct AddSubI8 {
     pub(crate) sub: bool,
     pub(crate) off1: i32,
     pub(crate) off2: i32,
-    pub(crate) left_shift: i32,
+    /// `[m >> 11, m & 2047]` of each input multiplier: with the inputs' left shift of 20,
+    /// `SRDHM(v << 20, m) = floor((v m + 2^10) / 2^11) = v (m >> 11) + ((v (m & 2047) + 2^10)
+    /// >> 11)`, every term inside i32 for `|v| < 2^9` (`v` = stored value + offset).
+    pub(crate) split1: [i32; 2],
+    pub(crate) split2: [i32; 2],
     pub(crate) in1: Mbqm,
     pub(crate) in2: Mbqm,
     pub(crate) out: Mbqm,
@@ -554,7 +558,9 @@ impl AddSubI8 {
         if !has_elementwise(isa)
             || t.in1_shift > 0
             || t.in2_shift > 0
-            || !(0..=20).contains(&t.left_shift)
+            || t.left_shift != 20
+            || t.in1_mult < 0
+            || t.in2_mult < 0
             || !(-255..=255).contains(&t.in1_offset)
             || !(-255..=255).contains(&t.in2_offset)
             || !(-128..=127).contains(&t.out_offset)
@@ -567,7 +573,8 @@ impl AddSubI8 {
             sub: t.sub,
             off1: t.in1_offset,
             off2: t.in2_offset,
-            left_shift: t.left_shift,
+            split1: [t.in1_mult >> 11, t.in1_mult & 2047],
+            split2: [t.in2_mult >> 11, t.in2_mult & 2047],
             in1: Mbqm::new(t.in1_mult, t.in1_shift)?,
             in2: Mbqm::new(t.in2_mult, t.in2_shift)?,
             out: Mbqm::new(t.out_mult, t.out_shift)?,

@@ -194,6 +194,13 @@ fn srdhm_rdbpot_8(x: __m256i, m: __m256i, mask: __m256i, thr: __m256i, right: __
     let odd = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32));
     let odd = _mm256_slli_epi64(_mm256_srli_epi64(_mm256_add_epi64(odd, nudge), 31), 32);
     let hm = _mm256_blend_epi32(even, odd, 0b1010_1010);
+    rdbpot_8(hm, mask, thr, right)
+}
+
+/// `RoundingDivideByPOT(hm, right)` on 8 lanes (`mask`, `thr` as in [`srdhm_rdbpot_8`]).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn rdbpot_8(hm: __m256i, mask: __m256i, thr: __m256i, right: __m256i) -> __m256i {
     let rem = _mm256_and_si256(hm, mask);
     let neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), hm);
     let thr = _mm256_sub_epi32(thr, neg);
@@ -210,6 +217,13 @@ fn srdhm_rdbpot_16(x: __m512i, m: __m512i, mask: __m512i, thr: __m512i, right: _
     let odd = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));
     let odd = _mm512_slli_epi64(_mm512_srli_epi64(_mm512_add_epi64(odd, nudge), 31), 32);
     let hm = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+    rdbpot_16(hm, mask, thr, right)
+}
+
+/// [`rdbpot_8`] on 16 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i) -> __m512i {
     let one = _mm512_set1_epi32(1);
     let rem = _mm512_and_si512(hm, mask);
     let neg = _mm512_cmpgt_epi32_mask(_mm512_setzero_si512(), hm);
@@ -411,9 +425,10 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
 
 /// `out[i] = a[i] ± b[i]` for an int8 ADD/SUB, bit-exact with the scalar kernel
 /// (`BinaryI8::eval_i32` of the tables): each input's table entry is computed, `MBQM((x + off)
-/// << left_shift, mult, shift)` with the exact vector `MultiplyByQuantizedMultiplier` of
-/// [`srdhm_rdbpot_8`] (the parameters of [`AddSubI8::new`] keep every intermediate inside i32,
-/// as in the scalar kernel), then the sum goes through the output stage as in [`requant_8`].
+/// << 20, mult, shift)`, its high multiply in 32-bit products (`AddSubI8::split1`) and its
+/// rounding shift as in [`rdbpot_8`] (the parameters of [`AddSubI8::new`] keep every intermediate
+/// inside i32, as in the scalar kernel), then the sum goes through the output stage with the
+/// exact vector `MultiplyByQuantizedMultiplier` of [`srdhm_rdbpot_8`], as in [`requant_8`].
 pub(crate) fn add_sub_i8(p: &AddSubI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i8]) {
     let n = out.len();
     let (Some(a), Some(b)) = (Operand::new(a, n), Operand::new(b, n)) else {
@@ -483,7 +498,8 @@ struct AddSub16 {
     sub: bool,
     off1: __m512i,
     off2: __m512i,
-    left_shift: __m128i,
+    split1: [__m512i; 2],
+    split2: [__m512i; 2],
     in1: [__m512i; 4],
     in2: [__m512i; 4],
     out_left: __m128i,
@@ -502,7 +518,8 @@ impl AddSub16 {
             sub: p.sub,
             off1: set(p.off1),
             off2: set(p.off2),
-            left_shift: _mm_cvtsi32_si128(p.left_shift),
+            split1: p.split1.map(|v| set(v)),
+            split2: p.split2.map(|v| set(v)),
             in1: stage_16(&p.in1),
             in2: stage_16(&p.in2),
             out_left: _mm_cvtsi32_si128(p.out.left),
@@ -518,15 +535,18 @@ impl AddSub16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply(&self, x: __m128i, y: __m128i) -> __m128i {
-        let rescale = |v: __m128i, off: __m512i, m: &[__m512i; 4]| {
-            let v = _mm512_sll_epi32(
-                _mm512_add_epi32(_mm512_cvtepi8_epi32(v), off),
-                self.left_shift,
-            );
-            srdhm_rdbpot_16(v, m[0], m[1], m[2], m[3])
+        // SRDHM((x + off) << 20, m) = (x + off) * (m >> 11) + ((x + off) * (m & 2047) + 2^10)
+        // >> 11 (see `AddSubI8::split`); the low product by `vpmaddwd` (x + off fits in the low
+        // 16 bits of the lane, the high half of the constant is zero).
+        let round = _mm512_set1_epi32(1 << 10);
+        let rescale = |v: __m128i, off: __m512i, hl: &[__m512i; 2], m: &[__m512i; 4]| {
+            let v = _mm512_add_epi32(_mm512_cvtepi8_epi32(v), off);
+            let lo = _mm512_add_epi32(_mm512_madd_epi16(v, hl[1]), round);
+            let hm = _mm512_add_epi32(_mm512_mullo_epi32(v, hl[0]), _mm512_srai_epi32::<11>(lo));
+            rdbpot_16(hm, m[1], m[2], m[3])
         };
-        let s1 = rescale(x, self.off1, &self.in1);
-        let s2 = rescale(y, self.off2, &self.in2);
+        let s1 = rescale(x, self.off1, &self.split1, &self.in1);
+        let s2 = rescale(y, self.off2, &self.split2, &self.in2);
         let raw = if self.sub {
             _mm512_sub_epi32(s1, s2)
         } else {
@@ -572,7 +592,8 @@ struct AddSub8 {
     sub: bool,
     off1: __m256i,
     off2: __m256i,
-    left_shift: __m128i,
+    split1: [__m256i; 2],
+    split2: [__m256i; 2],
     in1: [__m256i; 4],
     in2: [__m256i; 4],
     out_left: __m128i,
@@ -592,7 +613,8 @@ impl AddSub8 {
             sub: p.sub,
             off1: set(p.off1),
             off2: set(p.off2),
-            left_shift: _mm_cvtsi32_si128(p.left_shift),
+            split1: p.split1.map(|v| set(v)),
+            split2: p.split2.map(|v| set(v)),
             in1: stage(&p.in1),
             in2: stage(&p.in2),
             out_left: _mm_cvtsi32_si128(p.out.left),
@@ -607,15 +629,15 @@ impl AddSub8 {
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     fn apply(&self, x: __m128i, y: __m128i) -> __m256i {
-        let rescale = |v: __m128i, off: __m256i, m: &[__m256i; 4]| {
-            let v = _mm256_sll_epi32(
-                _mm256_add_epi32(_mm256_cvtepi8_epi32(v), off),
-                self.left_shift,
-            );
-            srdhm_rdbpot_8(v, m[0], m[1], m[2], m[3])
+        let round = _mm256_set1_epi32(1 << 10);
+        let rescale = |v: __m128i, off: __m256i, hl: &[__m256i; 2], m: &[__m256i; 4]| {
+            let v = _mm256_add_epi32(_mm256_cvtepi8_epi32(v), off);
+            let lo = _mm256_add_epi32(_mm256_madd_epi16(v, hl[1]), round);
+            let hm = _mm256_add_epi32(_mm256_mullo_epi32(v, hl[0]), _mm256_srai_epi32::<11>(lo));
+            rdbpot_8(hm, m[1], m[2], m[3])
         };
-        let s1 = rescale(x, self.off1, &self.in1);
-        let s2 = rescale(y, self.off2, &self.in2);
+        let s1 = rescale(x, self.off1, &self.split1, &self.in1);
+        let s2 = rescale(y, self.off2, &self.split2, &self.in2);
         let raw = if self.sub {
             _mm256_sub_epi32(s1, s2)
         } else {
