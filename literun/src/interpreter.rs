@@ -98,6 +98,10 @@ pub(crate) enum Fast {
     Conv(GemmF32),
     FullyConnected(GemmF32),
     Depthwise(DwF32),
+    /// Int8 ADD/SUB computed in vectors (no weights: the kernel's parameters).
+    AddSubI8(simd::AddSubI8),
+    /// QUANTIZE float32 -> int8/uint8/int16 with this ISA's vector kernel.
+    Quantize(Isa),
 }
 
 impl Fast {
@@ -107,6 +111,7 @@ impl Fast {
             Fast::DepthwiseI8(d) => d.bytes(),
             Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
             Fast::Depthwise(d) => d.bytes(),
+            Fast::AddSubI8(_) | Fast::Quantize(_) => 0,
         }
     }
 
@@ -116,6 +121,7 @@ impl Fast {
             Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
             Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
             Fast::DepthwiseI8(_) | Fast::Depthwise(_) => (0, 0, 0),
+            Fast::AddSubI8(_) | Fast::Quantize(_) => (0, 0, 0),
         }
     }
 
@@ -211,6 +217,11 @@ impl Fast {
                 params.activation,
             )
             .map(Fast::Depthwise),
+            Kind::BinaryI8 {
+                p: ew::BinaryI8::AddSubTables(t),
+                ..
+            } => simd::AddSubI8::new(isa, t).map(Fast::AddSubI8),
+            Kind::Quantize { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
             _ => None,
         }
     }
@@ -1218,6 +1229,30 @@ fn run_fast(
             *out_shape,
             s,
         ),
+        (Fast::AddSubI8(f), Kind::BinaryI8 { p, bc }) => simd::add_sub_i8(
+            f,
+            p,
+            bc,
+            ins.typed(0).ok()?,
+            ins.typed(1).ok()?,
+            cast_out(out).ok()?,
+        ),
+        (
+            Fast::Quantize(isa),
+            Kind::Quantize {
+                scale,
+                zero_point,
+                to,
+            },
+        ) => {
+            let to = match to {
+                DType::I8 => simd::QuantizeTo::I8,
+                DType::U8 => simd::QuantizeTo::U8,
+                _ => simd::QuantizeTo::I16,
+            };
+            let i = ins.typed::<f32>(0).ok()?;
+            return simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(());
+        }
         _ => return None,
     }
     Some(())

@@ -91,6 +91,73 @@ impl Broadcast {
         self.len_out
     }
 
+    /// Calls `f(a_run, b_run, out_run)` on runs of the output that cover it in order, each
+    /// operand's run a contiguous slice or one repeated value: the whole output when an operand
+    /// is one value, else each innermost row, when that has at least `min_run` elements.
+    /// `false` (nothing done) when the rows are shorter or the slice lengths do not match the
+    /// planned shapes.
+    pub fn apply_runs<T: Copy, U>(
+        &self,
+        a: &[T],
+        b: &[T],
+        out: &mut [U],
+        min_run: usize,
+        mut f: impl FnMut(Run<'_, T>, Run<'_, T>, &mut [U]),
+    ) -> bool {
+        if a.len() != self.len_a || b.len() != self.len_b || out.len() != self.len_out {
+            return false;
+        }
+        if self.len_out == 0 {
+            return true;
+        }
+        fn whole<T: Copy>(v: &[T], len: usize) -> Option<Run<'_, T>> {
+            match v {
+                [x] => Some(Run::Repeat(*x)),
+                _ if v.len() == len => Some(Run::Slice(v)),
+                _ => None,
+            }
+        }
+        if let (Some(ra), Some(rb)) = (whole(a, out.len()), whole(b, out.len())) {
+            f(ra, rb, out);
+            return true;
+        }
+        let r = self.rank;
+        let inner = self.out[r - 1];
+        if inner < min_run {
+            return false;
+        }
+        fn row<T: Copy>(v: &[T], at: usize, step: usize, len: usize) -> Option<Run<'_, T>> {
+            if step == 0 {
+                v.get(at).map(|&x| Run::Repeat(x))
+            } else {
+                v.get(at..at.checked_add(len)?).map(Run::Slice)
+            }
+        }
+        let (ia, ib) = (self.sa[r - 1], self.sb[r - 1]);
+        let mut idx = [0usize; MAX_DIMS];
+        let (mut oa, mut ob) = (0usize, 0usize);
+        for o in out.chunks_exact_mut(inner) {
+            // Always in range for a plan's own shapes (the strides stay inside the operands).
+            if let (Some(ra), Some(rb)) = (row(a, oa, ia, inner), row(b, ob, ib, inner)) {
+                f(ra, rb, o);
+            }
+            let mut d = r - 1;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                oa += self.sa[d];
+                ob += self.sb[d];
+                if idx[d] < self.out[d] {
+                    break;
+                }
+                oa -= self.sa[d] * self.out[d];
+                ob -= self.sb[d] * self.out[d];
+                idx[d] = 0;
+            }
+        }
+        true
+    }
+
     /// `out[i] = f(a[..], b[..])` over the broadcast. Does nothing if the slice lengths do not
     /// match the planned shapes.
     pub fn apply<T: Copy, U>(&self, a: &[T], b: &[T], out: &mut [U], f: impl Fn(T, T) -> U) {
@@ -144,6 +211,15 @@ impl Broadcast {
             }
         }
     }
+}
+
+/// One operand's part of a run of the output ([`Broadcast::apply_runs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run<'a, T> {
+    /// One value per output element.
+    Slice(&'a [T]),
+    /// The same value for every output element.
+    Repeat(T),
 }
 
 /// Binary float operators.
@@ -608,6 +684,15 @@ pub struct AddSubTables {
     /// Rescaled input 1 / input 2 (negated for SUB), indexed by `stored + 128`.
     pub t1: [i32; 256],
     pub t2: [i32; 256],
+    /// The parameters the tables were computed from (for kernels that compute them instead).
+    pub sub: bool,
+    pub in1_offset: i32,
+    pub in2_offset: i32,
+    pub left_shift: i32,
+    pub in1_mult: i32,
+    pub in1_shift: i32,
+    pub in2_mult: i32,
+    pub in2_shift: i32,
     pub out_mult: i32,
     pub out_shift: i32,
     pub out_offset: i32,
@@ -647,6 +732,14 @@ impl BinaryI8 {
         BinaryI8::AddSubTables(alloc::boxed::Box::new(AddSubTables {
             t1: table(in1_offset, in1_mult, in1_shift, false),
             t2: table(in2_offset, in2_mult, in2_shift, sub),
+            sub,
+            in1_offset,
+            in2_offset,
+            left_shift,
+            in1_mult,
+            in1_shift,
+            in2_mult,
+            in2_shift,
             out_mult,
             out_shift,
             out_offset,

@@ -94,6 +94,37 @@ pub fn transpose<T: Copy + Default>(
     if perm.len() != rank || rank > MAX_DIMS {
         return;
     }
+    if let Some((batches, rows, cols)) = batched_2d(in_shape, perm) {
+        let len = batches * rows * cols;
+        if input.len() >= len && output.len() >= len {
+            let (input, output) = (&input[..len], &mut output[..len]);
+            if rows <= 1 || cols <= 1 {
+                output.copy_from_slice(input);
+            } else {
+                for (i, o) in input
+                    .chunks_exact(rows * cols)
+                    .zip(output.chunks_exact_mut(rows * cols))
+                {
+                    transpose_2d(i, rows, cols, o);
+                }
+            }
+            return;
+        }
+    }
+    transpose_strided(input, in_shape, perm, output)
+}
+
+/// [`transpose`] as one strided copy (any permutation).
+fn transpose_strided<T: Copy + Default>(
+    input: &[T],
+    in_shape: &[usize],
+    perm: &[usize],
+    output: &mut [T],
+) {
+    let rank = in_shape.len();
+    if perm.len() != rank || rank > MAX_DIMS {
+        return;
+    }
     let s = strides_of(in_shape);
     let mut out_shape = [0usize; MAX_DIMS];
     let mut st = [0isize; MAX_DIMS];
@@ -105,6 +136,92 @@ pub fn transpose<T: Copy + Default>(
         st[d] = s[perm[d]] as isize;
     }
     strided_copy(input, 0, &out_shape[..rank], &st[..rank], output);
+}
+
+/// A TRANSPOSE as `batches` transposes of `[rows, cols]` matrices (`out[b][j][i] =
+/// in[b][i][j]`), when it is one once dimensions of size 1 are dropped and dimensions that stay
+/// adjacent are merged (NCHW -> NHWC is `[C, H*W]` -> `[H*W, C]`); an identity is `rows` 1.
+/// `None` for other permutations, or a `perm` that is not one.
+fn batched_2d(in_shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {
+    let rank = in_shape.len();
+    if rank > MAX_DIMS || perm.len() != rank || in_shape.contains(&0) {
+        return None;
+    }
+    let mut seen = [false; MAX_DIMS];
+    for &p in perm {
+        if p >= rank || core::mem::replace(&mut seen[p], true) {
+            return None;
+        }
+    }
+    // Output order of the input dimensions larger than 1.
+    let mut order = [0usize; MAX_DIMS];
+    let mut n = 0;
+    for &p in perm {
+        if in_shape[p] > 1 {
+            order[n] = p;
+            n += 1;
+        }
+    }
+    // Runs of consecutive input dimensions in output order (up to three), with their sizes. Dims
+    // of size 1 between two of a run's dimensions do not break it.
+    let next_big = |d: usize| (d + 1..rank).find(|&e| in_shape[e] > 1);
+    let mut runs = [(0usize, 1usize); 3];
+    let mut nr = 0;
+    for k in 0..n {
+        let d = order[k];
+        if k == 0 || next_big(order[k - 1]) != Some(d) {
+            if nr == 3 {
+                return None;
+            }
+            runs[nr] = (d, 1);
+            nr += 1;
+        }
+        runs[nr - 1].1 *= in_shape[d];
+    }
+    // Runs are in output order; their first dimensions give the input order.
+    match nr {
+        0 => Some((1, 1, 1)),
+        1 => Some((1, 1, runs[0].1)),
+        2 if runs[0].0 > runs[1].0 => Some((1, runs[1].1, runs[0].1)),
+        3 if runs[0].0 < runs[2].0 && runs[2].0 < runs[1].0 => {
+            Some((runs[0].1, runs[2].1, runs[1].1))
+        }
+        _ => None,
+    }
+}
+
+/// `out[j * rows + i] = input[i * cols + j]` (`input` is `[rows, cols]`, both `rows * cols` long).
+fn transpose_2d<T: Copy>(input: &[T], rows: usize, cols: usize, out: &mut [T]) {
+    match rows {
+        2 => return transpose_few_rows::<T, 2>(input, cols, out),
+        3 => return transpose_few_rows::<T, 3>(input, cols, out),
+        4 => return transpose_few_rows::<T, 4>(input, cols, out),
+        _ => {}
+    }
+    // Tiles of 16 x 16: reads and writes stay within a few cache lines each.
+    const TILE: usize = 16;
+    for i0 in (0..rows).step_by(TILE) {
+        let i1 = (i0 + TILE).min(rows);
+        for j0 in (0..cols).step_by(TILE) {
+            let j1 = (j0 + TILE).min(cols);
+            for i in i0..i1 {
+                let src = &input[i * cols + j0..i * cols + j1];
+                for (j, &v) in (j0..j1).zip(src) {
+                    out[j * rows + i] = v;
+                }
+            }
+        }
+    }
+}
+
+/// [`transpose_2d`] of `R` rows: each output row gathers one value of every input row.
+fn transpose_few_rows<T: Copy, const R: usize>(input: &[T], cols: usize, out: &mut [T]) {
+    let rows: [&[T]; R] = core::array::from_fn(|r| &input[r * cols..(r + 1) * cols]);
+    for (j, o) in out.chunks_exact_mut(R).take(cols).enumerate() {
+        for (o, row) in o.iter_mut().zip(&rows) {
+            *o = row[j];
+        }
+    }
 }
 
 /// BROADCAST_TO: reads `input` (shape `in_shape`, right-aligned) broadcast to `out_shape`.
@@ -438,6 +555,65 @@ pub fn cast<T: Copy + CastTo<U>, U>(input: &[T], output: &mut [U]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transpose_fast_paths_match_the_strided_copy() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rnd = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut cases: alloc::vec::Vec<(alloc::vec::Vec<usize>, alloc::vec::Vec<usize>)> = alloc::vec![
+            (alloc::vec![1, 3, 224, 224], alloc::vec![0, 2, 3, 1]),
+            (alloc::vec![1, 3, 17, 5], alloc::vec![0, 2, 3, 1]),
+            (alloc::vec![2, 4, 3, 5], alloc::vec![0, 2, 3, 1]),
+            (alloc::vec![1, 7, 9, 1], alloc::vec![0, 3, 1, 2]),
+            (alloc::vec![2, 40, 33], alloc::vec![0, 2, 1]),
+            (alloc::vec![37, 19], alloc::vec![1, 0]),
+            (alloc::vec![1, 1, 1], alloc::vec![2, 0, 1]),
+            (alloc::vec![3, 1, 2], alloc::vec![1, 0, 2]),
+        ];
+        for _ in 0..400 {
+            let rank = 1 + rnd(6);
+            let shape: alloc::vec::Vec<usize> = (0..rank).map(|_| 1 + rnd(6)).collect();
+            let mut perm: alloc::vec::Vec<usize> = (0..rank).collect();
+            for i in (1..rank).rev() {
+                perm.swap(i, rnd(i + 1));
+            }
+            cases.push((shape, perm));
+        }
+        let mut fast = 0;
+        for (shape, perm) in &cases {
+            let n: usize = shape.iter().product();
+            let input: alloc::vec::Vec<u32> = (0..n as u32)
+                .map(|v| v.wrapping_mul(2_654_435_761))
+                .collect();
+            let mut want = alloc::vec![0u32; n];
+            let mut got = alloc::vec![1u32; n];
+            transpose_strided(&input, shape, perm, &mut want);
+            transpose(&input, shape, perm, &mut got);
+            assert_eq!(got, want, "{shape:?} {perm:?}");
+            let bytes: alloc::vec::Vec<u8> = input.iter().map(|&v| v as u8).collect();
+            let mut want8 = alloc::vec![0u8; n];
+            let mut got8 = alloc::vec![1u8; n];
+            transpose_strided(&bytes, shape, perm, &mut want8);
+            transpose(&bytes, shape, perm, &mut got8);
+            assert_eq!(got8, want8, "{shape:?} {perm:?}");
+            fast += usize::from(batched_2d(shape, perm).is_some());
+        }
+        // Most random permutations of small shapes reduce to a (batched) 2-D transpose.
+        assert!(fast > cases.len() / 3, "{fast} of {}", cases.len());
+        assert_eq!(
+            batched_2d(&[1, 3, 224, 224], &[0, 2, 3, 1]),
+            Some((1, 3, 224 * 224))
+        );
+        assert_eq!(batched_2d(&[2, 3, 4, 5], &[0, 2, 3, 1]), Some((2, 3, 20)));
+        assert_eq!(batched_2d(&[2, 3, 4], &[2, 1, 0]), None);
+        assert_eq!(batched_2d(&[2, 3], &[0, 0]), None);
+        assert_eq!(batched_2d(&[2, 3], &[0, 2]), None);
+    }
 
     #[test]
     fn transpose_2x3() {

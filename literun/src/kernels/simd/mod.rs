@@ -1,6 +1,8 @@
 //! Fast paths for the operators where the time goes: int8 and float CONV_2D (1x1 as a GEMM, any
 //! other size through an im2col row buffer), DEPTHWISE_CONV_2D (depth multiplier 1, any kernel,
-//! stride, dilation and padding) and FULLY_CONNECTED.
+//! stride, dilation and padding) and FULLY_CONNECTED; on x86-64 also int8 ADD/SUB and QUANTIZE
+//! from float32 (no weights: chosen per operator like the others, bit-exact with the scalar
+//! kernels).
 //!
 //! Everything here is chosen once, when the interpreter is prepared: [`Isa::detect`] picks the
 //! best instruction set the CPU has, and the `pack_*` functions re-lay the constant weights for
@@ -520,6 +522,154 @@ fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8
     for (j, o) in out.iter_mut().enumerate() {
         *o = rq.apply(acc[j], c0 + j);
     }
+}
+
+// ------------------------------------------------------------------ elementwise int8 / QUANTIZE
+
+/// Whether `isa` has the vector elementwise kernels below (the x86-64 ones; aarch64 and the
+/// portable build keep the scalar kernels).
+pub(crate) fn has_elementwise(isa: Isa) -> bool {
+    cfg!(target_arch = "x86_64") && matches!(isa, Isa::Avx2 | Isa::AvxVnni | Isa::Avx512Vnni)
+}
+
+/// One `MultiplyByQuantizedMultiplier` (double rounding) with a per-tensor multiplier, as the
+/// vector kernels apply it (see `x86::requant_8`): left shift, high multiply, rounding shift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mbqm {
+    pub(crate) mult: i32,
+    pub(crate) left: i32,
+    pub(crate) right: i32,
+    /// `(1 << right) - 1` and its half.
+    pub(crate) mask: i32,
+    pub(crate) thr: i32,
+}
+
+impl Mbqm {
+    /// `None` where the vector form is not exact: a multiplier of `i32::MIN` (never produced by
+    /// `QuantizeMultiplier`) or a shift outside TFLite's range.
+    fn new(mult: i32, shift: i32) -> Option<Mbqm> {
+        if mult == i32::MIN || !(-31..=31).contains(&shift) {
+            return None;
+        }
+        let right = (-shift).max(0);
+        let mask = ((1i64 << right) - 1) as i32;
+        Some(Mbqm {
+            mult,
+            left: shift.max(0),
+            right,
+            mask,
+            thr: mask >> 1,
+        })
+    }
+}
+
+/// An int8 ADD/SUB ([`crate::kernels::elementwise::AddSubTables`]) for the vector kernels, which
+/// compute each input's rescaling instead of looking it up: `s = MBQM((x + off) << left_shift,
+/// in_mult, in_shift)` (the table entries), `raw = s1 ± s2`, then the output stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AddSubI8 {
+    pub(crate) isa: Isa,
+    pub(crate) sub: bool,
+    pub(crate) off1: i32,
+    pub(crate) off2: i32,
+    /// `[m >> 11, m & 2047]` of each input multiplier: with the inputs' left shift of 20,
+    /// `SRDHM(v << 20, m) = floor((v m + 2^10) / 2^11) = v (m >> 11) + ((v (m & 2047) + 2^10)
+    /// >> 11)`, every term inside i32 for `|v| < 2^9` (`v` = stored value + offset).
+    pub(crate) split1: [i32; 2],
+    pub(crate) split2: [i32; 2],
+    pub(crate) in1: Mbqm,
+    pub(crate) in2: Mbqm,
+    pub(crate) out: Mbqm,
+    pub(crate) out_offset: i32,
+    pub(crate) act_min: i32,
+    pub(crate) act_max: i32,
+}
+
+impl AddSubI8 {
+    /// `None` when `isa` has no such kernel or the parameters are outside what it reproduces
+    /// exactly (the scalar kernel then runs): input multipliers below one, shifts in TFLite's
+    /// range, offsets of int8 zero points and a clamp range inside int8.
+    pub(crate) fn new(isa: Isa, t: &crate::kernels::elementwise::AddSubTables) -> Option<AddSubI8> {
+        if !has_elementwise(isa)
+            || t.in1_shift > 0
+            || t.in2_shift > 0
+            || t.left_shift != 20
+            || t.in1_mult < 0
+            || t.in2_mult < 0
+            || !(-255..=255).contains(&t.in1_offset)
+            || !(-255..=255).contains(&t.in2_offset)
+            || !(-128..=127).contains(&t.out_offset)
+            || !(-128 <= t.act_min && t.act_min <= t.act_max && t.act_max <= 127)
+        {
+            return None;
+        }
+        Some(AddSubI8 {
+            isa,
+            sub: t.sub,
+            off1: t.in1_offset,
+            off2: t.in2_offset,
+            split1: [t.in1_mult >> 11, t.in1_mult & 2047],
+            split2: [t.in2_mult >> 11, t.in2_mult & 2047],
+            in1: Mbqm::new(t.in1_mult, t.in1_shift)?,
+            in2: Mbqm::new(t.in2_mult, t.in2_shift)?,
+            out: Mbqm::new(t.out_mult, t.out_shift)?,
+            out_offset: t.out_offset,
+            act_min: t.act_min,
+            act_max: t.act_max,
+        })
+    }
+}
+
+/// Int8 ADD/SUB: the vector kernel on runs of the output (the whole output when each input has
+/// its shape or is one value, else rows of at least 16 elements: the innermost dimension, whose
+/// inputs are contiguous or one value repeated), else the scalar kernel (`portable`, the same
+/// operator as tables).
+pub(crate) fn add_sub_i8(
+    f: &AddSubI8,
+    portable: &crate::kernels::elementwise::BinaryI8,
+    bc: &crate::kernels::elementwise::Broadcast,
+    a: &[i8],
+    b: &[i8],
+    out: &mut [i8],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if bc.apply_runs(a, b, out, 16, |ra, rb, o| x86::add_sub_i8(f, ra, rb, o)) {
+        return;
+    }
+    let _ = f;
+    crate::kernels::elementwise::binary_quantized::<i8>(portable, bc, a, b, out)
+}
+
+/// The output type of a vector QUANTIZE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum QuantizeTo {
+    I8,
+    U8,
+    I16,
+}
+
+/// QUANTIZE float32 to `to` (stored little-endian in `out`), bit-exact with
+/// [`crate::kernels::elementwise::quantize_f32`] over the type's full range; as that, it stops
+/// at the shorter of `input` and `out`. `false` (nothing done) when `isa` has no such kernel.
+pub(crate) fn quantize_f32(
+    isa: Isa,
+    input: &[f32],
+    scale: f32,
+    zero_point: i32,
+    to: QuantizeTo,
+    out: &mut [u8],
+) -> bool {
+    let size = if to == QuantizeTo::I16 { 2 } else { 1 };
+    if !has_elementwise(isa) {
+        return false;
+    }
+    let n = input.len().min(out.len() / size);
+    let (input, out) = (&input[..n], &mut out[..n * size]);
+    #[cfg(target_arch = "x86_64")]
+    x86::quantize_f32(isa, input, scale, zero_point, to, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (input, scale, zero_point, out);
+    true
 }
 
 /// Scratch of the fast kernels, sized once by the interpreter ([`Fast::scratch`]).
@@ -1740,6 +1890,228 @@ mod tests {
                 );
                 close(&got, &want, &format!("{isa:?} dw case {case}"));
             }
+        }
+    }
+
+    /// Int8 ADD/SUB: every (x, y) pair of int8 values for random parameter sets (extreme scale
+    /// ratios, zero points, activation clamps, ADD and SUB) against the scalar `eval_i32`, then
+    /// random lengths (tails, less than one vector) and offsets against the portable kernel.
+    #[test]
+    fn add_sub_i8_matches_scalar() {
+        use crate::kernels::elementwise::{binary_quantized, BinaryI8, Broadcast, Q8};
+        let mut rng = Rng(7);
+        let all_a: Vec<i8> = (0..65536).map(|i| (i >> 8) as u8 as i8).collect();
+        let all_b: Vec<i8> = (0..65536).map(|i| i as u8 as i8).collect();
+        let bc_all = Broadcast::new(&[65536], &[65536]).unwrap();
+        for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
+            let mut vector = 0;
+            for case in 0..24 {
+                let scale = |rng: &mut Rng| {
+                    let e = match case % 4 {
+                        0 => rng.below(8) as i32 - 8,
+                        1 => rng.below(40) as i32 - 30,
+                        _ => rng.below(16) as i32 - 10,
+                    };
+                    (1.0 + rng.below(1000) as f32 / 1000.0) * 2f32.powi(e)
+                };
+                let zp = |rng: &mut Rng| (rng.u() >> 56) as i8 as i32;
+                let (qa, qb, qo) = (
+                    Q8 {
+                        scale: scale(&mut rng),
+                        zero_point: zp(&mut rng),
+                    },
+                    Q8 {
+                        scale: scale(&mut rng),
+                        zero_point: zp(&mut rng),
+                    },
+                    Q8 {
+                        scale: scale(&mut rng),
+                        zero_point: zp(&mut rng),
+                    },
+                );
+                let range = match case % 3 {
+                    0 => (-128, 127),
+                    1 => (qo.zero_point.max(-128), 127),
+                    _ => {
+                        let lo = -128 + rng.below(100) as i32;
+                        (lo, lo + rng.below((127 - lo) as usize + 1) as i32)
+                    }
+                };
+                let sub = case % 2 == 1;
+                let Some(p) = BinaryI8::add_sub(qa, qb, qo, range, sub, false) else {
+                    continue;
+                };
+                let tables = p.clone().with_tables();
+                let BinaryI8::AddSubTables(t) = &tables else {
+                    unreachable!()
+                };
+                let Some(f) = AddSubI8::new(isa, t) else {
+                    continue;
+                };
+                vector += 1;
+                let mut got = vec![0i8; 65536];
+                add_sub_i8(&f, &tables, &bc_all, &all_a, &all_b, &mut got);
+                for i in 0..65536 {
+                    let want = p.eval_i32(i32::from(all_a[i]), i32::from(all_b[i]));
+                    assert_eq!(
+                        i32::from(got[i]),
+                        want,
+                        "{isa:?} case {case} {qa:?} {qb:?} {qo:?} {range:?} sub {sub}: \
+                         x {} y {}",
+                        all_a[i],
+                        all_b[i]
+                    );
+                }
+                for _ in 0..20 {
+                    let n = [0, 1, 7, 15, 16, 17, 31, 33, 100][rng.below(9)] + rng.below(3) * 64;
+                    let at = rng.below(16);
+                    let a = rng.i8s(n + at);
+                    let b = rng.i8s(n + at);
+                    let bc = Broadcast::new(&[n], &[n]).unwrap();
+                    let mut want = vec![0i8; n + at];
+                    let mut got = vec![0i8; n + at];
+                    binary_quantized::<i8>(&tables, &bc, &a[at..], &b[at..], &mut want[at..]);
+                    add_sub_i8(&f, &tables, &bc, &a[at..], &b[at..], &mut got[at..]);
+                    assert_eq!(got, want, "{isa:?} case {case} n {n} at {at}");
+                }
+            }
+            // Most parameter sets take the vector kernel.
+            assert!(vector >= 12, "{isa:?}: {vector}");
+            // Broadcasts: runs of the innermost dimension (contiguous or one repeated value),
+            // one value for the whole output, and short rows (the scalar kernel).
+            let p = BinaryI8::add_sub(
+                Q8 {
+                    scale: 0.05,
+                    zero_point: 3,
+                },
+                Q8 {
+                    scale: 0.02,
+                    zero_point: -7,
+                },
+                Q8 {
+                    scale: 0.06,
+                    zero_point: 1,
+                },
+                (-128, 127),
+                false,
+                false,
+            )
+            .unwrap();
+            let tables = p.clone().with_tables();
+            let BinaryI8::AddSubTables(t) = &tables else {
+                unreachable!()
+            };
+            let f = AddSubI8::new(isa, t).unwrap();
+            let shapes: [(&[usize], &[usize]); 8] = [
+                (&[3, 5], &[5]),
+                (&[3, 4, 20], &[4, 1]),
+                (&[2, 1, 17], &[3, 17]),
+                (&[2, 3, 33], &[]),
+                (&[], &[2, 3, 7]),
+                (&[1], &[1]),
+                (&[4, 1], &[1, 40]),
+                (&[5, 16], &[5, 16]),
+            ];
+            for (sa, sb) in shapes {
+                let bc = Broadcast::new(sa, sb).unwrap();
+                let (a, b) = (rng.i8s(sa.iter().product()), rng.i8s(sb.iter().product()));
+                let mut want = vec![0i8; bc.output_len()];
+                let mut got = vec![0i8; bc.output_len()];
+                bc.apply(&a, &b, &mut want, |x, y| p.eval(x, y));
+                add_sub_i8(&f, &tables, &bc, &a, &b, &mut got);
+                assert_eq!(got, want, "{isa:?} {sa:?} {sb:?}");
+            }
+        }
+    }
+
+    /// QUANTIZE: NaN, infinities, huge and tiny values, exact ties, random bit patterns and
+    /// random values in range, for int8, uint8 and int16, against the scalar kernel.
+    #[test]
+    fn quantize_f32_matches_scalar() {
+        use crate::kernels::elementwise::quantize_f32 as scalar;
+        let mut rng = Rng(11);
+        for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
+            for (case, &scale) in [
+                1.0f32,
+                0.5,
+                0.003_921_569,
+                0.017_455_87,
+                1.0 / 3.0,
+                1e-30,
+                1e-45,
+                3e38,
+                f32::INFINITY,
+                0.0,
+            ]
+            .iter()
+            .enumerate()
+            {
+                let mut x = vec![
+                    f32::NAN,
+                    -f32::NAN,
+                    f32::INFINITY,
+                    f32::NEG_INFINITY,
+                    0.0,
+                    -0.0,
+                    f32::MAX,
+                    f32::MIN,
+                    f32::MIN_POSITIVE,
+                    1e-45,
+                    8_388_607.5,
+                    -8_388_607.5,
+                    8_388_608.0,
+                    16_777_217.0,
+                    0.499_999_97,
+                    -0.499_999_97,
+                    2e9,
+                    -2e9,
+                ];
+                // Ties k + 1/2 of x / scale (exact where scale is a power of two).
+                for k in -300..300 {
+                    x.push((k as f32 + 0.5) * scale);
+                    x.push(k as f32 * scale);
+                }
+                for _ in 0..2000 {
+                    x.push(f32::from_bits(rng.u() as u32));
+                    x.push((rng.u() as i32 >> rng.below(32)) as f32 * scale / 64.0);
+                }
+                let n = x.len();
+                for zp in [0, -128, 127, -3, 255, 32767, -32768] {
+                    for at in [0, 1, 5] {
+                        let m = n - at - rng.below(20);
+                        let x = &x[at..at + m];
+                        let mut want = vec![0i8; m];
+                        scalar(x, scale, zp, (-128, 127), &mut want, |v| v as i8);
+                        let mut got = vec![0u8; m];
+                        assert!(quantize_f32(isa, x, scale, zp, QuantizeTo::I8, &mut got));
+                        let want: Vec<u8> = want.iter().map(|&v| v as u8).collect();
+                        assert_eq!(got, want, "{isa:?} int8 case {case} zp {zp}");
+                        let mut want = vec![0u8; m];
+                        scalar(x, scale, zp, (0, 255), &mut want, |v| v as u8);
+                        assert!(quantize_f32(isa, x, scale, zp, QuantizeTo::U8, &mut got));
+                        assert_eq!(got, want, "{isa:?} uint8 case {case} zp {zp}");
+                        let mut want = vec![0i16; m];
+                        scalar(x, scale, zp, (-32768, 32767), &mut want, |v| v as i16);
+                        let want: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
+                        let mut got = vec![0u8; 2 * m];
+                        assert!(quantize_f32(isa, x, scale, zp, QuantizeTo::I16, &mut got));
+                        assert_eq!(got, want, "{isa:?} int16 case {case} zp {zp}");
+                    }
+                }
+            }
+            // Lengths that differ: the shorter one, as the scalar kernel.
+            let mut o = [9u8; 5];
+            assert!(quantize_f32(
+                isa,
+                &[1.0; 4],
+                1.0,
+                0,
+                QuantizeTo::I16,
+                &mut o
+            ));
+            assert_eq!(o, [1, 0, 1, 0, 9]);
+            assert!(quantize_f32(isa, &[1.0; 2], 1.0, 0, QuantizeTo::I8, &mut o));
+            assert_eq!(o, [1, 1, 1, 0, 9]);
         }
     }
 }

@@ -8,7 +8,8 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::{DwF32, DwI8, Isa, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
+use super::{AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
+use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
 /// Whether the CPU has `isa`.
@@ -324,6 +325,58 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
 
 // ------------------------------------------------------------------------ requantization
 
+/// `RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x, m), right)` on 8 lanes, `mask`
+/// = `(1 << right) - 1` and `thr` = `mask >> 1` (the double rounding of
+/// `MultiplyByQuantizedMultiplier` after its left shift; see [`requant_8`] for why it is exact
+/// for every `x` when no lane of `m` is `i32::MIN`).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn srdhm_rdbpot_8(x: __m256i, m: __m256i, mask: __m256i, thr: __m256i, right: __m256i) -> __m256i {
+    let nudge = _mm256_set1_epi64x(1 << 30);
+    let even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, m), nudge), 31);
+    let odd = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32));
+    let odd = _mm256_slli_epi64(_mm256_srli_epi64(_mm256_add_epi64(odd, nudge), 31), 32);
+    let hm = _mm256_blend_epi32(even, odd, 0b1010_1010);
+    rdbpot_8(hm, mask, thr, right)
+}
+
+/// `RoundingDivideByPOT(hm, right)` on 8 lanes (`mask`, `thr` as in [`srdhm_rdbpot_8`]).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn rdbpot_8(hm: __m256i, mask: __m256i, thr: __m256i, right: __m256i) -> __m256i {
+    let rem = _mm256_and_si256(hm, mask);
+    let neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), hm);
+    let thr = _mm256_sub_epi32(thr, neg);
+    let q = _mm256_srav_epi32(hm, right);
+    _mm256_sub_epi32(q, _mm256_cmpgt_epi32(rem, thr))
+}
+
+/// [`srdhm_rdbpot_8`] on 16 lanes (the same operations, so the same numbers).
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn srdhm_rdbpot_16(x: __m512i, m: __m512i, mask: __m512i, thr: __m512i, right: __m512i) -> __m512i {
+    let nudge = _mm512_set1_epi64(1 << 30);
+    let even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
+    let odd = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32));
+    let odd = _mm512_add_epi64(odd, nudge);
+    // (odd + nudge) << 1 has bits 31..62 in its high half, which is all the blend takes.
+    let odd = _mm512_add_epi64(odd, odd);
+    let hm = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+    rdbpot_16(hm, mask, thr, right)
+}
+
+/// [`rdbpot_8`] on 16 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i) -> __m512i {
+    let one = _mm512_set1_epi32(1);
+    let rem = _mm512_and_si512(hm, mask);
+    let neg = _mm512_cmpgt_epi32_mask(_mm512_setzero_si512(), hm);
+    let thr = _mm512_mask_add_epi32(thr, neg, thr, one);
+    let q = _mm512_srav_epi32(hm, right);
+    _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, thr), q, one)
+}
+
 /// `MultiplyByQuantizedMultiplier` (double rounding) of 8 lanes of channels `c..c + 8`, plus
 /// the output offset and clamp, bit-exact with [`Requant::apply`]:
 /// - `SaturatingRoundingDoublingHighMul(a, m) = (a * m + 2^30) >> 31` (floor) for every `a`
@@ -341,17 +394,7 @@ fn requant_8(acc: __m256i, rq: &Requant, c: usize) -> __m256i {
         let ld = |v: &[i32]| _mm256_loadu_si256(v.as_ptr().add(c) as *const __m256i);
         let x = _mm256_add_epi32(acc, ld(&rq.bias));
         let x = _mm256_sllv_epi32(x, ld(&rq.left));
-        let m = ld(&rq.mult);
-        let nudge = _mm256_set1_epi64x(1 << 30);
-        let even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, m), nudge), 31);
-        let odd = _mm256_mul_epi32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(m, 32));
-        let odd = _mm256_slli_epi64(_mm256_srli_epi64(_mm256_add_epi64(odd, nudge), 31), 32);
-        let hm = _mm256_blend_epi32(even, odd, 0b1010_1010);
-        let rem = _mm256_and_si256(hm, ld(&rq.mask));
-        let neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), hm);
-        let thr = _mm256_sub_epi32(ld(&rq.thr), neg);
-        let q = _mm256_srav_epi32(hm, ld(&rq.right));
-        let q = _mm256_sub_epi32(q, _mm256_cmpgt_epi32(rem, thr));
+        let q = srdhm_rdbpot_8(x, ld(&rq.mult), ld(&rq.mask), ld(&rq.thr), ld(&rq.right));
         let off = rq.out_offset;
         let lo = _mm256_set1_epi32(rq.act_min.saturating_sub(off));
         let hi = _mm256_set1_epi32(rq.act_max.saturating_sub(off));
@@ -402,8 +445,6 @@ struct Rq16 {
     left: __m512i,
     any_left: bool,
     mult: __m512i,
-    /// The odd lanes' multipliers moved to the even lanes (for `vpmuldq`).
-    mult_odd: __m512i,
     mask: __m512i,
     thr: __m512i,
     right: __m512i,
@@ -426,7 +467,6 @@ impl Rq16 {
             left: ld(&rq.left),
             any_left: rq.any_left,
             mult: ld(&rq.mult),
-            mult_odd: _mm512_srli_epi64(ld(&rq.mult), 32),
             mask: ld(&rq.mask),
             thr: ld(&rq.thr),
             right: ld(&rq.right),
@@ -448,21 +488,7 @@ impl Rq16 {
         } else {
             x
         };
-        let nudge = _mm512_set1_epi64(1 << 30);
-        let even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, self.mult), nudge), 31);
-        let odd = _mm512_add_epi64(
-            _mm512_mul_epi32(_mm512_srli_epi64(x, 32), self.mult_odd),
-            nudge,
-        );
-        // (odd + nudge) << 1 has bits 31..62 in its high half, which is all the blend takes.
-        let odd = _mm512_add_epi64(odd, odd);
-        let hm = _mm512_mask_blend_epi32(0xAAAA, even, odd);
-        let one = _mm512_set1_epi32(1);
-        let rem = _mm512_and_si512(hm, self.mask);
-        let neg = _mm512_cmpgt_epi32_mask(_mm512_setzero_si512(), hm);
-        let thr = _mm512_mask_add_epi32(self.thr, neg, self.thr, one);
-        let q = _mm512_srav_epi32(hm, self.right);
-        let q = _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, thr), q, one);
+        let q = srdhm_rdbpot_16(x, self.mult, self.mask, self.thr, self.right);
         let q = _mm512_min_epi32(_mm512_max_epi32(q, self.lo), self.hi);
         _mm512_cvtsepi32_epi8(_mm512_add_epi32(q, self.off))
     }
@@ -545,6 +571,433 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
         let end = (j + 16).min(out.len());
         store_16(v, &mut out[j..end]);
         j += 16;
+    }
+}
+
+// ---------------------------------------------------------------------------- int8 ADD/SUB
+
+/// `out[i] = a[i] ± b[i]` for an int8 ADD/SUB, bit-exact with the scalar kernel
+/// (`BinaryI8::eval_i32` of the tables): each input's table entry is computed, `MBQM((x + off)
+/// << 20, mult, shift)`, its high multiply in 32-bit products (`AddSubI8::split1`) and its
+/// rounding shift as in [`rdbpot_8`] (the parameters of [`AddSubI8::new`] keep every intermediate
+/// inside i32, as in the scalar kernel), then the sum goes through the output stage with the
+/// exact vector `MultiplyByQuantizedMultiplier` of [`srdhm_rdbpot_8`], as in [`requant_8`].
+pub(crate) fn add_sub_i8(p: &AddSubI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i8]) {
+    let n = out.len();
+    let (Some(a), Some(b)) = (Operand::new(a, n), Operand::new(b, n)) else {
+        return;
+    };
+    if p.isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { add_sub_i8_avx512(p, &a, &b, out) }
+    } else {
+        // SAFETY: AddSubI8 exists only for an available x86 ISA (`has_elementwise`), all of
+        // which include AVX2 and FMA.
+        unsafe { add_sub_i8_avx2(p, &a, &b, out) }
+    }
+}
+
+/// An int8 operand of [`add_sub_i8`]: `n` values, or one value repeated (as sixteen copies).
+enum Operand<'a> {
+    Slice(&'a [i8]),
+    Repeat([i8; 16]),
+}
+
+impl Operand<'_> {
+    /// `None` for a slice shorter than `n`.
+    fn new(r: Run<'_, i8>, n: usize) -> Option<Operand<'_>> {
+        Some(match r {
+            Run::Slice(s) => Operand::Slice(s.get(..n)?),
+            Run::Repeat(v) => Operand::Repeat([v; 16]),
+        })
+    }
+
+    /// Sixteen values from `i` (`i + 16 <= n`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load(&self, i: usize) -> __m128i {
+        match self {
+            Operand::Slice(s) => {
+                let s = &s[i..i + 16];
+                // SAFETY: s has 16 bytes.
+                unsafe { _mm_loadu_si128(s.as_ptr() as *const __m128i) }
+            }
+            // SAFETY: v has 16 bytes.
+            Operand::Repeat(v) => unsafe { _mm_loadu_si128(v.as_ptr() as *const __m128i) },
+        }
+    }
+
+    /// The values from `i` to `n` (fewer than sixteen), zeros after.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load_tail(&self, i: usize) -> __m128i {
+        match self {
+            Operand::Slice(s) => load_tail_16(&s[i..]),
+            Operand::Repeat(v) => load_tail_16(v),
+        }
+    }
+}
+
+/// The parameters of one [`Mbqm`] stage in registers: multiplier, mask, threshold, right shift.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn stage_16(m: &Mbqm) -> [__m512i; 4] {
+    let set = _mm512_set1_epi32;
+    [set(m.mult), set(m.mask), set(m.thr), set(m.right)]
+}
+
+/// The parameters of [`add_sub_16`] in registers.
+struct AddSub16 {
+    sub: bool,
+    off1: __m512i,
+    off2: __m512i,
+    split1: [__m512i; 2],
+    split2: [__m512i; 2],
+    in1: [__m512i; 4],
+    in2: [__m512i; 4],
+    out_left: __m128i,
+    out: [__m512i; 4],
+    lo: __m512i,
+    hi: __m512i,
+    off: __m512i,
+}
+
+impl AddSub16 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn new(p: &AddSubI8) -> AddSub16 {
+        let set = _mm512_set1_epi32;
+        AddSub16 {
+            sub: p.sub,
+            off1: set(p.off1),
+            off2: set(p.off2),
+            split1: p.split1.map(|v| set(v)),
+            split2: p.split2.map(|v| set(v)),
+            in1: stage_16(&p.in1),
+            in2: stage_16(&p.in2),
+            out_left: _mm_cvtsi32_si128(p.out.left),
+            out: stage_16(&p.out),
+            // clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off (`requant_8`).
+            lo: set(p.act_min - p.out_offset),
+            hi: set(p.act_max - p.out_offset),
+            off: set(p.out_offset),
+        }
+    }
+
+    /// Sixteen outputs of the sixteen int8 values in `x` and in `y`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply(&self, x: __m128i, y: __m128i) -> __m128i {
+        // SRDHM((x + off) << 20, m) = (x + off) * (m >> 11) + ((x + off) * (m & 2047) + 2^10)
+        // >> 11 (see `AddSubI8::split`); the low product by `vpmaddwd` (x + off fits in the low
+        // 16 bits of the lane, the high half of the constant is zero).
+        let round = _mm512_set1_epi32(1 << 10);
+        let rescale = |v: __m128i, off: __m512i, hl: &[__m512i; 2], m: &[__m512i; 4]| {
+            let v = _mm512_add_epi32(_mm512_cvtepi8_epi32(v), off);
+            let lo = _mm512_add_epi32(_mm512_madd_epi16(v, hl[1]), round);
+            let hm = _mm512_add_epi32(_mm512_mullo_epi32(v, hl[0]), _mm512_srai_epi32::<11>(lo));
+            rdbpot_16(hm, m[1], m[2], m[3])
+        };
+        let s1 = rescale(x, self.off1, &self.split1, &self.in1);
+        let s2 = rescale(y, self.off2, &self.split2, &self.in2);
+        let raw = if self.sub {
+            _mm512_sub_epi32(s1, s2)
+        } else {
+            _mm512_add_epi32(s1, s2)
+        };
+        let o = &self.out;
+        let q = srdhm_rdbpot_16(_mm512_sll_epi32(raw, self.out_left), o[0], o[1], o[2], o[3]);
+        let q = _mm512_min_epi32(_mm512_max_epi32(q, self.lo), self.hi);
+        _mm512_cvtsepi32_epi8(_mm512_add_epi32(q, self.off))
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn add_sub_i8_avx512(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
+    let k = AddSub16::new(p);
+    let n = out.len();
+    let mut i = 0;
+    while i + 16 <= n {
+        let v = k.apply(a.load(i), b.load(i));
+        let o = &mut out[i..i + 16];
+        // SAFETY: o has 16 bytes.
+        unsafe { _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, v) };
+        i += 16;
+    }
+    if i < n {
+        store_16(k.apply(a.load_tail(i), b.load_tail(i)), &mut out[i..]);
+    }
+}
+
+/// The first `v.len() <= 16` bytes of `v`, zeros after.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn load_tail_16(v: &[i8]) -> __m128i {
+    let mut tmp = [0i8; 16];
+    let m = v.len().min(16);
+    tmp[..m].copy_from_slice(&v[..m]);
+    // SAFETY: tmp has 16 bytes.
+    unsafe { _mm_loadu_si128(tmp.as_ptr() as *const __m128i) }
+}
+
+/// [`AddSub16`] on eight lanes.
+struct AddSub8 {
+    sub: bool,
+    off1: __m256i,
+    off2: __m256i,
+    split1: [__m256i; 2],
+    split2: [__m256i; 2],
+    in1: [__m256i; 4],
+    in2: [__m256i; 4],
+    out_left: __m128i,
+    out: [__m256i; 4],
+    lo: __m256i,
+    hi: __m256i,
+    off: __m256i,
+}
+
+impl AddSub8 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn new(p: &AddSubI8) -> AddSub8 {
+        let set = _mm256_set1_epi32;
+        let stage = |m: &Mbqm| [set(m.mult), set(m.mask), set(m.thr), set(m.right)];
+        AddSub8 {
+            sub: p.sub,
+            off1: set(p.off1),
+            off2: set(p.off2),
+            split1: p.split1.map(|v| set(v)),
+            split2: p.split2.map(|v| set(v)),
+            in1: stage(&p.in1),
+            in2: stage(&p.in2),
+            out_left: _mm_cvtsi32_si128(p.out.left),
+            out: stage(&p.out),
+            lo: set(p.act_min - p.out_offset),
+            hi: set(p.act_max - p.out_offset),
+            off: set(p.out_offset),
+        }
+    }
+
+    /// Eight outputs (as i32, in the int8 range) of the low eight int8 values of `x` and `y`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn apply(&self, x: __m128i, y: __m128i) -> __m256i {
+        let round = _mm256_set1_epi32(1 << 10);
+        let rescale = |v: __m128i, off: __m256i, hl: &[__m256i; 2], m: &[__m256i; 4]| {
+            let v = _mm256_add_epi32(_mm256_cvtepi8_epi32(v), off);
+            let lo = _mm256_add_epi32(_mm256_madd_epi16(v, hl[1]), round);
+            let hm = _mm256_add_epi32(_mm256_mullo_epi32(v, hl[0]), _mm256_srai_epi32::<11>(lo));
+            rdbpot_8(hm, m[1], m[2], m[3])
+        };
+        let s1 = rescale(x, self.off1, &self.split1, &self.in1);
+        let s2 = rescale(y, self.off2, &self.split2, &self.in2);
+        let raw = if self.sub {
+            _mm256_sub_epi32(s1, s2)
+        } else {
+            _mm256_add_epi32(s1, s2)
+        };
+        let o = &self.out;
+        let q = srdhm_rdbpot_8(_mm256_sll_epi32(raw, self.out_left), o[0], o[1], o[2], o[3]);
+        let q = _mm256_min_epi32(_mm256_max_epi32(q, self.lo), self.hi);
+        _mm256_add_epi32(q, self.off)
+    }
+
+    /// Sixteen outputs of the sixteen int8 values in `x` and in `y`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn apply_16(&self, x: __m128i, y: __m128i) -> __m128i {
+        let lo = self.apply(x, y);
+        let hi = self.apply(_mm_unpackhi_epi64(x, x), _mm_unpackhi_epi64(y, y));
+        narrow_16(lo, hi)
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn add_sub_i8_avx2(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
+    let k = AddSub8::new(p);
+    let n = out.len();
+    let mut i = 0;
+    while i + 16 <= n {
+        let v = k.apply_16(a.load(i), b.load(i));
+        let o = &mut out[i..i + 16];
+        // SAFETY: o has 16 bytes.
+        unsafe { _mm_storeu_si128(o.as_mut_ptr() as *mut __m128i, v) };
+        i += 16;
+    }
+    if i < n {
+        store_16(k.apply_16(a.load_tail(i), b.load_tail(i)), &mut out[i..]);
+    }
+}
+
+// ------------------------------------------------------------------------------ QUANTIZE
+
+/// QUANTIZE of float32 `input` to `to` (`out`: `input.len()` values, little-endian), bit-exact
+/// with the scalar `quantize_f32`: the same IEEE division `x / scale`, the same
+/// `round_half_away` (truncate, add or subtract one when the exact remainder is at least a half;
+/// `|q| >= 2^23` and NaN unchanged), the same float addition of the zero point, NaN to 0, the
+/// clamp to the type's range in float, then an exact conversion.
+pub(crate) fn quantize_f32(
+    isa: Isa,
+    input: &[f32],
+    scale: f32,
+    zero_point: i32,
+    to: QuantizeTo,
+    out: &mut [u8],
+) {
+    let (lo, hi) = match to {
+        QuantizeTo::I8 => (-128.0, 127.0),
+        QuantizeTo::U8 => (0.0, 255.0),
+        QuantizeTo::I16 => (-32768.0, 32767.0),
+    };
+    let k = QuantParams {
+        scale,
+        z: zero_point as f32,
+        lo,
+        hi,
+    };
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { quantize_f32_avx512(&k, input, to, out) }
+    } else {
+        // SAFETY: only called for an available x86 ISA (`has_elementwise`), all of which
+        // include AVX2 and FMA.
+        unsafe { quantize_f32_avx2(&k, input, to, out) }
+    }
+}
+
+struct QuantParams {
+    scale: f32,
+    z: f32,
+    lo: f32,
+    hi: f32,
+}
+
+/// Sixteen quantized values (i32, in `[lo, hi]`) of sixteen floats.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn quantize_16(k: &QuantParams, x: __m512) -> __m512i {
+    let q = _mm512_div_ps(x, _mm512_set1_ps(k.scale));
+    // round_half_away: NaN and |q| >= 2^23 are kept.
+    let keep = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(_mm512_abs_ps(q), _mm512_set1_ps(8_388_608.0));
+    let t = _mm512_cvtepi32_ps(_mm512_cvttps_epi32(q));
+    let d = _mm512_sub_ps(q, t);
+    let one = _mm512_set1_ps(1.0);
+    let up = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(d, _mm512_set1_ps(0.5));
+    let down = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(d, _mm512_set1_ps(-0.5));
+    let r = _mm512_mask_add_ps(t, up, t, one);
+    let r = _mm512_mask_sub_ps(r, down, r, one);
+    let r = _mm512_mask_mov_ps(r, keep, q);
+    let r = _mm512_add_ps(r, _mm512_set1_ps(k.z));
+    let nan = _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(r, r);
+    let r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(k.lo)), _mm512_set1_ps(k.hi));
+    let r = _mm512_mask_mov_ps(r, nan, _mm512_setzero_ps());
+    _mm512_cvttps_epi32(r)
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn quantize_f32_avx512(k: &QuantParams, input: &[f32], to: QuantizeTo, out: &mut [u8]) {
+    let size = if to == QuantizeTo::I16 { 2 } else { 1 };
+    let n = input.len();
+    assert!(out.len() == n * size);
+    // Sixteen values to 16 or 32 bytes at `o` (truncating, as `v as i8` etc.; the values are
+    // in the type's range anyway).
+    // SAFETY (callers): `o` has room for 16 values of the output type.
+    let store = |v: __m512i, o: *mut u8| unsafe {
+        match to {
+            QuantizeTo::I8 | QuantizeTo::U8 => {
+                _mm_storeu_si128(o as *mut __m128i, _mm512_cvtepi32_epi8(v))
+            }
+            QuantizeTo::I16 => _mm256_storeu_si256(o as *mut __m256i, _mm512_cvtepi32_epi16(v)),
+        }
+    };
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n: sixteen floats of input, 16 * size bytes of out.
+        unsafe {
+            let x = _mm512_loadu_ps(input.as_ptr().add(i));
+            store(quantize_16(k, x), out.as_mut_ptr().add(i * size));
+        }
+        i += 16;
+    }
+    if i < n {
+        let mut x = [0f32; 16];
+        x[..n - i].copy_from_slice(&input[i..]);
+        let mut o = [0u8; 32];
+        // SAFETY: x has sixteen floats, o 32 bytes.
+        unsafe { store(quantize_16(k, _mm512_loadu_ps(x.as_ptr())), o.as_mut_ptr()) };
+        out[i * size..].copy_from_slice(&o[..(n - i) * size]);
+    }
+}
+
+/// [`quantize_16`] on eight lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn quantize_8(k: &QuantParams, x: __m256) -> __m256i {
+    let q = _mm256_div_ps(x, _mm256_set1_ps(k.scale));
+    let abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0), q);
+    let keep = _mm256_cmp_ps::<_CMP_NLT_UQ>(abs, _mm256_set1_ps(8_388_608.0));
+    let t = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(q));
+    let d = _mm256_sub_ps(q, t);
+    let one = _mm256_set1_ps(1.0);
+    let up = _mm256_and_ps(_mm256_cmp_ps::<_CMP_GE_OQ>(d, _mm256_set1_ps(0.5)), one);
+    let down = _mm256_and_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(d, _mm256_set1_ps(-0.5)), one);
+    // t + 1, t - 1 or t + 0 (the same sums as the scalar `t + 1.0`, `t - 1.0`, `t`; the
+    // `up`/`down` lanes exclude each other).
+    let r = _mm256_sub_ps(_mm256_add_ps(t, up), down);
+    let r = _mm256_blendv_ps(r, q, keep);
+    let r = _mm256_add_ps(r, _mm256_set1_ps(k.z));
+    let nan = _mm256_cmp_ps::<_CMP_UNORD_Q>(r, r);
+    let r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(k.lo)), _mm256_set1_ps(k.hi));
+    let r = _mm256_andnot_ps(nan, r);
+    _mm256_cvttps_epi32(r)
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn quantize_f32_avx2(k: &QuantParams, input: &[f32], to: QuantizeTo, out: &mut [u8]) {
+    let size = if to == QuantizeTo::I16 { 2 } else { 1 };
+    let n = input.len();
+    assert!(out.len() == n * size);
+    // Sixteen values (two vectors in the type's range) to 16 or 32 bytes at `o`.
+    // SAFETY (callers): `o` has room for 16 values of the output type.
+    let store = |v0: __m256i, v1: __m256i, o: *mut u8| unsafe {
+        match to {
+            QuantizeTo::I8 => _mm_storeu_si128(o as *mut __m128i, narrow_16(v0, v1)),
+            QuantizeTo::U8 => {
+                let p = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0b11_01_10_00);
+                let v = _mm_packus_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+                _mm_storeu_si128(o as *mut __m128i, v)
+            }
+            QuantizeTo::I16 => {
+                let p = _mm256_permute4x64_epi64(_mm256_packs_epi32(v0, v1), 0b11_01_10_00);
+                _mm256_storeu_si256(o as *mut __m256i, p)
+            }
+        }
+    };
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n: sixteen floats of input, 16 * size bytes of out.
+        unsafe {
+            let x0 = _mm256_loadu_ps(input.as_ptr().add(i));
+            let x1 = _mm256_loadu_ps(input.as_ptr().add(i + 8));
+            store(
+                quantize_8(k, x0),
+                quantize_8(k, x1),
+                out.as_mut_ptr().add(i * size),
+            );
+        }
+        i += 16;
+    }
+    if i < n {
+        let mut x = [0f32; 16];
+        x[..n - i].copy_from_slice(&input[i..]);
+        let mut o = [0u8; 32];
+        // SAFETY: x has sixteen floats, o 32 bytes.
+        unsafe {
+            let v0 = quantize_8(k, _mm256_loadu_ps(x.as_ptr()));
+            let v1 = quantize_8(k, _mm256_loadu_ps(x.as_ptr().add(8)));
+            store(v0, v1, o.as_mut_ptr());
+        }
+        out[i * size..].copy_from_slice(&o[..(n - i) * size]);
     }
 }
 
