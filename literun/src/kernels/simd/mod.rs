@@ -1012,6 +1012,8 @@ fn for_each_window(
 /// in the rows' output (`c` per pixel from `oys.start`). `dims` = `[in_h, in_w, k_h, k_w,
 /// out_w]`, `geometry` as [`dw_geometry`]. Windows inside the input take their taps' addresses
 /// as one base plus fixed offsets; the others check every tap.
+// Only the x86 AVX-512 depthwise kernels take tap pointers so far.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline]
 fn for_each_window_ptrs<T>(
     input: &[T],
