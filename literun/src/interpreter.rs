@@ -1001,9 +1001,10 @@ impl Model<'_> {
     pub fn memory_plan(&self) -> Result<crate::plan::MemoryPlan> {
         // PADs a convolution can do itself ([`pad_folds`]): a plan made here keeps the input
         // of each alive until its convolution and gives the PAD's output no memory. A stored
-        // plan is checked against the plain lifetimes (a file planned elsewhere, for runtimes
-        // that run the PAD; `fold_pads` then folds only where it keeps the input intact), and
-        // if that fails, against the folded ones (a file planned by literun).
+        // plan without memory for such an output was made that way (by literun, stored by
+        // litecvt) and is checked against those lifetimes; any other against the plain ones (a
+        // file planned for runtimes that run the PAD; `fold_pads` then folds only where the
+        // plan keeps the input intact).
         let folds = pad_folds(self);
         let Some(stored) = self.stored_plan()? else {
             let uses = arena_uses(self, &folds);
@@ -1020,12 +1021,11 @@ impl Model<'_> {
                 stored: false,
             });
         };
-        match self.check_stored_plan(&stored, &arena_uses(self, &[])) {
-            Err(e) if !folds.is_empty() => self
-                .check_stored_plan(&stored, &arena_uses(self, &folds))
-                .map_err(|_| e),
-            r => r,
-        }
+        let for_folds = folds
+            .iter()
+            .any(|f| stored.get(f.output).is_some_and(|&o| o < 0));
+        let uses = arena_uses(self, if for_folds { &folds } else { &[] });
+        self.check_stored_plan(&stored, &uses)
     }
 
     /// A stored plan (`stored`: an offset per tensor, negative for none) checked against the
