@@ -2755,6 +2755,7 @@ pub(crate) fn pad_folds(model: &Model<'_>) -> Vec<PadFold> {
     #[allow(unused_mut)]
     let mut folds = Vec::new();
     #[cfg(all(
+        feature = "pad-fold",
         feature = "ops-pad",
         any(feature = "ops-conv", feature = "ops-depthwise-conv")
     ))]
