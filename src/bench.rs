@@ -19,7 +19,7 @@ pub struct BenchOptions {
     pub threads: usize,
     /// Inputs by name or position; missing ones are filled with pseudo-random values.
     pub inputs: Vec<(Option<String>, NpyArray)>,
-    /// Also time each operator (literun only; through `invoke_observed`, a little slower).
+    /// Also time each operator (literun only; through `invoke_timed`).
     pub profile: bool,
 }
 
@@ -247,15 +247,11 @@ fn profile_ops(
         set_input_bytes(interp, feeds)?;
         let mut sums = vec![0f64; names.len()];
         let mut last = Instant::now();
-        let mut seen = usize::MAX;
-        interp.invoke_observed(&mut |op, _, _| {
-            // Called once per output: time the operator at its first output.
-            if op != seen {
-                let now = Instant::now();
-                sums[slot[op]] += (now - last).as_secs_f64() * 1e6;
-                seen = op;
-                last = Instant::now();
-            }
+        // Called after each operator that runs (PADs folded into their convolution do not).
+        interp.invoke_timed(&mut |op| {
+            let now = Instant::now();
+            sums[slot[op]] += (now - last).as_secs_f64() * 1e6;
+            last = Instant::now();
         })?;
         for (v, s) in per_run.iter_mut().zip(sums) {
             v.push(s);

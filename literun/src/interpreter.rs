@@ -25,7 +25,7 @@ use crate::kernels::{
 };
 use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
 use crate::plan::{plan_arena, TensorUse};
-use crate::prepare::{prepare_op, Kind};
+use crate::prepare::{fold_pad, pad_folds, prepare_op, Kind, PadFold};
 
 /// The most memory [`Interpreter::new`] allocates for one model: the activation arena, the
 /// prepacked constants and the kernels' scratch together. A file can claim large activation
@@ -88,6 +88,12 @@ pub(crate) struct Prepared {
     pub(crate) kind: Kind,
     /// Weights pre-packed for a SIMD kernel, when the operator has one on this CPU.
     pub(crate) fast: Option<Fast>,
+    /// The tensor read as input 0 instead of the operator's: a convolution that does the work
+    /// of the PAD before it reads the PAD's input ([`crate::prepare::PadFold`]).
+    pub(crate) input0: Option<usize>,
+    /// A PAD folded into the convolution reading it: [`Interpreter::invoke`] skips it
+    /// ([`Interpreter::invoke_observed`] still runs it, for its output's value).
+    pub(crate) folded: bool,
 }
 
 /// An operator's pre-packed constant weights for the fast kernels ([`crate::kernels::simd`]).
@@ -450,9 +456,13 @@ impl<'m> Interpreter<'m> {
                 index: i,
                 kind: prepare_op(model, i, op)?,
                 fast: None,
+                input0: None,
+                folded: false,
             });
         }
         compiled_in(model, &ops)?;
+        let plan = model.memory_plan()?;
+        fold_pads(model, &mut ops, &plan)?;
 
         // Everything allocated below is charged to `memory` first. Constant DEQUANTIZE outputs
         // are at most 4x their data in the file; the arena and scratch follow claimed shapes.
@@ -554,7 +564,6 @@ impl<'m> Interpreter<'m> {
             f32s: try_vec(ff)?,
         }];
 
-        let plan = model.memory_plan()?;
         let nt = tensors.len();
         let mut locs = vec![Loc::Empty; nt];
         for &(t, off, len) in &packed_locs {
@@ -569,11 +578,16 @@ impl<'m> Interpreter<'m> {
                     len: tensors[t].bytes,
                 };
             } else if !matches!(locs[t], Loc::Packed { .. }) && tensors[t].bytes > 0 {
-                // Used tensors are planned; anything else must be unused.
-                debug_assert!(!model
-                    .operators()
-                    .iter()
-                    .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t))));
+                // Used tensors are planned; anything else must be unused, or the output of a
+                // folded PAD.
+                debug_assert!(
+                    ops.iter()
+                        .any(|p| p.folded && model.operators()[p.index].outputs.contains(&t))
+                        || !model
+                            .operators()
+                            .iter()
+                            .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t)))
+                );
             }
         }
         let arena = match arena {
@@ -794,15 +808,38 @@ impl<'m> Interpreter<'m> {
         let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
         let tensors = self.model.tensors();
         let ops = self.model.operators();
-        for p in &self.ops {
+        for p in self.ops.iter().filter(|p| !p.folded) {
             let op = &ops[p.index];
             run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
         }
         Ok(())
     }
 
+    /// Runs the operators like [`invoke`](Self::invoke), calling `f(op_index)` after each
+    /// operator that runs (a PAD folded into the convolution after it does not run and is not
+    /// reported). For timing operators.
+    pub fn invoke_timed(&mut self, f: &mut dyn FnMut(usize)) -> Result<()> {
+        let arena = self.arena.bytes_mut();
+        let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
+        let tensors = self.model.tensors();
+        let ops = self.model.operators();
+        for p in self.ops.iter().filter(|p| !p.folded) {
+            let op = &ops[p.index];
+            run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+            f(p.index);
+        }
+        Ok(())
+    }
+
+    /// How many PAD operators are folded into the convolution reading them (not run by
+    /// [`invoke`](Self::invoke)).
+    pub fn folded_pads(&self) -> usize {
+        self.ops.iter().filter(|p| p.folded).count()
+    }
+
     /// Runs all operators like [`invoke`](Self::invoke), calling `f(op_index, tensor_index,
     /// value)` after each operator for each of its outputs (in the operator's output order).
+    /// PADs folded into their convolution run here too, so every output is observed.
     /// Used to calibrate activation ranges and to compare layers; the values are only valid
     /// during the call (the arena reuses memory).
     pub fn invoke_observed(
@@ -814,6 +851,40 @@ impl<'m> Interpreter<'m> {
         for k in 0..self.ops.len() {
             let p = &self.ops[k];
             let op = &ops[p.index];
+            if p.folded {
+                // The PAD's output has no memory of its own: pad into a temporary to show it.
+                let (Some(&o), Some(d)) = (
+                    op.outputs.first(),
+                    op.outputs.first().and_then(|&o| tensors.get(o)),
+                ) else {
+                    continue;
+                };
+                let mut buf = try_vec::<u128>(d.bytes.div_ceil(16))?;
+                let out = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut buf)[..d.bytes];
+                let arena = self.arena.bytes();
+                let ins = Ins {
+                    lo: arena,
+                    hi: &[],
+                    hi_start: arena.len(),
+                    packed: bytemuck::cast_slice::<u128, u8>(&self.packed),
+                    locs: &self.locs,
+                    tensors,
+                    ids: &op.inputs,
+                    in0: None,
+                };
+                run_one(p, op, ins, out, &mut self.scratch)?;
+                f(
+                    p.index,
+                    o,
+                    TensorRef {
+                        name: d.name,
+                        shape: &d.shape,
+                        dtype: d.dtype,
+                        data: out,
+                    },
+                );
+                continue;
+            }
             {
                 let arena = self.arena.bytes_mut();
                 let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
@@ -838,8 +909,10 @@ impl<'m> Interpreter<'m> {
 }
 
 /// Per tensor: its lifetime if it needs arena memory (non-constant, used, non-empty, and not a
-/// DEQUANTIZE of a constant, which is computed once at load time).
-fn arena_uses(model: &Model<'_>) -> Vec<Option<TensorUse>> {
+/// DEQUANTIZE of a constant, which is computed once at load time). The input of each PAD in
+/// `folds` stays alive until the convolution that reads it in the PAD's place, and the PAD's
+/// output needs no memory.
+fn arena_uses(model: &Model<'_>, folds: &[PadFold]) -> Vec<Option<TensorUse>> {
     let tensors = model.tensors();
     let nops = model.operators().len();
     let nt = tensors.len();
@@ -873,6 +946,14 @@ fn arena_uses(model: &Model<'_>) -> Vec<Option<TensorUse>> {
         used[info.tensor] = true;
         first[info.tensor] = first[info.tensor].min(nops);
     }
+    for f in folds {
+        if let Some(l) = last.get_mut(f.input) {
+            *l = (*l).max(f.conv);
+        }
+        if let Some(u) = used.get_mut(f.output) {
+            *u = false;
+        }
+    }
     (0..nt)
         .map(|t| {
             (tensors[t].data.is_none() && !precomputed[t] && used[t] && tensors[t].bytes > 0).then(
@@ -884,6 +965,13 @@ fn arena_uses(model: &Model<'_>) -> Vec<Option<TensorUse>> {
             )
         })
         .collect()
+}
+
+/// The tensors of `uses` that need memory, and their uses.
+fn planned_uses(uses: &[Option<TensorUse>]) -> (Vec<usize>, Vec<TensorUse>) {
+    let planned: Vec<usize> = (0..uses.len()).filter(|&t| uses[t].is_some()).collect();
+    let list = planned.iter().filter_map(|&t| uses[t]).collect();
+    (planned, list)
 }
 
 impl Model<'_> {
@@ -922,59 +1010,85 @@ impl Model<'_> {
     /// that needs memory has an aligned offset and no two live tensors overlap, else `Err`),
     /// or one planned now (greedy by size over lifetimes).
     pub fn memory_plan(&self) -> Result<crate::plan::MemoryPlan> {
-        let uses = arena_uses(self);
-        let planned: Vec<usize> = (0..uses.len()).filter(|&t| uses[t].is_some()).collect();
-        let list: Vec<TensorUse> = planned.iter().filter_map(|&t| uses[t]).collect();
-        let mut offsets = vec![None; uses.len()];
+        // PADs a convolution can do itself ([`pad_folds`]): a plan made here keeps the input
+        // of each alive until its convolution and gives the PAD's output no memory. A stored
+        // plan without memory for such an output was made that way (by literun, stored by
+        // litecvt) and is checked against those lifetimes; any other against the plain ones (a
+        // file planned for runtimes that run the PAD; `fold_pads` then folds only where the
+        // plan keeps the input intact).
+        let folds = pad_folds(self);
+        let Some(stored) = self.stored_plan()? else {
+            let uses = arena_uses(self, &folds);
+            let (planned, list) = planned_uses(&uses);
+            let plan = plan_arena(&list)
+                .ok_or_else(|| Error::InvalidModel("arena size overflows".into()))?;
+            let mut offsets = vec![None; uses.len()];
+            for (&t, &o) in planned.iter().zip(&plan.offsets) {
+                offsets[t] = Some(o);
+            }
+            return Ok(crate::plan::MemoryPlan {
+                offsets,
+                total: plan.total,
+                stored: false,
+            });
+        };
+        let for_folds = folds
+            .iter()
+            .any(|f| stored.get(f.output).is_some_and(|&o| o < 0));
+        let uses = arena_uses(self, if for_folds { &folds } else { &[] });
+        self.check_stored_plan(&stored, &uses)
+    }
+
+    /// A stored plan (`stored`: an offset per tensor, negative for none) checked against the
+    /// lifetimes `uses`: every tensor that needs memory has an aligned offset, and no two live
+    /// tensors overlap.
+    fn check_stored_plan(
+        &self,
+        stored: &[i32],
+        uses: &[Option<TensorUse>],
+    ) -> Result<crate::plan::MemoryPlan> {
+        let (planned, list) = planned_uses(uses);
         let name = |t: usize| self.tensors()[t].name;
-        if let Some(stored) = self.stored_plan()? {
-            let mut offs = Vec::with_capacity(planned.len());
-            for &t in &planned {
-                let o = usize::try_from(stored[t]).map_err(|_| {
+        let mut offs = Vec::with_capacity(planned.len());
+        for &t in &planned {
+            let o = stored
+                .get(t)
+                .and_then(|&o| usize::try_from(o).ok())
+                .ok_or_else(|| {
                     Error::InvalidModel(format!(
                         "stored memory plan: tensor {t} ('{}') needs memory but has no offset",
                         name(t)
                     ))
                 })?;
-                offs.push(o);
-            }
-            let total = crate::plan::verify_offsets(&list, &offs).map_err(|(a, b)| {
-                Error::InvalidModel(match b {
-                    None => format!(
-                        "stored memory plan: tensor {} ('{}') has a misaligned or too large \
-                         offset {}",
-                        planned[a],
-                        name(planned[a]),
-                        offs[a]
-                    ),
-                    Some(b) => format!(
-                        "stored memory plan: tensors {} ('{}') and {} ('{}') are alive at the \
-                         same time and overlap",
-                        planned[a],
-                        name(planned[a]),
-                        planned[b],
-                        name(planned[b])
-                    ),
-                })
-            })?;
-            for (&t, &o) in planned.iter().zip(&offs) {
-                offsets[t] = Some(o);
-            }
-            return Ok(crate::plan::MemoryPlan {
-                offsets,
-                total,
-                stored: true,
-            });
+            offs.push(o);
         }
-        let plan =
-            plan_arena(&list).ok_or_else(|| Error::InvalidModel("arena size overflows".into()))?;
-        for (&t, &o) in planned.iter().zip(&plan.offsets) {
+        let total = crate::plan::verify_offsets(&list, &offs).map_err(|(a, b)| {
+            Error::InvalidModel(match b {
+                None => format!(
+                    "stored memory plan: tensor {} ('{}') has a misaligned or too large \
+                     offset {}",
+                    planned[a],
+                    name(planned[a]),
+                    offs[a]
+                ),
+                Some(b) => format!(
+                    "stored memory plan: tensors {} ('{}') and {} ('{}') are alive at the \
+                     same time and overlap",
+                    planned[a],
+                    name(planned[a]),
+                    planned[b],
+                    name(planned[b])
+                ),
+            })
+        })?;
+        let mut offsets = vec![None; uses.len()];
+        for (&t, &o) in planned.iter().zip(&offs) {
             offsets[t] = Some(o);
         }
         Ok(crate::plan::MemoryPlan {
             offsets,
-            total: plan.total,
-            stored: false,
+            total,
+            stored: true,
         })
     }
 
@@ -983,6 +1097,87 @@ impl Model<'_> {
     pub fn arena_bytes(&self) -> Result<usize> {
         Ok(self.memory_plan()?.total)
     }
+}
+
+/// Folds each PAD of [`pad_folds`] into the convolution after it ([`fold_pad`]): the
+/// convolution reads the PAD's input (`input0`) and the PAD is marked `folded`. A plan without
+/// memory for the PAD's output was made for that (literun's own, or stored by litecvt): the fold
+/// must happen. A stored plan that gives the output memory was made for running the PAD
+/// (elsewhere, maybe letting the PAD's input share bytes with later tensors): the PAD is folded
+/// only when no tensor alive after the PAD, up to the convolution, shares the input's bytes.
+fn fold_pads(
+    model: &Model<'_>,
+    ops: &mut [Prepared],
+    plan: &crate::plan::MemoryPlan,
+) -> Result<()> {
+    let folds = pad_folds(model);
+    if folds.is_empty() {
+        return Ok(());
+    }
+    let tensors = model.tensors();
+    let plain = if plan.stored {
+        arena_uses(model, &[])
+    } else {
+        Vec::new()
+    };
+    for f in &folds {
+        let needed = tensors.get(f.output).is_some_and(|t| t.bytes > 0)
+            && plan.offsets.get(f.output).is_some_and(|o| o.is_none());
+        if !(needed || plan.stored && stored_plan_keeps(&plain, &plan.offsets, f)) {
+            continue;
+        }
+        let value = match model.operators()[f.pad].inputs.get(2).copied().flatten() {
+            None => None,
+            Some(t) => tensors.get(t).and_then(|t| t.data),
+        };
+        let (before, rest) = ops.split_at_mut(f.conv.min(ops.len()));
+        let mut folded = false;
+        if let (Some(pad), Some(conv)) = (before.get_mut(f.pad), rest.first_mut()) {
+            if pad.index == f.pad
+                && conv.index == f.conv
+                && !pad.folded
+                && conv.input0.is_none()
+                && fold_pad(&pad.kind, value, &mut conv.kind)
+            {
+                conv.input0 = Some(f.input);
+                pad.folded = true;
+                folded = true;
+            }
+        }
+        if needed && !folded {
+            let op = &model.operators()[f.pad];
+            return Err(op_err(
+                f.pad,
+                op,
+                "the memory plan has no memory for this PAD's output, but it cannot be folded \
+                 into the convolution after it",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a stored plan keeps the PAD input of `f` intact until its convolution: no tensor
+/// alive after the PAD, up to the convolution, shares its bytes.
+fn stored_plan_keeps(uses: &[Option<TensorUse>], offsets: &[Option<usize>], f: &PadFold) -> bool {
+    let Some(Some(x)) = uses.get(f.input) else {
+        // Not in the arena (a constant): nothing else writes it.
+        return true;
+    };
+    let Some(Some(xo)) = offsets.get(f.input) else {
+        return false;
+    };
+    let x_end = xo.saturating_add(x.bytes);
+    uses.iter()
+        .zip(offsets)
+        .enumerate()
+        .all(|(t, (u, o))| match (u, o) {
+            (Some(u), Some(o)) if t != f.input && u.bytes > 0 => {
+                let alive = u.first <= f.conv && u.last > f.pad;
+                !alive || o.saturating_add(u.bytes) <= *xo || x_end <= *o
+            }
+            _ => true,
+        })
 }
 
 /// `Err(Unsupported)` listing the prepared operators whose kernels this build leaves out (Cargo
@@ -1045,11 +1240,16 @@ struct Ins<'b> {
     locs: &'b [Loc],
     tensors: &'b [TensorDesc<'b>],
     ids: &'b [Option<usize>],
+    /// Read as input 0 instead of `ids[0]` ([`Prepared::input0`]).
+    in0: Option<usize>,
 }
 
 impl<'b> Ins<'b> {
     fn bytes(&self, k: usize) -> Option<&'b [u8]> {
-        let t = (*self.ids.get(k)?)?;
+        let t = match (k, self.in0) {
+            (0, Some(t)) => t,
+            _ => (*self.ids.get(k)?)?,
+        };
         match *self.locs.get(t)? {
             Loc::Empty => Some(&[]),
             Loc::Const => self.tensors.get(t)?.data,
@@ -1083,6 +1283,7 @@ fn split_io<'b>(
     locs: &'b [Loc],
     tensors: &'b [TensorDesc<'b>],
     op: &'b OpDesc<'b>,
+    in0: Option<usize>,
     out: usize,
 ) -> (Ins<'b>, &'b mut [u8]) {
     let (s, e) = match locs.get(out) {
@@ -1100,6 +1301,7 @@ fn split_io<'b>(
             locs,
             tensors,
             ids: &op.inputs,
+            in0,
         },
         o,
     )
@@ -1277,7 +1479,7 @@ fn run_op<'b>(
     } = &p.kind
     {
         for (j, (start, shape)) in parts.iter().enumerate() {
-            let (ins, out) = split_io(arena, packed, locs, tensors, op, op.outputs[j]);
+            let (ins, out) = split_io(arena, packed, locs, tensors, op, None, op.outputs[j]);
             by_size!(*size, ins, *input, out, |i, o| so::strided_copy(
                 i, *start, shape, strides, o
             ));
@@ -1287,7 +1489,7 @@ fn run_op<'b>(
     #[cfg(feature = "ops-compare")]
     if let Kind::TopK { n, k, dtype, .. } = &p.kind {
         for (j, &out_t) in op.outputs.iter().enumerate().take(2) {
-            let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
+            let (ins, out) = split_io(arena, packed, locs, tensors, op, None, out_t);
             let order: &mut [u32] = bytemuck::cast_slice_mut(scratch.i32s.as_mut_slice());
             run_topk(&ins, *n, *k, *dtype, order, out, j == 1).map_err(|e| match e {
                 Error::Misaligned => e,
@@ -1299,7 +1501,18 @@ fn run_op<'b>(
     let Some(&out_t) = op.outputs.first() else {
         return Ok(());
     };
-    let (ins, out) = split_io(arena, packed, locs, tensors, op, out_t);
+    let (ins, out) = split_io(arena, packed, locs, tensors, op, p.input0, out_t);
+    run_one(p, op, ins, out, scratch)
+}
+
+/// Runs a single-output operator reading `ins`, writing `out`.
+fn run_one<'b>(
+    p: &'b Prepared,
+    op: &'b OpDesc<'b>,
+    ins: Ins<'b>,
+    out: &mut [u8],
+    scratch: &mut Scratch,
+) -> Result<()> {
     if let Some(fast) = p.fast.as_ref().filter(|_| simd::FAST_KERNELS) {
         return run_fast(fast, &p.kind, &ins, out, &mut scratch.fast)
             .ok_or_else(|| op_err(p.index, op, "fast kernel does not match the operator"));

@@ -2726,3 +2726,318 @@ fn topk(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.check_out(1, &out, DType::I32)?;
     Ok(Kind::TopK { n, k, dtype })
 }
+
+/// A PAD (or PADV2) whose padding the one convolution reading its output can do itself: the
+/// convolution reads the PAD's input with the PAD's top/left padding added to its own, and the
+/// PAD does not run. PyTorch's stride-2 convolutions pad 1 on every side, which SAME cannot
+/// express for even sizes, so converted models keep PAD -> CONV_2D/DEPTHWISE_CONV_2D (VALID).
+///
+/// Found from the model alone by [`pad_folds`] (which prepares the two operators and folds
+/// them as preparation will), so the arena planner (which keeps the PAD's input alive until
+/// `conv` and gives the PAD's output no memory) and the interpreter see the same pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PadFold {
+    pub(crate) pad: usize,
+    pub(crate) conv: usize,
+    /// The PAD's input, which the convolution reads instead of the PAD's output.
+    pub(crate) input: usize,
+    /// The PAD's output, which nothing reads once the PAD is folded.
+    pub(crate) output: usize,
+}
+
+/// The PAD operators a convolution can absorb ([`PadFold`]): a PAD/PADV2 with constant,
+/// non-negative paddings on the two spatial axes of a 4-D tensor only (a PADV2 value a constant),
+/// whose output is no graph output, is written by it alone and read exactly once, as input 0 of
+/// a later CONV_2D or DEPTHWISE_CONV_2D with VALID padding (float, int8, or int16x8: not hybrid,
+/// whose dynamic input quantization would see the padded values), and whose input is not written
+/// after it; and [`fold_pad`] folds the two operators' prepared kinds (pad value, geometry).
+pub(crate) fn pad_folds(model: &Model<'_>) -> Vec<PadFold> {
+    #[allow(unused_mut)]
+    let mut folds = Vec::new();
+    #[cfg(all(
+        feature = "pad-fold",
+        feature = "ops-pad",
+        any(feature = "ops-conv", feature = "ops-depthwise-conv")
+    ))]
+    {
+        let ops = model.operators();
+        let tensors = model.tensors();
+        let nt = tensors.len();
+        // Per tensor: how many input slots read it and the last reader; how many outputs write
+        // it and the last writer.
+        let mut reads = vec![0usize; nt];
+        let mut reader = vec![0usize; nt];
+        let mut writes = vec![0usize; nt];
+        let mut writer = vec![0usize; nt];
+        for (i, op) in ops.iter().enumerate() {
+            for &t in op.inputs.iter().flatten() {
+                if t < nt {
+                    reads[t] = reads[t].saturating_add(1);
+                    reader[t] = i;
+                }
+            }
+            for &t in &op.outputs {
+                if t < nt {
+                    writes[t] = writes[t].saturating_add(1);
+                    writer[t] = i;
+                }
+            }
+        }
+        for info in model.outputs() {
+            if let Some(r) = reads.get_mut(info.tensor) {
+                // A graph output is read by the application.
+                *r = usize::MAX;
+            }
+        }
+        for (i, op) in ops.iter().enumerate() {
+            let fold = || -> Option<PadFold> {
+                if !matches!(op.code, B::PAD | B::PADV2) {
+                    return None;
+                }
+                let (&[out], Some(Some(x))) = (&op.outputs[..], op.inputs.first()) else {
+                    return None;
+                };
+                let x = *x;
+                if x >= nt || out >= nt || reads[out] != 1 || writes[out] != 1 {
+                    return None;
+                }
+                // The input keeps its value until the convolution: written before the PAD only.
+                if writes[x] > 1 || writes[x] == 1 && writer[x] >= i {
+                    return None;
+                }
+                let j = reader[out];
+                let conv = ops.get(j).filter(|_| j > i)?;
+                if conv.inputs.first() != Some(&Some(out)) {
+                    return None;
+                }
+                let (expected, vt_padding) = match conv.code {
+                    B::CONV_2D => (tag::CONV_2D, schema::Conv2DOptions::VT_PADDING),
+                    B::DEPTHWISE_CONV_2D => (
+                        tag::DEPTHWISE_CONV_2D,
+                        schema::DepthwiseConv2DOptions::VT_PADDING,
+                    ),
+                    _ => return None,
+                };
+                // VALID is 1; options left out mean SAME.
+                let cc = Ctx {
+                    index: j,
+                    op: conv,
+                    tensors,
+                };
+                let options = cc.options(expected).ok()??;
+                if options.i8(vt_padding, 0).ok()? != 1 {
+                    return None;
+                }
+                let filter = tensors.get(conv.inputs.get(1).copied().flatten()?)?;
+                let (xt, ot) = (&tensors[x], &tensors[out]);
+                if xt.dtype != ot.dtype
+                    || !matches!(
+                        (ot.dtype, filter.dtype),
+                        (DType::F32, DType::F32) | (DType::I8, DType::I8) | (DType::I16, DType::I8)
+                    )
+                    || xt.shape.len() != 4
+                {
+                    return None;
+                }
+                let c = Ctx {
+                    index: i,
+                    op,
+                    tensors,
+                };
+                let value = match c.has_input(2) {
+                    true => Some(c.input(2).ok()?.data?),
+                    false => None,
+                };
+                let p = c.const_ints(1).ok()?;
+                if p.len() != 8 || p.iter().any(|&v| v < 0) || p[0] | p[1] | p[6] | p[7] != 0 {
+                    return None;
+                }
+                // Exactly what preparation will do.
+                let pad = prepare_op(model, i, op).ok()?;
+                let mut conv_kind = prepare_op(model, j, conv).ok()?;
+                if !fold_pad(&pad, value, &mut conv_kind) {
+                    return None;
+                }
+                Some(PadFold {
+                    pad: i,
+                    conv: j,
+                    input: x,
+                    output: out,
+                })
+            };
+            if let Some(f) = fold() {
+                folds.push(f);
+            }
+        }
+    }
+    folds
+}
+
+/// Makes the convolution `conv` do the work of the PAD `pad` (its kind; `value`: the bytes of a
+/// PADV2's constant value) on the PAD's input: the input shape becomes the PAD's input shape
+/// and `pad_top`/`pad_left` grow by the PAD's. Only when that is exact: the PAD pads the two
+/// spatial axes of a non-empty 4-D tensor to the convolution's input shape, the convolution
+/// has no padding of its own (VALID) and reads no tap beyond the padded input (so the taps the
+/// kernels treat as out of range, contributing the input zero point or 0.0, are exactly the
+/// padded ones, bottom/right included), and the pad value is what those taps stand for (0.0,
+/// or the convolution's input zero point). Returns whether `conv` was changed.
+pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> bool {
+    let Kind::Pad {
+        in_shape,
+        before,
+        after,
+        size,
+        fill,
+    } = pad
+    else {
+        return false;
+    };
+    let (Ok(&[n, h, w, ch]), Ok(&[b0, top, left, c0]), Ok(&[b1, bottom, right, c1])) = (
+        <&[usize; 4]>::try_from(&in_shape[..]),
+        <&[usize; 4]>::try_from(&before[..]),
+        <&[usize; 4]>::try_from(&after[..]),
+    ) else {
+        return false;
+    };
+    if b0 | c0 | b1 | c1 != 0 || n == 0 || h == 0 || w == 0 || ch == 0 {
+        return false;
+    }
+    // The value the PAD writes (as `run_op` does: the fill byte, or the PADV2 constant).
+    let mut v = [0u8; 8];
+    v[0] = *fill;
+    if let Some(val) = value {
+        match (val.get(..*size), v.get_mut(..*size)) {
+            (Some(s), Some(d)) => d.copy_from_slice(s),
+            _ => return false,
+        }
+    }
+    let zero_f32 = *size == 4 && v[..4] == [0; 4];
+    let zp_i8 =
+        |q: &OutputStage| *size == 1 && i32::from(v[0] as i8) == q.input_offset.wrapping_neg();
+    let zp_i16 = |q: &OutputStage| {
+        *size == 2 && i32::from(i16::from_le_bytes([v[0], v[1]])) == q.input_offset.wrapping_neg()
+    };
+    // (input shape, pad_top, pad_left, [stride, dilation] per axis, filter, output shape,
+    // whether the pad value is what out-of-range taps stand for).
+    let (padded, p_top, p_left, geo, fs, os, value_ok) = match conv {
+        Kind::Conv {
+            params: p,
+            in_shape,
+            filter_shape,
+            out_shape,
+        } => (
+            in_shape,
+            &mut p.pad_top,
+            &mut p.pad_left,
+            [p.stride_h, p.dilation_h, p.stride_w, p.dilation_w],
+            *filter_shape,
+            *out_shape,
+            zero_f32,
+        ),
+        Kind::ConvI8 {
+            params: p,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => (
+            in_shape,
+            &mut p.pad_top,
+            &mut p.pad_left,
+            [p.stride_h, p.dilation_h, p.stride_w, p.dilation_w],
+            *filter_shape,
+            *out_shape,
+            zp_i8(q),
+        ),
+        Kind::ConvI16 {
+            params: p,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => (
+            in_shape,
+            &mut p.pad_top,
+            &mut p.pad_left,
+            [p.stride_h, p.dilation_h, p.stride_w, p.dilation_w],
+            *filter_shape,
+            *out_shape,
+            zp_i16(q),
+        ),
+        Kind::Depthwise {
+            params: p,
+            in_shape,
+            filter_shape,
+            out_shape,
+        } => (
+            in_shape,
+            &mut p.pad_top,
+            &mut p.pad_left,
+            [p.stride_h, p.dilation_h, p.stride_w, p.dilation_w],
+            *filter_shape,
+            *out_shape,
+            zero_f32,
+        ),
+        Kind::DepthwiseI8 {
+            params: p,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => (
+            in_shape,
+            &mut p.pad_top,
+            &mut p.pad_left,
+            [p.stride_h, p.dilation_h, p.stride_w, p.dilation_w],
+            *filter_shape,
+            *out_shape,
+            zp_i8(q),
+        ),
+        Kind::DepthwiseI16 {
+            params: p,
+            in_shape,
+            filter_shape,
+            out_shape,
+            q,
+        } => (
+            in_shape,
+            &mut p.pad_top,
+            &mut p.pad_left,
+            [p.stride_h, p.dilation_h, p.stride_w, p.dilation_w],
+            *filter_shape,
+            *out_shape,
+            zp_i16(q),
+        ),
+        _ => return false,
+    };
+    if !value_ok || *p_top != 0 || *p_left != 0 {
+        return false;
+    }
+    // The padded shape is the convolution's input shape.
+    let (Some(ph), Some(pw)) = (
+        h.checked_add(top).and_then(|v| v.checked_add(bottom)),
+        w.checked_add(left).and_then(|v| v.checked_add(right)),
+    ) else {
+        return false;
+    };
+    if *padded != [n, ph, pw, ch] {
+        return false;
+    }
+    // The last tap of each axis, `(out - 1) * stride + (k - 1) * dilation`, is inside the padded
+    // input: the kernels treat taps at or beyond `h + pad_top` as padding, exactly the bottom
+    // (right) padding.
+    let within = |out: usize, k: usize, stride: usize, dilation: usize, padded: usize| {
+        out.checked_sub(1)
+            .and_then(|o| o.checked_mul(stride))
+            .zip(k.checked_sub(1).and_then(|k| k.checked_mul(dilation)))
+            .and_then(|(a, b)| a.checked_add(b))
+            .is_some_and(|last| last < padded)
+    };
+    if !within(os[1], fs[1], geo[0], geo[1], ph) || !within(os[2], fs[2], geo[2], geo[3], pw) {
+        return false;
+    }
+    *padded = [n, h, w, ch];
+    *p_top = top;
+    *p_left = left;
+    true
+}

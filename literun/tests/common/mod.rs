@@ -68,6 +68,8 @@ pub struct ModelBuilder {
     ops: Vec<Op>,
     pub version: u32,
     pub signature: Option<(NameMap, NameMap)>,
+    /// Model metadata entries: (name, buffer contents).
+    pub metadata: Vec<(String, Vec<u8>)>,
 }
 
 impl ModelBuilder {
@@ -155,6 +157,7 @@ impl ModelBuilder {
         let buffers: Vec<_> = self
             .buffers
             .iter()
+            .chain(self.metadata.iter().map(|(_, d)| d))
             .map(|d| {
                 let data = if d.is_empty() {
                     None
@@ -295,9 +298,26 @@ impl ModelBuilder {
             );
             fbb.create_vector(&[sd])
         });
+        let metadata: Vec<_> = self
+            .metadata
+            .iter()
+            .enumerate()
+            .map(|(k, (name, _))| {
+                let name = Some(fbb.create_string(name));
+                s::Metadata::create(
+                    &mut fbb,
+                    &s::MetadataArgs {
+                        name,
+                        buffer: (self.buffers.len() + k) as u32,
+                    },
+                )
+            })
+            .collect();
+        let metadata = (!metadata.is_empty()).then(|| fbb.create_vector(&metadata));
         let model = s::Model::create(
             &mut fbb,
             &s::ModelArgs {
+                metadata,
                 version: self.version,
                 operator_codes: Some(codes),
                 subgraphs: Some(subgraphs),
