@@ -487,7 +487,8 @@ fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut
     }
 }
 
-/// [`requant_row`] for the first `rows` rows of `tile`, row `r` at `out[r * stride..]`.
+/// [`requant_row`] for the first `rows` rows of `tile`, row `r` at `out[r * stride..]` (the
+/// AVX-512 GEMM requantizes inside its tile instead: `x86::tile_rq_i8_avx512`).
 #[inline]
 #[allow(clippy::too_many_arguments)]
 fn requant_tile(
@@ -500,11 +501,6 @@ fn requant_tile(
     out: &mut [i8],
     stride: usize,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if !rq.single_rounding && isa != Isa::Portable {
-        x86::requant_tile(isa, rq, c0, tile, rows, cn, out, stride);
-        return;
-    }
     for (r, acc) in tile.iter().enumerate().take(rows) {
         requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
     }

@@ -494,52 +494,6 @@ impl Rq16 {
     }
 }
 
-/// Requantizes channels `c0..c0 + cn` (`cn <= 32`) of the first `rows` rows of `tile` into
-/// `out`, row `r` at `out[r * stride..]` (AVX-512: parameters loaded once per tile).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn requant_tile(
-    isa: Isa,
-    rq: &Requant,
-    c0: usize,
-    tile: &[[i32; 32]; 8],
-    rows: usize,
-    cn: usize,
-    out: &mut [i8],
-    stride: usize,
-) {
-    if isa == Isa::Avx512Vnni {
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
-        return unsafe { requant_tile_avx512(rq, c0, tile, rows, cn, out, stride) };
-    }
-    for (r, acc) in tile.iter().enumerate().take(rows) {
-        requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
-    }
-}
-
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn requant_tile_avx512(
-    rq: &Requant,
-    c0: usize,
-    tile: &[[i32; 32]; 8],
-    rows: usize,
-    cn: usize,
-    out: &mut [i8],
-    stride: usize,
-) {
-    assert!(cn <= 32 && rows <= 8);
-    let mut j = 0;
-    while j < cn {
-        let p = Rq16::load(rq, c0 + j);
-        let end = (j + 16).min(cn);
-        for (r, acc) in tile.iter().enumerate().take(rows) {
-            // SAFETY: j + 16 <= 32 lanes of the tile row.
-            let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(j) as *const __m512i) };
-            store_16(p.apply(a), &mut out[r * stride + j..r * stride + end]);
-        }
-        j += 16;
-    }
-}
-
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn requant_row_avx512(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
     assert!(out.len() <= 32);
