@@ -180,20 +180,16 @@ impl Requant {
             any_left: false,
         };
         for c in 0..n {
-            let (m, s) = (q.multipliers[c], q.shifts[c]);
-            // The vector high-multiply is exact except for MIN * MIN (never produced by
-            // QuantizeMultiplier); shifts outside TFLite's range keep the portable kernel.
-            if m == i32::MIN || !(-31..=31).contains(&s) {
-                return None;
-            }
-            let right = (-s).max(0);
+            let s = q.shifts[c];
+            // Multipliers or shifts the vector form cannot reproduce keep the portable kernel.
+            let m = Mbqm::new(q.multipliers[c], s)?;
             r.bias[c] = bias_eff(c);
-            r.mult[c] = m;
-            r.left[c] = s.max(0);
-            r.any_left |= s > 0;
-            r.right[c] = right;
-            r.mask[c] = ((1i64 << right) - 1) as i32;
-            r.thr[c] = r.mask[c] >> 1;
+            r.mult[c] = m.mult;
+            r.left[c] = m.left;
+            r.any_left |= m.left > 0;
+            r.right[c] = m.right;
+            r.mask[c] = m.mask;
+            r.thr[c] = m.thr;
             r.shift[c] = s;
         }
         Some(r)
@@ -443,25 +439,9 @@ fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32])
             dst[row.len() / 4] = i32::from_le_bytes(b);
         }
     } else if isa.vnni() {
+        // The VNNI ISAs (`vpdpbusd`) exist on x86-64 only.
         #[cfg(target_arch = "x86_64")]
-        {
-            x86::pack_row_vnni(row, dst);
-            return;
-        }
-        #[allow(unreachable_code)]
-        let mut chunks = row.chunks_exact(4);
-        for (d, c) in dst.iter_mut().zip(&mut chunks) {
-            let w = u32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
-            *d = (w ^ 0x8080_8080) as i32;
-        }
-        let rem = chunks.remainder();
-        if !rem.is_empty() {
-            let mut b = [0x80u8; 4];
-            for (d, &s) in b.iter_mut().zip(rem) {
-                *d = s as u8;
-            }
-            dst[row.len() / 4] = (u32::from_le_bytes(b) ^ 0x8080_8080) as i32;
-        }
+        x86::pack_row_vnni(row, dst);
     } else {
         let mut chunks = row.chunks_exact(2);
         for (d, c) in dst.iter_mut().zip(&mut chunks) {
@@ -875,33 +855,7 @@ impl DwI8 {
                 input_offset: q.input_offset as i16,
             });
         }
-        let pairs = taps.div_ceil(2);
-        let mut w = vec![0i16; blocks * pairs * 32];
-        let at = |t: usize, ch: usize| -> i16 {
-            if t < taps && ch < c {
-                i16::from(filter[t * c + ch])
-            } else {
-                0
-            }
-        };
-        for cb in 0..blocks {
-            for pr in 0..pairs {
-                let dst = &mut w[(cb * pairs + pr) * 32..][..32];
-                let (t0, t1) = (2 * pr, 2 * pr + 1);
-                // unpacklo/hi_epi16 order: 128-bit lane 0 holds channels 0-3 (lo) / 4-7 (hi),
-                // lane 1 holds 8-11 (lo) / 12-15 (hi), each as (tap0, tap1) pairs.
-                for (half, base) in [(0usize, 0usize), (1, 4)] {
-                    for lane in 0..2 {
-                        for i in 0..4 {
-                            let ch = cb * 16 + lane * 8 + base + i;
-                            let o = half * 16 + lane * 8 + 2 * i;
-                            dst[o] = at(t0, ch);
-                            dst[o + 1] = at(t1, ch);
-                        }
-                    }
-                }
-            }
-        }
+        let w = interleave_tap_pairs(filter, taps, c, 16);
         Some(DwI8 {
             isa,
             c,
@@ -912,11 +866,9 @@ impl DwI8 {
         })
     }
 
-    /// The AVX-512 layout: blocks of 32 channels, tap pair `pr` of block `cb` as 64 i16 at
-    /// `(cb * pairs + pr) * 64`, in the order `vpunpcklwd` / `vpunpckhwd` put two taps'
-    /// channels (each 128-bit lane `l` holds channels `8l..8l + 4` of the low half and
-    /// `8l + 4..8l + 8` of the high half, as (tap0, tap1) pairs). Padding taps read the input
-    /// zero point, so `input_offset * sum(w)` joins the bias and the kernel adds nothing per tap.
+    /// The AVX-512 layout: [`interleave_tap_pairs`] in blocks of 32 channels. Padding taps read
+    /// the input zero point, so `input_offset * sum(w)` joins the bias and the kernel adds
+    /// nothing per tap.
     fn pack_avx512(
         filter: &[i8],
         taps: usize,
@@ -925,30 +877,7 @@ impl DwI8 {
         q: &OutputStage,
     ) -> Option<DwI8> {
         let blocks = c.div_ceil(32);
-        let pairs = taps.div_ceil(2);
-        let at = |t: usize, ch: usize| -> i16 {
-            if t < taps && ch < c {
-                i16::from(filter[t * c + ch])
-            } else {
-                0
-            }
-        };
-        let mut w = vec![0i16; blocks * pairs * 64];
-        for cb in 0..blocks {
-            for pr in 0..pairs {
-                let dst = &mut w[(cb * pairs + pr) * 64..][..64];
-                for (half, base) in [(0usize, 0usize), (1, 4)] {
-                    for lane in 0..4 {
-                        for i in 0..4 {
-                            let ch = cb * 32 + lane * 8 + base + i;
-                            let o = half * 32 + lane * 8 + 2 * i;
-                            dst[o] = at(2 * pr, ch);
-                            dst[o + 1] = at(2 * pr + 1, ch);
-                        }
-                    }
-                }
-            }
-        }
+        let w = interleave_tap_pairs(filter, taps, c, 32);
         let rq = Requant::new(q, blocks * 32, |ch| {
             let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
             bias.map_or(0, |b| b[ch])
@@ -967,6 +896,39 @@ impl DwI8 {
     pub fn bytes(&self) -> usize {
         self.w.len() * 2 + self.rq.bias.len() * 4 * 7
     }
+}
+
+/// Depthwise weights for `vpmaddwd` / `vpdpwssd` in blocks of `block` (16 or 32) channels: tap
+/// pair `pr` of block `cb` as `2 * block` i16 at `(cb * pairs + pr) * 2 * block`, in the order
+/// `vpunpcklwd` / `vpunpckhwd` put two taps' channels (128-bit lane `l` holds channels
+/// `8l..8l + 4` of the low half and `8l + 4..8l + 8` of the high half, as (tap0, tap1) pairs).
+/// Missing taps and channels are zero.
+fn interleave_tap_pairs(filter: &[i8], taps: usize, c: usize, block: usize) -> Vec<i16> {
+    let (blocks, pairs, lanes) = (c.div_ceil(block), taps.div_ceil(2), block / 8);
+    let at = |t: usize, ch: usize| -> i16 {
+        if t < taps && ch < c {
+            i16::from(filter[t * c + ch])
+        } else {
+            0
+        }
+    };
+    let mut w = vec![0i16; blocks * pairs * 2 * block];
+    for cb in 0..blocks {
+        for pr in 0..pairs {
+            let dst = &mut w[(cb * pairs + pr) * 2 * block..][..2 * block];
+            for (half, base) in [(0usize, 0usize), (1, 4)] {
+                for lane in 0..lanes {
+                    for i in 0..4 {
+                        let ch = cb * block + lane * 8 + base + i;
+                        let o = half * block + lane * 8 + 2 * i;
+                        dst[o] = at(2 * pr, ch);
+                        dst[o + 1] = at(2 * pr + 1, ch);
+                    }
+                }
+            }
+        }
+    }
+    w
 }
 
 /// Calls `f(oy, ox, taps)` per output pixel with the input pixel index of every tap
