@@ -233,6 +233,58 @@ impl Fast {
     }
 }
 
+/// Which constant buffers the interpreter still reads, for
+/// [`Interpreter::with_options_releasing`]: a buffer is done once every operator reading it
+/// has copied it into its own layout.
+struct ConstCopies<'m> {
+    model: &'m Model<'m>,
+    /// Per tensor: readers that have not copied it yet.
+    pending: Vec<usize>,
+    /// Per tensor: some reader reads the file's bytes at run time.
+    kept: Vec<bool>,
+}
+
+impl<'m> ConstCopies<'m> {
+    fn new(model: &'m Model<'m>) -> Self {
+        let tensors = model.tensors();
+        let mut pending = vec![0usize; tensors.len()];
+        for op in model.operators() {
+            for &t in op.inputs.iter().flatten() {
+                pending[t] += 1;
+            }
+        }
+        let kept = tensors.iter().map(|t| t.data.is_none()).collect();
+        ConstCopies {
+            model,
+            pending,
+            kept,
+        }
+    }
+
+    /// Operator `op` has copied its inputs at positions `copied` and will read its other
+    /// inputs at run time; tells `done` about every constant buffer no reader needs any more.
+    /// Called once per operator, in order.
+    fn copied(&mut self, op: usize, copied: &[usize], done: &mut Option<&mut dyn FnMut(&'m [u8])>) {
+        let Some(done) = done else {
+            return;
+        };
+        let tensors = self.model.tensors();
+        for (k, t) in self.model.operators()[op].inputs.iter().enumerate() {
+            let Some(t) = *t else { continue };
+            if !copied.contains(&k) {
+                self.kept[t] = true;
+                continue;
+            }
+            self.pending[t] -= 1;
+            if self.pending[t] == 0 && !self.kept[t] {
+                if let Some(data) = tensors[t].data {
+                    done(data);
+                }
+            }
+        }
+    }
+}
+
 /// How an [`Interpreter`] is set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -412,12 +464,12 @@ impl<'m> Interpreter<'m> {
     /// Prepares `model`: checks every operator's shapes and parameters, plans and allocates the
     /// arena. No allocation happens in [`invoke`](Self::invoke) for float models.
     pub fn new(model: &'m Model<'m>) -> Result<Interpreter<'m>> {
-        Self::build(model, Options::default(), None)
+        Self::build(model, Options::default(), None, None)
     }
 
     /// [`new`](Self::new) with explicit [`Options`].
     pub fn with_options(model: &'m Model<'m>, options: Options) -> Result<Interpreter<'m>> {
-        Self::build(model, options, None)
+        Self::build(model, options, None, None)
     }
 
     /// Runs in an arena the application owns (e.g. a `static` buffer in firmware): it must hold
@@ -425,7 +477,7 @@ impl<'m> Interpreter<'m> {
     /// an unaligned buffer; the error says how many). [`invoke`](Self::invoke) then allocates
     /// nothing.
     pub fn with_arena(model: &'m Model<'m>, arena: &'m mut [u8]) -> Result<Interpreter<'m>> {
-        Self::build(model, Options::default(), Some(arena))
+        Self::build(model, Options::default(), Some(arena), None)
     }
 
     /// [`with_arena`](Self::with_arena) with explicit [`Options`].
@@ -434,13 +486,31 @@ impl<'m> Interpreter<'m> {
         arena: &'m mut [u8],
         options: Options,
     ) -> Result<Interpreter<'m>> {
-        Self::build(model, options, Some(arena))
+        Self::build(model, options, Some(arena), None)
+    }
+
+    /// [`with_options`](Self::with_options), calling `done(bytes)` with each constant buffer of
+    /// the model as soon as the interpreter has copied it into its own layout (weights prepacked
+    /// for a SIMD kernel, constants dequantized) and will not read it again.
+    ///
+    /// For apps that memory-map the model file: dropping the whole pages inside `bytes`
+    /// (`madvise(MADV_DONTNEED)` on a file-backed mapping) means the weights are not held twice,
+    /// and since it happens buffer by buffer while preparing, never were at once. Anything that
+    /// still reads those bytes (e.g. [`tensor`](Self::tensor)) gets them back from the file.
+    /// Never drop pages of memory that is not backed by the file: they would read as zeros.
+    pub fn with_options_releasing(
+        model: &'m Model<'m>,
+        options: Options,
+        done: &mut dyn FnMut(&'m [u8]),
+    ) -> Result<Interpreter<'m>> {
+        Self::build(model, options, None, Some(done))
     }
 
     fn build(
         model: &'m Model<'m>,
         options: Options,
         arena: Option<&'m mut [u8]>,
+        mut done: Option<&mut dyn FnMut(&'m [u8])>,
     ) -> Result<Interpreter<'m>> {
         let isa = if options.isa.available() {
             options.isa
@@ -468,6 +538,10 @@ impl<'m> Interpreter<'m> {
         // are at most 4x their data in the file; the arena and scratch follow claimed shapes.
         let mut memory = 0usize;
 
+        // Constant buffers the interpreter copies into its own layout, counted so `done` hears
+        // of each once its last reader has copied it.
+        let mut copies = ConstCopies::new(model);
+
         // DEQUANTIZE of constant data: done once here, into the prepacked buffer.
         let mut packed_parts: Vec<(usize, Vec<f32>)> = Vec::new();
         for p in ops.iter_mut() {
@@ -492,6 +566,7 @@ impl<'m> Interpreter<'m> {
             dequantize(&p.kind, data, &mut out).map_err(|e| op_err(p.index, op, e))?;
             packed_parts.push((op.outputs[0], out));
             p.kind = Kind::Precomputed;
+            copies.copied(p.index, &[0], &mut done);
         }
         let mut packed_locs = Vec::new();
         let mut packed_bytes = 0usize;
@@ -523,6 +598,21 @@ impl<'m> Interpreter<'m> {
             };
             for p in ops.iter_mut() {
                 p.fast = Fast::prepare(isa, &p.kind, &model.operators()[p.index], &constant);
+                let packed_inputs: &[usize] = match p.fast {
+                    Some(
+                        Fast::ConvI8(_)
+                        | Fast::FullyConnectedI8(_)
+                        | Fast::DepthwiseI8(_)
+                        | Fast::Conv(_)
+                        | Fast::FullyConnected(_)
+                        | Fast::Depthwise(_),
+                    ) => &[1, 2],
+                    _ => &[],
+                };
+                // (Constant DEQUANTIZEs were counted above.)
+                if !matches!(p.kind, Kind::Precomputed) {
+                    copies.copied(p.index, packed_inputs, &mut done);
+                }
             }
         }
         let fast_bytes: usize = ops

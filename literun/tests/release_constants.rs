@@ -1,0 +1,116 @@
+//! `Interpreter::with_options_releasing`: every constant buffer the interpreter has copied into
+//! its own layout (prepacked weights, dequantized constants) is reported exactly once, and a
+//! buffer something still reads at run time is never reported.
+
+mod common;
+
+use common::{opts, ModelBuilder, F};
+use literun::schema::{self as s, BuiltinOperator as B, TensorType};
+use literun::{Interpreter, Isa, Model, Options};
+
+fn conv_opts() -> Option<common::Opts> {
+    opts(
+        1,
+        vec![
+            F::I8(s::Conv2DOptions::VT_PADDING, 1),
+            F::I32(s::Conv2DOptions::VT_STRIDE_W, 1),
+            F::I32(s::Conv2DOptions::VT_STRIDE_H, 1),
+        ],
+    )
+}
+
+/// x [1,4,4,3] -> CONV_2D 1x1 (4 outputs) -> ADD of the conv's own bias tensor.
+/// Returns the model and the tensor indices of (weights, bias).
+fn conv_then_add_bias() -> (literun::AlignedBytes, [usize; 2]) {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1, 4, 4, 3]);
+    let w: Vec<f32> = (0..12).map(|i| i as f32 * 0.1 - 0.5).collect();
+    let w = m.const_f32("w", &[4, 1, 1, 3], &w);
+    let b = m.const_f32("b", &[4], &[0.5, -1.0, 2.0, 0.25]);
+    let y = m.f32("y", &[1, 4, 4, 4]);
+    m.op(B::CONV_2D, &[x, w, b], &[y], conv_opts());
+    let z = m.f32("z", &[1, 4, 4, 4]);
+    m.op(B::ADD, &[y, b], &[z], None);
+    (m.finish(&[x], &[z]), [w as usize, b as usize])
+}
+
+/// x [1,4,4,3] -> CONV_2D 1x1 with float16 weights through a DEQUANTIZE.
+/// Returns the model and the tensor indices of (float16 weights, bias).
+fn fp16_conv() -> (literun::AlignedBytes, [usize; 2]) {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1, 4, 4, 3]);
+    // float16 bit patterns of small values (0x3c00 = 1.0, 0xbc00 = -1.0, 0x3800 = 0.5).
+    let halves: Vec<u8> = (0..12)
+        .flat_map(|i| [0x3c00u16, 0xbc00, 0x3800][i % 3].to_le_bytes())
+        .collect();
+    let wh = m.const_bytes("w16", &[4, 1, 1, 3], TensorType::FLOAT16, halves);
+    let w = m.f32("w", &[4, 1, 1, 3]);
+    m.op(B::DEQUANTIZE, &[wh], &[w], None);
+    let b = m.const_f32("b", &[4], &[0.5, -1.0, 2.0, 0.25]);
+    let y = m.f32("y", &[1, 4, 4, 4]);
+    m.op(B::CONV_2D, &[x, w, b], &[y], conv_opts());
+    (m.finish(&[x], &[y]), [wh as usize, b as usize])
+}
+
+/// Tensor indices of the buffers reported while preparing `model` with `isa`, in order.
+fn released(model: &Model<'_>, isa: Isa) -> Vec<usize> {
+    let mut got: Vec<usize> = Vec::new();
+    let tensors = model.tensors();
+    let _interp = Interpreter::with_options_releasing(model, Options { isa }, &mut |bytes| {
+        let t = tensors
+            .iter()
+            .position(|t| t.data.is_some_and(|d| core::ptr::eq(d, bytes)))
+            .expect("a released buffer is a constant tensor's data");
+        got.push(t);
+    })
+    .unwrap();
+    got
+}
+
+fn fast_isa() -> Option<Isa> {
+    Some(Isa::detect()).filter(|&i| i != Isa::Portable)
+}
+
+#[test]
+fn a_constant_still_read_at_run_time_is_kept() {
+    let (bytes, [w, _b]) = conv_then_add_bias();
+    let model = Model::from_bytes(&bytes).unwrap();
+    // The portable kernels read the file's weights: nothing is released.
+    assert_eq!(released(&model, Isa::Portable), Vec::<usize>::new());
+    // The SIMD kernel packs weights and bias, but ADD still reads the bias.
+    if let Some(isa) = fast_isa() {
+        assert_eq!(released(&model, isa), vec![w]);
+    }
+}
+
+#[test]
+fn dequantized_and_packed_constants_are_released_once() {
+    let (bytes, [wh, b]) = fp16_conv();
+    let model = Model::from_bytes(&bytes).unwrap();
+    // The float16 weights are dequantized once while preparing, whatever the kernels.
+    assert_eq!(released(&model, Isa::Portable), vec![wh]);
+    if let Some(isa) = fast_isa() {
+        assert_eq!(released(&model, isa), vec![wh, b]);
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_releasing() {
+    for (bytes, _) in [conv_then_add_bias(), fp16_conv()] {
+        let model = Model::from_bytes(&bytes).unwrap();
+        let x: Vec<f32> = (0..48).map(|i| (i as f32 * 0.37).sin()).collect();
+        let mut plain = Interpreter::new(&model).unwrap();
+        plain.input_f32_mut(0).unwrap().copy_from_slice(&x);
+        plain.invoke().unwrap();
+        let mut n = 0;
+        let mut it =
+            Interpreter::with_options_releasing(&model, Options::default(), &mut |_| n += 1)
+                .unwrap();
+        it.input_f32_mut(0).unwrap().copy_from_slice(&x);
+        it.invoke().unwrap();
+        assert_eq!(
+            it.output(0).unwrap().as_f32().unwrap(),
+            plain.output(0).unwrap().as_f32().unwrap()
+        );
+    }
+}
