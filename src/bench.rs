@@ -5,269 +5,71 @@
 //! once, inputs are written once, then `warmup` untimed and `runs` timed invocations follow.
 //! Inputs are the given `.npy` files, or deterministic pseudo-random values (uniform in
 //! [-1, 1) for float inputs, the full range for integer ones).
+//!
+//! A `.lite` file runs in `literun-bench` (from `literun-tools`) when it is beside `litecvt` and
+//! built from the same sources: that process holds literun and the model only, so its peak RSS
+//! is what an app pays, where `litecvt` itself starts with ~8 MiB of tract's code and start-up
+//! data. Otherwise it runs here, and the report names `litecvt` as the process measured.
 
-use crate::npy::{NpyArray, NpyData};
+pub use literun_tools::bench::{
+    find_input, human, peak_rss_bytes, random_input, report_text, summarize, BenchOptions,
+    BenchReport,
+};
+
+use crate::npy::NpyData;
 use anyhow::{anyhow, bail, Context, Result};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// What to run.
-#[derive(Clone, Debug)]
-pub struct BenchOptions {
-    pub runs: usize,
-    pub warmup: usize,
-    pub threads: usize,
-    /// Inputs by name or position; missing ones are filled with pseudo-random values.
-    pub inputs: Vec<(Option<String>, NpyArray)>,
-    /// Also time each operator (literun only; through `invoke_timed`).
-    pub profile: bool,
-}
-
-impl Default for BenchOptions {
-    fn default() -> Self {
-        BenchOptions {
-            runs: 100,
-            warmup: 10,
-            threads: 1,
-            inputs: Vec::new(),
-            profile: false,
-        }
+/// Benchmarks a `.lite` file with literun: in `literun-bench` when it is beside this executable
+/// and built with it (see the module notes), else in this process. `inputs` are the
+/// `[NAME=]FILE.npy` arguments that `opts.inputs` were read from.
+pub fn bench_lite(path: &Path, opts: &BenchOptions, inputs: &[String]) -> Result<BenchReport> {
+    match lean_runner() {
+        Some(runner) => bench_lite_in(&runner, path, opts, inputs),
+        None => literun_tools::bench::bench_lite(path, opts),
     }
 }
 
-/// Measured figures.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct BenchReport {
-    pub engine: &'static str,
-    pub runs: usize,
-    pub threads: usize,
-    /// Per-run latencies in microseconds, in run order.
-    pub latencies_us: Vec<f64>,
-    pub median_us: f64,
-    pub p90_us: f64,
-    pub min_us: f64,
-    pub mean_us: f64,
-    pub file_bytes: usize,
-    /// literun only (0 for tract).
-    pub arena_bytes: usize,
-    pub weights_bytes: usize,
-    pub prepacked_bytes: usize,
-    /// Peak resident set of this process (`VmHWM`), if the OS reports it.
-    pub peak_rss_bytes: Option<usize>,
-    /// The fast kernels' instruction set (literun).
-    pub isa: &'static str,
-    /// With `profile`: (operator name, count, median µs per run of all operators of that
-    /// name), slowest first.
-    pub profile: Vec<(String, usize, f64)>,
+/// `literun-bench` beside this executable, if it is there and built from the same literun
+/// sources (a stale one would measure an older literun).
+fn lean_runner() -> Option<PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    let runner = me.with_file_name(format!("literun-bench{}", std::env::consts::EXE_SUFFIX));
+    let out = std::process::Command::new(&runner)
+        .arg("--build-id")
+        .output()
+        .ok()?;
+    (String::from_utf8_lossy(&out.stdout).trim() == literun_tools::BUILD_ID).then_some(runner)
 }
 
-/// `VmHWM` of this process in bytes (Linux), else `None`.
-pub fn peak_rss_bytes() -> Option<usize> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
+/// Runs `literun-bench --json` and reads its report.
+fn bench_lite_in(
+    runner: &Path,
+    path: &Path,
+    opts: &BenchOptions,
+    inputs: &[String],
+) -> Result<BenchReport> {
+    let mut cmd = std::process::Command::new(runner);
+    cmd.arg(path)
+        .args(["--runs", &opts.runs.to_string()])
+        .args(["--warmup", &opts.warmup.to_string()])
+        .args(["--threads", &opts.threads.to_string()])
+        .arg("--json");
+    for i in inputs {
+        cmd.args(["--input", i]);
     }
-    // Nearest rank.
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-fn summarize(engine: &'static str, threads: usize, lat: Vec<f64>) -> BenchReport {
-    let mut sorted = lat.clone();
-    sorted.sort_by(|a, b| a.total_cmp(b));
-    let mean = if lat.is_empty() {
-        0.0
-    } else {
-        lat.iter().sum::<f64>() / lat.len() as f64
-    };
-    BenchReport {
-        engine,
-        runs: lat.len(),
-        threads,
-        median_us: percentile(&sorted, 50.0),
-        p90_us: percentile(&sorted, 90.0),
-        min_us: sorted.first().copied().unwrap_or(0.0),
-        mean_us: mean,
-        latencies_us: lat,
-        file_bytes: 0,
-        arena_bytes: 0,
-        weights_bytes: 0,
-        prepacked_bytes: 0,
-        peak_rss_bytes: None,
-        isa: "",
-        profile: Vec::new(),
+    if opts.profile {
+        cmd.arg("--profile");
     }
-}
-
-/// Deterministic pseudo-random bytes of a tensor of `n` elements of `dtype`.
-fn random_input(dtype: literun::DType, n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    match dtype {
-        literun::DType::F32 => (0..n)
-            .flat_map(|_| ((next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0).to_le_bytes())
-            .collect(),
-        literun::DType::I8 | literun::DType::U8 | literun::DType::Bool => {
-            (0..n).map(|_| (next() >> 56) as u8).collect()
-        }
-        // Indices and shapes: zeros are always valid.
-        d => vec![0u8; n * d.size()],
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot run {}", runner.display()))?;
+    if !out.status.success() {
+        bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
     }
-}
-
-fn find_input<'a>(
-    inputs: &'a [(Option<String>, NpyArray)],
-    name: &str,
-    pos: usize,
-) -> Option<&'a NpyArray> {
-    inputs
-        .iter()
-        .find(|(n, _)| n.as_deref() == Some(name))
-        .or_else(|| inputs.get(pos).filter(|(n, _)| n.is_none()))
-        .map(|(_, a)| a)
-}
-
-/// Benchmarks a `.lite` file with literun.
-pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
-    let label = path.display().to_string();
-    // Read straight into aligned memory: the file is held once.
-    let bytes = literun::AlignedBytes::read_file(path).map_err(|e| anyhow!("{label}: {e}"))?;
-    let model = literun::Model::from_bytes(&bytes).map_err(|e| anyhow!("{label}: {e}"))?;
-    let mut interp = literun::Interpreter::new(&model)
-        .and_then(|i| i.with_threads(opts.threads))
-        .map_err(|e| anyhow!("{label}: {e}"))?;
-    let infos = model.inputs().to_vec();
-    let mut feeds: Vec<Vec<u8>> = Vec::with_capacity(infos.len());
-    for (i, info) in infos.iter().enumerate() {
-        let mut t = interp.input_mut(i).map_err(|e| anyhow!("{label}: {e}"))?;
-        let data = match find_input(&opts.inputs, info.name, i) {
-            Some(a) => {
-                if a.shape != info.shape {
-                    bail!(
-                        "{label}: input '{}' expects shape {:?}, got {:?}",
-                        info.name,
-                        info.shape,
-                        a.shape
-                    );
-                }
-                a.to_le_bytes()
-            }
-            None => random_input(
-                info.dtype,
-                t.bytes_mut().len() / info.dtype.size(),
-                i as u64 + 1,
-            ),
-        };
-        if t.bytes_mut().len() != data.len() {
-            bail!("{label}: input '{}' has the wrong element type", info.name);
-        }
-        feeds.push(data);
-    }
-    // The arena plan reuses an input's memory once the input is read, so an app sets its inputs
-    // before every invoke; so does the benchmark (outside the timed part), or later runs would
-    // compute on whatever the last run left there.
-    let set_inputs = |interp: &mut literun::Interpreter<'_>| -> Result<()> {
-        set_input_bytes(interp, &feeds).map_err(|e| anyhow!("{label}: {e}"))
-    };
-    for _ in 0..opts.warmup {
-        set_inputs(&mut interp)?;
-        interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
-    }
-    let mut lat = Vec::with_capacity(opts.runs);
-    for _ in 0..opts.runs {
-        set_inputs(&mut interp)?;
-        let t0 = Instant::now();
-        interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
-        lat.push(t0.elapsed().as_secs_f64() * 1e6);
-    }
-    let profile = if opts.profile {
-        profile_ops(&mut interp, &model, &feeds, opts.runs).map_err(|e| anyhow!("{label}: {e}"))?
-    } else {
-        Vec::new()
-    };
-    let mut r = summarize("literun", opts.threads, lat);
-    r.isa = interp.isa().name();
-    r.profile = profile;
-    r.file_bytes = bytes.len();
-    r.arena_bytes = interp.arena_bytes();
-    r.prepacked_bytes = interp.prepacked_bytes();
-    r.weights_bytes = (0..model.tensors().len())
-        .filter_map(|i| model.const_bytes(i).ok())
-        .map(|b| b.len())
-        .sum();
-    r.peak_rss_bytes = peak_rss_bytes();
-    Ok(r)
-}
-
-/// Copies `feeds` (raw bytes, in input order) into the interpreter's inputs.
-fn set_input_bytes(
-    interp: &mut literun::Interpreter<'_>,
-    feeds: &[Vec<u8>],
-) -> literun::Result<()> {
-    for (i, data) in feeds.iter().enumerate() {
-        interp.input_mut(i)?.bytes_mut().copy_from_slice(data);
-    }
-    Ok(())
-}
-
-/// Time per operator name (median over `runs` of the per-run sum), slowest first.
-fn profile_ops(
-    interp: &mut literun::Interpreter<'_>,
-    model: &literun::Model<'_>,
-    feeds: &[Vec<u8>],
-    runs: usize,
-) -> literun::Result<Vec<(String, usize, f64)>> {
-    let ops = model.operators();
-    let mut names: Vec<String> = Vec::new();
-    let mut slot = Vec::with_capacity(ops.len());
-    let mut count = Vec::new();
-    for op in ops {
-        let n = op.name();
-        let i = names.iter().position(|x| *x == n).unwrap_or_else(|| {
-            names.push(n);
-            count.push(0);
-            names.len() - 1
-        });
-        count[i] += 1;
-        slot.push(i);
-    }
-    let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    for _ in 0..runs {
-        set_input_bytes(interp, feeds)?;
-        let mut sums = vec![0f64; names.len()];
-        let mut last = Instant::now();
-        // Called after each operator that runs (PADs folded into their convolution do not).
-        interp.invoke_timed(&mut |op| {
-            let now = Instant::now();
-            sums[slot[op]] += (now - last).as_secs_f64() * 1e6;
-            last = Instant::now();
-        })?;
-        for (v, s) in per_run.iter_mut().zip(sums) {
-            v.push(s);
-        }
-    }
-    let mut out: Vec<(String, usize, f64)> = names
-        .into_iter()
-        .zip(count)
-        .zip(per_run)
-        .map(|((n, c), mut v)| {
-            v.sort_by(|a, b| a.total_cmp(b));
-            (n, c, percentile(&v, 50.0))
-        })
-        .collect();
-    out.sort_by(|a, b| b.2.total_cmp(&a.2));
-    Ok(out)
+    serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("{} printed an unreadable report", runner.display()))
 }
 
 /// Benchmarks an ONNX file with tract (optimized plan, one thread).
@@ -339,28 +141,6 @@ pub fn bench_onnx_tract(path: &Path, opts: &BenchOptions) -> Result<BenchReport>
     let mut r = summarize("tract", 1, lat);
     r.file_bytes = file_bytes;
     r.peak_rss_bytes = peak_rss_bytes();
+    r.process = "litecvt".into();
     Ok(r)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_nearest_rank() {
-        let v: Vec<f64> = (1..=10).map(f64::from).collect();
-        assert_eq!(percentile(&v, 50.0), 5.0);
-        assert_eq!(percentile(&v, 90.0), 9.0);
-        assert_eq!(percentile(&v, 100.0), 10.0);
-        assert_eq!(percentile(&[], 50.0), 0.0);
-    }
-
-    #[test]
-    fn random_inputs_are_deterministic_and_in_range() {
-        let a = random_input(literun::DType::F32, 1000, 1);
-        assert_eq!(a, random_input(literun::DType::F32, 1000, 1));
-        let f: &[f32] = bytemuck::cast_slice(&a);
-        assert!(f.iter().all(|v| (-1.0..1.0).contains(v)));
-        assert!(f.iter().any(|&v| v < -0.5) && f.iter().any(|&v| v > 0.5));
-    }
 }

@@ -1,5 +1,5 @@
 //! Minimal `.npy` reading and writing (C order, little-endian; float32/64, int8/32/64, uint8,
-//! bool), for the CLI's inputs and outputs.
+//! bool), for the command-line tools' inputs and outputs.
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::path::Path;
@@ -207,30 +207,6 @@ pub fn read(path: &Path) -> Result<NpyArray> {
     parse(&bytes, &path.display().to_string())
 }
 
-/// Reads every array of a `.npz` (a zip of `.npy` files, stored or deflated), with the names
-/// numpy gave them (`x.npy` → `x`), in archive order.
-pub fn read_npz(path: &Path) -> Result<Vec<(String, NpyArray)>> {
-    use std::io::Read;
-    let label = path.display().to_string();
-    let file = std::fs::File::open(path).with_context(|| format!("cannot read {label}"))?;
-    let mut zip =
-        zip::ZipArchive::new(file).with_context(|| format!("{label}: not a .npz (zip) file"))?;
-    let mut out = Vec::new();
-    for i in 0..zip.len() {
-        let mut entry = zip
-            .by_index(i)
-            .with_context(|| format!("{label}: entry {i}"))?;
-        let name = entry.name().trim_end_matches(".npy").to_string();
-        // The declared size bounds the allocation; the npy parser checks the rest.
-        let mut bytes = Vec::with_capacity((entry.size() as usize).min(1 << 30));
-        entry
-            .read_to_end(&mut bytes)
-            .with_context(|| format!("{label}: cannot read '{name}'"))?;
-        out.push((name.clone(), parse(&bytes, &format!("{label}[{name}]"))?));
-    }
-    Ok(out)
-}
-
 /// Serializes to `.npy` (version 1.0).
 pub fn to_bytes(a: &NpyArray) -> Vec<u8> {
     let descr = match a.data {
@@ -264,11 +240,6 @@ pub fn to_bytes(a: &NpyArray) -> Vec<u8> {
     out.extend(header.as_bytes());
     out.extend(a.to_le_bytes());
     out
-}
-
-/// Writes atomically (temp file, then rename).
-pub fn write(path: &Path, a: &NpyArray) -> Result<()> {
-    crate::util::write_atomic(path, &to_bytes(a))
 }
 
 #[cfg(test)]

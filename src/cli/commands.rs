@@ -7,6 +7,7 @@ macro_rules! outln {
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
 }
+use crate::bench::human;
 use crate::convert::{convert_file, ConvertOptions};
 use crate::npy::{self, NpyArray};
 use crate::passes::PassSelection;
@@ -81,51 +82,13 @@ fn bench(
     let r = if onnx {
         crate::bench::bench_onnx_tract(path, &opts)?
     } else {
-        crate::bench::bench_lite(path, &opts)?
+        crate::bench::bench_lite(path, &opts, inputs)?
     };
     if json {
         outln!("{}", serde_json::to_string(&r)?);
-        return Ok(());
-    }
-    outln!(
-        "{} ({}{}, {} thread{}, {} runs after {} warm-up)",
-        path.display(),
-        r.engine,
-        if r.isa.is_empty() {
-            String::new()
-        } else {
-            format!(" {} kernels", r.isa)
-        },
-        r.threads,
-        if r.threads == 1 { "" } else { "s" },
-        r.runs,
-        warmup
-    );
-    outln!(
-        "  latency   median {:.1} µs   p90 {:.1} µs   min {:.1} µs   mean {:.1} µs",
-        r.median_us,
-        r.p90_us,
-        r.min_us,
-        r.mean_us
-    );
-    outln!("  file      {}", human(r.file_bytes));
-    if !onnx {
-        outln!("  weights   {}", human(r.weights_bytes));
-        outln!("  arena     {} ({} B)", human(r.arena_bytes), r.arena_bytes);
-        outln!("  prepacked {}", human(r.prepacked_bytes));
-    }
-    if let Some(rss) = r.peak_rss_bytes {
-        outln!("  peak RSS  {} (VmHWM of this process)", human(rss));
-    }
-    if !r.profile.is_empty() {
-        let total: f64 = r.profile.iter().map(|p| p.2).sum();
-        outln!("  per operator type (median µs per run):");
-        for (name, count, us) in &r.profile {
-            outln!(
-                "    {name:<24} x{count:<4} {us:>10.1} µs  {:>5.1}%",
-                100.0 * us / total.max(1e-9)
-            );
-        }
+    } else {
+        let text = crate::bench::report_text(&r, &path.display().to_string(), warmup);
+        outln!("{}", text.trim_end());
     }
     Ok(())
 }
@@ -162,16 +125,6 @@ fn parse_shapes(specs: &[String]) -> Result<HashMap<String, Vec<usize>>> {
 
 fn parse_values(specs: &[String]) -> Result<HashMap<String, Vec<f64>>> {
     parse_named_lists("--input-value", "NAME=V0,V1,...", "a number", specs)
-}
-
-fn human(bytes: usize) -> String {
-    if bytes >= 1 << 20 {
-        format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64)
-    } else if bytes >= 1 << 10 {
-        format!("{:.1} KiB", bytes as f64 / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
 }
 
 fn convert(args: &ConvertArgs) -> Result<()> {

@@ -1,0 +1,395 @@
+//! Latency and memory of one `.lite` model with literun (`literun-bench`, and `litecvt bench`
+//! for `.lite` files).
+//!
+//! Timing covers `invoke` only: the model is loaded and prepared once, inputs are written once,
+//! then `warmup` untimed and `runs` timed invocations follow. Inputs are the given `.npy` files,
+//! or deterministic pseudo-random values (uniform in [-1, 1) for float inputs, the full range
+//! for integer ones). The model file is mapped, and the pages of weights literun prepacks are
+//! given back while it prepares, so the peak RSS holds the weights once.
+
+use crate::mapped::ModelFile;
+use crate::npy::NpyArray;
+use anyhow::{anyhow, bail, Result};
+use std::path::Path;
+use std::time::Instant;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub runs: usize,
+    pub warmup: usize,
+    pub threads: usize,
+    /// Inputs by name or position; missing ones are filled with pseudo-random values.
+    pub inputs: Vec<(Option<String>, NpyArray)>,
+    /// Also time each operator (literun only; through `invoke_timed`).
+    pub profile: bool,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            runs: 100,
+            warmup: 10,
+            threads: 1,
+            inputs: Vec::new(),
+            profile: false,
+        }
+    }
+}
+
+/// Measured figures.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct BenchReport {
+    pub engine: String,
+    pub runs: usize,
+    pub threads: usize,
+    /// Per-run latencies in microseconds, in run order.
+    pub latencies_us: Vec<f64>,
+    pub median_us: f64,
+    pub p90_us: f64,
+    pub min_us: f64,
+    pub mean_us: f64,
+    pub file_bytes: usize,
+    /// literun only (0 for tract).
+    pub arena_bytes: usize,
+    pub weights_bytes: usize,
+    pub prepacked_bytes: usize,
+    /// Peak resident set (`VmHWM`) of the process that ran the model, if the OS reports it.
+    pub peak_rss_bytes: Option<usize>,
+    /// Resident set of that process before it loaded the model (its code, libraries, heap).
+    pub start_rss_bytes: Option<usize>,
+    /// Which process that was (`literun-bench`, or `litecvt` when it ran the model itself).
+    pub process: String,
+    /// Prepacked weights' pages of the mapped file given back while preparing.
+    pub released_bytes: usize,
+    /// The fast kernels' instruction set (literun).
+    pub isa: String,
+    /// With `profile`: (operator name, count, median µs per run of all operators of that
+    /// name), slowest first.
+    pub profile: Vec<(String, usize, f64)>,
+}
+
+/// `VmHWM` (peak resident set) of this process in bytes (Linux), else `None`.
+pub fn peak_rss_bytes() -> Option<usize> {
+    rss_bytes("VmHWM:")
+}
+
+/// A `/proc/self/status` memory line (`VmHWM:`, `VmRSS:`) in bytes.
+fn rss_bytes(key: &str) -> Option<usize> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    let kb: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    // Nearest rank.
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+pub fn summarize(engine: &str, threads: usize, lat: Vec<f64>) -> BenchReport {
+    let mut sorted = lat.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let mean = if lat.is_empty() {
+        0.0
+    } else {
+        lat.iter().sum::<f64>() / lat.len() as f64
+    };
+    BenchReport {
+        engine: engine.to_string(),
+        runs: lat.len(),
+        threads,
+        median_us: percentile(&sorted, 50.0),
+        p90_us: percentile(&sorted, 90.0),
+        min_us: sorted.first().copied().unwrap_or(0.0),
+        mean_us: mean,
+        latencies_us: lat,
+        file_bytes: 0,
+        arena_bytes: 0,
+        weights_bytes: 0,
+        prepacked_bytes: 0,
+        peak_rss_bytes: None,
+        start_rss_bytes: None,
+        process: String::new(),
+        released_bytes: 0,
+        isa: String::new(),
+        profile: Vec::new(),
+    }
+}
+
+/// Deterministic pseudo-random bytes of a tensor of `n` elements of `dtype`.
+pub fn random_input(dtype: literun::DType, n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    match dtype {
+        literun::DType::F32 => (0..n)
+            .flat_map(|_| ((next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0).to_le_bytes())
+            .collect(),
+        literun::DType::I8 | literun::DType::U8 | literun::DType::Bool => {
+            (0..n).map(|_| (next() >> 56) as u8).collect()
+        }
+        // Indices and shapes: zeros are always valid.
+        d => vec![0u8; n * d.size()],
+    }
+}
+
+pub fn find_input<'a>(
+    inputs: &'a [(Option<String>, NpyArray)],
+    name: &str,
+    pos: usize,
+) -> Option<&'a NpyArray> {
+    inputs
+        .iter()
+        .find(|(n, _)| n.as_deref() == Some(name))
+        .or_else(|| inputs.get(pos).filter(|(n, _)| n.is_none()))
+        .map(|(_, a)| a)
+}
+
+/// Benchmarks a `.lite` file with literun.
+pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
+    let label = path.display().to_string();
+    let start_rss = rss_bytes("VmRSS:");
+    let file = ModelFile::open(path)?;
+    let bytes = file.bytes();
+    let model = literun::Model::from_bytes(bytes).map_err(|e| anyhow!("{label}: {e}"))?;
+    let mut released = 0;
+    let mut interp = literun::Interpreter::with_options_releasing(
+        &model,
+        literun::Options::default(),
+        &mut |part| released += file.release(part),
+    )
+    .and_then(|i| i.with_threads(opts.threads))
+    .map_err(|e| anyhow!("{label}: {e}"))?;
+    let infos = model.inputs().to_vec();
+    let mut feeds: Vec<Vec<u8>> = Vec::with_capacity(infos.len());
+    for (i, info) in infos.iter().enumerate() {
+        let mut t = interp.input_mut(i).map_err(|e| anyhow!("{label}: {e}"))?;
+        let data = match find_input(&opts.inputs, info.name, i) {
+            Some(a) => {
+                if a.shape != info.shape {
+                    bail!(
+                        "{label}: input '{}' expects shape {:?}, got {:?}",
+                        info.name,
+                        info.shape,
+                        a.shape
+                    );
+                }
+                a.to_le_bytes()
+            }
+            None => random_input(
+                info.dtype,
+                t.bytes_mut().len() / info.dtype.size(),
+                i as u64 + 1,
+            ),
+        };
+        if t.bytes_mut().len() != data.len() {
+            bail!("{label}: input '{}' has the wrong element type", info.name);
+        }
+        feeds.push(data);
+    }
+    // The arena plan reuses an input's memory once the input is read, so an app sets its inputs
+    // before every invoke; so does the benchmark (outside the timed part), or later runs would
+    // compute on whatever the last run left there.
+    let set_inputs = |interp: &mut literun::Interpreter<'_>| -> Result<()> {
+        set_input_bytes(interp, &feeds).map_err(|e| anyhow!("{label}: {e}"))
+    };
+    for _ in 0..opts.warmup {
+        set_inputs(&mut interp)?;
+        interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
+    }
+    let mut lat = Vec::with_capacity(opts.runs);
+    for _ in 0..opts.runs {
+        set_inputs(&mut interp)?;
+        let t0 = Instant::now();
+        interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
+        lat.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    let profile = if opts.profile {
+        profile_ops(&mut interp, &model, &feeds, opts.runs).map_err(|e| anyhow!("{label}: {e}"))?
+    } else {
+        Vec::new()
+    };
+    let mut r = summarize("literun", opts.threads, lat);
+    r.isa = interp.isa().name().to_string();
+    r.profile = profile;
+    r.file_bytes = bytes.len();
+    r.arena_bytes = interp.arena_bytes();
+    r.prepacked_bytes = interp.prepacked_bytes();
+    r.weights_bytes = (0..model.tensors().len())
+        .filter_map(|i| model.const_bytes(i).ok())
+        .map(|b| b.len())
+        .sum();
+    r.peak_rss_bytes = peak_rss_bytes();
+    r.start_rss_bytes = start_rss;
+    r.released_bytes = released;
+    r.process = std::env::current_exe()
+        .ok()
+        .and_then(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    Ok(r)
+}
+
+/// Copies `feeds` (raw bytes, in input order) into the interpreter's inputs.
+fn set_input_bytes(
+    interp: &mut literun::Interpreter<'_>,
+    feeds: &[Vec<u8>],
+) -> literun::Result<()> {
+    for (i, data) in feeds.iter().enumerate() {
+        interp.input_mut(i)?.bytes_mut().copy_from_slice(data);
+    }
+    Ok(())
+}
+
+/// Time per operator name (median over `runs` of the per-run sum), slowest first.
+fn profile_ops(
+    interp: &mut literun::Interpreter<'_>,
+    model: &literun::Model<'_>,
+    feeds: &[Vec<u8>],
+    runs: usize,
+) -> literun::Result<Vec<(String, usize, f64)>> {
+    let ops = model.operators();
+    let mut names: Vec<String> = Vec::new();
+    let mut slot = Vec::with_capacity(ops.len());
+    let mut count = Vec::new();
+    for op in ops {
+        let n = op.name();
+        let i = names.iter().position(|x| *x == n).unwrap_or_else(|| {
+            names.push(n);
+            count.push(0);
+            names.len() - 1
+        });
+        count[i] += 1;
+        slot.push(i);
+    }
+    let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    for _ in 0..runs {
+        set_input_bytes(interp, feeds)?;
+        let mut sums = vec![0f64; names.len()];
+        let mut last = Instant::now();
+        // Called after each operator that runs (PADs folded into their convolution do not).
+        interp.invoke_timed(&mut |op| {
+            let now = Instant::now();
+            sums[slot[op]] += (now - last).as_secs_f64() * 1e6;
+            last = Instant::now();
+        })?;
+        for (v, s) in per_run.iter_mut().zip(sums) {
+            v.push(s);
+        }
+    }
+    let mut out: Vec<(String, usize, f64)> = names
+        .into_iter()
+        .zip(count)
+        .zip(per_run)
+        .map(|((n, c), mut v)| {
+            v.sort_by(|a, b| a.total_cmp(b));
+            (n, c, percentile(&v, 50.0))
+        })
+        .collect();
+    out.sort_by(|a, b| b.2.total_cmp(&a.2));
+    Ok(out)
+}
+
+/// Bytes in KiB or MiB for people.
+pub fn human(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{:.2} MiB", bytes as f64 / (1 << 20) as f64)
+    } else if bytes >= 1 << 10 {
+        format!("{:.1} KiB", bytes as f64 / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// The report as text: `label` names the model, `warmup` the untimed runs.
+pub fn report_text(r: &BenchReport, label: &str, warmup: usize) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let isa = if r.isa.is_empty() {
+        String::new()
+    } else {
+        format!(" {} kernels", r.isa)
+    };
+    let plural = if r.threads == 1 { "" } else { "s" };
+    let _ = writeln!(
+        s,
+        "{label} ({}{isa}, {} thread{plural}, {} runs after {warmup} warm-up)",
+        r.engine, r.threads, r.runs
+    );
+    let _ = writeln!(
+        s,
+        "  latency   median {:.1} µs   p90 {:.1} µs   min {:.1} µs   mean {:.1} µs",
+        r.median_us, r.p90_us, r.min_us, r.mean_us
+    );
+    let _ = writeln!(s, "  file      {}", human(r.file_bytes));
+    if r.engine == "literun" {
+        let _ = writeln!(s, "  weights   {}", human(r.weights_bytes));
+        let _ = writeln!(
+            s,
+            "  arena     {} ({} B)",
+            human(r.arena_bytes),
+            r.arena_bytes
+        );
+        let _ = writeln!(
+            s,
+            "  prepacked {} (the file's pages of {} of it given back)",
+            human(r.prepacked_bytes),
+            human(r.released_bytes)
+        );
+    }
+    if let Some(rss) = r.peak_rss_bytes {
+        let start = r
+            .start_rss_bytes
+            .map(|b| format!(", {} before loading the model", human(b)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  peak RSS  {} (VmHWM of {}{start})",
+            human(rss),
+            r.process
+        );
+    }
+    if !r.profile.is_empty() {
+        let total: f64 = r.profile.iter().map(|p| p.2).sum();
+        let _ = writeln!(s, "  per operator type (median µs per run):");
+        for (name, count, us) in &r.profile {
+            let _ = writeln!(
+                s,
+                "    {name:<24} x{count:<4} {us:>10.1} µs  {:>5.1}%",
+                100.0 * us / total.max(1e-9)
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_nearest_rank() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(percentile(&v, 50.0), 5.0);
+        assert_eq!(percentile(&v, 90.0), 9.0);
+        assert_eq!(percentile(&v, 100.0), 10.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn random_inputs_are_deterministic_and_in_range() {
+        let a = random_input(literun::DType::F32, 1000, 1);
+        assert_eq!(a, random_input(literun::DType::F32, 1000, 1));
+        let f: &[f32] = bytemuck::cast_slice(&a);
+        assert!(f.iter().all(|v| (-1.0..1.0).contains(v)));
+        assert!(f.iter().any(|&v| v < -0.5) && f.iter().any(|&v| v > 0.5));
+    }
+}
