@@ -233,15 +233,15 @@ impl Fast {
     }
 }
 
-/// Which constant buffers the interpreter still reads, for
-/// [`Interpreter::with_options_releasing`]: a buffer is done once every operator reading it
-/// has copied it into its own layout.
+/// Which constants the kernels read at run time, and which only while preparing (copied into
+/// the interpreter's own layout): for [`Interpreter::with_options_releasing`], and to keep a
+/// dequantized constant only when something reads it as it is.
 struct ConstCopies<'m> {
     model: &'m Model<'m>,
-    /// Per tensor: readers that have not copied it yet.
+    /// Per tensor: readers that have not been prepared yet.
     pending: Vec<usize>,
-    /// Per tensor: some reader reads the file's bytes at run time.
-    kept: Vec<bool>,
+    /// Per tensor: some reader reads it at run time.
+    read: Vec<bool>,
 }
 
 impl<'m> ConstCopies<'m> {
@@ -253,33 +253,36 @@ impl<'m> ConstCopies<'m> {
                 pending[t] += 1;
             }
         }
-        let kept = tensors.iter().map(|t| t.data.is_none()).collect();
         ConstCopies {
             model,
             pending,
-            kept,
+            read: vec![false; tensors.len()],
         }
     }
 
-    /// Operator `op` has copied its inputs at positions `copied` and will read its other
-    /// inputs at run time; tells `done` about every constant buffer no reader needs any more.
-    /// Called once per operator, in order.
-    fn copied(&mut self, op: usize, copied: &[usize], done: &mut Option<&mut dyn FnMut(&'m [u8])>) {
-        let Some(done) = done else {
-            return;
-        };
+    /// Operator `op` has copied its inputs at positions `copied` and reads its other inputs at
+    /// run time (called once per operator). Calls `finished(t)` for each tensor no reader needs
+    /// any more: all have copied it. A constant of the file then goes to `done`.
+    fn copied(
+        &mut self,
+        op: usize,
+        copied: &[usize],
+        done: &mut Option<&mut dyn FnMut(&'m [u8])>,
+        finished: &mut dyn FnMut(usize),
+    ) {
         let tensors = self.model.tensors();
         for (k, t) in self.model.operators()[op].inputs.iter().enumerate() {
             let Some(t) = *t else { continue };
             if !copied.contains(&k) {
-                self.kept[t] = true;
+                self.read[t] = true;
                 continue;
             }
             self.pending[t] -= 1;
-            if self.pending[t] == 0 && !self.kept[t] {
-                if let Some(data) = tensors[t].data {
+            if self.pending[t] == 0 && !self.read[t] {
+                if let (Some(data), Some(done)) = (tensors[t].data, done.as_mut()) {
                     done(data);
                 }
+                finished(t);
             }
         }
     }
@@ -542,31 +545,61 @@ impl<'m> Interpreter<'m> {
         // of each once its last reader has copied it.
         let mut copies = ConstCopies::new(model);
 
-        // DEQUANTIZE of constant data: done once here, into the prepacked buffer.
+        // In operator order (a constant is dequantized before its readers pack it, and dropped
+        // once they have): DEQUANTIZE of constant data, done once here into the prepacked
+        // buffer; weights pre-packed for the fast kernels (constants of the file, or dequantized).
         let mut packed_parts: Vec<(usize, Vec<f32>)> = Vec::new();
         for p in ops.iter_mut() {
             let op = &model.operators()[p.index];
-            let Some(Some(src)) = op.inputs.first().copied() else {
-                continue;
-            };
-            let Some(data) = tensors[src].data else {
-                continue;
-            };
-            if !matches!(
-                p.kind,
+            let const_input = op.inputs.first().copied().flatten().and_then(|src| {
+                let data = tensors[src].data?;
+                Some((tensors[src].elements, data))
+            });
+            if let (
+                Some((n, data)),
                 Kind::DequantizeF16
-                    | Kind::DequantizeAffine { .. }
-                    | Kind::DequantizePerChannel { .. }
-            ) {
+                | Kind::DequantizeAffine { .. }
+                | Kind::DequantizePerChannel { .. },
+            ) = (const_input, &p.kind)
+            {
+                charge(&mut memory, n.checked_mul(4), "prepacked constants")?;
+                let mut out = try_vec::<f32>(n)?;
+                dequantize(&p.kind, data, &mut out).map_err(|e| op_err(p.index, op, e))?;
+                packed_parts.push((op.outputs[0], out));
+                p.kind = Kind::Precomputed;
+                copies.copied(p.index, &[0], &mut done, &mut |_| {});
                 continue;
             }
-            let n = tensors[src].elements;
-            charge(&mut memory, n.checked_mul(4), "prepacked constants")?;
-            let mut out = try_vec::<f32>(n)?;
-            dequantize(&p.kind, data, &mut out).map_err(|e| op_err(p.index, op, e))?;
-            packed_parts.push((op.outputs[0], out));
-            p.kind = Kind::Precomputed;
-            copies.copied(p.index, &[0], &mut done);
+            {
+                let constant = |t: usize| -> Option<&[u8]> {
+                    if let Some(d) = tensors.get(t)?.data {
+                        return Some(d);
+                    }
+                    packed_parts
+                        .iter()
+                        .find(|(pt, _)| *pt == t)
+                        .map(|(_, v)| bytemuck::cast_slice(v))
+                };
+                p.fast = Fast::prepare(isa, &p.kind, op, &constant);
+            }
+            let packed_inputs: &[usize] = match p.fast {
+                Some(
+                    Fast::ConvI8(_)
+                    | Fast::FullyConnectedI8(_)
+                    | Fast::DepthwiseI8(_)
+                    | Fast::Conv(_)
+                    | Fast::FullyConnected(_)
+                    | Fast::Depthwise(_),
+                ) => &[1, 2],
+                _ => &[],
+            };
+            // A dequantized constant that only fed prepacked weights is not kept twice (float16
+            // weights of a SIMD convolution would be held dequantized and packed).
+            copies.copied(p.index, packed_inputs, &mut done, &mut |t| {
+                if !model.outputs().iter().any(|o| o.tensor == t) {
+                    packed_parts.retain(|(pt, _)| *pt != t);
+                }
+            });
         }
         let mut packed_locs = Vec::new();
         let mut packed_bytes = 0usize;
@@ -583,38 +616,7 @@ impl<'m> Interpreter<'m> {
                 pb[off..off + len].copy_from_slice(bytemuck::cast_slice(v));
             }
         }
-
-        // Weights pre-packed for the fast kernels (constants of the file, or dequantized above).
-        {
-            let pb = bytemuck::cast_slice::<u128, u8>(&packed);
-            let constant = |t: usize| -> Option<&[u8]> {
-                if let Some(d) = tensors.get(t)?.data {
-                    return Some(d);
-                }
-                packed_locs
-                    .iter()
-                    .find(|&&(pt, _, _)| pt == t)
-                    .map(|&(_, off, len)| &pb[off..off + len])
-            };
-            for p in ops.iter_mut() {
-                p.fast = Fast::prepare(isa, &p.kind, &model.operators()[p.index], &constant);
-                let packed_inputs: &[usize] = match p.fast {
-                    Some(
-                        Fast::ConvI8(_)
-                        | Fast::FullyConnectedI8(_)
-                        | Fast::DepthwiseI8(_)
-                        | Fast::Conv(_)
-                        | Fast::FullyConnected(_)
-                        | Fast::Depthwise(_),
-                    ) => &[1, 2],
-                    _ => &[],
-                };
-                // (Constant DEQUANTIZEs were counted above.)
-                if !matches!(p.kind, Kind::Precomputed) {
-                    copies.copied(p.index, packed_inputs, &mut done);
-                }
-            }
-        }
+        drop(packed_parts);
         let fast_bytes: usize = ops
             .iter()
             .filter_map(|p| p.fast.as_ref())
@@ -668,15 +670,16 @@ impl<'m> Interpreter<'m> {
                     len: tensors[t].bytes,
                 };
             } else if !matches!(locs[t], Loc::Packed { .. }) && tensors[t].bytes > 0 {
-                // Used tensors are planned; anything else must be unused, or the output of a
-                // folded PAD.
+                // Used tensors are planned; anything else must be unused, the output of a
+                // folded PAD, or a dequantized constant only prepacked kernels read.
                 debug_assert!(
-                    ops.iter()
-                        .any(|p| p.folded && model.operators()[p.index].outputs.contains(&t))
-                        || !model
-                            .operators()
-                            .iter()
-                            .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t)))
+                    ops.iter().any(|p| {
+                        let outputs = &model.operators()[p.index].outputs;
+                        (p.folded || matches!(p.kind, Kind::Precomputed)) && outputs.contains(&t)
+                    }) || !model
+                        .operators()
+                        .iter()
+                        .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t)))
                 );
             }
         }
@@ -770,8 +773,9 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Bytes of constant data prepared once in [`new`](Self::new), kept for the interpreter's
-    /// lifetime: constant DEQUANTIZE outputs (fp16 or int8 weights feeding float operators) and
-    /// weights re-laid out for the SIMD kernels (with their per-channel parameters).
+    /// lifetime: weights re-laid out for the SIMD kernels (with their per-channel parameters),
+    /// and constant DEQUANTIZE outputs (fp16 or int8 weights feeding float operators) that a
+    /// kernel reads as they are (not those only a SIMD kernel's packing read).
     pub fn prepacked_bytes(&self) -> usize {
         self.packed_bytes
     }
@@ -877,7 +881,8 @@ impl<'m> Interpreter<'m> {
         self.output(i)
     }
 
-    /// Any tensor of subgraph 0 by index (intermediate values may have been overwritten).
+    /// Any tensor of subgraph 0 by index (intermediate values may have been overwritten; a
+    /// constant dequantized only for kernels that prepacked it is not kept and reads as empty).
     pub fn tensor(&self, t: usize) -> Result<TensorRef<'_>> {
         let d = self
             .model
@@ -929,7 +934,8 @@ impl<'m> Interpreter<'m> {
 
     /// Runs all operators like [`invoke`](Self::invoke), calling `f(op_index, tensor_index,
     /// value)` after each operator for each of its outputs (in the operator's output order).
-    /// PADs folded into their convolution run here too, so every output is observed.
+    /// PADs folded into their convolution run here too, so every output is observed, except a
+    /// constant DEQUANTIZE output that only prepacked kernels read (it is not kept).
     /// Used to calibrate activation ranges and to compare layers; the values are only valid
     /// during the call (the arena reuses memory).
     pub fn invoke_observed(
@@ -982,6 +988,10 @@ impl<'m> Interpreter<'m> {
             }
             for &o in &op.outputs {
                 let d = &tensors[o];
+                if self.locs[o] == Loc::Empty && d.bytes > 0 {
+                    // A constant dequantized only for prepacked weights: not kept.
+                    continue;
+                }
                 f(
                     p.index,
                     o,

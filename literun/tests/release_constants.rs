@@ -52,6 +52,18 @@ fn fp16_conv() -> (literun::AlignedBytes, [usize; 2]) {
     (m.finish(&[x], &[y]), [wh as usize, b as usize])
 }
 
+/// [`fp16_conv`] with the same weights stored as float32.
+fn f32_conv() -> literun::AlignedBytes {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1, 4, 4, 3]);
+    let w: Vec<f32> = (0..12).map(|i| [1.0, -1.0, 0.5][i % 3]).collect();
+    let w = m.const_f32("w", &[4, 1, 1, 3], &w);
+    let b = m.const_f32("b", &[4], &[0.5, -1.0, 2.0, 0.25]);
+    let y = m.f32("y", &[1, 4, 4, 4]);
+    m.op(B::CONV_2D, &[x, w, b], &[y], conv_opts());
+    m.finish(&[x], &[y])
+}
+
 /// Tensor indices of the buffers reported while preparing `model` with `isa`, in order.
 fn released(model: &Model<'_>, isa: Isa) -> Vec<usize> {
     let mut got: Vec<usize> = Vec::new();
@@ -112,5 +124,45 @@ fn results_do_not_depend_on_releasing() {
             it.output(0).unwrap().as_f32().unwrap(),
             plain.output(0).unwrap().as_f32().unwrap()
         );
+    }
+}
+
+#[test]
+fn a_constant_dequantized_only_for_prepacked_weights_is_not_kept() {
+    let (half_bytes, _) = fp16_conv();
+    let float_bytes = f32_conv();
+    let half = Model::from_bytes(&half_bytes).unwrap();
+    let float = Model::from_bytes(&float_bytes).unwrap();
+    let x: Vec<f32> = (0..48).map(|i| (i as f32 * 0.61).cos()).collect();
+    let run = |model: &Model<'_>, isa: Isa| {
+        let mut it = Interpreter::with_options(model, Options { isa }).unwrap();
+        it.input_f32_mut(0).unwrap().copy_from_slice(&x);
+        it.invoke().unwrap();
+        let out = it.output(0).unwrap().as_f32().unwrap().to_vec();
+        // The DEQUANTIZE output (tensor 2 in fp16_conv) as the interpreter holds it.
+        (
+            out,
+            it.prepacked_bytes(),
+            it.tensor(2).unwrap().bytes().len(),
+        )
+    };
+    // Portable kernels read the dequantized weights: kept (12 floats).
+    let (want, _, _) = run(&float, Isa::Portable);
+    let (got, packed, held) = run(&half, Isa::Portable);
+    assert_eq!(got, want);
+    assert_eq!((packed, held), (48, 48));
+    if let Some(isa) = fast_isa() {
+        // SIMD kernels prepack them: held once, as packed, like float32 weights.
+        let (want, float_packed, _) = run(&float, isa);
+        let (got, packed, held) = run(&half, isa);
+        assert_eq!(got, want);
+        assert_eq!((packed, held), (float_packed, 0));
+        // Observing the run skips it rather than showing an empty tensor.
+        let mut it = Interpreter::with_options(&half, Options { isa }).unwrap();
+        it.input_f32_mut(0).unwrap().copy_from_slice(&x);
+        let mut seen = Vec::new();
+        it.invoke_observed(&mut |_, t, v| seen.push((t, v.bytes().len())))
+            .unwrap();
+        assert_eq!(seen, vec![(4, 4 * 4 * 4 * 4)]);
     }
 }
