@@ -31,12 +31,19 @@ fn json_report_of_a_float_model() {
         "--json",
         "--profile",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r: BenchReport = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((r.engine.as_str(), r.runs), ("literun", 3));
     assert_eq!(r.latencies_us.len(), 3);
     assert!(r.min_us <= r.median_us && r.median_us <= r.p90_us);
-    assert_eq!(r.file_bytes as u64, std::fs::metadata(&model).unwrap().len());
+    assert_eq!(
+        r.file_bytes as u64,
+        std::fs::metadata(&model).unwrap().len()
+    );
     assert!(r.arena_bytes > 0 && r.weights_bytes > 0);
     assert!(r.profile.iter().any(|(name, _, _)| name == "CONV_2D"));
     assert_eq!(r.process, "literun-bench");
@@ -45,8 +52,10 @@ fn json_report_of_a_float_model() {
         assert!(start > 0 && peak >= start);
     }
     // The dense layer's float weights span whole pages, which the SIMD kernels prepack.
-    if cfg!(all(unix, any(target_arch = "x86_64", target_arch = "aarch64")))
-        && std::env::var("LITERUN_ISA").as_deref() != Ok("portable")
+    if cfg!(all(
+        unix,
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )) && std::env::var("LITERUN_ISA").as_deref() != Ok("portable")
     {
         assert!(r.released_bytes >= 4096, "released {}", r.released_bytes);
         assert!(r.released_bytes <= r.weights_bytes);

@@ -108,6 +108,8 @@ pub(crate) enum Fast {
     AddSubI8(simd::AddSubI8),
     /// QUANTIZE float32 -> int8/uint8/int16 with this ISA's vector kernel.
     Quantize(Isa),
+    /// A float unary operator at this ISA's vector width.
+    Unary(Isa),
 }
 
 impl Fast {
@@ -117,7 +119,7 @@ impl Fast {
             Fast::DepthwiseI8(d) => d.bytes(),
             Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
             Fast::Depthwise(d) => d.bytes(),
-            Fast::AddSubI8(_) | Fast::Quantize(_) => 0,
+            Fast::AddSubI8(_) | Fast::Quantize(_) | Fast::Unary(_) => 0,
         }
     }
 
@@ -127,7 +129,7 @@ impl Fast {
             Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
             Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
             Fast::DepthwiseI8(_) | Fast::Depthwise(_) => (0, 0, 0),
-            Fast::AddSubI8(_) | Fast::Quantize(_) => (0, 0, 0),
+            Fast::AddSubI8(_) | Fast::Quantize(_) | Fast::Unary(_) => (0, 0, 0),
         }
     }
 
@@ -228,6 +230,10 @@ impl Fast {
                 ..
             } => simd::AddSubI8::new(isa, t).map(Fast::AddSubI8),
             Kind::Quantize { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
+            #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+            Kind::Unary { dtype, .. } if *dtype != DType::I32 && simd::has_elementwise(isa) => {
+                Some(Fast::Unary(isa))
+            }
             _ => None,
         }
     }
@@ -1554,6 +1560,11 @@ fn run_fast(
             };
             let i = ins.typed::<f32>(0).ok()?;
             return simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(());
+        }
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+        (Fast::Unary(isa), Kind::Unary { op, .. }) => {
+            let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
+            return simd::unary_f32(*isa, *op, i, o).then_some(());
         }
         _ => return None,
     }

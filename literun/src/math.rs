@@ -46,6 +46,59 @@ pub fn powf(x: f32, y: f32) -> f32 {
     }
 }
 
+/// `e^x` within 2 ulp, as straight-line arithmetic (no call, no branch), so loops over it
+/// vectorize (the math library's `expf` is a call per element). Cephes' method: `x = n ln 2 + r`
+/// with `|r| <= ln 2 / 2`, a degree-7 polynomial for `e^r`, times `2^n` built from bits (in two
+/// halves, so results that are subnormal come out right too). NaN stays NaN; overflow gives
+/// infinity and underflow zero, as `expf`.
+#[inline(always)]
+pub fn exp_fast(x: f32) -> f32 {
+    // Beyond these the result is infinite or zero anyway; inside, `n` fits the bit tricks.
+    let x = x.clamp(-104.0, 89.0);
+    // Round to nearest with the 1.5 * 2^23 trick; its bits hold n.
+    let t = x * core::f32::consts::LOG2_E + 12_582_912.0;
+    let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let nf = t - 12_582_912.0;
+    // ln 2 in two parts (the first exact in few bits), so r is exact enough.
+    let r = x - nf * 0.693_359_4 - nf * -2.121_944_4e-4;
+    let p = 1.987_569_1e-4;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 5.000_000_1e-1;
+    let e = p * r * r + r + 1.0;
+    let half = n >> 1;
+    let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    e * scale(half) * scale(n - half)
+}
+
+/// `1 / (1 + e^-x)` with [`exp_fast`] (vectorizes).
+#[inline(always)]
+pub fn logistic_fast(x: f32) -> f32 {
+    1.0 / (1.0 + exp_fast(-x))
+}
+
+/// `tanh(x)` within a few ulp, vectorizing: Cephes' odd polynomial below 0.625, where
+/// `1 - 2 / (e^2x + 1)` would cancel, and that formula above.
+#[inline(always)]
+pub fn tanh_fast(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let small =
+        ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
+            - 3.333_328_2e-1)
+            * z
+            * x
+            + x;
+    let large = (1.0 - 2.0 / (exp_fast(2.0 * a) + 1.0)).copysign(x);
+    if a < 0.625 {
+        small.copysign(x) // (keeps the sign of -0.0)
+    } else {
+        large
+    }
+}
+
 /// The error function (std has none on stable, so always libm's).
 #[inline]
 pub fn erff(x: f32) -> f32 {
@@ -54,7 +107,60 @@ pub fn erff(x: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::round_half_away;
+    use super::*;
+
+    /// Every float in [lo, hi) spaced by about 1/2^16 of the range, and the edges.
+    fn sweep(lo: f32, hi: f32) -> impl Iterator<Item = f32> {
+        let step = (hi - lo) / 65_536.0;
+        (0..65_536)
+            .map(move |i| lo + step * i as f32)
+            .chain([lo, hi, 0.0, -0.0])
+    }
+
+    /// Distance in units in the last place (finite values of the same sign).
+    fn ulps(a: f32, b: f32) -> u32 {
+        (a.to_bits() as i32)
+            .wrapping_sub(b.to_bits() as i32)
+            .unsigned_abs()
+    }
+
+    #[test]
+    fn exp_fast_is_within_2_ulp_of_libm() {
+        for x in sweep(-103.0, 88.7) {
+            let (got, want) = (exp_fast(x), libm::expf(x));
+            if want >= f32::MIN_POSITIVE {
+                assert!(ulps(got, want) <= 2, "exp({x}) = {got}, libm {want}");
+            } else {
+                // Subnormal results keep fewer bits: absolute error.
+                assert!(
+                    (got - want).abs() <= 2.0 * 1.4e-45,
+                    "exp({x}) = {got}, libm {want}"
+                );
+            }
+        }
+        assert_eq!(exp_fast(89.0), f32::INFINITY);
+        assert_eq!(exp_fast(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp_fast(-105.0), 0.0);
+        assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_fast(0.0), 1.0);
+        assert!(exp_fast(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn logistic_and_tanh_fast_are_within_4_ulp_of_libm() {
+        for x in sweep(-30.0, 30.0) {
+            let want = 1.0 / (1.0 + libm::expf(-x));
+            let got = logistic_fast(x);
+            assert!(ulps(got, want) <= 4, "logistic({x}) = {got}, want {want}");
+            let (got, want) = (tanh_fast(x), libm::tanhf(x));
+            assert!(ulps(got, want) <= 4, "tanh({x}) = {got}, libm {want}");
+        }
+        assert_eq!(logistic_fast(200.0), 1.0);
+        assert_eq!(logistic_fast(-200.0), 0.0);
+        assert_eq!(tanh_fast(50.0), 1.0);
+        assert_eq!(tanh_fast(-50.0), -1.0);
+        assert!(logistic_fast(f32::NAN).is_nan() && tanh_fast(f32::NAN).is_nan());
+    }
 
     #[test]
     fn round_half_away_is_round() {

@@ -1,7 +1,9 @@
 //! Elementwise kernels: binary operators with numpy broadcasting, and unary operators.
 
 use super::Activation;
-use crate::math::{erff, expf, floorf, logf, powf, sqrtf, tanhf};
+use crate::math::{
+    erff, exp_fast, expf, floorf, logf, logistic_fast, powf, sqrtf, tanh_fast, tanhf,
+};
 
 /// Largest rank the broadcasting kernels handle.
 pub const MAX_DIMS: usize = 8;
@@ -370,10 +372,38 @@ pub fn unary_fn(op: UnaryOp, x: f32) -> f32 {
     }
 }
 
-/// `out[i] = op(input[i])`.
+/// `out[i] = op(input[i])`: one loop per operator, so the simple ones vectorize, and EXP,
+/// LOGISTIC and TANH with [`exp_fast`] (within a few ulp of [`unary_fn`]'s) rather than a
+/// math-library call per element. [`unary_fn`] stays the reference (the int8 tables use it).
+/// (Not inlined into the interpreter's big dispatch, where the loops' closures would not be;
+/// `simd::unary_f32` compiles the same loops for wider vectors.)
+#[inline(never)]
 pub fn unary_f32(op: UnaryOp, input: &[f32], out: &mut [f32]) {
-    for (o, &x) in out.iter_mut().zip(input) {
-        *o = unary_fn(op, x);
+    unary_loops(op, input, out)
+}
+
+/// The loops of [`unary_f32`], inlined wherever they are compiled.
+#[inline(always)]
+pub(crate) fn unary_loops(op: UnaryOp, input: &[f32], out: &mut [f32]) {
+    #[inline(always)]
+    fn map(input: &[f32], out: &mut [f32], f: impl Fn(f32) -> f32) {
+        for (o, &x) in out.iter_mut().zip(input) {
+            *o = f(x);
+        }
+    }
+    match op {
+        UnaryOp::Abs => map(input, out, |x| x.abs()),
+        UnaryOp::Neg => map(input, out, |x| -x),
+        UnaryOp::Relu => map(input, out, |x| x.max(0.0)),
+        UnaryOp::Relu6 => map(input, out, |x| x.clamp(0.0, 6.0)),
+        UnaryOp::ReluN1To1 => map(input, out, |x| x.clamp(-1.0, 1.0)),
+        UnaryOp::Square => map(input, out, |x| x * x),
+        UnaryOp::HardSwish => map(input, out, |x| unary_fn(UnaryOp::HardSwish, x)),
+        UnaryOp::LeakyRelu { alpha } => map(input, out, |x| if x > 0.0 { x } else { x * alpha }),
+        UnaryOp::Exp => map(input, out, exp_fast),
+        UnaryOp::Logistic => map(input, out, logistic_fast),
+        UnaryOp::Tanh => map(input, out, tanh_fast),
+        _ => map(input, out, |x| unary_fn(op, x)),
     }
 }
 
@@ -585,6 +615,32 @@ mod tests {
     fn unaries() {
         let close = |a: f32, b: f32| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
         assert!(close(unary_fn(UnaryOp::Logistic, 0.0), 0.5));
+        // The kernel's loops agree with the reference formulas.
+        let x: Vec<f32> = (-4000..4000).map(|i| i as f32 * 0.0123).collect();
+        let mut got = vec![0.0; x.len()];
+        for op in [
+            UnaryOp::Abs,
+            UnaryOp::Neg,
+            UnaryOp::Relu,
+            UnaryOp::Relu6,
+            UnaryOp::ReluN1To1,
+            UnaryOp::Square,
+            UnaryOp::HardSwish,
+            UnaryOp::LeakyRelu { alpha: 0.2 },
+            UnaryOp::Exp,
+            UnaryOp::Logistic,
+            UnaryOp::Tanh,
+            UnaryOp::Floor,
+        ] {
+            unary_f32(op, &x, &mut got);
+            for (&v, &g) in x.iter().zip(&got) {
+                let want = unary_fn(op, v);
+                assert!(
+                    (g - want).abs() <= 4.0 * f32::EPSILON * want.abs(),
+                    "{op:?}({v}) = {g}, want {want}"
+                );
+            }
+        }
         assert!(close(unary_fn(UnaryOp::Rsqrt, 4.0), 0.5));
         assert!(close(unary_fn(UnaryOp::HardSwish, 1.0), 4.0 / 6.0));
         assert_eq!(unary_fn(UnaryOp::HardSwish, -4.0), 0.0);

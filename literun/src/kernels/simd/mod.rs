@@ -648,6 +648,25 @@ pub(crate) fn quantize_f32(
     true
 }
 
+/// Float unary operators (RELU, LOGISTIC, TANH, EXP, ...) at this ISA's vector width, bit-exact
+/// with [`crate::kernels::elementwise::unary_f32`] (which vectorizes at the baseline width
+/// elsewhere). `false` (nothing done) when `isa` has no such kernel.
+pub(crate) fn unary_f32(
+    isa: Isa,
+    op: crate::kernels::elementwise::UnaryOp,
+    input: &[f32],
+    out: &mut [f32],
+) -> bool {
+    if !has_elementwise(isa) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    x86::unary_f32(isa, op, input, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (op, input, out);
+    true
+}
+
 /// Scratch of the fast kernels, sized once by the interpreter ([`Fast::scratch`]).
 #[derive(Debug, Default)]
 pub(crate) struct FastScratch {
@@ -1986,6 +2005,54 @@ mod tests {
 
     /// QUANTIZE: NaN, infinities, huge and tiny values, exact ties, random bit patterns and
     /// random values in range, for int8, uint8 and int16, against the scalar kernel.
+    #[test]
+    fn unary_f32_matches_portable_bit_for_bit() {
+        use crate::kernels::elementwise::{unary_f32 as portable, UnaryOp as U};
+        let mut x = vec![
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f32::MAX,
+            f32::MIN,
+            1e-45,
+            88.7,
+            -103.5,
+            0.624_999_9,
+            -0.625,
+        ];
+        // Odd length, so the vector loops have tails.
+        x.extend((0..1001).map(|i| (i as f32 - 500.0) * 0.173));
+        let mut want = vec![0.0; x.len()];
+        let mut got = vec![0.0; x.len()];
+        for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
+            for op in [
+                U::Relu,
+                U::Relu6,
+                U::LeakyRelu { alpha: 0.1 },
+                U::HardSwish,
+                U::Exp,
+                U::Logistic,
+                U::Tanh,
+                U::Abs,
+                U::Square,
+            ] {
+                portable(op, &x, &mut want);
+                assert!(unary_f32(isa, op, &x, &mut got));
+                for i in 0..x.len() {
+                    assert!(
+                        got[i].to_bits() == want[i].to_bits(),
+                        "{isa:?} {op:?}({}) = {}, portable {}",
+                        x[i],
+                        got[i],
+                        want[i]
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn quantize_f32_matches_scalar() {
         use crate::kernels::elementwise::quantize_f32 as scalar;

@@ -9,7 +9,7 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
-use crate::kernels::elementwise::Run;
+use crate::kernels::elementwise::{self as ew, Run};
 use crate::kernels::Activation;
 
 /// Whether the CPU has `isa`.
@@ -781,6 +781,32 @@ fn add_sub_i8_avx2(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8
     if i < n {
         store_16(k.apply_16(a.load_tail(i), b.load_tail(i)), &mut out[i..]);
     }
+}
+
+// ------------------------------------------------------------------------------ float unary
+
+/// Float unary operators: [`ew::unary_loops`] compiled for AVX-512 or AVX2, which the compiler
+/// vectorizes 16 or 8 lanes wide. The same arithmetic in the same order (Rust never contracts
+/// to FMA), so the results are the portable loop's, bit for bit.
+pub(crate) fn unary_f32(isa: Isa, op: ew::UnaryOp, input: &[f32], out: &mut [f32]) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { unary_f32_avx512(op, input, out) }
+    } else {
+        // SAFETY: only called for an available x86 ISA (`has_elementwise`), all of which
+        // include AVX2 and FMA.
+        unsafe { unary_f32_avx2(op, input, out) }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn unary_f32_avx512(op: ew::UnaryOp, input: &[f32], out: &mut [f32]) {
+    ew::unary_loops(op, input, out)
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn unary_f32_avx2(op: ew::UnaryOp, input: &[f32], out: &mut [f32]) {
+    ew::unary_loops(op, input, out)
 }
 
 // ------------------------------------------------------------------------------ QUANTIZE
