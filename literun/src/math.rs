@@ -66,7 +66,7 @@ pub fn exp_fast(x: f32) -> f32 {
     let p = p * r + 8.333_452e-3;
     let p = p * r + 4.166_579_6e-2;
     let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5.000_000_1e-1;
+    let p = p * r + 5e-1;
     let e = p * r * r + r + 1.0;
     let half = n >> 1;
     let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
@@ -86,8 +86,8 @@ pub fn tanh_fast(x: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
     let small =
-        ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
-            - 3.333_328_2e-1)
+        ((((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
+            - 3.333_328e-1)
             * z
             * x
             + x;
