@@ -104,8 +104,8 @@ pub(crate) enum Fast {
     Conv(GemmF32),
     FullyConnected(GemmF32),
     Depthwise(DwF32),
-    /// Int8 ADD/SUB computed in vectors (no weights: the kernel's parameters).
-    AddSubI8(simd::AddSubI8),
+    /// Int8 ADD/SUB/MUL computed in vectors (no weights: the kernel's parameters).
+    ArithI8(simd::ArithI8),
     /// QUANTIZE float32 -> int8/uint8/int16 with this ISA's vector kernel.
     Quantize(Isa),
     /// A float unary operator at this ISA's vector width.
@@ -119,7 +119,7 @@ impl Fast {
             Fast::DepthwiseI8(d) => d.bytes(),
             Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
             Fast::Depthwise(d) => d.bytes(),
-            Fast::AddSubI8(_) | Fast::Quantize(_) | Fast::Unary(_) => 0,
+            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => 0,
         }
     }
 
@@ -129,7 +129,7 @@ impl Fast {
             Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
             Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
             Fast::DepthwiseI8(_) | Fast::Depthwise(_) => (0, 0, 0),
-            Fast::AddSubI8(_) | Fast::Quantize(_) | Fast::Unary(_) => (0, 0, 0),
+            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => (0, 0, 0),
         }
     }
 
@@ -228,7 +228,30 @@ impl Fast {
             Kind::BinaryI8 {
                 p: ew::BinaryI8::AddSubTables(t),
                 ..
-            } => simd::AddSubI8::new(isa, t).map(Fast::AddSubI8),
+            } => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
+            Kind::BinaryI8 {
+                p:
+                    ew::BinaryI8::Mul {
+                        in1_offset,
+                        in2_offset,
+                        out_mult,
+                        out_shift,
+                        out_offset,
+                        act_min,
+                        act_max,
+                    },
+                ..
+            } => simd::ArithI8::mul(
+                isa,
+                *in1_offset,
+                *in2_offset,
+                *out_mult,
+                *out_shift,
+                *out_offset,
+                *act_min,
+                *act_max,
+            )
+            .map(Fast::ArithI8),
             Kind::Quantize { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
             Kind::Unary { dtype, .. } if *dtype != DType::I32 && simd::has_elementwise(isa) => {
@@ -1537,7 +1560,7 @@ fn run_fast(
             *out_shape,
             s,
         ),
-        (Fast::AddSubI8(f), Kind::BinaryI8 { p, bc }) => simd::add_sub_i8(
+        (Fast::ArithI8(f), Kind::BinaryI8 { p, bc }) => simd::arith_i8(
             f,
             p,
             bc,

@@ -539,16 +539,25 @@ impl Mbqm {
     }
 }
 
-/// An int8 ADD/SUB ([`crate::kernels::elementwise::AddSubTables`]) for the vector kernels, which
-/// compute each input's rescaling instead of looking it up: `s = MBQM((x + off) << left_shift,
-/// in_mult, in_shift)` (the table entries), `raw = s1 ± s2`, then the output stage.
+/// Which int8 arithmetic an [`ArithI8`] does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArithOp {
+    Add,
+    Sub,
+    Mul,
+}
+
+/// An int8 ADD/SUB or MUL for the vector kernels, then the output stage (`MBQM(raw, out)`, the
+/// output offset, the clamp). ADD/SUB ([`crate::kernels::elementwise::AddSubTables`]) compute
+/// each input's rescaling instead of looking it up: `s = MBQM((x + off) << left_shift, in_mult,
+/// in_shift)` (the table entries), `raw = s1 ± s2`. MUL: `raw = (x + off1) * (y + off2)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct AddSubI8 {
+pub(crate) struct ArithI8 {
     pub(crate) isa: Isa,
-    pub(crate) sub: bool,
+    pub(crate) op: ArithOp,
     pub(crate) off1: i32,
     pub(crate) off2: i32,
-    /// `[m >> 11, m & 2047]` of each input multiplier: with the inputs' left shift of 20,
+    /// ADD/SUB: `[m >> 11, m & 2047]` of each input multiplier: with the inputs' left shift of 20,
     /// `SRDHM(v << 20, m) = floor((v m + 2^10) / 2^11) = v (m >> 11) + ((v (m & 2047) + 2^10)
     /// >> 11)`, every term inside i32 for `|v| < 2^9` (`v` = stored value + offset).
     pub(crate) split1: [i32; 2],
@@ -561,11 +570,11 @@ pub(crate) struct AddSubI8 {
     pub(crate) act_max: i32,
 }
 
-impl AddSubI8 {
-    /// `None` when `isa` has no such kernel or the parameters are outside what it reproduces
+impl ArithI8 {
+    /// An int8 ADD/SUB. `None` when `isa` has no such kernel or the parameters are outside what it reproduces
     /// exactly (the scalar kernel then runs): input multipliers below one, shifts in TFLite's
     /// range, offsets of int8 zero points and a clamp range inside int8.
-    pub(crate) fn new(isa: Isa, t: &crate::kernels::elementwise::AddSubTables) -> Option<AddSubI8> {
+    pub(crate) fn new(isa: Isa, t: &crate::kernels::elementwise::AddSubTables) -> Option<ArithI8> {
         if !has_elementwise(isa)
             || t.in1_shift > 0
             || t.in2_shift > 0
@@ -579,9 +588,9 @@ impl AddSubI8 {
         {
             return None;
         }
-        Some(AddSubI8 {
+        Some(ArithI8 {
             isa,
-            sub: t.sub,
+            op: if t.sub { ArithOp::Sub } else { ArithOp::Add },
             off1: t.in1_offset,
             off2: t.in2_offset,
             split1: [t.in1_mult >> 11, t.in1_mult & 2047],
@@ -594,14 +603,54 @@ impl AddSubI8 {
             act_max: t.act_max,
         })
     }
+
+    /// An int8 MUL ([`crate::kernels::elementwise::BinaryI8::Mul`]'s parameters). `None` when
+    /// `isa` has no such kernel or outside what it reproduces exactly: offsets of int8 zero
+    /// points (so the product fits 17 bits), a shift in TFLite's range, a clamp inside int8.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mul(
+        isa: Isa,
+        in1_offset: i32,
+        in2_offset: i32,
+        out_mult: i32,
+        out_shift: i32,
+        out_offset: i32,
+        act_min: i32,
+        act_max: i32,
+    ) -> Option<ArithI8> {
+        let exact = (-255..=255).contains(&in1_offset)
+            && (-255..=255).contains(&in2_offset)
+            && (-128..=127).contains(&out_offset)
+            && -128 <= act_min
+            && act_min <= act_max
+            && act_max <= 127;
+        if !(has_elementwise(isa) && exact) {
+            return None;
+        }
+        let unused = Mbqm::new(0, 0)?;
+        Some(ArithI8 {
+            isa,
+            op: ArithOp::Mul,
+            off1: in1_offset,
+            off2: in2_offset,
+            split1: [0; 2],
+            split2: [0; 2],
+            in1: unused,
+            in2: unused,
+            out: Mbqm::new(out_mult, out_shift)?,
+            out_offset,
+            act_min,
+            act_max,
+        })
+    }
 }
 
-/// Int8 ADD/SUB: the vector kernel on runs of the output (the whole output when each input has
+/// Int8 ADD/SUB/MUL: the vector kernel on runs of the output (the whole output when each input has
 /// its shape or is one value, else rows of at least 16 elements: the innermost dimension, whose
 /// inputs are contiguous or one value repeated), else the scalar kernel (`portable`, the same
-/// operator as tables).
-pub(crate) fn add_sub_i8(
-    f: &AddSubI8,
+/// operator, for ADD/SUB as tables).
+pub(crate) fn arith_i8(
+    f: &ArithI8,
     portable: &crate::kernels::elementwise::BinaryI8,
     bc: &crate::kernels::elementwise::Broadcast,
     a: &[i8],
@@ -609,7 +658,7 @@ pub(crate) fn add_sub_i8(
     out: &mut [i8],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if bc.apply_runs(a, b, out, 16, |ra, rb, o| x86::add_sub_i8(f, ra, rb, o)) {
+    if bc.apply_runs(a, b, out, 16, |ra, rb, o| x86::arith_i8(f, ra, rb, o)) {
         return;
     }
     let _ = f;
@@ -1876,7 +1925,75 @@ mod tests {
     /// ratios, zero points, activation clamps, ADD and SUB) against the scalar `eval_i32`, then
     /// random lengths (tails, less than one vector) and offsets against the portable kernel.
     #[test]
-    fn add_sub_i8_matches_scalar() {
+    fn mul_i8_matches_scalar_on_every_input_pair() {
+        use crate::kernels::elementwise::{BinaryI8, Broadcast};
+        let mut rng = Rng(17);
+        let all_a: Vec<i8> = (0..65536).map(|i| (i >> 8) as u8 as i8).collect();
+        let all_b: Vec<i8> = (0..65536).map(|i| i as u8 as i8).collect();
+        let bc_all = Broadcast::new(&[65536], &[65536]).unwrap();
+        for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
+            for case in 0..24 {
+                // Multipliers with shifts from -20 to +10 (a product scale above one shifts left).
+                let out_shift = rng.below(31) as i32 - 20;
+                let out_mult = (1 << 30) + rng.below(1 << 30) as i32;
+                let zp = |rng: &mut Rng| (rng.u() >> 56) as i8 as i32;
+                let (act_min, act_max) = match case % 3 {
+                    0 => (-128, 127),
+                    1 => (zp(&mut rng).max(-128), 127),
+                    _ => {
+                        let lo = -128 + rng.below(100) as i32;
+                        (lo, lo + rng.below((127 - lo) as usize + 1) as i32)
+                    }
+                };
+                let p = BinaryI8::Mul {
+                    in1_offset: -zp(&mut rng),
+                    in2_offset: -zp(&mut rng),
+                    out_mult,
+                    out_shift,
+                    out_offset: zp(&mut rng),
+                    act_min,
+                    act_max,
+                };
+                let BinaryI8::Mul {
+                    in1_offset,
+                    in2_offset,
+                    out_offset,
+                    ..
+                } = p
+                else {
+                    unreachable!()
+                };
+                let f = ArithI8::mul(
+                    isa, in1_offset, in2_offset, out_mult, out_shift, out_offset, act_min, act_max,
+                )
+                .unwrap();
+                let mut got = vec![0i8; 65536];
+                arith_i8(&f, &p, &bc_all, &all_a, &all_b, &mut got);
+                for i in 0..65536 {
+                    let (x, y) = (i32::from(all_a[i]), i32::from(all_b[i]));
+                    assert_eq!(
+                        i32::from(got[i]),
+                        p.eval_i32(x, y),
+                        "{isa:?} case {case} {p:?}: x {x} y {y}"
+                    );
+                }
+                // Odd lengths (tails) and a broadcast scalar.
+                let n = 37 + rng.below(40);
+                let a = rng.i8s(n);
+                let b = rng.i8s(1);
+                let bc = Broadcast::new(&[n], &[1]).unwrap();
+                let mut got = vec![0i8; n];
+                arith_i8(&f, &p, &bc, &a, &b, &mut got);
+                for i in 0..n {
+                    let want = p.eval_i32(i32::from(a[i]), i32::from(b[0]));
+                    assert_eq!(i32::from(got[i]), want, "{isa:?} case {case} broadcast");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn arith_i8_matches_scalar() {
         use crate::kernels::elementwise::{binary_quantized, BinaryI8, Broadcast, Q8};
         let mut rng = Rng(7);
         let all_a: Vec<i8> = (0..65536).map(|i| (i >> 8) as u8 as i8).collect();
@@ -1924,12 +2041,12 @@ mod tests {
                 let BinaryI8::AddSubTables(t) = &tables else {
                     unreachable!()
                 };
-                let Some(f) = AddSubI8::new(isa, t) else {
+                let Some(f) = ArithI8::new(isa, t) else {
                     continue;
                 };
                 vector += 1;
                 let mut got = vec![0i8; 65536];
-                add_sub_i8(&f, &tables, &bc_all, &all_a, &all_b, &mut got);
+                arith_i8(&f, &tables, &bc_all, &all_a, &all_b, &mut got);
                 for i in 0..65536 {
                     let want = p.eval_i32(i32::from(all_a[i]), i32::from(all_b[i]));
                     assert_eq!(
@@ -1950,7 +2067,7 @@ mod tests {
                     let mut want = vec![0i8; n + at];
                     let mut got = vec![0i8; n + at];
                     binary_quantized::<i8>(&tables, &bc, &a[at..], &b[at..], &mut want[at..]);
-                    add_sub_i8(&f, &tables, &bc, &a[at..], &b[at..], &mut got[at..]);
+                    arith_i8(&f, &tables, &bc, &a[at..], &b[at..], &mut got[at..]);
                     assert_eq!(got, want, "{isa:?} case {case} n {n} at {at}");
                 }
             }
@@ -1980,7 +2097,7 @@ mod tests {
             let BinaryI8::AddSubTables(t) = &tables else {
                 unreachable!()
             };
-            let f = AddSubI8::new(isa, t).unwrap();
+            let f = ArithI8::new(isa, t).unwrap();
             let shapes: [(&[usize], &[usize]); 8] = [
                 (&[3, 5], &[5]),
                 (&[3, 4, 20], &[4, 1]),
@@ -1997,7 +2114,7 @@ mod tests {
                 let mut want = vec![0i8; bc.output_len()];
                 let mut got = vec![0i8; bc.output_len()];
                 bc.apply(&a, &b, &mut want, |x, y| p.eval(x, y));
-                add_sub_i8(&f, &tables, &bc, &a, &b, &mut got);
+                arith_i8(&f, &tables, &bc, &a, &b, &mut got);
                 assert_eq!(got, want, "{isa:?} {sa:?} {sb:?}");
             }
         }

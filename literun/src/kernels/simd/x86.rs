@@ -8,7 +8,9 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::{AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
+use super::{
+    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32,
+};
 use crate::kernels::elementwise::{self as ew, Run};
 use crate::kernels::Activation;
 
@@ -528,30 +530,31 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
     }
 }
 
-// ---------------------------------------------------------------------------- int8 ADD/SUB
+// ------------------------------------------------------------------------ int8 ADD/SUB/MUL
 
-/// `out[i] = a[i] ± b[i]` for an int8 ADD/SUB, bit-exact with the scalar kernel
-/// (`BinaryI8::eval_i32` of the tables): each input's table entry is computed, `MBQM((x + off)
-/// << 20, mult, shift)`, its high multiply in 32-bit products (`AddSubI8::split1`) and its
-/// rounding shift as in [`rdbpot_8`] (the parameters of [`AddSubI8::new`] keep every intermediate
+/// `out[i] = a[i] ± b[i]` (or `*`) for an int8 ADD/SUB (MUL), bit-exact with the scalar kernel
+/// (`BinaryI8::eval_i32`, of the tables for ADD/SUB). MUL multiplies the offset inputs in 32
+/// bits; ADD/SUB compute each input's table entry, `MBQM((x + off)
+/// << 20, mult, shift)`, its high multiply in 32-bit products (`ArithI8::split1`) and its
+/// rounding shift as in [`rdbpot_8`] (the parameters of [`ArithI8::new`] keep every intermediate
 /// inside i32, as in the scalar kernel), then the sum goes through the output stage with the
 /// exact vector `MultiplyByQuantizedMultiplier` of [`srdhm_rdbpot_8`], as in [`requant_8`].
-pub(crate) fn add_sub_i8(p: &AddSubI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i8]) {
+pub(crate) fn arith_i8(p: &ArithI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i8]) {
     let n = out.len();
     let (Some(a), Some(b)) = (Operand::new(a, n), Operand::new(b, n)) else {
         return;
     };
     if p.isa == Isa::Avx512Vnni {
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
-        unsafe { add_sub_i8_avx512(p, &a, &b, out) }
+        unsafe { arith_i8_avx512(p, &a, &b, out) }
     } else {
-        // SAFETY: AddSubI8 exists only for an available x86 ISA (`has_elementwise`), all of
+        // SAFETY: ArithI8 exists only for an available x86 ISA (`has_elementwise`), all of
         // which include AVX2 and FMA.
-        unsafe { add_sub_i8_avx2(p, &a, &b, out) }
+        unsafe { arith_i8_avx2(p, &a, &b, out) }
     }
 }
 
-/// An int8 operand of [`add_sub_i8`]: `n` values, or one value repeated (as sixteen copies).
+/// An int8 operand of [`arith_i8`]: `n` values, or one value repeated (as sixteen copies).
 enum Operand<'a> {
     Slice(&'a [i8]),
     Repeat([i8; 16]),
@@ -601,8 +604,8 @@ fn stage_16(m: &Mbqm) -> [__m512i; 4] {
 }
 
 /// The parameters of [`add_sub_16`] in registers.
-struct AddSub16 {
-    sub: bool,
+struct Arith16 {
+    op: ArithOp,
     off1: __m512i,
     off2: __m512i,
     split1: [__m512i; 2],
@@ -616,13 +619,13 @@ struct AddSub16 {
     off: __m512i,
 }
 
-impl AddSub16 {
+impl Arith16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-    fn new(p: &AddSubI8) -> AddSub16 {
+    fn new(p: &ArithI8) -> Arith16 {
         let set = _mm512_set1_epi32;
-        AddSub16 {
-            sub: p.sub,
+        Arith16 {
+            op: p.op,
             off1: set(p.off1),
             off2: set(p.off2),
             split1: p.split1.map(|v| set(v)),
@@ -643,7 +646,7 @@ impl AddSub16 {
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply(&self, x: __m128i, y: __m128i) -> __m128i {
         // SRDHM((x + off) << 20, m) = (x + off) * (m >> 11) + ((x + off) * (m & 2047) + 2^10)
-        // >> 11 (see `AddSubI8::split`); the low product by `vpmaddwd` (x + off fits in the low
+        // >> 11 (see `ArithI8::split`); the low product by `vpmaddwd` (x + off fits in the low
         // 16 bits of the lane, the high half of the constant is zero).
         let round = _mm512_set1_epi32(1 << 10);
         let rescale = |v: __m128i, off: __m512i, hl: &[__m512i; 2], m: &[__m512i; 4]| {
@@ -652,12 +655,18 @@ impl AddSub16 {
             let hm = _mm512_add_epi32(_mm512_mullo_epi32(v, hl[0]), _mm512_srai_epi32::<11>(lo));
             rdbpot_16(hm, m[1], m[2], m[3])
         };
-        let s1 = rescale(x, self.off1, &self.split1, &self.in1);
-        let s2 = rescale(y, self.off2, &self.split2, &self.in2);
-        let raw = if self.sub {
-            _mm512_sub_epi32(s1, s2)
+        let raw = if self.op == ArithOp::Mul {
+            let vx = _mm512_add_epi32(_mm512_cvtepi8_epi32(x), self.off1);
+            let vy = _mm512_add_epi32(_mm512_cvtepi8_epi32(y), self.off2);
+            _mm512_mullo_epi32(vx, vy)
         } else {
-            _mm512_add_epi32(s1, s2)
+            let s1 = rescale(x, self.off1, &self.split1, &self.in1);
+            let s2 = rescale(y, self.off2, &self.split2, &self.in2);
+            if self.op == ArithOp::Sub {
+                _mm512_sub_epi32(s1, s2)
+            } else {
+                _mm512_add_epi32(s1, s2)
+            }
         };
         let o = &self.out;
         let q = srdhm_rdbpot_16(_mm512_sll_epi32(raw, self.out_left), o[0], o[1], o[2], o[3]);
@@ -667,8 +676,8 @@ impl AddSub16 {
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn add_sub_i8_avx512(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
-    let k = AddSub16::new(p);
+fn arith_i8_avx512(p: &ArithI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
+    let k = Arith16::new(p);
     let n = out.len();
     let mut i = 0;
     while i + 16 <= n {
@@ -694,9 +703,9 @@ fn load_tail_16(v: &[i8]) -> __m128i {
     unsafe { _mm_loadu_si128(tmp.as_ptr() as *const __m128i) }
 }
 
-/// [`AddSub16`] on eight lanes.
-struct AddSub8 {
-    sub: bool,
+/// [`Arith16`] on eight lanes.
+struct Arith8 {
+    op: ArithOp,
     off1: __m256i,
     off2: __m256i,
     split1: [__m256i; 2],
@@ -710,14 +719,14 @@ struct AddSub8 {
     off: __m256i,
 }
 
-impl AddSub8 {
+impl Arith8 {
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    fn new(p: &AddSubI8) -> AddSub8 {
+    fn new(p: &ArithI8) -> Arith8 {
         let set = _mm256_set1_epi32;
         let stage = |m: &Mbqm| [set(m.mult), set(m.mask), set(m.thr), set(m.right)];
-        AddSub8 {
-            sub: p.sub,
+        Arith8 {
+            op: p.op,
             off1: set(p.off1),
             off2: set(p.off2),
             split1: p.split1.map(|v| set(v)),
@@ -743,12 +752,18 @@ impl AddSub8 {
             let hm = _mm256_add_epi32(_mm256_mullo_epi32(v, hl[0]), _mm256_srai_epi32::<11>(lo));
             rdbpot_8(hm, m[1], m[2], m[3])
         };
-        let s1 = rescale(x, self.off1, &self.split1, &self.in1);
-        let s2 = rescale(y, self.off2, &self.split2, &self.in2);
-        let raw = if self.sub {
-            _mm256_sub_epi32(s1, s2)
+        let raw = if self.op == ArithOp::Mul {
+            let vx = _mm256_add_epi32(_mm256_cvtepi8_epi32(x), self.off1);
+            let vy = _mm256_add_epi32(_mm256_cvtepi8_epi32(y), self.off2);
+            _mm256_mullo_epi32(vx, vy)
         } else {
-            _mm256_add_epi32(s1, s2)
+            let s1 = rescale(x, self.off1, &self.split1, &self.in1);
+            let s2 = rescale(y, self.off2, &self.split2, &self.in2);
+            if self.op == ArithOp::Sub {
+                _mm256_sub_epi32(s1, s2)
+            } else {
+                _mm256_add_epi32(s1, s2)
+            }
         };
         let o = &self.out;
         let q = srdhm_rdbpot_8(_mm256_sll_epi32(raw, self.out_left), o[0], o[1], o[2], o[3]);
@@ -767,8 +782,8 @@ impl AddSub8 {
 }
 
 #[target_feature(enable = "avx2,fma")]
-fn add_sub_i8_avx2(p: &AddSubI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
-    let k = AddSub8::new(p);
+fn arith_i8_avx2(p: &ArithI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
+    let k = Arith8::new(p);
     let n = out.len();
     let mut i = 0;
     while i + 16 <= n {
