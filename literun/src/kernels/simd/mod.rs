@@ -489,8 +489,9 @@ fn requant_tile(
 /// Requantizes `out.len()` channels starting at `c0` from `acc`.
 #[inline]
 fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
     #[cfg(target_arch = "x86_64")]
-    if !rq.single_rounding && isa != Isa::Portable {
+    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
         x86::requant_row(isa, rq, c0, acc, out);
         return;
     }

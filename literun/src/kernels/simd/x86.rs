@@ -429,7 +429,8 @@ fn store_16(v: __m128i, out: &mut [i8]) {
     }
 }
 
-/// Requantizes `out.len() <= 32` channels starting at `c0` (double rounding).
+/// Requantizes `out.len() <= 32` channels starting at `c0` (double rounding; AVX-512 also
+/// single rounding).
 pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
     if isa == Isa::Avx512Vnni {
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
@@ -443,6 +444,9 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
 /// The requantization parameters of 16 channels in registers ([`requant_8`] on 16 lanes: the
 /// same operations, so the same numbers), loaded once for every row of a tile.
 struct Rq16 {
+    /// Single rounding (`Requant::single_rounding`): the 64-bit rounding constants and shifts
+    /// of the even and the odd lanes.
+    single: Option<[__m512i; 4]>,
     bias: __m512i,
     left: __m512i,
     any_left: bool,
@@ -464,7 +468,21 @@ impl Rq16 {
         // arrays have the same length).
         let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
         let off = rq.out_offset;
+        let single = rq.single_rounding.then(|| {
+            // total = clamp(31 - shift, 1, 62): the rounding shift of the 64-bit product.
+            let total = _mm512_sub_epi32(_mm512_set1_epi32(31), ld(&rq.shift));
+            let total = _mm512_min_epi32(
+                _mm512_max_epi32(total, _mm512_set1_epi32(1)),
+                _mm512_set1_epi32(62),
+            );
+            let even = _mm512_and_si512(total, _mm512_set1_epi64(0xFFFF_FFFF));
+            let odd = _mm512_srli_epi64::<32>(total);
+            let one = _mm512_set1_epi64(1);
+            let round = |t: __m512i| _mm512_sllv_epi64(one, _mm512_sub_epi64(t, one));
+            [round(even), even, round(odd), odd]
+        });
         Rq16 {
+            single,
             bias: ld(&rq.bias),
             left: ld(&rq.left),
             any_left: rq.any_left,
@@ -484,13 +502,35 @@ impl Rq16 {
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply(&self, acc: __m512i) -> __m128i {
         let x = _mm512_add_epi32(acc, self.bias);
-        // Most layers' multipliers are below one: no left shift anywhere.
-        let x = if self.any_left {
-            _mm512_sllv_epi32(x, self.left)
+        let q = if let Some([round_even, total_even, round_odd, total_odd]) = self.single {
+            // `multiply_by_quantized_multiplier_single_rounding`: (x m + 2^(total-1)) >> total
+            // in 64 bits, saturated to i32; even lanes, then odd lanes moved down.
+            let lim = |v: __m512i| {
+                let v = _mm512_max_epi64(v, _mm512_set1_epi64(i64::from(i32::MIN)));
+                _mm512_min_epi64(v, _mm512_set1_epi64(i64::from(i32::MAX)))
+            };
+            let even = _mm512_mul_epi32(x, self.mult);
+            let even = lim(_mm512_srav_epi64(
+                _mm512_add_epi64(even, round_even),
+                total_even,
+            ));
+            let hi = |v: __m512i| _mm512_srli_epi64::<32>(v);
+            let odd = _mm512_mul_epi32(hi(x), hi(self.mult));
+            let odd = lim(_mm512_srav_epi64(
+                _mm512_add_epi64(odd, round_odd),
+                total_odd,
+            ));
+            // Each 64-bit lane holds its i32 in the low half: odd ones go to the high half.
+            _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64::<32>(odd))
         } else {
-            x
+            // Most layers' multipliers are below one: no left shift anywhere.
+            let x = if self.any_left {
+                _mm512_sllv_epi32(x, self.left)
+            } else {
+                x
+            };
+            srdhm_rdbpot_16(x, self.mult, self.mask, self.thr, self.right)
         };
-        let q = srdhm_rdbpot_16(x, self.mult, self.mask, self.thr, self.right);
         let q = _mm512_min_epi32(_mm512_max_epi32(q, self.lo), self.hi);
         _mm512_cvtsepi32_epi8(_mm512_add_epi32(q, self.off))
     }
