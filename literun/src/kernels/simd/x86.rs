@@ -8,7 +8,10 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
-use super::{AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
+use super::{
+    AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS, GROUP_F32,
+    MAX_SEGS_F32, MR_F32, NR_F32,
+};
 use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
@@ -1160,13 +1163,20 @@ pub(crate) fn tile_f32(
     dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
 }
 
-/// Every panel of one block of GEMM rows with AVX-512, stored straight into `out`:
-/// `out[r * n + j] = act(bias[j] + rows[r] · B[:, j])` (Tanh left to the caller), `b` in
-/// panels of `k * 16` and `bias` padded to whole panels. Panels go in pairs (twelve independent
-/// multiply-add chains keep both FMA units busy), the last partial panel through masked stores.
+/// Every panel of one block of `rows` GEMM rows with AVX-512, stored straight into `out`:
+/// `out[r * n + j] = act(bias[j] + A[r] · B[:, j])` (Tanh left to the caller), where row `r`
+/// of `A` is given by `segs`: segment `s` holds reduction indices `koff..koff + seg_len` at
+/// `srcs[source][offset..]` (reduction indices in no segment are zero). `b` is packed in
+/// groups of four panels (`[group][k][64]`, the last group narrower, see `GemmF32::pack`) and
+/// `bias` padded to whole panels. A group is a tile of up to 6 rows x 64 channels: 24
+/// independent multiply-add chains keep both FMA units busy with one weight load per 6
+/// multiply-adds; the last partial panel goes through masked stores.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_rows_f32_avx512(
-    rows: &[&[f32]],
+    srcs: [&[f32]; 3],
+    segs: &[SegF32],
+    seg_len: usize,
+    rows: usize,
     b: &[f32],
     bias: &[f32],
     n: usize,
@@ -1176,17 +1186,29 @@ pub(crate) fn gemm_rows_f32_avx512(
 ) {
     let panels = n.div_ceil(NR_F32);
     assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
-    assert!(n > 0 && out.len() >= rows.len() * n);
-    let ptrs = super::f32_row_ptrs(rows, k);
+    assert!(n > 0 && (1..=MR_F32).contains(&rows) && out.len() >= rows * n);
+    assert!(segs.len() <= MAX_SEGS_F32);
+    let mut ptrs = [[core::ptr::null::<f32>(); MR_F32]; MAX_SEGS_F32];
+    let mut koffs = [0usize; MAX_SEGS_F32];
+    for ((seg, ptrs), koff) in segs.iter().zip(&mut ptrs).zip(&mut koffs) {
+        assert!(seg.koff + seg_len <= k);
+        *koff = seg.koff;
+        for (&(src, at), ptr) in seg.rows[..rows].iter().zip(ptrs.iter_mut()) {
+            let src = srcs[src as usize];
+            *ptr = src[at..at + seg_len].as_ptr();
+        }
+    }
+    let (ptrs, koffs) = (&ptrs[..segs.len()], &koffs[..segs.len()]);
     macro_rules! dispatch {
         ($($n:literal)*) => {
-            match rows.len() {
+            match rows {
                 // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
-                // F/VL; every row has `k` values, `b` and `bias` cover every panel and `out`
-                // every row of `n` (asserted above and in f32_row_ptrs).
+                // F/VL; every segment's first `rows` pointers have `seg_len` readable floats
+                // and its B rows are within `k` (both checked above), `b` and `bias` cover
+                // every panel and `out` every row of `n` (asserted above).
                 $($n => unsafe {
-                    gemm_rows_f32_avx512_mr::<$n>(&ptrs, b.as_ptr(), bias.as_ptr(), n, k, act,
-                        out.as_mut_ptr())
+                    gemm_rows_f32_avx512_mr::<$n>(ptrs, koffs, seg_len, b.as_ptr(),
+                        bias.as_ptr(), n, k, act, out.as_mut_ptr())
                 },)*
                 _ => unreachable!(),
             }
@@ -1196,11 +1218,15 @@ pub(crate) fn gemm_rows_f32_avx512(
 }
 
 /// # Safety
-/// AVX-512 F/VL; `rows[..MR]` readable for `k` floats, `b` for `panels * k * 16`, `bias` for
-/// `panels * 16`, `out` writable for `MR * n` (`panels = n.div_ceil(16)`).
+/// AVX-512 F/VL; `rows[s][..MR]` readable for `seg_len` floats and `koffs[s] + seg_len <= k`
+/// for every segment `s`, `b` readable for `panels * k * 16`, `bias` for `panels * 16`, `out`
+/// writable for `MR * n` (`panels = n.div_ceil(16)`).
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
-    rows: &[*const f32; MR_F32],
+    rows: &[[*const f32; MR_F32]],
+    koffs: &[usize],
+    seg_len: usize,
     b: *const f32,
     bias: *const f32,
     n: usize,
@@ -1209,61 +1235,89 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
     out: *mut f32,
 ) {
     let panels = n.div_ceil(NR_F32);
-    // The channels of the panel starting at c0 that exist.
-    let lanes = |c0: usize| -> __mmask16 {
-        let cn = (n - c0).min(NR_F32);
-        if cn == NR_F32 {
-            0xFFFF
-        } else {
-            (1u16 << cn) - 1
-        }
-    };
     let mut p = 0;
-    while p + 1 < panels {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        // SAFETY: panels p and p + 1 have k * 16 floats, every row k (the caller's contract).
+    while p < panels {
+        let g = (panels - p).min(GROUP_F32);
+        // SAFETY: the group of panels p..p + g starts at p * k * 16 floats of `b` and has
+        // k * g * 16 (GemmF32::pack); its bias and output columns are within the caller's.
         unsafe {
-            let (b0, b1) = (b.add(p * k * NR_F32), b.add((p + 1) * k * NR_F32));
-            for kk in 0..k {
-                let w0 = _mm512_loadu_ps(b0.add(kk * NR_F32));
-                let w1 = _mm512_loadu_ps(b1.add(kk * NR_F32));
+            let args = (
+                rows,
+                koffs,
+                seg_len,
+                b.add(p * k * NR_F32),
+                bias.add(p * NR_F32),
+            );
+            let (o, c0) = (out.add(p * NR_F32), p * NR_F32);
+            match g {
+                4 => gemm_group_f32::<MR, 4>(args, n, c0, act, o),
+                3 => gemm_group_f32::<MR, 3>(args, n, c0, act, o),
+                2 => gemm_group_f32::<MR, 2>(args, n, c0, act, o),
+                _ => gemm_group_f32::<MR, 1>(args, n, c0, act, o),
+            }
+        }
+        p += g;
+    }
+}
+
+/// Segments and weights of [`gemm_group_f32`]: row pointers per segment, each segment's first
+/// reduction index, segment length, the group's packed weights and its bias.
+type GroupArgs<'a> = (
+    &'a [[*const f32; MR_F32]],
+    &'a [usize],
+    usize,
+    *const f32,
+    *const f32,
+);
+
+/// One `MR` x `G * 16` tile: output channels `c0..c0 + G * 16` (the existing ones) of `MR`
+/// rows.
+///
+/// # Safety
+/// As [`gemm_rows_f32_avx512_mr`], for the group's weights `[k][G * 16]` at `bg`, its bias
+/// (`G * 16` floats) and `out` pointing at channel `c0` of the first row.
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
+    (rows, koffs, seg_len, bg, bias): GroupArgs<'_>,
+    n: usize,
+    c0: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let cols = G * NR_F32;
+    let mut acc = [[_mm512_setzero_ps(); G]; MR];
+    for (rows, &koff) in rows.iter().zip(koffs) {
+        // SAFETY: reduction indices koff..koff + seg_len are within k: rows koff.. of the
+        // group's [k][G * 16] weights; every row pointer has seg_len floats (the contract).
+        unsafe {
+            let bs = bg.add(koff * cols);
+            for kk in 0..seg_len {
+                let mut w = [_mm512_setzero_ps(); G];
+                for (h, w) in w.iter_mut().enumerate() {
+                    *w = _mm512_loadu_ps(bs.add(kk * cols + h * NR_F32));
+                }
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let a = _mm512_set1_ps(*rows[r].add(kk));
-                    acc[0] = _mm512_fmadd_ps(a, w0, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(a, w1, acc[1]);
+                    for (acc, w) in acc.iter_mut().zip(&w) {
+                        *acc = _mm512_fmadd_ps(a, *w, *acc);
+                    }
                 }
             }
         }
-        for h in 0..2 {
-            let c0 = (p + h) * NR_F32;
-            // SAFETY: bias has the panel's 16 floats; the mask keeps each store to the
-            // row's channels c0..min(c0 + 16, n) (the caller's contract).
-            unsafe {
-                let bv = _mm512_loadu_ps(bias.add(c0));
-                for (r, acc) in acc.iter().enumerate() {
-                    let v = activate512(_mm512_add_ps(acc[h], bv), act);
-                    _mm512_mask_storeu_ps(out.add(r * n + c0), lanes(c0), v);
-                }
-            }
-        }
-        p += 2;
     }
-    if p < panels {
-        let mut acc = [_mm512_setzero_ps(); MR];
-        // SAFETY: as above, for panel p.
+    for h in 0..G {
+        let c = c0 + h * NR_F32;
+        let lanes = match n - c {
+            cn if cn >= NR_F32 => 0xFFFF,
+            cn => ((1u32 << cn) - 1) as __mmask16,
+        };
+        // SAFETY: bias has the group's G * 16 floats; the mask keeps each store to the
+        // row's channels c..min(c + 16, n) (the caller's contract).
         unsafe {
-            let b0 = b.add(p * k * NR_F32);
-            for kk in 0..k {
-                let w = _mm512_loadu_ps(b0.add(kk * NR_F32));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(*rows[r].add(kk)), w, *acc);
-                }
-            }
-            let c0 = p * NR_F32;
-            let bv = _mm512_loadu_ps(bias.add(c0));
+            let bv = _mm512_loadu_ps(bias.add(h * NR_F32));
             for (r, acc) in acc.iter().enumerate() {
-                let v = activate512(_mm512_add_ps(*acc, bv), act);
-                _mm512_mask_storeu_ps(out.add(r * n + c0), lanes(c0), v);
+                let v = activate512(_mm512_add_ps(acc[h], bv), act);
+                _mm512_mask_storeu_ps(out.add(r * n + h * NR_F32), lanes, v);
             }
         }
     }
