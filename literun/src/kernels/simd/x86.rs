@@ -1188,28 +1188,56 @@ pub(crate) fn gemm_rows_f32_avx512(
     assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
     assert!(n > 0 && (1..=MR_F32).contains(&rows) && out.len() >= rows * n);
     assert!(segs.len() <= MAX_SEGS_F32);
-    let mut ptrs = [[core::ptr::null::<f32>(); MR_F32]; MAX_SEGS_F32];
-    let mut koffs = [0usize; MAX_SEGS_F32];
-    for ((seg, ptrs), koff) in segs.iter().zip(&mut ptrs).zip(&mut koffs) {
+    for seg in segs {
         assert!(seg.koff + seg_len <= k);
+    }
+    let lhs = (srcs, segs, seg_len, rows);
+    let (b, bias, out) = (b.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
+    // The row pointers live in an array sized for the segments (initializing room for
+    // MAX_SEGS_F32 on every block costs as much as a small block's multiply-adds).
+    match segs.len() {
+        // SAFETY: `b`, `bias` and `out` as asserted above.
+        0 | 1 => unsafe { gemm_rows_f32_avx512_segs::<1>(lhs, b, bias, n, k, act, out) },
+        // SAFETY: as above.
+        2..=4 => unsafe { gemm_rows_f32_avx512_segs::<4>(lhs, b, bias, n, k, act, out) },
+        // SAFETY: as above.
+        _ => unsafe { gemm_rows_f32_avx512_segs::<MAX_SEGS_F32>(lhs, b, bias, n, k, act, out) },
+    }
+}
+
+/// [`gemm_rows_f32_avx512`] after its checks on `b`, `bias`, `out` and the segments' `koff`:
+/// resolves (and checks) every row of up to `S` segments to a pointer.
+///
+/// # Safety
+/// `b` readable for `panels * k * 16` floats, `bias` for `panels * 16`, `out` writable for
+/// `rows * n` (`panels = n.div_ceil(16)`); `segs.len() <= S`, every `koff + seg_len <= k`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
+    (srcs, segs, seg_len, rows): ([&[f32]; 3], &[SegF32], usize, usize),
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let mut ptrs = [[core::ptr::null::<f32>(); MR_F32]; S];
+    let mut koffs = [0usize; S];
+    for ((seg, ptrs), koff) in segs.iter().zip(&mut ptrs).zip(&mut koffs) {
         *koff = seg.koff;
         for (&(src, at), ptr) in seg.rows[..rows].iter().zip(ptrs.iter_mut()) {
-            let src = srcs[src as usize];
-            *ptr = src[at..at + seg_len].as_ptr();
+            *ptr = srcs[src as usize][at..at + seg_len].as_ptr();
         }
     }
-    let (ptrs, koffs) = (&ptrs[..segs.len()], &koffs[..segs.len()]);
+    let lhs = (&ptrs[..segs.len()], &koffs[..segs.len()], seg_len);
     macro_rules! dispatch {
         ($($n:literal)*) => {
             match rows {
                 // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
                 // F/VL; every segment's first `rows` pointers have `seg_len` readable floats
-                // and its B rows are within `k` (both checked above), `b` and `bias` cover
-                // every panel and `out` every row of `n` (asserted above).
-                $($n => unsafe {
-                    gemm_rows_f32_avx512_mr::<$n>(ptrs, koffs, seg_len, b.as_ptr(),
-                        bias.as_ptr(), n, k, act, out.as_mut_ptr())
-                },)*
+                // (sliced above) and its B rows are within `k`, `b` and `bias` cover every
+                // panel and `out` every row of `n` (the caller's contract).
+                $($n => unsafe { gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, out) },)*
                 _ => unreachable!(),
             }
         };
@@ -1217,16 +1245,18 @@ pub(crate) fn gemm_rows_f32_avx512(
     dispatch!(1 2 3 4 5 6)
 }
 
+/// The left-hand side of a row block: row pointers and first reduction index of each segment,
+/// and the segments' length.
+type LhsF32<'a> = (&'a [[*const f32; MR_F32]], &'a [usize], usize);
+
 /// # Safety
-/// AVX-512 F/VL; `rows[s][..MR]` readable for `seg_len` floats and `koffs[s] + seg_len <= k`
-/// for every segment `s`, `b` readable for `panels * k * 16`, `bias` for `panels * 16`, `out`
-/// writable for `MR * n` (`panels = n.div_ceil(16)`).
+/// AVX-512 F/VL; for every segment `s`, its first `MR` row pointers readable for `seg_len`
+/// floats and `koffs[s] + seg_len <= k`; `b` readable for `panels * k * 16`,
+/// `bias` for `panels * 16`, `out` writable for `MR * n` (`panels = n.div_ceil(16)`).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
-    rows: &[[*const f32; MR_F32]],
-    koffs: &[usize],
-    seg_len: usize,
+    lhs: LhsF32<'_>,
     b: *const f32,
     bias: *const f32,
     n: usize,
@@ -1241,34 +1271,18 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
         // SAFETY: the group of panels p..p + g starts at p * k * 16 floats of `b` and has
         // k * g * 16 (GemmF32::pack); its bias and output columns are within the caller's.
         unsafe {
-            let args = (
-                rows,
-                koffs,
-                seg_len,
-                b.add(p * k * NR_F32),
-                bias.add(p * NR_F32),
-            );
+            let (bg, bias) = (b.add(p * k * NR_F32), bias.add(p * NR_F32));
             let (o, c0) = (out.add(p * NR_F32), p * NR_F32);
             match g {
-                4 => gemm_group_f32::<MR, 4>(args, n, c0, act, o),
-                3 => gemm_group_f32::<MR, 3>(args, n, c0, act, o),
-                2 => gemm_group_f32::<MR, 2>(args, n, c0, act, o),
-                _ => gemm_group_f32::<MR, 1>(args, n, c0, act, o),
+                4 => gemm_group_f32::<MR, 4>(lhs, bg, bias, n, c0, act, o),
+                3 => gemm_group_f32::<MR, 3>(lhs, bg, bias, n, c0, act, o),
+                2 => gemm_group_f32::<MR, 2>(lhs, bg, bias, n, c0, act, o),
+                _ => gemm_group_f32::<MR, 1>(lhs, bg, bias, n, c0, act, o),
             }
         }
         p += g;
     }
 }
-
-/// Segments and weights of [`gemm_group_f32`]: row pointers per segment, each segment's first
-/// reduction index, segment length, the group's packed weights and its bias.
-type GroupArgs<'a> = (
-    &'a [[*const f32; MR_F32]],
-    &'a [usize],
-    usize,
-    *const f32,
-    *const f32,
-);
 
 /// One `MR` x `G * 16` tile: output channels `c0..c0 + G * 16` (the existing ones) of `MR`
 /// rows.
@@ -1276,9 +1290,12 @@ type GroupArgs<'a> = (
 /// # Safety
 /// As [`gemm_rows_f32_avx512_mr`], for the group's weights `[k][G * 16]` at `bg`, its bias
 /// (`G * 16` floats) and `out` pointing at channel `c0` of the first row.
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
-    (rows, koffs, seg_len, bg, bias): GroupArgs<'_>,
+    (rows, koffs, seg_len): LhsF32<'_>,
+    bg: *const f32,
+    bias: *const f32,
     n: usize,
     c0: usize,
     act: Activation,
@@ -1305,22 +1322,45 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
             }
         }
     }
-    for h in 0..G {
-        let c = c0 + h * NR_F32;
-        let lanes = match n - c {
-            cn if cn >= NR_F32 => 0xFFFF,
-            cn => ((1u32 << cn) - 1) as __mmask16,
-        };
-        // SAFETY: bias has the group's G * 16 floats; the mask keeps each store to the
-        // row's channels c..min(c + 16, n) (the caller's contract).
-        unsafe {
-            let bv = _mm512_loadu_ps(bias.add(h * NR_F32));
-            for (r, acc) in acc.iter().enumerate() {
-                let v = activate512(_mm512_add_ps(acc[h], bv), act);
-                _mm512_mask_storeu_ps(out.add(r * n + h * NR_F32), lanes, v);
+    // Masks, bias and clamp bounds first, so the stores below unroll over registers (the
+    // accumulators stay in registers instead of going through the stack).
+    let mut lanes = [0xFFFF as __mmask16; G];
+    let mut bv = [_mm512_setzero_ps(); G];
+    for (h, (lanes, bv)) in lanes.iter_mut().zip(&mut bv).enumerate() {
+        let cn = n - (c0 + h * NR_F32);
+        if cn < NR_F32 {
+            *lanes = ((1u32 << cn) - 1) as __mmask16;
+        }
+        // SAFETY: bias has the group's G * 16 floats.
+        *bv = unsafe { _mm512_loadu_ps(bias.add(h * NR_F32)) };
+    }
+    let clamp = !matches!(act, Activation::None | Activation::Tanh);
+    let (lo, hi) = clamp512(act);
+    for (r, acc) in acc.iter().enumerate() {
+        for h in 0..G {
+            let mut v = _mm512_add_ps(acc[h], bv[h]);
+            if clamp {
+                v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
             }
+            // SAFETY: the mask keeps each store to the row's channels c0 + 16h..
+            // min(c0 + 16h + 16, n) (the caller's contract).
+            unsafe { _mm512_mask_storeu_ps(out.add(r * n + h * NR_F32), lanes[h], v) };
         }
     }
+}
+
+/// Lower and upper bounds that clamp to `act` (Relu, Relu6, ReluN1To1; `max` first, so NaN
+/// becomes the lower bound as in [`activate512`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn clamp512(act: Activation) -> (__m512, __m512) {
+    let (lo, hi) = match act {
+        Activation::Relu => (0.0, f32::INFINITY),
+        Activation::Relu6 => (0.0, 6.0),
+        Activation::ReluN1To1 => (-1.0, 1.0),
+        Activation::None | Activation::Tanh => (f32::NEG_INFINITY, f32::INFINITY),
+    };
+    (_mm512_set1_ps(lo), _mm512_set1_ps(hi))
 }
 
 #[inline]
