@@ -1163,9 +1163,11 @@ pub(crate) const NR_F32: usize = 16;
 pub(crate) const GROUP_F32: usize = 4;
 /// Most kernel rows (KH) of a convolution whose receptive field the AVX-512 float GEMM reads
 /// in place, one segment per kernel row (more: gathered im2col rows, one segment).
+#[cfg(target_arch = "x86_64")]
 pub(crate) const MAX_SEGS_F32: usize = 16;
 
 /// Where a row of one segment of the AVX-512 float GEMM lives.
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SrcF32 {
     /// The operator's input (the convolution's input, the dense operator's rows).
@@ -1179,6 +1181,7 @@ pub(crate) enum SrcF32 {
 /// One segment of the left-hand side of an AVX-512 float GEMM row block: reduction indices
 /// `koff..koff + seg_len` of row `r` are `seg_len` consecutive floats at `rows[r]` (source,
 /// offset).
+#[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SegF32 {
     pub(crate) koff: usize,
@@ -1488,6 +1491,171 @@ pub(crate) fn conv2d_f32(
         let work = m * out_c * g.k;
         for_row_blocks(m, MR_F32, out_c, work, outb, workers, |ms, o, s| {
             g.run(ms, &rows, &mut s.f32s, o)
+        });
+    }
+}
+
+/// Tiles of one Winograd chunk: their transformed inputs and products (16 positions each)
+/// stay in L2 between the transforms and the 16 GEMMs.
+pub(crate) const WINO_TILES: usize = 36;
+
+/// Constant float weights of a 3x3, stride 1, dilation 1 CONV_2D for Winograd F(2x2, 3x3)
+/// (AVX-512): `U = G g Gᵀ` of every (output, input) channel pair, one [`GemmF32`] per
+/// position of the 4x4 transformed tile. A 2x2 output tile then costs 16 multiply-adds per
+/// channel pair instead of 36; transforms are additions only, so results stay within the
+/// float tolerance of the direct convolution.
+#[derive(Clone, Debug)]
+pub struct WinoF32 {
+    pub(crate) cin: usize,
+    pub(crate) cout: usize,
+    pub(crate) u: Vec<GemmF32>,
+    /// Bias padded to whole 16-channel panels.
+    pub(crate) bias: Vec<f32>,
+    pub(crate) act: Activation,
+}
+
+impl WinoF32 {
+    /// `filter` is `[cout, 3, 3, cin]`. `None` unless the ISA is AVX-512 and both channel
+    /// counts are large enough for the GEMMs to outweigh the transforms.
+    pub fn pack(
+        isa: Isa,
+        filter: &[f32],
+        cout: usize,
+        cin: usize,
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Option<WinoF32> {
+        if isa != Isa::Avx512Vnni
+            || !isa.available()
+            || cin < 16
+            || cout < 16
+            || filter.len() != cout * 9 * cin
+        {
+            return None;
+        }
+        let mut u = vec![vec![0f32; cout * cin]; 16];
+        for o in 0..cout {
+            for i in 0..cin {
+                let g = |ky: usize, kx: usize| filter[((o * 3 + ky) * 3 + kx) * cin + i];
+                // Gg (4 x 3), then (Gg)Gᵀ (4 x 4).
+                let [g0, g1, g2] = [0, 1, 2].map(|ky| [0, 1, 2].map(|kx| g(ky, kx)));
+                let gg: [[f32; 3]; 4] = [
+                    g0,
+                    [0, 1, 2].map(|x| 0.5 * (g0[x] + g1[x] + g2[x])),
+                    [0, 1, 2].map(|x| 0.5 * (g0[x] - g1[x] + g2[x])),
+                    g2,
+                ];
+                for (r, row) in gg.iter().enumerate() {
+                    let [g0, g1, g2] = *row;
+                    let t = [g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2];
+                    for (c, v) in t.into_iter().enumerate() {
+                        u[r * 4 + c][o * cin + i] = v;
+                    }
+                }
+            }
+        }
+        let u = u
+            .iter()
+            .map(|w| GemmF32::pack(isa, w, cout, cin, None, Activation::None))
+            .collect::<Option<Vec<_>>>()?;
+        let mut bv = vec![0f32; cout.div_ceil(NR_F32) * NR_F32];
+        if let Some(b) = bias {
+            bv[..cout].copy_from_slice(&b[..cout]);
+        }
+        Some(WinoF32 {
+            cin,
+            cout,
+            u,
+            bias: bv,
+            act,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.u.iter().map(GemmF32::bytes).sum::<usize>() + self.bias.len() * 4
+    }
+
+    /// f32 scratch of [`conv2d_wino_f32`]: a chunk's transformed inputs and products, and
+    /// the GEMMs' own scratch.
+    pub fn scratch_f32(&self) -> usize {
+        16 * WINO_TILES * (self.cin + self.cout) + self.u[0].scratch_f32()
+    }
+}
+
+/// Float CONV_2D (3x3, stride 1, dilation 1, groups 1) through [`WinoF32`]: output rows in
+/// blocks of whole 2x2 tile rows per worker, tiles in chunks of [`WINO_TILES`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_wino_f32(
+    wf: &WinoF32,
+    input: &[f32],
+    in_shape: [usize; 4],
+    p: &Conv2dParams,
+    output: &mut [f32],
+    out_shape: [usize; 4],
+    workers: &mut [FastScratch],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, out_h, out_w, out_c] = out_shape;
+    assert!(in_c == wf.cin && out_c == wf.cout);
+    let (cin, cout) = (wf.cin, wf.cout);
+    let tw = out_w.div_ceil(2);
+    let (xs_in, xs_out) = (WINO_TILES * cin, WINO_TILES * cout);
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * cin..(b + 1) * in_h * in_w * cin];
+        let outb = &mut output[b * out_h * out_w * cout..(b + 1) * out_h * out_w * cout];
+        let work = out_h * out_w * cout * 9 * cin;
+        for_row_blocks(out_h, 2, out_w * cout, work, outb, workers, |rows, o, s| {
+            let (v, rest) = s.f32s[..wf.scratch_f32()].split_at_mut(16 * xs_in);
+            let (m, gs) = rest.split_at_mut(16 * xs_out);
+            let ty0 = rows.start / 2;
+            let tiles = (rows.end.div_ceil(2) - ty0) * tw;
+            let mut t0 = 0;
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (&v, &m, &gs, tiles, &mut t0, inb, p, &wf.u);
+            #[cfg(target_arch = "x86_64")]
+            while t0 < tiles {
+                let chunk = (tiles - t0).min(WINO_TILES);
+                {
+                    x86::wino_input_f32(
+                        inb,
+                        [in_h, in_w, cin],
+                        [p.pad_top, p.pad_left],
+                        [tw, ty0],
+                        t0..t0 + chunk,
+                        xs_in,
+                        v,
+                    );
+                    for (xi, g) in wf.u.iter().enumerate() {
+                        let rows = Rows::Direct {
+                            data: &v[xi * xs_in..xi * xs_in + chunk * cin],
+                            stride: cin,
+                        };
+                        g.run(
+                            0..chunk,
+                            &rows,
+                            gs,
+                            &mut m[xi * xs_out..xi * xs_out + chunk * cout],
+                        );
+                    }
+                    x86::wino_output_f32(
+                        m,
+                        xs_out,
+                        cout,
+                        &wf.bias,
+                        wf.act,
+                        [out_w, tw, ty0],
+                        rows.clone(),
+                        t0..t0 + chunk,
+                        o,
+                    );
+                }
+                t0 += chunk;
+            }
+            if wf.act == Activation::Tanh {
+                for v in o[..rows.len() * out_w * cout].iter_mut() {
+                    *v = wf.act.apply(*v);
+                }
+            }
         });
     }
 }
@@ -2046,6 +2214,56 @@ mod tests {
                     &got,
                     &want,
                     &format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}"),
+                );
+            }
+        }
+    }
+
+    /// Winograd F(2x2, 3x3) against the portable convolution: odd and even output sizes
+    /// (partial tiles), padding 0-2 on each side (tiles reaching past every edge), output
+    /// channels across partial and whole 64-channel groups, several chunks of tiles, two
+    /// batches; on CPUs without AVX-512 `pack` declines.
+    #[test]
+    fn conv_wino_f32_matches_portable() {
+        let mut rng = Rng(7);
+        for isa in isas() {
+            for case in 0..40usize {
+                let (cin, cout) = (16 + rng.below(40), 16 + rng.below(140));
+                let filter = rng.f32s(cout * 9 * cin);
+                let bias = rng.f32s(cout);
+                let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
+                let Some(wf) = WinoF32::pack(isa, &filter, cout, cin, Some(&bias), act) else {
+                    assert!(isa != Isa::Avx512Vnni);
+                    continue;
+                };
+                let (pt, pl, pb, pr) = (rng.below(3), rng.below(3), rng.below(3), rng.below(3));
+                let h = (1 + rng.below(if case % 4 == 0 { 30 } else { 9 }))
+                    .max(3usize.saturating_sub(pt + pb));
+                let w = (1 + rng.below(13)).max(3usize.saturating_sub(pl + pr));
+                let (oh, ow) = (h + pt + pb - 2, w + pl + pr - 2);
+                let is = [1 + case % 2, h, w, cin];
+                let fs = [cout, 3, 3, cin];
+                let os = [is[0], oh, ow, cout];
+                let p = Conv2dParams {
+                    pad_top: pt,
+                    pad_left: pl,
+                    activation: act,
+                    ..Default::default()
+                };
+                let input = rng.f32s(is.iter().product());
+                let mut want = vec![0f32; os.iter().product()];
+                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let one = || FastScratch {
+                    f32s: vec![0.0; wf.scratch_f32()],
+                    ..Default::default()
+                };
+                let mut s = vec![one(), one(), one()];
+                let mut got = vec![0f32; want.len()];
+                conv2d_wino_f32(&wf, &input, is, &p, &mut got, os, &mut s);
+                close(
+                    &got,
+                    &want,
+                    &format!("{isa:?} wino case {case} {is:?} {os:?} {p:?}"),
                 );
             }
         }

@@ -1550,3 +1550,202 @@ fn dw_f32_pixel_avx2(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32])
         }
     }
 }
+
+// ------------------------------------------------------------------ float Winograd F(2x2, 3x3)
+
+/// Input transform of Winograd F(2x2, 3x3) for tiles `tiles` (tile `t` is tile row
+/// `ty0 + t / tw`, column `t % tw`; its 4x4 input patch starts at row `2 * ty - pad_top`,
+/// column `2 * tx - pad_left`, taps outside the input are 0): writes `V = Bᵀ d B` of
+/// channel `ch` of the `l`-th tile of the range at `v[xi * xi_stride + l * c + ch]` for the
+/// 16 positions `xi` of the 4x4 tile.
+pub(crate) fn wino_input_f32(
+    input: &[f32],
+    [h, w, c]: [usize; 3],
+    [pad_top, pad_left]: [usize; 2],
+    [tw, ty0]: [usize; 2],
+    tiles: Range<usize>,
+    xi_stride: usize,
+    v: &mut [f32],
+) {
+    assert!(tw > 0 && c > 0 && input.len() >= h * w * c);
+    assert!(v.len() >= 15 * xi_stride + tiles.len() * c && xi_stride >= tiles.len() * c);
+    // SAFETY: called only for Isa::Avx512Vnni (AVX-512 F available); the sizes are asserted
+    // above and the function reads only in-range pixels.
+    unsafe {
+        wino_input_avx512(
+            input,
+            [h, w, c],
+            [pad_top, pad_left],
+            [tw, ty0],
+            tiles,
+            xi_stride,
+            v,
+        )
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn wino_input_avx512(
+    input: &[f32],
+    [h, w, c]: [usize; 3],
+    [pad_top, pad_left]: [usize; 2],
+    [tw, ty0]: [usize; 2],
+    tiles: Range<usize>,
+    xi_stride: usize,
+    v: &mut [f32],
+) {
+    let (inp, vp) = (input.as_ptr(), v.as_mut_ptr());
+    for (l, t) in tiles.enumerate() {
+        let (ty, tx) = (ty0 + t / tw, t % tw);
+        let y0 = (2 * ty).wrapping_sub(pad_top);
+        let x0 = (2 * tx).wrapping_sub(pad_left);
+        // Pixel offset of tap (i, j), or None outside the input.
+        let mut at = [[None; 4]; 4];
+        for (i, row) in at.iter_mut().enumerate() {
+            let y = y0.wrapping_add(i);
+            for (j, a) in row.iter_mut().enumerate() {
+                let x = x0.wrapping_add(j);
+                if y < h && x < w {
+                    *a = Some((y * w + x) * c);
+                }
+            }
+        }
+        let mut cb = 0;
+        while cb < c {
+            let mask = lanes16(c - cb);
+            let mut d = [[_mm512_setzero_ps(); 4]; 4];
+            for (drow, arow) in d.iter_mut().zip(&at) {
+                for (dv, a) in drow.iter_mut().zip(arow) {
+                    if let Some(a) = a {
+                        // SAFETY: pixel (y, x) is inside the input; the mask keeps the
+                        // lanes to channels cb..c of it.
+                        *dv = unsafe { _mm512_maskz_loadu_ps(mask, inp.add(a + cb)) };
+                    }
+                }
+            }
+            // Rows: t = Bᵀ d.
+            let mut tt = [[_mm512_setzero_ps(); 4]; 4];
+            for j in 0..4 {
+                tt[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
+                tt[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
+                tt[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
+                tt[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
+            }
+            // Columns: V = t B, stored per position.
+            for (i, r) in tt.iter().enumerate() {
+                let vv = [
+                    _mm512_sub_ps(r[0], r[2]),
+                    _mm512_add_ps(r[1], r[2]),
+                    _mm512_sub_ps(r[2], r[1]),
+                    _mm512_sub_ps(r[1], r[3]),
+                ];
+                for (j, vv) in vv.iter().enumerate() {
+                    let o = (i * 4 + j) * xi_stride + l * c + cb;
+                    // SAFETY: l < tiles.len() and the lanes are channels below c: within
+                    // v (asserted by the caller).
+                    unsafe { _mm512_mask_storeu_ps(vp.add(o), mask, *vv) };
+                }
+            }
+            cb += 16;
+        }
+    }
+}
+
+/// The mask of the first `min(n, 16)` lanes.
+#[inline]
+fn lanes16(n: usize) -> __mmask16 {
+    if n >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << n) - 1) as __mmask16
+    }
+}
+
+/// Output transform of Winograd F(2x2, 3x3): for the `l`-th tile of `tiles` (numbered as in
+/// [`wino_input_f32`]), `Y = Aᵀ M A` of the 16 products `m[xi * xi_stride + l * n + ch]`,
+/// plus `bias`, clamped to `act` (Tanh left to the caller), stored at output pixel
+/// `(2 * ty + i, 2 * tx + j)` for the pixels of rows `rows` and columns below `ow`; `out`
+/// starts at row `rows.start` (rows of `ow * n`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn wino_output_f32(
+    m: &[f32],
+    xi_stride: usize,
+    n: usize,
+    bias: &[f32],
+    act: Activation,
+    [ow, tw, ty0]: [usize; 3],
+    rows: Range<usize>,
+    tiles: Range<usize>,
+    out: &mut [f32],
+) {
+    assert!(tw > 0 && n > 0 && 2 * ty0 >= rows.start && bias.len() >= n.div_ceil(16) * 16);
+    assert!(m.len() >= 15 * xi_stride + tiles.len() * n && xi_stride >= tiles.len() * n);
+    assert!(out.len() >= rows.len() * ow * n);
+    // SAFETY: called only for Isa::Avx512Vnni (AVX-512 F available); sizes asserted above,
+    // stores only to pixels of rows `rows` and columns below `ow`.
+    unsafe { wino_output_avx512(m, xi_stride, n, bias, act, [ow, tw, ty0], rows, tiles, out) }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn wino_output_avx512(
+    m: &[f32],
+    xi_stride: usize,
+    n: usize,
+    bias: &[f32],
+    act: Activation,
+    [ow, tw, ty0]: [usize; 3],
+    rows: Range<usize>,
+    tiles: Range<usize>,
+    out: &mut [f32],
+) {
+    let clamp = !matches!(act, Activation::None | Activation::Tanh);
+    let (lo, hi) = clamp512(act);
+    let (mp, op) = (m.as_ptr(), out.as_mut_ptr());
+    for (l, t) in tiles.enumerate() {
+        let (oy0, ox0) = (2 * (ty0 + t / tw), 2 * (t % tw));
+        let mut ob = 0;
+        while ob < n {
+            let mask = lanes16(n - ob);
+            let mut mm = [_mm512_setzero_ps(); 16];
+            for (xi, mv) in mm.iter_mut().enumerate() {
+                // SAFETY: l < tiles.len() and the lanes are channels below n: within m.
+                *mv = unsafe { _mm512_maskz_loadu_ps(mask, mp.add(xi * xi_stride + l * n + ob)) };
+            }
+            // Rows: s = Aᵀ M (2 x 4).
+            let mut s = [[_mm512_setzero_ps(); 4]; 2];
+            for j in 0..4 {
+                let (m0, m1, m2, m3) = (mm[j], mm[4 + j], mm[8 + j], mm[12 + j]);
+                s[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+                s[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+            }
+            // SAFETY: bias has whole 16-channel panels (asserted by the caller).
+            let bv = unsafe { _mm512_loadu_ps(bias.as_ptr().add(ob)) };
+            for (i, r) in s.iter().enumerate() {
+                let oy = oy0 + i;
+                if oy >= rows.end {
+                    continue;
+                }
+                let ys = [
+                    _mm512_add_ps(_mm512_add_ps(r[0], r[1]), r[2]),
+                    _mm512_sub_ps(_mm512_sub_ps(r[1], r[2]), r[3]),
+                ];
+                for (j, y) in ys.iter().enumerate() {
+                    let ox = ox0 + j;
+                    if ox >= ow {
+                        continue;
+                    }
+                    let mut y = _mm512_add_ps(*y, bv);
+                    if clamp {
+                        y = _mm512_min_ps(_mm512_max_ps(y, lo), hi);
+                    }
+                    let o = ((oy - rows.start) * ow + ox) * n + ob;
+                    // SAFETY: rows.start <= oy < rows.end, ox < ow and the lanes are
+                    // channels below n: within out (asserted by the caller).
+                    unsafe { _mm512_mask_storeu_ps(op.add(o), mask, y) };
+                }
+            }
+            ob += 16;
+        }
+    }
+}
