@@ -1325,6 +1325,18 @@ impl GemmF32 {
         out: &mut [f32],
     ) {
         let (n, k) = (self.n, self.k);
+        if let Rows::Direct { data, stride } = *rows {
+            // Rows in place at a fixed stride: one loop over the row blocks in x86, without
+            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd).
+            let o = &mut out[..ms.len() * n];
+            x86::gemm_direct_f32_avx512(data, stride, ms, &self.b, &self.bias, n, k, self.act, o);
+            if self.act == Activation::Tanh {
+                for v in o.iter_mut() {
+                    *v = self.act.apply(*v);
+                }
+            }
+            return;
+        }
         let (bufs, pads) = scratch[..(MR_F32 + 1) * k].split_at_mut(MR_F32 * k);
         let unset = SegF32 {
             koff: 0,

@@ -1205,6 +1205,55 @@ pub(crate) fn gemm_rows_f32_avx512(
     }
 }
 
+/// [`gemm_rows_f32_avx512`] for rows `ms` of a matrix in place (row `m` is
+/// `data[m * stride..][..k]`), all row blocks in one call: `out` starts at row `ms.start`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_direct_f32_avx512(
+    data: &[f32],
+    stride: usize,
+    ms: Range<usize>,
+    b: &[f32],
+    bias: &[f32],
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: &mut [f32],
+) {
+    let panels = n.div_ceil(NR_F32);
+    assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
+    assert!(n > 0 && out.len() >= ms.len() * n);
+    if ms.is_empty() {
+        return;
+    }
+    assert!((ms.end - 1) * stride + k <= data.len());
+    let koffs = [0usize];
+    let (b, bias) = (b.as_ptr(), bias.as_ptr());
+    let mut m0 = ms.start;
+    while m0 < ms.end {
+        let rows = (ms.end - m0).min(MR_F32);
+        let mut ptrs = [[data.as_ptr(); MR_F32]; 1];
+        for (r, p) in ptrs[0].iter_mut().enumerate().take(rows) {
+            *p = data[(m0 + r) * stride..].as_ptr();
+        }
+        let lhs = (&ptrs[..], &koffs[..], k);
+        let o = out[(m0 - ms.start) * n..].as_mut_ptr();
+        macro_rules! dispatch {
+            ($($n:literal)*) => {
+                match rows {
+                    // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has
+                    // AVX-512 F/VL; rows m0..m0 + rows have k floats each ((ms.end - 1) *
+                    // stride + k <= data.len(), asserted above), `b` and `bias` cover every
+                    // panel and `o` is followed by `rows * n` floats of `out` (asserted).
+                    $($n => unsafe { gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, o) },)*
+                    _ => unreachable!(),
+                }
+            };
+        }
+        dispatch!(1 2 3 4 5 6);
+        m0 += MR_F32;
+    }
+}
+
 /// [`gemm_rows_f32_avx512`] after its checks on `b`, `bias`, `out` and the segments' `koff`:
 /// resolves (and checks) every row of up to `S` segments to a pointer.
 ///
