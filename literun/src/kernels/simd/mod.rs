@@ -2034,7 +2034,8 @@ mod tests {
         let stride = 1 + case % 2;
         let dil = if case.is_multiple_of(11) { 2 } else { 1 };
         let c = 1 + rng.below(100);
-        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(10));
+        let wide = if case % 5 == 4 { 90 } else { 10 };
+        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(wide));
         let pad = if case.is_multiple_of(3) {
             0
         } else {

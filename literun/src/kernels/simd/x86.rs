@@ -1481,8 +1481,136 @@ pub(crate) fn dw_f32_rows(
     out: &mut [f32],
 ) {
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    if dims[2] == 3 && dims[3] == 3 && geometry[2] == 1 && geometry[3] == 1 {
+        // SAFETY: as below.
+        return unsafe { dw3x3_f32_rows_avx512(dw, input, dims, geometry, oys, out) };
+    }
     // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`).
     unsafe { dw_f32_rows_avx512(dw, input, dims, geometry, oys, out) }
+}
+
+/// Output pixels of a row that one pass over a 16-channel block covers.
+const DW_RUN: usize = 32;
+
+/// [`dw_f32_rows`] for 3x3 kernels without dilation: for each 16-channel block of a run of
+/// output pixels, the nine weights and the bias stay in registers, so each multiply-add
+/// loads one input vector (the generic path loads the weight too and builds nine tap
+/// pointers per pixel); taps outside the input are skipped (columns only at the row's ends).
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn dw3x3_f32_rows_avx512(
+    dw: &DwF32,
+    input: &[f32],
+    [in_h, in_w, _, _, out_w]: [usize; 5],
+    [stride_h, stride_w, _, _, pad_top, pad_left]: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [f32],
+) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(c > 0 && input.len() >= in_h * in_w * c && out.len() >= oys.len() * out_w * c);
+    assert!(dw.taps == 9 && dw.w.len() >= 9 * cp && cp >= c && dw.bias.len() >= c);
+    let clamp = !matches!(dw.act, Activation::None | Activation::Tanh);
+    let (lo, hi) = clamp512(dw.act);
+    let (inp, wp, op) = (input.as_ptr(), dw.w.as_ptr(), out.as_mut_ptr());
+    let y0 = oys.start;
+    for oy in oys {
+        // Start of each kernel row's input row, None above or below the input.
+        let mut rows = [None; 3];
+        for (ky, r) in rows.iter_mut().enumerate() {
+            let y = (oy * stride_h + ky).wrapping_sub(pad_top);
+            if y < in_h {
+                *r = Some(y * in_w * c);
+            }
+        }
+        let orow = (oy - y0) * out_w * c;
+        let mut ox0 = 0;
+        while ox0 < out_w {
+            let ox1 = (ox0 + DW_RUN).min(out_w);
+            let mut cb = 0;
+            while cb < c {
+                let mask = lanes16(c - cb);
+                let mut w = [_mm512_setzero_ps(); 9];
+                for (t, w) in w.iter_mut().enumerate() {
+                    // SAFETY: lanes below c - cb: within tap t's cp weights.
+                    *w = unsafe { _mm512_maskz_loadu_ps(mask, wp.add(t * cp + cb)) };
+                }
+                // SAFETY: lanes below c - cb: within the bias' c floats.
+                let bias = unsafe { _mm512_maskz_loadu_ps(mask, dw.bias.as_ptr().add(cb)) };
+                let mut ox = ox0;
+                while ox < ox1 {
+                    let x0 = (ox * stride_w).wrapping_sub(pad_left);
+                    // Four pixels whose windows are inside the row: four independent chains,
+                    // input columns shared between neighbouring windows loaded once.
+                    if ox + 4 <= ox1 && x0 < in_w && in_w - x0 >= 3 * stride_w + 3 {
+                        let quad = match stride_w {
+                            // SAFETY: columns x0..x0 + 3 * stride + 3 of every valid row are
+                            // inside the input; lanes below c - cb.
+                            1 => Some(unsafe {
+                                dw3x3_quad::<1>(inp, &rows, x0 * c + cb, c, mask, &w)
+                            }),
+                            // SAFETY: as above.
+                            2 => Some(unsafe {
+                                dw3x3_quad::<2>(inp, &rows, x0 * c + cb, c, mask, &w)
+                            }),
+                            _ => None,
+                        };
+                        if let Some(quad) = quad {
+                            for (j, acc) in quad.into_iter().enumerate() {
+                                let mut v = _mm512_add_ps(acc, bias);
+                                if clamp {
+                                    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                                }
+                                let o = orow + (ox + j) * c + cb;
+                                // SAFETY: output pixel (oy, ox + j) of this block, ox + j <
+                                // ox1 <= out_w; lanes below c - cb.
+                                unsafe { _mm512_mask_storeu_ps(op.add(o), mask, v) };
+                            }
+                            ox += 4;
+                            continue;
+                        }
+                    }
+                    let inside = x0 < in_w && in_w - x0 >= 3;
+                    let mut acc = _mm512_setzero_ps();
+                    for (ky, r) in rows.iter().enumerate() {
+                        let Some(r) = *r else { continue };
+                        if inside {
+                            // SAFETY: pixels x0..x0 + 3 of input row y are inside the input;
+                            // lanes below c - cb stay within each pixel's channels.
+                            unsafe {
+                                let p = inp.add(r + x0 * c + cb);
+                                let a = _mm512_maskz_loadu_ps(mask, p);
+                                acc = _mm512_fmadd_ps(a, w[ky * 3], acc);
+                                let a = _mm512_maskz_loadu_ps(mask, p.add(c));
+                                acc = _mm512_fmadd_ps(a, w[ky * 3 + 1], acc);
+                                let a = _mm512_maskz_loadu_ps(mask, p.add(2 * c));
+                                acc = _mm512_fmadd_ps(a, w[ky * 3 + 2], acc);
+                            }
+                        } else {
+                            for kx in 0..3 {
+                                let x = x0.wrapping_add(kx);
+                                if x < in_w {
+                                    // SAFETY: pixel (y, x) is inside the input; lanes as
+                                    // above.
+                                    let a = unsafe {
+                                        _mm512_maskz_loadu_ps(mask, inp.add(r + x * c + cb))
+                                    };
+                                    acc = _mm512_fmadd_ps(a, w[ky * 3 + kx], acc);
+                                }
+                            }
+                        }
+                    }
+                    let mut v = _mm512_add_ps(acc, bias);
+                    if clamp {
+                        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                    }
+                    // SAFETY: output pixel (oy, ox) of this block, lanes below c - cb.
+                    unsafe { _mm512_mask_storeu_ps(op.add(orow + ox * c + cb), mask, v) };
+                    ox += 1;
+                }
+                cb += 16;
+            }
+            ox0 = ox1;
+        }
+    }
 }
 
 /// [`dw_f32_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
@@ -1501,6 +1629,40 @@ fn dw_f32_rows_avx512(
         // every non-null pointer.
         unsafe { dw_f32_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
     });
+}
+
+/// Four horizontally adjacent 3x3 windows (stride `S`) of one 16-channel block: the sums of
+/// their valid rows' taps (`at` is the first window's first pixel offset within a row plus
+/// the block's first channel).
+///
+/// # Safety
+/// AVX-512 F/VL; for every `Some(r)` in `rows`, `inp` readable at `r + at + col * c` for the
+/// lanes of `mask`, `col < 3 * S + 3`.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn dw3x3_quad<const S: usize>(
+    inp: *const f32,
+    rows: &[Option<usize>; 3],
+    at: usize,
+    c: usize,
+    mask: __mmask16,
+    w: &[__m512; 9],
+) -> [__m512; 4] {
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for (ky, r) in rows.iter().enumerate() {
+        let Some(r) = *r else { continue };
+        let mut a = [_mm512_setzero_ps(); 9];
+        for (col, a) in a.iter_mut().enumerate().take(3 * S + 3) {
+            // SAFETY: col < 3 * S + 3 (the contract).
+            *a = unsafe { _mm512_maskz_loadu_ps(mask, inp.add(r + at + col * c)) };
+        }
+        for (j, acc) in acc.iter_mut().enumerate() {
+            for kx in 0..3 {
+                *acc = _mm512_fmadd_ps(a[j * S + kx], w[ky * 3 + kx], *acc);
+            }
+        }
+    }
+    acc
 }
 
 /// Up to four 16-channel blocks at a time, so four independent multiply-add chains run per
