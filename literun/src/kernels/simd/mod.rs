@@ -1634,13 +1634,12 @@ pub(crate) fn conv2d_wino_f32(
                         [p.pad_top, p.pad_left],
                         [tw, ty0],
                         t0..t0 + chunk,
-                        xs_in,
                         v,
                     );
                     for (xi, g) in wf.u.iter().enumerate() {
                         let rows = Rows::Direct {
-                            data: &v[xi * xs_in..xi * xs_in + chunk * cin],
-                            stride: cin,
+                            data: &v[xi * cin..chunk * 16 * cin],
+                            stride: 16 * cin,
                         };
                         g.run(
                             0..chunk,

@@ -1767,32 +1767,22 @@ fn dw_f32_pixel_avx2(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32])
 /// Input transform of Winograd F(2x2, 3x3) for tiles `tiles` (tile `t` is tile row
 /// `ty0 + t / tw`, column `t % tw`; its 4x4 input patch starts at row `2 * ty - pad_top`,
 /// column `2 * tx - pad_left`, taps outside the input are 0): writes `V = Bᵀ d B` of
-/// channel `ch` of the `l`-th tile of the range at `v[xi * xi_stride + l * c + ch]` for the
-/// 16 positions `xi` of the 4x4 tile.
+/// channel `ch` of the `l`-th tile of the range at `v[(l * 16 + xi) * c + ch]` for the 16
+/// positions `xi` of the 4x4 tile (tile-major: the stores are one sequential stream, where
+/// sixteen position planes would miss L1 on every store).
 pub(crate) fn wino_input_f32(
     input: &[f32],
     [h, w, c]: [usize; 3],
     [pad_top, pad_left]: [usize; 2],
     [tw, ty0]: [usize; 2],
     tiles: Range<usize>,
-    xi_stride: usize,
     v: &mut [f32],
 ) {
     assert!(tw > 0 && c > 0 && input.len() >= h * w * c);
-    assert!(v.len() >= 15 * xi_stride + tiles.len() * c && xi_stride >= tiles.len() * c);
+    assert!(v.len() >= tiles.len() * 16 * c);
     // SAFETY: called only for Isa::Avx512Vnni (AVX-512 F available); the sizes are asserted
     // above and the function reads only in-range pixels.
-    unsafe {
-        wino_input_avx512(
-            input,
-            [h, w, c],
-            [pad_top, pad_left],
-            [tw, ty0],
-            tiles,
-            xi_stride,
-            v,
-        )
-    }
+    unsafe { wino_input_avx512(input, [h, w, c], [pad_top, pad_left], [tw, ty0], tiles, v) }
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
@@ -1802,7 +1792,6 @@ unsafe fn wino_input_avx512(
     [pad_top, pad_left]: [usize; 2],
     [tw, ty0]: [usize; 2],
     tiles: Range<usize>,
-    xi_stride: usize,
     v: &mut [f32],
 ) {
     let (inp, vp) = (input.as_ptr(), v.as_mut_ptr());
@@ -1851,7 +1840,7 @@ unsafe fn wino_input_avx512(
                     _mm512_sub_ps(r[1], r[3]),
                 ];
                 for (j, vv) in vv.iter().enumerate() {
-                    let o = (i * 4 + j) * xi_stride + l * c + cb;
+                    let o = (l * 16 + i * 4 + j) * c + cb;
                     // SAFETY: l < tiles.len() and the lanes are channels below c: within
                     // v (asserted by the caller).
                     unsafe { _mm512_mask_storeu_ps(vp.add(o), mask, *vv) };
