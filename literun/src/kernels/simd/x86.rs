@@ -1205,6 +1205,12 @@ pub(crate) fn gemm_rows_f32_avx512(
     }
 }
 
+/// Left-hand sides up to this size may be swept once per group of output channels by
+/// [`gemm_direct_f32_avx512`].
+const DIRECT_LHS_L2_BYTES: usize = 512 << 10;
+/// Weights up to this size stay in L1 without help.
+const DIRECT_RHS_L1_BYTES: usize = 32 << 10;
+
 /// [`gemm_rows_f32_avx512`] for rows `ms` of a matrix in place (row `m` is
 /// `data[m * stride..][..k]`), all row blocks in one call: `out` starts at row `ms.start`.
 #[allow(clippy::too_many_arguments)]
@@ -1228,29 +1234,49 @@ pub(crate) fn gemm_direct_f32_avx512(
     assert!((ms.end - 1) * stride + k <= data.len());
     let koffs = [0usize];
     let (b, bias) = (b.as_ptr(), bias.as_ptr());
-    let mut m0 = ms.start;
-    while m0 < ms.end {
-        let rows = (ms.end - m0).min(MR_F32);
-        let mut ptrs = [[data.as_ptr(); MR_F32]; 1];
-        for (r, p) in ptrs[0].iter_mut().enumerate().take(rows) {
-            *p = data[(m0 + r) * stride..].as_ptr();
+    // Weights bigger than L1 with a left-hand side that stays in L2: the rows are swept once
+    // per group of 64 channels, so the group's weights stay in L1 across the row blocks
+    // (else every row block reads all the weights; sweeping per group when they fit L1
+    // anyway only writes the output in partial lines).
+    let all = 0..usize::MAX;
+    let group_outer = ms.len() > MR_F32
+        && ms.len() * k * 4 <= DIRECT_LHS_L2_BYTES
+        && k * n * 4 > DIRECT_RHS_L1_BYTES;
+    let mut gs = if group_outer {
+        0..panels.div_ceil(GROUP_F32)
+    } else {
+        0..1
+    };
+    for g in &mut gs {
+        let groups = if group_outer { g..g + 1 } else { all.clone() };
+        let mut m0 = ms.start;
+        while m0 < ms.end {
+            let rows = (ms.end - m0).min(MR_F32);
+            let mut ptrs = [[data.as_ptr(); MR_F32]; 1];
+            for (r, p) in ptrs[0].iter_mut().enumerate().take(rows) {
+                *p = data[(m0 + r) * stride..].as_ptr();
+            }
+            let lhs = (&ptrs[..], &koffs[..], k);
+            let o = out[(m0 - ms.start) * n..].as_mut_ptr();
+            let groups = groups.clone();
+            macro_rules! dispatch {
+                ($($n:literal)*) => {
+                    match rows {
+                        // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has
+                        // AVX-512 F/VL; rows m0..m0 + rows have k floats each ((ms.end - 1) *
+                        // stride + k <= data.len(), asserted above), `b` and `bias` cover
+                        // every panel and `o` is followed by `rows * n` floats of `out`
+                        // (asserted).
+                        $($n => unsafe {
+                            gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, o, groups)
+                        },)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            dispatch!(1 2 3 4 5 6);
+            m0 += MR_F32;
         }
-        let lhs = (&ptrs[..], &koffs[..], k);
-        let o = out[(m0 - ms.start) * n..].as_mut_ptr();
-        macro_rules! dispatch {
-            ($($n:literal)*) => {
-                match rows {
-                    // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has
-                    // AVX-512 F/VL; rows m0..m0 + rows have k floats each ((ms.end - 1) *
-                    // stride + k <= data.len(), asserted above), `b` and `bias` cover every
-                    // panel and `o` is followed by `rows * n` floats of `out` (asserted).
-                    $($n => unsafe { gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, o) },)*
-                    _ => unreachable!(),
-                }
-            };
-        }
-        dispatch!(1 2 3 4 5 6);
-        m0 += MR_F32;
     }
 }
 
@@ -1286,7 +1312,9 @@ unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
                 // F/VL; every segment's first `rows` pointers have `seg_len` readable floats
                 // (sliced above) and its B rows are within `k`, `b` and `bias` cover every
                 // panel and `out` every row of `n` (the caller's contract).
-                $($n => unsafe { gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, out) },)*
+                $($n => unsafe {
+                    gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, out, 0..usize::MAX)
+                },)*
                 _ => unreachable!(),
             }
         };
@@ -1302,6 +1330,7 @@ type LhsF32<'a> = (&'a [[*const f32; MR_F32]], &'a [usize], usize);
 /// AVX-512 F/VL; for every segment `s`, its first `MR` row pointers readable for `seg_len`
 /// floats and `koffs[s] + seg_len <= k`; `b` readable for `panels * k * 16`,
 /// `bias` for `panels * 16`, `out` writable for `MR * n` (`panels = n.div_ceil(16)`).
+/// Computes the panels of groups `groups` (of four panels; the last may be narrower).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
@@ -1312,10 +1341,11 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
     k: usize,
     act: Activation,
     out: *mut f32,
+    groups: Range<usize>,
 ) {
     let panels = n.div_ceil(NR_F32);
-    let mut p = 0;
-    while p < panels {
+    let mut p = groups.start * GROUP_F32;
+    while p < panels.min(groups.end * GROUP_F32) {
         let g = (panels - p).min(GROUP_F32);
         // SAFETY: the group of panels p..p + g starts at p * k * 16 floats of `b` and has
         // k * g * 16 (GemmF32::pack); its bias and output columns are within the caller's.
