@@ -1163,7 +1163,7 @@ pub(crate) const NR_F32: usize = 16;
 pub(crate) const GROUP_F32: usize = 4;
 /// Most kernel rows (KH) of a convolution whose receptive field the AVX-512 float GEMM reads
 /// in place, one segment per kernel row (more: gathered im2col rows, one segment).
-#[cfg(target_arch = "x86_64")]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) const MAX_SEGS_F32: usize = 16;
 
 /// Where a row of one segment of the AVX-512 float GEMM lives.
