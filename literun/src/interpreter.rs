@@ -18,7 +18,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use crate::error::{Error, Result};
-use crate::kernels::simd::{self, DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa};
+use crate::kernels::simd::{self, DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa, WinoF32};
 use crate::kernels::{
     batch_matmul, compare as cmp, conv, depthwise_conv, elementwise as ew, fully_connected, pool,
     reduce, resize, shape_ops as so, softmax, transpose_conv, Activation,
@@ -102,6 +102,8 @@ pub(crate) enum Fast {
     FullyConnectedI8(GemmI8),
     DepthwiseI8(DwI8),
     Conv(GemmF32),
+    /// Float 3x3 stride-1 CONV_2D by Winograd F(2x2, 3x3).
+    ConvWino(WinoF32),
     FullyConnected(GemmF32),
     Depthwise(DwF32),
     /// Int8 ADD/SUB/MUL computed in vectors (no weights: the kernel's parameters).
@@ -118,6 +120,7 @@ impl Fast {
             Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => g.bytes(),
             Fast::DepthwiseI8(d) => d.bytes(),
             Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
+            Fast::ConvWino(w) => w.bytes(),
             Fast::Depthwise(d) => d.bytes(),
             Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => 0,
         }
@@ -128,6 +131,7 @@ impl Fast {
         match self {
             Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
             Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
+            Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
             Fast::DepthwiseI8(_) | Fast::Depthwise(_) => (0, 0, 0),
             Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => (0, 0, 0),
         }
@@ -183,6 +187,26 @@ impl Fast {
                 ..
             } if params.depth_multiplier == 1 => {
                 DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q).map(Fast::DepthwiseI8)
+            }
+            Kind::Conv {
+                params,
+                in_shape,
+                filter_shape: [o, 3, 3, i],
+                ..
+            } if *i == in_shape[3]
+                && [
+                    params.stride_h,
+                    params.stride_w,
+                    params.dilation_h,
+                    params.dilation_w,
+                ] == [1; 4] =>
+            {
+                let w = weights_f32()?;
+                let b = bias_f32()?;
+                match WinoF32::pack(isa, w, *o, *i, b, params.activation) {
+                    Some(wf) => Some(Fast::ConvWino(wf)),
+                    None => GemmF32::pack(isa, w, *o, 9 * i, b, params.activation).map(Fast::Conv),
+                }
             }
             Kind::Conv {
                 params,
@@ -1534,6 +1558,23 @@ fn run_fast(
             ins.typed(0).ok()?,
             *in_shape,
             *filter_shape,
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (
+            Fast::ConvWino(w),
+            Kind::Conv {
+                params,
+                in_shape,
+                out_shape,
+                ..
+            },
+        ) => simd::conv2d_wino_f32(
+            w,
+            ins.typed(0).ok()?,
+            *in_shape,
             params,
             cast_out(out).ok()?,
             *out_shape,

@@ -1212,7 +1212,8 @@ pub(crate) fn depthwise_i8(
     );
 }
 
-/// Constant float weights `[N, K]` packed in panels of 16 output channels (`[panel][k][16]`).
+/// Constant float weights `[N, K]` packed in panels of 16 output channels (`[panel][k][16]`;
+/// with AVX-512 in groups of [`GROUP_F32`] panels, `[group][k][64]`).
 #[derive(Clone, Debug)]
 pub struct GemmF32 {
     pub(crate) isa: Isa,
@@ -1227,6 +1228,34 @@ pub struct GemmF32 {
 pub(crate) const MR_F32: usize = 6;
 /// Output channels of a float GEMM panel.
 pub(crate) const NR_F32: usize = 16;
+/// Panels of one AVX-512 float GEMM tile (6 rows x 64 channels: 24 accumulators).
+pub(crate) const GROUP_F32: usize = 4;
+/// Most kernel rows (KH) of a convolution whose receptive field the AVX-512 float GEMM reads
+/// in place, one segment per kernel row (more: gathered im2col rows, one segment).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) const MAX_SEGS_F32: usize = 16;
+
+/// Where a row of one segment of the AVX-512 float GEMM lives.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SrcF32 {
+    /// The operator's input (the convolution's input, the dense operator's rows).
+    Data,
+    /// The gathered row buffers.
+    Buf,
+    /// A run of padding values.
+    Pad,
+}
+
+/// One segment of the left-hand side of an AVX-512 float GEMM row block: reduction indices
+/// `koff..koff + seg_len` of row `r` are `seg_len` consecutive floats at `rows[r]` (source,
+/// offset).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegF32 {
+    pub(crate) koff: usize,
+    pub(crate) rows: [(SrcF32, usize); MR_F32],
+}
 
 impl GemmF32 {
     pub fn pack(
@@ -1241,13 +1270,20 @@ impl GemmF32 {
             return None;
         }
         let panels = n.div_ceil(NR_F32);
+        // AVX-512 interleaves groups of GROUP_F32 panels (`[group][k][width * 16]`, the last
+        // group narrower) so its 6 x 64 tile reads one weight stream; other ISAs read one
+        // panel at a time. Either way panel `p`'s group starts at `group_start * k * 16`.
+        let group = if isa == Isa::Avx512Vnni { GROUP_F32 } else { 1 };
         let mut b = vec![0f32; panels * k * NR_F32];
         for p in 0..panels {
+            let g0 = p / group * group;
+            let width = (panels - g0).min(group);
             for kk in 0..k {
                 for j in 0..NR_F32 {
                     let ch = p * NR_F32 + j;
                     if ch < n {
-                        b[(p * k + kk) * NR_F32 + j] = weights[ch * k + kk];
+                        let at = g0 * k * NR_F32 + (kk * width + p - g0) * NR_F32 + j;
+                        b[at] = weights[ch * k + kk];
                     }
                 }
             }
@@ -1270,9 +1306,9 @@ impl GemmF32 {
         (self.b.len() + self.bias.len()) * 4
     }
 
-    /// f32 scratch of [`Self::run`] (row buffers for gathered rows).
+    /// f32 scratch of [`Self::run`] (row buffers for gathered rows, then a run of padding).
     pub fn scratch_f32(&self) -> usize {
-        MR_F32 * self.k
+        (MR_F32 + 1) * self.k
     }
 
     /// `out[m - ms.start, :] = act(rows.row(m) · W^T + bias)` for `m` in `ms`.
@@ -1283,6 +1319,10 @@ impl GemmF32 {
         row_bufs: &mut [f32],
         out: &mut [f32],
     ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512Vnni {
+            return self.run_avx512(ms, rows, row_bufs, out);
+        }
         let (n, k) = (self.n, self.k);
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
@@ -1313,18 +1353,6 @@ impl GemmF32 {
             let panel = |p: usize| &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
             let panels = n.div_ceil(NR_F32);
-            #[cfg(target_arch = "x86_64")]
-            if self.isa == Isa::Avx512Vnni {
-                let o = &mut out[(m0 - base) * n..(m0 - base + rows_here) * n];
-                x86::gemm_rows_f32_avx512(&rs[..rows_here], &self.b, &self.bias, n, k, self.act, o);
-                if self.act == Activation::Tanh {
-                    for v in o.iter_mut() {
-                        *v = self.act.apply(*v);
-                    }
-                }
-                m0 += MR_F32;
-                continue;
-            }
             let mut p = 0;
             while p < panels {
                 #[cfg(target_arch = "x86_64")]
@@ -1351,6 +1379,162 @@ impl GemmF32 {
             m0 += MR_F32;
         }
     }
+
+    /// [`Self::run`] with AVX-512: a convolution's receptive field is read in place, one
+    /// segment per kernel row (`KW * C` contiguous input floats when the window's columns
+    /// lie inside the input), so only windows that cross the left or right edge are gathered
+    /// and kernel rows above or below the input are skipped when no row of the block needs
+    /// them.
+    #[cfg(target_arch = "x86_64")]
+    fn run_avx512(
+        &self,
+        ms: Range<usize>,
+        rows: &Rows<'_, f32>,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let (n, k) = (self.n, self.k);
+        if let Rows::Direct { data, stride } = *rows {
+            // Rows in place at a fixed stride: one loop over the row blocks in x86, without
+            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd).
+            let o = &mut out[..ms.len() * n];
+            x86::gemm_direct_f32_avx512(data, stride, ms, &self.b, &self.bias, n, k, self.act, o);
+            if self.act == Activation::Tanh {
+                for v in o.iter_mut() {
+                    *v = self.act.apply(*v);
+                }
+            }
+            return;
+        }
+        let (bufs, pads) = scratch[..(MR_F32 + 1) * k].split_at_mut(MR_F32 * k);
+        let unset = SegF32 {
+            koff: 0,
+            rows: [(SrcF32::Pad, 0); MR_F32],
+        };
+        let mut segs = [unset; MAX_SEGS_F32];
+        let mut m0 = ms.start;
+        let mut filled = false;
+        while m0 < ms.end {
+            let here = (ms.end - m0).min(MR_F32);
+            let (data, count, seg_len) = match *rows {
+                Rows::Direct { data, stride } => {
+                    for (r, row) in segs[0].rows.iter_mut().enumerate().take(here) {
+                        *row = (SrcF32::Data, (m0 + r) * stride);
+                    }
+                    (data, 1, k)
+                }
+                Rows::Conv {
+                    input,
+                    in_hwc,
+                    k_hw,
+                    out_w,
+                    ref p,
+                    pad,
+                } if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 => {
+                    if !filled {
+                        pads.fill(pad);
+                        filled = true;
+                    }
+                    let seg_len = k_hw[1] * in_hwc[2];
+                    let count = conv_segments(
+                        input, in_hwc, k_hw, out_w, p, pad, m0, here, bufs, k, &mut segs,
+                    );
+                    (input, count, seg_len)
+                }
+                Rows::Conv { input, .. } => {
+                    for (r, row) in segs[0].rows.iter_mut().enumerate().take(here) {
+                        rows.row(m0 + r, &mut bufs[r * k..(r + 1) * k]);
+                        *row = (SrcF32::Buf, r * k);
+                    }
+                    (input, 1, k)
+                }
+            };
+            let o = &mut out[(m0 - ms.start) * n..(m0 - ms.start + here) * n];
+            x86::gemm_rows_f32_avx512(
+                [data, bufs, pads],
+                &segs[..count],
+                seg_len,
+                here,
+                &self.b,
+                &self.bias,
+                n,
+                k,
+                self.act,
+                o,
+            );
+            if self.act == Activation::Tanh {
+                for v in o.iter_mut() {
+                    *v = self.act.apply(*v);
+                }
+            }
+            m0 += MR_F32;
+        }
+    }
+}
+
+/// Fills `segs` with the receptive fields of output pixels `m0..m0 + here` of a convolution
+/// (dilation 1 across), one segment per kernel row that some pixel of the block reads inside
+/// the input: in place where the window's columns are inside the input, else gathered into
+/// row `r`'s buffer (`bufs[r * k..]`, at the kernel row's place), and [`SrcF32::Pad`] for a
+/// pixel whose kernel row is above or below the input. Returns the number of segments.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+fn conv_segments(
+    input: &[f32],
+    [in_h, in_w, c]: [usize; 3],
+    [k_h, k_w]: [usize; 2],
+    out_w: usize,
+    p: &Conv2dParams,
+    pad: f32,
+    m0: usize,
+    here: usize,
+    bufs: &mut [f32],
+    k: usize,
+    segs: &mut [SegF32; MAX_SEGS_F32],
+) -> usize {
+    let seg_len = k_w * c;
+    // Per row: top input row of the window (wrapping below 0) and left input column.
+    let mut at = [(0usize, 0usize); MR_F32];
+    for (r, a) in at.iter_mut().enumerate().take(here) {
+        let (oy, ox) = ((m0 + r) / out_w, (m0 + r) % out_w);
+        *a = (
+            (oy * p.stride_h).wrapping_sub(p.pad_top),
+            (ox * p.stride_w).wrapping_sub(p.pad_left),
+        );
+    }
+    let mut count = 0;
+    for ky in 0..k_h {
+        let seg = &mut segs[count];
+        seg.koff = ky * seg_len;
+        let mut live = false;
+        for (r, &(y0, x0)) in at.iter().enumerate().take(here) {
+            let y = y0.wrapping_add(ky * p.dilation_h);
+            if y >= in_h {
+                seg.rows[r] = (SrcF32::Pad, 0);
+                continue;
+            }
+            live = true;
+            if x0 < in_w && in_w - x0 >= k_w {
+                seg.rows[r] = (SrcF32::Data, (y * in_w + x0) * c);
+                continue;
+            }
+            let o = r * k + ky * seg_len;
+            for (kx, dst) in bufs[o..o + seg_len].chunks_exact_mut(c).enumerate() {
+                let x = x0.wrapping_add(kx);
+                if x < in_w {
+                    let i = (y * in_w + x) * c;
+                    dst.copy_from_slice(&input[i..i + c]);
+                } else {
+                    dst.fill(pad);
+                }
+            }
+            seg.rows[r] = (SrcF32::Buf, o);
+        }
+        if live {
+            count += 1;
+        }
+    }
+    count
 }
 
 /// The first-element pointers of a float tile's rows, checking what the tile kernels read:
@@ -1388,6 +1572,170 @@ pub(crate) fn conv2d_f32(
         let work = m * out_c * g.k;
         for_row_blocks(m, MR_F32, out_c, work, outb, workers, |ms, o, s| {
             g.run(ms, &rows, &mut s.f32s, o)
+        });
+    }
+}
+
+/// Tiles of one Winograd chunk: their transformed inputs and products (16 positions each)
+/// stay in L2 between the transforms and the 16 GEMMs.
+pub(crate) const WINO_TILES: usize = 36;
+
+/// Constant float weights of a 3x3, stride 1, dilation 1 CONV_2D for Winograd F(2x2, 3x3)
+/// (AVX-512): `U = G g Gᵀ` of every (output, input) channel pair, one [`GemmF32`] per
+/// position of the 4x4 transformed tile. A 2x2 output tile then costs 16 multiply-adds per
+/// channel pair instead of 36; transforms are additions only, so results stay within the
+/// float tolerance of the direct convolution.
+#[derive(Clone, Debug)]
+pub struct WinoF32 {
+    pub(crate) cin: usize,
+    pub(crate) cout: usize,
+    pub(crate) u: Vec<GemmF32>,
+    /// Bias padded to whole 16-channel panels.
+    pub(crate) bias: Vec<f32>,
+    pub(crate) act: Activation,
+}
+
+impl WinoF32 {
+    /// `filter` is `[cout, 3, 3, cin]`. `None` unless the ISA is AVX-512 and both channel
+    /// counts are large enough for the GEMMs to outweigh the transforms.
+    pub fn pack(
+        isa: Isa,
+        filter: &[f32],
+        cout: usize,
+        cin: usize,
+        bias: Option<&[f32]>,
+        act: Activation,
+    ) -> Option<WinoF32> {
+        if isa != Isa::Avx512Vnni
+            || !isa.available()
+            || cin < 16
+            || cout < 16
+            || filter.len() != cout * 9 * cin
+        {
+            return None;
+        }
+        let mut u = vec![vec![0f32; cout * cin]; 16];
+        for o in 0..cout {
+            for i in 0..cin {
+                let g = |ky: usize, kx: usize| filter[((o * 3 + ky) * 3 + kx) * cin + i];
+                // Gg (4 x 3), then (Gg)Gᵀ (4 x 4).
+                let [g0, g1, g2] = [0, 1, 2].map(|ky| [0, 1, 2].map(|kx| g(ky, kx)));
+                let gg: [[f32; 3]; 4] = [
+                    g0,
+                    [0, 1, 2].map(|x| 0.5 * (g0[x] + g1[x] + g2[x])),
+                    [0, 1, 2].map(|x| 0.5 * (g0[x] - g1[x] + g2[x])),
+                    g2,
+                ];
+                for (r, row) in gg.iter().enumerate() {
+                    let [g0, g1, g2] = *row;
+                    let t = [g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2];
+                    for (c, v) in t.into_iter().enumerate() {
+                        u[r * 4 + c][o * cin + i] = v;
+                    }
+                }
+            }
+        }
+        let u = u
+            .iter()
+            .map(|w| GemmF32::pack(isa, w, cout, cin, None, Activation::None))
+            .collect::<Option<Vec<_>>>()?;
+        let mut bv = vec![0f32; cout.div_ceil(NR_F32) * NR_F32];
+        if let Some(b) = bias {
+            bv[..cout].copy_from_slice(&b[..cout]);
+        }
+        Some(WinoF32 {
+            cin,
+            cout,
+            u,
+            bias: bv,
+            act,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.u.iter().map(GemmF32::bytes).sum::<usize>() + self.bias.len() * 4
+    }
+
+    /// f32 scratch of [`conv2d_wino_f32`]: a chunk's transformed inputs and products, and
+    /// the GEMMs' own scratch.
+    pub fn scratch_f32(&self) -> usize {
+        16 * WINO_TILES * (self.cin + self.cout) + self.u[0].scratch_f32()
+    }
+}
+
+/// Float CONV_2D (3x3, stride 1, dilation 1, groups 1) through [`WinoF32`]: output rows in
+/// blocks of whole 2x2 tile rows per worker, tiles in chunks of [`WINO_TILES`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_wino_f32(
+    wf: &WinoF32,
+    input: &[f32],
+    in_shape: [usize; 4],
+    p: &Conv2dParams,
+    output: &mut [f32],
+    out_shape: [usize; 4],
+    workers: &mut [FastScratch],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, out_h, out_w, out_c] = out_shape;
+    assert!(in_c == wf.cin && out_c == wf.cout);
+    let (cin, cout) = (wf.cin, wf.cout);
+    let tw = out_w.div_ceil(2);
+    let (xs_in, xs_out) = (WINO_TILES * cin, WINO_TILES * cout);
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * cin..(b + 1) * in_h * in_w * cin];
+        let outb = &mut output[b * out_h * out_w * cout..(b + 1) * out_h * out_w * cout];
+        let work = out_h * out_w * cout * 9 * cin;
+        for_row_blocks(out_h, 2, out_w * cout, work, outb, workers, |rows, o, s| {
+            let (v, rest) = s.f32s[..wf.scratch_f32()].split_at_mut(16 * xs_in);
+            let (m, gs) = rest.split_at_mut(16 * xs_out);
+            let ty0 = rows.start / 2;
+            let tiles = (rows.end.div_ceil(2) - ty0) * tw;
+            let mut t0 = 0;
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = (&v, &m, &gs, tiles, &mut t0, inb, p, &wf.u);
+            #[cfg(target_arch = "x86_64")]
+            while t0 < tiles {
+                let chunk = (tiles - t0).min(WINO_TILES);
+                {
+                    x86::wino_input_f32(
+                        inb,
+                        [in_h, in_w, cin],
+                        [p.pad_top, p.pad_left],
+                        [tw, ty0],
+                        t0..t0 + chunk,
+                        v,
+                    );
+                    for (xi, g) in wf.u.iter().enumerate() {
+                        let rows = Rows::Direct {
+                            data: &v[xi * cin..chunk * 16 * cin],
+                            stride: 16 * cin,
+                        };
+                        g.run(
+                            0..chunk,
+                            &rows,
+                            gs,
+                            &mut m[xi * xs_out..xi * xs_out + chunk * cout],
+                        );
+                    }
+                    x86::wino_output_f32(
+                        m,
+                        xs_out,
+                        cout,
+                        &wf.bias,
+                        wf.act,
+                        [out_w, tw, ty0],
+                        rows.clone(),
+                        t0..t0 + chunk,
+                        o,
+                    );
+                }
+                t0 += chunk;
+            }
+            if wf.act == Activation::Tanh {
+                for v in o[..rows.len() * out_w * cout].iter_mut() {
+                    *v = wf.act.apply(*v);
+                }
+            }
         });
     }
 }
@@ -1615,7 +1963,7 @@ mod tests {
         let one = || FastScratch {
             i8s: vec![0; k],
             i32s: vec![0; groups * 8],
-            f32s: vec![0.0; MR_F32 * k],
+            f32s: vec![0.0; (MR_F32 + 1) * k],
         };
         vec![one(), one(), one()]
     }
@@ -1754,7 +2102,8 @@ mod tests {
         let stride = 1 + case % 2;
         let dil = if case.is_multiple_of(11) { 2 } else { 1 };
         let c = 1 + rng.below(100);
-        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(10));
+        let wide = if case % 5 == 4 { 90 } else { 10 };
+        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(wide));
         let pad = if case.is_multiple_of(3) {
             0
         } else {
@@ -1870,7 +2219,7 @@ mod tests {
                 conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
                 close(&got, &want, &format!("{isa:?} conv case {case}"));
 
-                let (b, n) = (1 + rng.below(7), 1 + rng.below(50));
+                let (b, n) = (1 + rng.below(7), 1 + rng.below(50) + case % 2 * 100);
                 let x = rng.f32s(b * kk);
                 let mut want = vec![0f32; b * n];
                 let wts = rng.f32s(n * kk);
@@ -1879,6 +2228,124 @@ mod tests {
                 let mut got = vec![0f32; b * n];
                 fully_connected_f32(&g, &x, b, &mut got, &mut s);
                 close(&got, &want, &format!("{isa:?} fc case {case}"));
+            }
+        }
+    }
+
+    /// Float convolutions on the shapes the AVX-512 path reads in place or gathers: kernel
+    /// height and width apart, dilation, strides up to 3, top/left padding up to the kernel
+    /// size (rows and columns wholly in the padding) with any implied bottom/right padding,
+    /// channel counts across one to several 64-channel groups with a partial last panel, and
+    /// kernels taller than the in-place limit.
+    #[test]
+    fn conv_f32_windows_match_portable() {
+        let mut rng = Rng(6);
+        for isa in isas() {
+            for case in 0..60usize {
+                let tall = case % 20 == 19;
+                let kh = if tall {
+                    MAX_SEGS_F32 + 1
+                } else {
+                    1 + rng.below(5)
+                };
+                let kw = 1 + rng.below(5);
+                let (dh, dw) = (1 + rng.below(2), 1 + (case % 3) / 2);
+                let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
+                let (pt, pl) = (rng.below(kh + 1), rng.below(kw + 1));
+                let (pb, pr) = (rng.below(kh + 1), rng.below(kw + 1));
+                let (ekh, ekw) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
+                let h = (ekh + rng.below(9)).saturating_sub(pt + pb).max(1);
+                let w = (ekw + rng.below(9)).saturating_sub(pl + pr).max(1);
+                if h + pt + pb < ekh || w + pl + pr < ekw {
+                    continue;
+                }
+                let oh = (h + pt + pb - ekh) / sh + 1;
+                let ow = (w + pl + pr - ekw) / sw + 1;
+                let cin = 1 + rng.below(20);
+                let cout = [
+                    1 + rng.below(16),
+                    17 + rng.below(60),
+                    64,
+                    65 + rng.below(90),
+                ][case % 4];
+                let is = [1 + case % 2, h, w, cin];
+                let fs = [cout, kh, kw, cin];
+                let os = [is[0], oh, ow, cout];
+                let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
+                let p = Conv2dParams {
+                    stride_h: sh,
+                    stride_w: sw,
+                    dilation_h: dh,
+                    dilation_w: dw,
+                    pad_top: pt,
+                    pad_left: pl,
+                    activation: act,
+                };
+                let input = rng.f32s(is.iter().product());
+                let filter = rng.f32s(fs.iter().product());
+                let bias = rng.f32s(cout);
+                let mut want = vec![0f32; os.iter().product()];
+                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let kk = kh * kw * cin;
+                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
+                let mut s = scratch_for(kk, 1);
+                let mut got = vec![0f32; want.len()];
+                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
+                close(
+                    &got,
+                    &want,
+                    &format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}"),
+                );
+            }
+        }
+    }
+
+    /// Winograd F(2x2, 3x3) against the portable convolution: odd and even output sizes
+    /// (partial tiles), padding 0-2 on each side (tiles reaching past every edge), output
+    /// channels across partial and whole 64-channel groups, several chunks of tiles, two
+    /// batches; on CPUs without AVX-512 `pack` declines.
+    #[test]
+    fn conv_wino_f32_matches_portable() {
+        let mut rng = Rng(7);
+        for isa in isas() {
+            for case in 0..40usize {
+                let (cin, cout) = (16 + rng.below(40), 16 + rng.below(140));
+                let filter = rng.f32s(cout * 9 * cin);
+                let bias = rng.f32s(cout);
+                let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
+                let Some(wf) = WinoF32::pack(isa, &filter, cout, cin, Some(&bias), act) else {
+                    assert!(isa != Isa::Avx512Vnni);
+                    continue;
+                };
+                let (pt, pl, pb, pr) = (rng.below(3), rng.below(3), rng.below(3), rng.below(3));
+                let h = (1 + rng.below(if case % 4 == 0 { 30 } else { 9 }))
+                    .max(3usize.saturating_sub(pt + pb));
+                let w = (1 + rng.below(13)).max(3usize.saturating_sub(pl + pr));
+                let (oh, ow) = (h + pt + pb - 2, w + pl + pr - 2);
+                let is = [1 + case % 2, h, w, cin];
+                let fs = [cout, 3, 3, cin];
+                let os = [is[0], oh, ow, cout];
+                let p = Conv2dParams {
+                    pad_top: pt,
+                    pad_left: pl,
+                    activation: act,
+                    ..Default::default()
+                };
+                let input = rng.f32s(is.iter().product());
+                let mut want = vec![0f32; os.iter().product()];
+                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let one = || FastScratch {
+                    f32s: vec![0.0; wf.scratch_f32()],
+                    ..Default::default()
+                };
+                let mut s = vec![one(), one(), one()];
+                let mut got = vec![0f32; want.len()];
+                conv2d_wino_f32(&wf, &input, is, &p, &mut got, os, &mut s);
+                close(
+                    &got,
+                    &want,
+                    &format!("{isa:?} wino case {case} {is:?} {os:?} {p:?}"),
+                );
             }
         }
     }

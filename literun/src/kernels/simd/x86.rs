@@ -9,7 +9,8 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{
-    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32,
+    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS, GROUP_F32,
+    MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::elementwise::{self as ew, Run};
 use crate::kernels::Activation;
@@ -1241,13 +1242,20 @@ pub(crate) fn tile_f32(
     dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
 }
 
-/// Every panel of one block of GEMM rows with AVX-512, stored straight into `out`:
-/// `out[r * n + j] = act(bias[j] + rows[r] · B[:, j])` (Tanh left to the caller), `b` in
-/// panels of `k * 16` and `bias` padded to whole panels. Panels go in pairs (twelve independent
-/// multiply-add chains keep both FMA units busy), the last partial panel through masked stores.
+/// Every panel of one block of `rows` GEMM rows with AVX-512, stored straight into `out`:
+/// `out[r * n + j] = act(bias[j] + A[r] · B[:, j])` (Tanh left to the caller), where row `r`
+/// of `A` is given by `segs`: segment `s` holds reduction indices `koff..koff + seg_len` at
+/// `srcs[source][offset..]` (reduction indices in no segment are zero). `b` is packed in
+/// groups of four panels (`[group][k][64]`, the last group narrower, see `GemmF32::pack`) and
+/// `bias` padded to whole panels. A group is a tile of up to 6 rows x 64 channels: 24
+/// independent multiply-add chains keep both FMA units busy with one weight load per 6
+/// multiply-adds; the last partial panel goes through masked stores.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_rows_f32_avx512(
-    rows: &[&[f32]],
+    srcs: [&[f32]; 3],
+    segs: &[SegF32],
+    seg_len: usize,
+    rows: usize,
     b: &[f32],
     bias: &[f32],
     n: usize,
@@ -1257,17 +1265,134 @@ pub(crate) fn gemm_rows_f32_avx512(
 ) {
     let panels = n.div_ceil(NR_F32);
     assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
-    assert!(n > 0 && out.len() >= rows.len() * n);
-    let ptrs = super::f32_row_ptrs(rows, k);
+    assert!(n > 0 && (1..=MR_F32).contains(&rows) && out.len() >= rows * n);
+    assert!(segs.len() <= MAX_SEGS_F32);
+    for seg in segs {
+        assert!(seg.koff + seg_len <= k);
+    }
+    let lhs = (srcs, segs, seg_len, rows);
+    let (b, bias, out) = (b.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
+    // The row pointers live in an array sized for the segments (initializing room for
+    // MAX_SEGS_F32 on every block costs as much as a small block's multiply-adds).
+    match segs.len() {
+        // SAFETY: `b`, `bias` and `out` as asserted above.
+        0 | 1 => unsafe { gemm_rows_f32_avx512_segs::<1>(lhs, b, bias, n, k, act, out) },
+        // SAFETY: as above.
+        2..=4 => unsafe { gemm_rows_f32_avx512_segs::<4>(lhs, b, bias, n, k, act, out) },
+        // SAFETY: as above.
+        _ => unsafe { gemm_rows_f32_avx512_segs::<MAX_SEGS_F32>(lhs, b, bias, n, k, act, out) },
+    }
+}
+
+/// Left-hand sides up to this size may be swept once per group of output channels by
+/// [`gemm_direct_f32_avx512`].
+const DIRECT_LHS_L2_BYTES: usize = 512 << 10;
+/// Weights up to this size stay in L1 without help.
+const DIRECT_RHS_L1_BYTES: usize = 32 << 10;
+
+/// [`gemm_rows_f32_avx512`] for rows `ms` of a matrix in place (row `m` is
+/// `data[m * stride..][..k]`), all row blocks in one call: `out` starts at row `ms.start`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_direct_f32_avx512(
+    data: &[f32],
+    stride: usize,
+    ms: Range<usize>,
+    b: &[f32],
+    bias: &[f32],
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: &mut [f32],
+) {
+    let panels = n.div_ceil(NR_F32);
+    assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
+    assert!(n > 0 && out.len() >= ms.len() * n);
+    if ms.is_empty() {
+        return;
+    }
+    assert!((ms.end - 1) * stride + k <= data.len());
+    let koffs = [0usize];
+    let (b, bias) = (b.as_ptr(), bias.as_ptr());
+    // Weights bigger than L1 with a left-hand side that stays in L2: the rows are swept once
+    // per group of 64 channels, so the group's weights stay in L1 across the row blocks
+    // (else every row block reads all the weights; sweeping per group when they fit L1
+    // anyway only writes the output in partial lines).
+    let all = 0..usize::MAX;
+    let group_outer = ms.len() > MR_F32
+        && ms.len() * k * 4 <= DIRECT_LHS_L2_BYTES
+        && k * n * 4 > DIRECT_RHS_L1_BYTES;
+    let mut gs = if group_outer {
+        0..panels.div_ceil(GROUP_F32)
+    } else {
+        0..1
+    };
+    for g in &mut gs {
+        let groups = if group_outer { g..g + 1 } else { all.clone() };
+        let mut m0 = ms.start;
+        while m0 < ms.end {
+            let rows = (ms.end - m0).min(MR_F32);
+            let mut ptrs = [[data.as_ptr(); MR_F32]; 1];
+            for (r, p) in ptrs[0].iter_mut().enumerate().take(rows) {
+                *p = data[(m0 + r) * stride..].as_ptr();
+            }
+            let lhs = (&ptrs[..], &koffs[..], k);
+            let o = out[(m0 - ms.start) * n..].as_mut_ptr();
+            let groups = groups.clone();
+            macro_rules! dispatch {
+                ($($n:literal)*) => {
+                    match rows {
+                        // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has
+                        // AVX-512 F/VL; rows m0..m0 + rows have k floats each ((ms.end - 1) *
+                        // stride + k <= data.len(), asserted above), `b` and `bias` cover
+                        // every panel and `o` is followed by `rows * n` floats of `out`
+                        // (asserted).
+                        $($n => unsafe {
+                            gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, o, groups)
+                        },)*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            dispatch!(1 2 3 4 5 6);
+            m0 += MR_F32;
+        }
+    }
+}
+
+/// [`gemm_rows_f32_avx512`] after its checks on `b`, `bias`, `out` and the segments' `koff`:
+/// resolves (and checks) every row of up to `S` segments to a pointer.
+///
+/// # Safety
+/// `b` readable for `panels * k * 16` floats, `bias` for `panels * 16`, `out` writable for
+/// `rows * n` (`panels = n.div_ceil(16)`); `segs.len() <= S`, every `koff + seg_len <= k`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
+    (srcs, segs, seg_len, rows): ([&[f32]; 3], &[SegF32], usize, usize),
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let mut ptrs = [[core::ptr::null::<f32>(); MR_F32]; S];
+    let mut koffs = [0usize; S];
+    for ((seg, ptrs), koff) in segs.iter().zip(&mut ptrs).zip(&mut koffs) {
+        *koff = seg.koff;
+        for (&(src, at), ptr) in seg.rows[..rows].iter().zip(ptrs.iter_mut()) {
+            *ptr = srcs[src as usize][at..at + seg_len].as_ptr();
+        }
+    }
+    let lhs = (&ptrs[..segs.len()], &koffs[..segs.len()], seg_len);
     macro_rules! dispatch {
         ($($n:literal)*) => {
-            match rows.len() {
+            match rows {
                 // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
-                // F/VL; every row has `k` values, `b` and `bias` cover every panel and `out`
-                // every row of `n` (asserted above and in f32_row_ptrs).
+                // F/VL; every segment's first `rows` pointers have `seg_len` readable floats
+                // (sliced above) and its B rows are within `k`, `b` and `bias` cover every
+                // panel and `out` every row of `n` (the caller's contract).
                 $($n => unsafe {
-                    gemm_rows_f32_avx512_mr::<$n>(&ptrs, b.as_ptr(), bias.as_ptr(), n, k, act,
-                        out.as_mut_ptr())
+                    gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, out, 0..usize::MAX)
                 },)*
                 _ => unreachable!(),
             }
@@ -1276,78 +1401,124 @@ pub(crate) fn gemm_rows_f32_avx512(
     dispatch!(1 2 3 4 5 6)
 }
 
+/// The left-hand side of a row block: row pointers and first reduction index of each segment,
+/// and the segments' length.
+type LhsF32<'a> = (&'a [[*const f32; MR_F32]], &'a [usize], usize);
+
 /// # Safety
-/// AVX-512 F/VL; `rows[..MR]` readable for `k` floats, `b` for `panels * k * 16`, `bias` for
-/// `panels * 16`, `out` writable for `MR * n` (`panels = n.div_ceil(16)`).
+/// AVX-512 F/VL; for every segment `s`, its first `MR` row pointers readable for `seg_len`
+/// floats and `koffs[s] + seg_len <= k`; `b` readable for `panels * k * 16`,
+/// `bias` for `panels * 16`, `out` writable for `MR * n` (`panels = n.div_ceil(16)`).
+/// Computes the panels of groups `groups` (of four panels; the last may be narrower).
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
-    rows: &[*const f32; MR_F32],
+    lhs: LhsF32<'_>,
     b: *const f32,
     bias: *const f32,
     n: usize,
     k: usize,
     act: Activation,
     out: *mut f32,
+    groups: Range<usize>,
 ) {
     let panels = n.div_ceil(NR_F32);
-    // The channels of the panel starting at c0 that exist.
-    let lanes = |c0: usize| -> __mmask16 {
-        let cn = (n - c0).min(NR_F32);
-        if cn == NR_F32 {
-            0xFFFF
-        } else {
-            (1u16 << cn) - 1
-        }
-    };
-    let mut p = 0;
-    while p + 1 < panels {
-        let mut acc = [[_mm512_setzero_ps(); 2]; MR];
-        // SAFETY: panels p and p + 1 have k * 16 floats, every row k (the caller's contract).
+    let mut p = groups.start * GROUP_F32;
+    while p < panels.min(groups.end * GROUP_F32) {
+        let g = (panels - p).min(GROUP_F32);
+        // SAFETY: the group of panels p..p + g starts at p * k * 16 floats of `b` and has
+        // k * g * 16 (GemmF32::pack); its bias and output columns are within the caller's.
         unsafe {
-            let (b0, b1) = (b.add(p * k * NR_F32), b.add((p + 1) * k * NR_F32));
-            for kk in 0..k {
-                let w0 = _mm512_loadu_ps(b0.add(kk * NR_F32));
-                let w1 = _mm512_loadu_ps(b1.add(kk * NR_F32));
+            let (bg, bias) = (b.add(p * k * NR_F32), bias.add(p * NR_F32));
+            let (o, c0) = (out.add(p * NR_F32), p * NR_F32);
+            match g {
+                4 => gemm_group_f32::<MR, 4>(lhs, bg, bias, n, c0, act, o),
+                3 => gemm_group_f32::<MR, 3>(lhs, bg, bias, n, c0, act, o),
+                2 => gemm_group_f32::<MR, 2>(lhs, bg, bias, n, c0, act, o),
+                _ => gemm_group_f32::<MR, 1>(lhs, bg, bias, n, c0, act, o),
+            }
+        }
+        p += g;
+    }
+}
+
+/// One `MR` x `G * 16` tile: output channels `c0..c0 + G * 16` (the existing ones) of `MR`
+/// rows.
+///
+/// # Safety
+/// As [`gemm_rows_f32_avx512_mr`], for the group's weights `[k][G * 16]` at `bg`, its bias
+/// (`G * 16` floats) and `out` pointing at channel `c0` of the first row.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
+    (rows, koffs, seg_len): LhsF32<'_>,
+    bg: *const f32,
+    bias: *const f32,
+    n: usize,
+    c0: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let cols = G * NR_F32;
+    let mut acc = [[_mm512_setzero_ps(); G]; MR];
+    for (rows, &koff) in rows.iter().zip(koffs) {
+        // SAFETY: reduction indices koff..koff + seg_len are within k: rows koff.. of the
+        // group's [k][G * 16] weights; every row pointer has seg_len floats (the contract).
+        unsafe {
+            let bs = bg.add(koff * cols);
+            for kk in 0..seg_len {
+                let mut w = [_mm512_setzero_ps(); G];
+                for (h, w) in w.iter_mut().enumerate() {
+                    *w = _mm512_loadu_ps(bs.add(kk * cols + h * NR_F32));
+                }
                 for (r, acc) in acc.iter_mut().enumerate() {
                     let a = _mm512_set1_ps(*rows[r].add(kk));
-                    acc[0] = _mm512_fmadd_ps(a, w0, acc[0]);
-                    acc[1] = _mm512_fmadd_ps(a, w1, acc[1]);
+                    for (acc, w) in acc.iter_mut().zip(&w) {
+                        *acc = _mm512_fmadd_ps(a, *w, *acc);
+                    }
                 }
-            }
-        }
-        for h in 0..2 {
-            let c0 = (p + h) * NR_F32;
-            // SAFETY: bias has the panel's 16 floats; the mask keeps each store to the
-            // row's channels c0..min(c0 + 16, n) (the caller's contract).
-            unsafe {
-                let bv = _mm512_loadu_ps(bias.add(c0));
-                for (r, acc) in acc.iter().enumerate() {
-                    let v = activate512(_mm512_add_ps(acc[h], bv), act);
-                    _mm512_mask_storeu_ps(out.add(r * n + c0), lanes(c0), v);
-                }
-            }
-        }
-        p += 2;
-    }
-    if p < panels {
-        let mut acc = [_mm512_setzero_ps(); MR];
-        // SAFETY: as above, for panel p.
-        unsafe {
-            let b0 = b.add(p * k * NR_F32);
-            for kk in 0..k {
-                let w = _mm512_loadu_ps(b0.add(kk * NR_F32));
-                for (r, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm512_fmadd_ps(_mm512_set1_ps(*rows[r].add(kk)), w, *acc);
-                }
-            }
-            let c0 = p * NR_F32;
-            let bv = _mm512_loadu_ps(bias.add(c0));
-            for (r, acc) in acc.iter().enumerate() {
-                let v = activate512(_mm512_add_ps(*acc, bv), act);
-                _mm512_mask_storeu_ps(out.add(r * n + c0), lanes(c0), v);
             }
         }
     }
+    // Masks, bias and clamp bounds first, so the stores below unroll over registers (the
+    // accumulators stay in registers instead of going through the stack).
+    let mut lanes = [0xFFFF as __mmask16; G];
+    let mut bv = [_mm512_setzero_ps(); G];
+    for (h, (lanes, bv)) in lanes.iter_mut().zip(&mut bv).enumerate() {
+        let cn = n - (c0 + h * NR_F32);
+        if cn < NR_F32 {
+            *lanes = ((1u32 << cn) - 1) as __mmask16;
+        }
+        // SAFETY: bias has the group's G * 16 floats.
+        *bv = unsafe { _mm512_loadu_ps(bias.add(h * NR_F32)) };
+    }
+    let clamp = !matches!(act, Activation::None | Activation::Tanh);
+    let (lo, hi) = clamp512(act);
+    for (r, acc) in acc.iter().enumerate() {
+        for h in 0..G {
+            let mut v = _mm512_add_ps(acc[h], bv[h]);
+            if clamp {
+                v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+            }
+            // SAFETY: the mask keeps each store to the row's channels c0 + 16h..
+            // min(c0 + 16h + 16, n) (the caller's contract).
+            unsafe { _mm512_mask_storeu_ps(out.add(r * n + h * NR_F32), lanes[h], v) };
+        }
+    }
+}
+
+/// Lower and upper bounds that clamp to `act` (Relu, Relu6, ReluN1To1; `max` first, so NaN
+/// becomes the lower bound as in [`activate512`]).
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn clamp512(act: Activation) -> (__m512, __m512) {
+    let (lo, hi) = match act {
+        Activation::Relu => (0.0, f32::INFINITY),
+        Activation::Relu6 => (0.0, 6.0),
+        Activation::ReluN1To1 => (-1.0, 1.0),
+        Activation::None | Activation::Tanh => (f32::NEG_INFINITY, f32::INFINITY),
+    };
+    (_mm512_set1_ps(lo), _mm512_set1_ps(hi))
 }
 
 #[inline]
@@ -1419,8 +1590,136 @@ pub(crate) fn dw_f32_rows(
     out: &mut [f32],
 ) {
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    if dims[2] == 3 && dims[3] == 3 && geometry[2] == 1 && geometry[3] == 1 {
+        // SAFETY: as below.
+        return unsafe { dw3x3_f32_rows_avx512(dw, input, dims, geometry, oys, out) };
+    }
     // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/VL (`available`).
     unsafe { dw_f32_rows_avx512(dw, input, dims, geometry, oys, out) }
+}
+
+/// Output pixels of a row that one pass over a 16-channel block covers.
+const DW_RUN: usize = 32;
+
+/// [`dw_f32_rows`] for 3x3 kernels without dilation: for each 16-channel block of a run of
+/// output pixels, the nine weights and the bias stay in registers, so each multiply-add
+/// loads one input vector (the generic path loads the weight too and builds nine tap
+/// pointers per pixel); taps outside the input are skipped (columns only at the row's ends).
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn dw3x3_f32_rows_avx512(
+    dw: &DwF32,
+    input: &[f32],
+    [in_h, in_w, _, _, out_w]: [usize; 5],
+    [stride_h, stride_w, _, _, pad_top, pad_left]: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [f32],
+) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(c > 0 && input.len() >= in_h * in_w * c && out.len() >= oys.len() * out_w * c);
+    assert!(dw.taps == 9 && dw.w.len() >= 9 * cp && cp >= c && dw.bias.len() >= c);
+    let clamp = !matches!(dw.act, Activation::None | Activation::Tanh);
+    let (lo, hi) = clamp512(dw.act);
+    let (inp, wp, op) = (input.as_ptr(), dw.w.as_ptr(), out.as_mut_ptr());
+    let y0 = oys.start;
+    for oy in oys {
+        // Start of each kernel row's input row, None above or below the input.
+        let mut rows = [None; 3];
+        for (ky, r) in rows.iter_mut().enumerate() {
+            let y = (oy * stride_h + ky).wrapping_sub(pad_top);
+            if y < in_h {
+                *r = Some(y * in_w * c);
+            }
+        }
+        let orow = (oy - y0) * out_w * c;
+        let mut ox0 = 0;
+        while ox0 < out_w {
+            let ox1 = (ox0 + DW_RUN).min(out_w);
+            let mut cb = 0;
+            while cb < c {
+                let mask = lanes16(c - cb);
+                let mut w = [_mm512_setzero_ps(); 9];
+                for (t, w) in w.iter_mut().enumerate() {
+                    // SAFETY: lanes below c - cb: within tap t's cp weights.
+                    *w = unsafe { _mm512_maskz_loadu_ps(mask, wp.add(t * cp + cb)) };
+                }
+                // SAFETY: lanes below c - cb: within the bias' c floats.
+                let bias = unsafe { _mm512_maskz_loadu_ps(mask, dw.bias.as_ptr().add(cb)) };
+                let mut ox = ox0;
+                while ox < ox1 {
+                    let x0 = (ox * stride_w).wrapping_sub(pad_left);
+                    // Four pixels whose windows are inside the row: four independent chains,
+                    // input columns shared between neighbouring windows loaded once.
+                    if ox + 4 <= ox1 && x0 < in_w && in_w - x0 >= 3 * stride_w + 3 {
+                        let quad = match stride_w {
+                            // SAFETY: columns x0..x0 + 3 * stride + 3 of every valid row are
+                            // inside the input; lanes below c - cb.
+                            1 => Some(unsafe {
+                                dw3x3_quad::<1>(inp, &rows, x0 * c + cb, c, mask, &w)
+                            }),
+                            // SAFETY: as above.
+                            2 => Some(unsafe {
+                                dw3x3_quad::<2>(inp, &rows, x0 * c + cb, c, mask, &w)
+                            }),
+                            _ => None,
+                        };
+                        if let Some(quad) = quad {
+                            for (j, acc) in quad.into_iter().enumerate() {
+                                let mut v = _mm512_add_ps(acc, bias);
+                                if clamp {
+                                    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                                }
+                                let o = orow + (ox + j) * c + cb;
+                                // SAFETY: output pixel (oy, ox + j) of this block, ox + j <
+                                // ox1 <= out_w; lanes below c - cb.
+                                unsafe { _mm512_mask_storeu_ps(op.add(o), mask, v) };
+                            }
+                            ox += 4;
+                            continue;
+                        }
+                    }
+                    let inside = x0 < in_w && in_w - x0 >= 3;
+                    let mut acc = _mm512_setzero_ps();
+                    for (ky, r) in rows.iter().enumerate() {
+                        let Some(r) = *r else { continue };
+                        if inside {
+                            // SAFETY: pixels x0..x0 + 3 of input row y are inside the input;
+                            // lanes below c - cb stay within each pixel's channels.
+                            unsafe {
+                                let p = inp.add(r + x0 * c + cb);
+                                let a = _mm512_maskz_loadu_ps(mask, p);
+                                acc = _mm512_fmadd_ps(a, w[ky * 3], acc);
+                                let a = _mm512_maskz_loadu_ps(mask, p.add(c));
+                                acc = _mm512_fmadd_ps(a, w[ky * 3 + 1], acc);
+                                let a = _mm512_maskz_loadu_ps(mask, p.add(2 * c));
+                                acc = _mm512_fmadd_ps(a, w[ky * 3 + 2], acc);
+                            }
+                        } else {
+                            for kx in 0..3 {
+                                let x = x0.wrapping_add(kx);
+                                if x < in_w {
+                                    // SAFETY: pixel (y, x) is inside the input; lanes as
+                                    // above.
+                                    let a = unsafe {
+                                        _mm512_maskz_loadu_ps(mask, inp.add(r + x * c + cb))
+                                    };
+                                    acc = _mm512_fmadd_ps(a, w[ky * 3 + kx], acc);
+                                }
+                            }
+                        }
+                    }
+                    let mut v = _mm512_add_ps(acc, bias);
+                    if clamp {
+                        v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+                    }
+                    // SAFETY: output pixel (oy, ox) of this block, lanes below c - cb.
+                    unsafe { _mm512_mask_storeu_ps(op.add(orow + ox * c + cb), mask, v) };
+                    ox += 1;
+                }
+                cb += 16;
+            }
+            ox0 = ox1;
+        }
+    }
 }
 
 /// [`dw_f32_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
@@ -1439,6 +1738,40 @@ fn dw_f32_rows_avx512(
         // every non-null pointer.
         unsafe { dw_f32_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
     });
+}
+
+/// Four horizontally adjacent 3x3 windows (stride `S`) of one 16-channel block: the sums of
+/// their valid rows' taps (`at` is the first window's first pixel offset within a row plus
+/// the block's first channel).
+///
+/// # Safety
+/// AVX-512 F/VL; for every `Some(r)` in `rows`, `inp` readable at `r + at + col * c` for the
+/// lanes of `mask`, `col < 3 * S + 3`.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn dw3x3_quad<const S: usize>(
+    inp: *const f32,
+    rows: &[Option<usize>; 3],
+    at: usize,
+    c: usize,
+    mask: __mmask16,
+    w: &[__m512; 9],
+) -> [__m512; 4] {
+    let mut acc = [_mm512_setzero_ps(); 4];
+    for (ky, r) in rows.iter().enumerate() {
+        let Some(r) = *r else { continue };
+        let mut a = [_mm512_setzero_ps(); 9];
+        for (col, a) in a.iter_mut().enumerate().take(3 * S + 3) {
+            // SAFETY: col < 3 * S + 3 (the contract).
+            *a = unsafe { _mm512_maskz_loadu_ps(mask, inp.add(r + at + col * c)) };
+        }
+        for (j, acc) in acc.iter_mut().enumerate() {
+            for kx in 0..3 {
+                *acc = _mm512_fmadd_ps(a[j * S + kx], w[ky * 3 + kx], *acc);
+            }
+        }
+    }
+    acc
 }
 
 /// Up to four 16-channel blocks at a time, so four independent multiply-add chains run per
@@ -1534,6 +1867,194 @@ fn dw_f32_pixel_avx2(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32])
             // SAFETY: tmp has 8 floats.
             unsafe { _mm256_storeu_ps(tmp.as_mut_ptr(), v) };
             out[ch..c].copy_from_slice(&tmp[..c - ch]);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ float Winograd F(2x2, 3x3)
+
+/// Input transform of Winograd F(2x2, 3x3) for tiles `tiles` (tile `t` is tile row
+/// `ty0 + t / tw`, column `t % tw`; its 4x4 input patch starts at row `2 * ty - pad_top`,
+/// column `2 * tx - pad_left`, taps outside the input are 0): writes `V = Bᵀ d B` of
+/// channel `ch` of the `l`-th tile of the range at `v[(l * 16 + xi) * c + ch]` for the 16
+/// positions `xi` of the 4x4 tile (tile-major: the stores are one sequential stream, where
+/// sixteen position planes would miss L1 on every store).
+pub(crate) fn wino_input_f32(
+    input: &[f32],
+    [h, w, c]: [usize; 3],
+    [pad_top, pad_left]: [usize; 2],
+    [tw, ty0]: [usize; 2],
+    tiles: Range<usize>,
+    v: &mut [f32],
+) {
+    assert!(tw > 0 && c > 0 && input.len() >= h * w * c);
+    assert!(v.len() >= tiles.len() * 16 * c);
+    // SAFETY: called only for Isa::Avx512Vnni (AVX-512 F available); the sizes are asserted
+    // above and the function reads only in-range pixels.
+    unsafe { wino_input_avx512(input, [h, w, c], [pad_top, pad_left], [tw, ty0], tiles, v) }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn wino_input_avx512(
+    input: &[f32],
+    [h, w, c]: [usize; 3],
+    [pad_top, pad_left]: [usize; 2],
+    [tw, ty0]: [usize; 2],
+    tiles: Range<usize>,
+    v: &mut [f32],
+) {
+    let (inp, vp) = (input.as_ptr(), v.as_mut_ptr());
+    for (l, t) in tiles.enumerate() {
+        let (ty, tx) = (ty0 + t / tw, t % tw);
+        let y0 = (2 * ty).wrapping_sub(pad_top);
+        let x0 = (2 * tx).wrapping_sub(pad_left);
+        // Pixel offset of tap (i, j), or None outside the input.
+        let mut at = [[None; 4]; 4];
+        for (i, row) in at.iter_mut().enumerate() {
+            let y = y0.wrapping_add(i);
+            for (j, a) in row.iter_mut().enumerate() {
+                let x = x0.wrapping_add(j);
+                if y < h && x < w {
+                    *a = Some((y * w + x) * c);
+                }
+            }
+        }
+        let mut cb = 0;
+        while cb < c {
+            let mask = lanes16(c - cb);
+            let mut d = [[_mm512_setzero_ps(); 4]; 4];
+            for (drow, arow) in d.iter_mut().zip(&at) {
+                for (dv, a) in drow.iter_mut().zip(arow) {
+                    if let Some(a) = a {
+                        // SAFETY: pixel (y, x) is inside the input; the mask keeps the
+                        // lanes to channels cb..c of it.
+                        *dv = unsafe { _mm512_maskz_loadu_ps(mask, inp.add(a + cb)) };
+                    }
+                }
+            }
+            // Rows: t = Bᵀ d.
+            let mut tt = [[_mm512_setzero_ps(); 4]; 4];
+            for j in 0..4 {
+                tt[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
+                tt[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
+                tt[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
+                tt[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
+            }
+            // Columns: V = t B, stored per position.
+            for (i, r) in tt.iter().enumerate() {
+                let vv = [
+                    _mm512_sub_ps(r[0], r[2]),
+                    _mm512_add_ps(r[1], r[2]),
+                    _mm512_sub_ps(r[2], r[1]),
+                    _mm512_sub_ps(r[1], r[3]),
+                ];
+                for (j, vv) in vv.iter().enumerate() {
+                    let o = (l * 16 + i * 4 + j) * c + cb;
+                    // SAFETY: l < tiles.len() and the lanes are channels below c: within
+                    // v (asserted by the caller).
+                    unsafe { _mm512_mask_storeu_ps(vp.add(o), mask, *vv) };
+                }
+            }
+            cb += 16;
+        }
+    }
+}
+
+/// The mask of the first `min(n, 16)` lanes.
+#[inline]
+fn lanes16(n: usize) -> __mmask16 {
+    if n >= 16 {
+        0xFFFF
+    } else {
+        ((1u32 << n) - 1) as __mmask16
+    }
+}
+
+/// Output transform of Winograd F(2x2, 3x3): for the `l`-th tile of `tiles` (numbered as in
+/// [`wino_input_f32`]), `Y = Aᵀ M A` of the 16 products `m[xi * xi_stride + l * n + ch]`,
+/// plus `bias`, clamped to `act` (Tanh left to the caller), stored at output pixel
+/// `(2 * ty + i, 2 * tx + j)` for the pixels of rows `rows` and columns below `ow`; `out`
+/// starts at row `rows.start` (rows of `ow * n`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn wino_output_f32(
+    m: &[f32],
+    xi_stride: usize,
+    n: usize,
+    bias: &[f32],
+    act: Activation,
+    [ow, tw, ty0]: [usize; 3],
+    rows: Range<usize>,
+    tiles: Range<usize>,
+    out: &mut [f32],
+) {
+    assert!(tw > 0 && n > 0 && 2 * ty0 >= rows.start && bias.len() >= n.div_ceil(16) * 16);
+    assert!(m.len() >= 15 * xi_stride + tiles.len() * n && xi_stride >= tiles.len() * n);
+    assert!(out.len() >= rows.len() * ow * n);
+    // SAFETY: called only for Isa::Avx512Vnni (AVX-512 F available); sizes asserted above,
+    // stores only to pixels of rows `rows` and columns below `ow`.
+    unsafe { wino_output_avx512(m, xi_stride, n, bias, act, [ow, tw, ty0], rows, tiles, out) }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn wino_output_avx512(
+    m: &[f32],
+    xi_stride: usize,
+    n: usize,
+    bias: &[f32],
+    act: Activation,
+    [ow, tw, ty0]: [usize; 3],
+    rows: Range<usize>,
+    tiles: Range<usize>,
+    out: &mut [f32],
+) {
+    let clamp = !matches!(act, Activation::None | Activation::Tanh);
+    let (lo, hi) = clamp512(act);
+    let (mp, op) = (m.as_ptr(), out.as_mut_ptr());
+    for (l, t) in tiles.enumerate() {
+        let (oy0, ox0) = (2 * (ty0 + t / tw), 2 * (t % tw));
+        let mut ob = 0;
+        while ob < n {
+            let mask = lanes16(n - ob);
+            let mut mm = [_mm512_setzero_ps(); 16];
+            for (xi, mv) in mm.iter_mut().enumerate() {
+                // SAFETY: l < tiles.len() and the lanes are channels below n: within m.
+                *mv = unsafe { _mm512_maskz_loadu_ps(mask, mp.add(xi * xi_stride + l * n + ob)) };
+            }
+            // Rows: s = Aᵀ M (2 x 4).
+            let mut s = [[_mm512_setzero_ps(); 4]; 2];
+            for j in 0..4 {
+                let (m0, m1, m2, m3) = (mm[j], mm[4 + j], mm[8 + j], mm[12 + j]);
+                s[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+                s[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+            }
+            // SAFETY: bias has whole 16-channel panels (asserted by the caller).
+            let bv = unsafe { _mm512_loadu_ps(bias.as_ptr().add(ob)) };
+            for (i, r) in s.iter().enumerate() {
+                let oy = oy0 + i;
+                if oy >= rows.end {
+                    continue;
+                }
+                let ys = [
+                    _mm512_add_ps(_mm512_add_ps(r[0], r[1]), r[2]),
+                    _mm512_sub_ps(_mm512_sub_ps(r[1], r[2]), r[3]),
+                ];
+                for (j, y) in ys.iter().enumerate() {
+                    let ox = ox0 + j;
+                    if ox >= ow {
+                        continue;
+                    }
+                    let mut y = _mm512_add_ps(*y, bv);
+                    if clamp {
+                        y = _mm512_min_ps(_mm512_max_ps(y, lo), hi);
+                    }
+                    let o = ((oy - rows.start) * ow + ox) * n + ob;
+                    // SAFETY: rows.start <= oy < rows.end, ox < ow and the lanes are
+                    // channels below n: within out (asserted by the caller).
+                    unsafe { _mm512_mask_storeu_ps(op.add(o), mask, y) };
+                }
+            }
+            ob += 16;
         }
     }
 }
