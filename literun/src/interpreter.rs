@@ -254,28 +254,9 @@ impl Fast {
                 ..
             } => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
             Kind::BinaryI8 {
-                p:
-                    ew::BinaryI8::Mul {
-                        in1_offset,
-                        in2_offset,
-                        out_mult,
-                        out_shift,
-                        out_offset,
-                        act_min,
-                        act_max,
-                    },
+                p: p @ ew::BinaryI8::Mul { .. },
                 ..
-            } => simd::ArithI8::mul(
-                isa,
-                *in1_offset,
-                *in2_offset,
-                *out_mult,
-                *out_shift,
-                *out_offset,
-                *act_min,
-                *act_max,
-            )
-            .map(Fast::ArithI8),
+            } => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
             Kind::Quantize { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
             Kind::Unary { dtype, .. } if *dtype != DType::I32 && simd::has_elementwise(isa) => {

@@ -605,20 +605,23 @@ impl ArithI8 {
         })
     }
 
-    /// An int8 MUL ([`crate::kernels::elementwise::BinaryI8::Mul`]'s parameters). `None` when
-    /// `isa` has no such kernel or outside what it reproduces exactly: offsets of int8 zero
-    /// points (so the product fits 17 bits), a shift in TFLite's range, a clamp inside int8.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn mul(
-        isa: Isa,
-        in1_offset: i32,
-        in2_offset: i32,
-        out_mult: i32,
-        out_shift: i32,
-        out_offset: i32,
-        act_min: i32,
-        act_max: i32,
-    ) -> Option<ArithI8> {
+    /// An int8 MUL ([`crate::kernels::elementwise::BinaryI8::Mul`]). `None` for another
+    /// operator, when `isa` has no such kernel, or outside what it reproduces exactly: offsets
+    /// of int8 zero points (so the product fits 17 bits), a shift in TFLite's range, a clamp
+    /// inside int8.
+    pub(crate) fn mul(isa: Isa, p: &crate::kernels::elementwise::BinaryI8) -> Option<ArithI8> {
+        let crate::kernels::elementwise::BinaryI8::Mul {
+            in1_offset,
+            in2_offset,
+            out_mult,
+            out_shift,
+            out_offset,
+            act_min,
+            act_max,
+        } = *p
+        else {
+            return None;
+        };
         let exact = (-255..=255).contains(&in1_offset)
             && (-255..=255).contains(&in2_offset)
             && (-128..=127).contains(&out_offset)
@@ -2422,19 +2425,7 @@ mod tests {
                     act_min,
                     act_max,
                 };
-                let BinaryI8::Mul {
-                    in1_offset,
-                    in2_offset,
-                    out_offset,
-                    ..
-                } = p
-                else {
-                    unreachable!()
-                };
-                let f = ArithI8::mul(
-                    isa, in1_offset, in2_offset, out_mult, out_shift, out_offset, act_min, act_max,
-                )
-                .unwrap();
+                let f = ArithI8::mul(isa, &p).unwrap();
                 let mut got = vec![0i8; 65536];
                 arith_i8(&f, &p, &bc_all, &all_a, &all_b, &mut got);
                 for i in 0..65536 {
