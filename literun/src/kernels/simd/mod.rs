@@ -315,10 +315,7 @@ impl GemmI8 {
         let mut m0 = base;
         while m0 < m_count {
             let rows_here = (m_count - m0).min(mr);
-            for r in 0..rows_here {
-                let row = rows.row(m0 + r, row_buf);
-                pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
-            }
+            self.pack_rows(rows, m0, rows_here, row_buf, a_buf);
             for p in 0..n.div_ceil(nr) {
                 let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
                 let c0 = p * nr;
@@ -352,6 +349,55 @@ impl GemmI8 {
                 );
             }
             m0 += mr;
+        }
+    }
+}
+
+impl GemmI8 {
+    /// Packs rows `m0..m0 + count` of `rows` as rows `0..count` of `a_buf`
+    /// ([`pack_row_i8`]). With `vpdpbusd`, contiguous rows of a multiple of four bytes are one
+    /// block already in the packed layout (one offset-to-unsigned copy for the whole tile),
+    /// and with AVX-512 an im2col row is gathered straight into its packed form.
+    #[inline]
+    fn pack_rows(
+        &self,
+        rows: &Rows<'_, i8>,
+        m0: usize,
+        count: usize,
+        row_buf: &mut [i8],
+        a_buf: &mut [i32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa.vnni() {
+            match rows {
+                Rows::Direct { data, stride } if *stride == self.k && self.k % 4 == 0 => {
+                    let block = &data[m0 * self.k..(m0 + count) * self.k];
+                    return x86::pack_row_vnni(block, &mut a_buf[..count * self.groups]);
+                }
+                Rows::Conv {
+                    input,
+                    in_hwc,
+                    k_hw,
+                    out_w,
+                    p,
+                    pad,
+                } if self.isa == Isa::Avx512Vnni => {
+                    let conv = x86::ConvRows {
+                        input,
+                        in_hwc: *in_hwc,
+                        k_hw: *k_hw,
+                        out_w: *out_w,
+                        p,
+                        pad: *pad,
+                    };
+                    return x86::pack_conv_rows_vnni512(&conv, m0, count, self.groups, a_buf);
+                }
+                _ => {}
+            }
+        }
+        for r in 0..count {
+            let row = rows.row(m0 + r, row_buf);
+            pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
         }
     }
 }

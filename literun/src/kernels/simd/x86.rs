@@ -9,6 +9,7 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{AddSubI8, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, DW_MAX_TAPS, MR_F32, NR_F32};
+use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
@@ -230,6 +231,111 @@ fn pack_row_vnni_avx2(row: &[i8], dst: &mut [i32]) {
         // slice is sound (every bit pattern is an i32).
         unsafe { *out.add(i) = b };
         i += 1;
+    }
+}
+
+/// The im2col rows of a convolution ([`super::Rows::Conv`]'s fields).
+pub(crate) struct ConvRows<'a> {
+    pub(crate) input: &'a [i8],
+    pub(crate) in_hwc: [usize; 3],
+    pub(crate) k_hw: [usize; 2],
+    pub(crate) out_w: usize,
+    pub(crate) p: &'a Conv2dParams,
+    pub(crate) pad: i8,
+}
+
+/// Rows `m0..m0 + count` of `conv`'s im2col packed for `vpdpbusd` as rows `0..count` of `dst`
+/// (`groups` words each): what [`pack_row_vnni`] makes of [`super::Rows::row`], gathered in
+/// one pass with masked AVX-512 copies (no per-tap `memcpy` calls, no row buffer).
+pub(crate) fn pack_conv_rows_vnni512(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    dst: &mut [i32],
+) {
+    // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512 F/BW/VL.
+    unsafe { pack_conv_rows_avx512(conv, m0, count, groups, dst) }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn pack_conv_rows_avx512(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    dst: &mut [i32],
+) {
+    let [in_h, in_w, c] = conv.in_hwc;
+    let [k_h, k_w] = conv.k_hw;
+    let p = conv.p;
+    let input = conv.input;
+    let k = k_h * k_w * c;
+    assert!(c > 0 && conv.out_w > 0 && k <= groups * 4 && dst.len() >= count * groups);
+    assert!(input.len() >= in_h * in_w * c);
+    let flip = _mm512_set1_epi8(-128);
+    let padv = _mm512_set1_epi8((conv.pad as u8 ^ 0x80) as i8);
+    let lanes = |n: usize| -> __mmask64 {
+        if n >= 64 {
+            !0
+        } else {
+            (1u64 << n) - 1
+        }
+    };
+    // `input[at..at + n] ^ 0x80` (or `n` padding bytes when `at` is None) to `out`.
+    let run = |at: Option<usize>, n: usize, out: *mut u8| {
+        let mut i = 0;
+        while i < n {
+            let m = lanes(n - i);
+            // SAFETY: the mask keeps both accesses to bytes i..n of the run: inside input
+            // (at + n <= input.len(), checked by the callers' index arithmetic below) and inside
+            // the packed row (out + n is at most k bytes into a row of groups * 4 >= k bytes).
+            unsafe {
+                let v = match at {
+                    Some(at) => {
+                        let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at + i));
+                        _mm512_xor_si512(v, flip)
+                    }
+                    None => padv,
+                };
+                _mm512_mask_storeu_epi8(out.add(i) as *mut i8, m, v);
+            }
+            i += 64;
+        }
+    };
+    let (mut oy, mut ox) = (m0 / conv.out_w, m0 % conv.out_w);
+    for r in 0..count {
+        // SAFETY: row r's groups * 4 bytes are inside dst (asserted); any byte pattern is an i32.
+        let row = unsafe { (dst.as_mut_ptr() as *mut u8).add(r * groups * 4) };
+        let mut o = 0;
+        let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
+        let contiguous = p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w;
+        for ky in 0..k_h {
+            let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+            if contiguous && y < in_h {
+                // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
+                run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
+                o += k_w * c;
+                continue;
+            }
+            for kx in 0..k_w {
+                let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
+                let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
+                run(at, c, row.wrapping_add(o));
+                o += c;
+            }
+        }
+        // The last word's missing bytes (their weights are zero).
+        while o < groups * 4 {
+            // SAFETY: o < groups * 4, inside row r.
+            unsafe { *row.add(o) = 0 };
+            o += 1;
+        }
+        ox += 1;
+        if ox == conv.out_w {
+            ox = 0;
+            oy += 1;
+        }
     }
 }
 
