@@ -159,6 +159,16 @@ pub(crate) struct Requant {
     pub(crate) single_rounding: bool,
     /// Whether any channel shifts left (a multiplier above one).
     pub(crate) any_left: bool,
+    /// The one-rounding form of the AVX-512 requantization (`x86::Rq16`), present when every
+    /// channel shifts right by `e >= 1` and nothing overflows: per 16-channel block, the even
+    /// channels' then the odd channels' `2^30 + 2^(30 + e) + out_offset * 2^(31 + e)` ...
+    pub(crate) fused_add: Vec<i64>,
+    /// ... and 64-bit shift: `31 + e` (even channels), `e - 1` (odd channels, whose result
+    /// is taken from the high half of the 64-bit lane). Empty without the fused form.
+    pub(crate) fused_shift: Vec<i64>,
+    /// Whether the activation range is narrower than int8's (else the saturating narrowing to
+    /// int8 is the clamp).
+    pub(crate) clamp: bool,
 }
 
 impl Requant {
@@ -178,6 +188,9 @@ impl Requant {
             act_max: q.act_max,
             single_rounding: q.single_rounding,
             any_left: false,
+            fused_add: Vec::new(),
+            fused_shift: Vec::new(),
+            clamp: !(q.act_min == -128 && q.act_max == 127),
         };
         for c in 0..n {
             let s = q.shifts[c];
@@ -191,6 +204,29 @@ impl Requant {
             r.mask[c] = m.mask;
             r.thr[c] = m.thr;
             r.shift[c] = s;
+        }
+        r.fused_add = vec![0; padded];
+        r.fused_shift = vec![0; padded];
+        for c in 0..padded {
+            // Padding channels (never stored) take e = 1 and add nothing.
+            let (e, add) = if c < n {
+                let e = r.right[c];
+                let add =
+                    (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(q.output_offset) << (31 + e));
+                (e, if r.left[c] == 0 { add } else { i128::MAX })
+            } else {
+                (1, 0)
+            };
+            // |x * m| < 2^62, so |x * m + add - 2^31| < 2^63 when |add| < 2^62.
+            if e < 1 || add.abs() >= 1i128 << 62 || q.single_rounding || padded % 16 != 0 {
+                r.fused_add.clear();
+                r.fused_shift.clear();
+                break;
+            }
+            let (block, i) = (c / 16 * 16, c % 16);
+            let at = block + if i % 2 == 0 { i / 2 } else { 8 + i / 2 };
+            r.fused_add[at] = add as i64;
+            r.fused_shift[at] = i64::from(if i % 2 == 0 { 31 + e } else { e - 1 });
         }
         Some(r)
     }
@@ -1601,17 +1637,27 @@ mod tests {
     fn requant_matches_scalar_on_extreme_accumulators() {
         let mut rng = Rng(99);
         for isa in isas() {
-            for i in 0..200 {
+            for i in 0..600 {
                 let mut q = rng.stage(32, 1, false);
                 for s in q.shifts.iter_mut() {
-                    // Half the cases with right shifts only (no channel shifts left).
-                    *s = if i % 2 == 0 {
-                        rng.below(62) as i32 - 31
-                    } else {
-                        -(rng.below(32) as i32)
+                    // A third of the cases with right shifts only (no channel shifts left), a
+                    // third shifting right by 1..=23 (the fused AVX-512 form; larger shifts only
+                    // have it with small output offsets).
+                    *s = match i % 3 {
+                        0 => rng.below(62) as i32 - 31,
+                        1 => -(rng.below(32) as i32),
+                        _ => -1 - rng.below(23) as i32,
                     };
                 }
+                if i % 6 == 5 {
+                    // Output offsets far outside int8's (the fused form's constant grows with
+                    // them; it falls back where it would not fit).
+                    q.output_offset = (rng.u() as i32) >> rng.below(32);
+                }
                 let rq = Requant::new(&q, 32, |c| [0, i32::MAX, i32::MIN, -7][c % 4]).unwrap();
+                if i % 3 == 2 && i % 6 != 5 {
+                    assert!(!rq.fused_add.is_empty(), "fused form expected: {q:?}");
+                }
                 let mut acc = [0i32; 32];
                 for a in acc.iter_mut() {
                     *a = match rng.below(4) {

@@ -391,7 +391,16 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
     out: *mut i8,
     stride: usize,
 ) {
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    // The accumulators start from the bias (wrapping, as `acc + bias` would).
+    assert!(c0 + 32 <= rq.bias.len());
+    // SAFETY: channels c0..c0 + 32 of the bias (asserted).
+    let (bias0, bias1) = unsafe {
+        (
+            _mm512_loadu_si512(rq.bias.as_ptr().add(c0) as *const __m512i),
+            _mm512_loadu_si512(rq.bias.as_ptr().add(c0 + 16) as *const __m512i),
+        )
+    };
+    let mut acc = [[bias0, bias1]; MR];
     for g in 0..groups {
         // SAFETY: the caller's contract.
         unsafe {
@@ -416,14 +425,15 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
     let p = Rq16::load(rq, c0);
     for (r, acc) in acc.iter().enumerate() {
         // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
-        unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply(acc[0])) };
+        unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply_biased(acc[0])) };
     }
     if cn > 16 {
         let p = Rq16::load(rq, c0 + 16);
         for (r, acc) in acc.iter().enumerate() {
             // SAFETY: row r's channels 16..cn are writable (the caller's contract).
             unsafe {
-                _mm_mask_storeu_epi8(out.add(r * stride + 16), lanes(cn - 16), p.apply(acc[1]))
+                let v = p.apply_biased(acc[1]);
+                _mm_mask_storeu_epi8(out.add(r * stride + 16), lanes(cn - 16), v)
             };
         }
     }
@@ -546,6 +556,16 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
 
 /// The requantization parameters of 16 channels in registers ([`requant_8`] on 16 lanes: the
 /// same operations, so the same numbers), loaded once for every row of a tile.
+///
+/// With [`Requant::fused_add`] (every channel shifts right by `e >= 1`) the two roundings and
+/// the output offset are one 64-bit rounding shift per lane instead:
+/// `RoundingDivideByPOT(SRDHM(x, m), e) + off = (x * m + 2^30 + 2^(30 + e) + off * 2^(31 + e)
+/// - [x * m < 0] * 2^31) >> (31 + e)` (arithmetic). Why it is exact: with `hm = (p + 2^30) >> 31`
+/// (`p = x * m`, see [`requant_8`]), `RoundingDivideByPOT(hm, e) = (hm + 2^(e-1) - [hm < 0]) >> e`
+/// for `e >= 1`, and `(floor(p' / 2^31) + c) >> e = (p' + c * 2^31) >> (31 + e)` for integer
+/// `c`. `[hm < 0]` differs from `[p < 0]` only for `-2^30 <= p < 0`, where both give 0. `|p| <
+/// 2^62` and `|constant| < 2^62` (checked when packing), so nothing overflows, and the result
+/// (at most `2^30 + 1` before the offset) is the exact `sat_add(q, off)`.
 struct Rq16 {
     bias: __m512i,
     left: __m512i,
@@ -557,6 +577,17 @@ struct Rq16 {
     lo: __m512i,
     hi: __m512i,
     off: __m512i,
+    fused: bool,
+    clamp: bool,
+    /// The activation range (the fused form clamps after the offset).
+    act_min: __m512i,
+    act_max: __m512i,
+    /// The odd channels' multipliers in the low halves of the 64-bit lanes.
+    mult_odd: __m512i,
+    add_even: __m512i,
+    add_odd: __m512i,
+    shift_even: __m512i,
+    shift_odd: __m512i,
 }
 
 impl Rq16 {
@@ -567,18 +598,46 @@ impl Rq16 {
         // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all
         // arrays have the same length).
         let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
+        let fused = !rq.fused_add.is_empty() && c % 16 == 0;
+        let (add_even, add_odd, shift_even, shift_odd) = if fused {
+            assert!(c + 16 <= rq.fused_add.len() && c + 16 <= rq.fused_shift.len());
+            // SAFETY: eight i64 each from c and c + 8, inside both arrays (asserted).
+            unsafe {
+                let ld64 =
+                    |v: &[i64], at: usize| _mm512_loadu_si512(v.as_ptr().add(at) as *const __m512i);
+                (
+                    ld64(&rq.fused_add, c),
+                    ld64(&rq.fused_add, c + 8),
+                    ld64(&rq.fused_shift, c),
+                    ld64(&rq.fused_shift, c + 8),
+                )
+            }
+        } else {
+            let z = _mm512_setzero_si512();
+            (z, z, z, z)
+        };
         let off = rq.out_offset;
+        let mult = ld(&rq.mult);
         Rq16 {
             bias: ld(&rq.bias),
             left: ld(&rq.left),
             any_left: rq.any_left,
-            mult: ld(&rq.mult),
+            mult,
             mask: ld(&rq.mask),
             thr: ld(&rq.thr),
             right: ld(&rq.right),
             lo: _mm512_set1_epi32(rq.act_min.saturating_sub(off)),
             hi: _mm512_set1_epi32(rq.act_max.saturating_sub(off)),
             off: _mm512_set1_epi32(off),
+            fused,
+            clamp: rq.clamp,
+            act_min: _mm512_set1_epi32(rq.act_min),
+            act_max: _mm512_set1_epi32(rq.act_max),
+            mult_odd: _mm512_srli_epi64(mult, 32),
+            add_even,
+            add_odd,
+            shift_even,
+            shift_odd,
         }
     }
 
@@ -587,7 +646,35 @@ impl Rq16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply(&self, acc: __m512i) -> __m128i {
-        let x = _mm512_add_epi32(acc, self.bias);
+        self.apply_biased(_mm512_add_epi32(acc, self.bias))
+    }
+
+    /// [`Self::apply`] of accumulators that started from the bias (`x = acc + bias`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply_biased(&self, x: __m512i) -> __m128i {
+        if self.fused {
+            let zero = _mm512_setzero_si512();
+            let neg = _mm512_set1_epi64(-(1 << 31));
+            let p = _mm512_mul_epi32(x, self.mult);
+            let t = _mm512_add_epi64(p, self.add_even);
+            let t = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
+            let even = _mm512_srav_epi64(t, self.shift_even);
+            let p = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), self.mult_odd);
+            let t = _mm512_add_epi64(p, self.add_odd);
+            let t = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
+            // Shifted by e - 1, the high half of the lane is the result.
+            let odd = _mm512_srav_epi64(t, self.shift_odd);
+            let v = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+            // With the offset added: clamp to the activation range (the saturating narrowing
+            // clamps to int8's).
+            let v = if self.clamp {
+                _mm512_min_epi32(_mm512_max_epi32(v, self.act_min), self.act_max)
+            } else {
+                v
+            };
+            return _mm512_cvtsepi32_epi8(v);
+        }
         // Most layers' multipliers are below one: no left shift anywhere.
         let x = if self.any_left {
             _mm512_sllv_epi32(x, self.left)
