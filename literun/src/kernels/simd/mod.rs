@@ -890,6 +890,9 @@ pub struct DwI8 {
     /// AVX-512: blocks of 32 channels (see [`DwI8::pack_avx512`]).
     /// NEON: tap `t`, channel `ch` at `t * cp + ch` (`cp`: channels padded to 16).
     pub(crate) w: Vec<i16>,
+    /// AVX-512 with 64 or more channels: the `vpdpbusd` layout of [`DwI8::pack_avx512_quads`]
+    /// (then `w` is empty and `rq` is in that layout's channel order).
+    pub(crate) w8: Vec<i8>,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
 }
@@ -916,6 +919,10 @@ impl DwI8 {
             return None;
         }
         if isa == Isa::Avx512Vnni {
+            // The zero point must be a byte for the unsigned offset input.
+            if c >= 64 && (-127..=128).contains(&q.input_offset) {
+                return Self::pack_avx512_quads(filter, taps, c, bias, q);
+            }
             return Self::pack_avx512(filter, taps, c, bias, q);
         }
         let blocks = c.div_ceil(16);
@@ -934,6 +941,7 @@ impl DwI8 {
                 taps,
                 w,
                 rq,
+                w8: Vec::new(),
                 input_offset: q.input_offset as i16,
             });
         }
@@ -944,6 +952,7 @@ impl DwI8 {
             taps,
             w,
             rq,
+            w8: Vec::new(),
             input_offset: q.input_offset as i16,
         })
     }
@@ -971,12 +980,78 @@ impl DwI8 {
             taps,
             w,
             rq,
+            w8: Vec::new(),
+            input_offset: q.input_offset as i16,
+        })
+    }
+
+    /// Where channel `ch` of a 64-channel block sits in the `vpdpbusd` layout: accumulator `j`
+    /// (of four), 128-bit lane `l`, 32-bit lane `i` hold channel `16 l + 4 j + i` (the order
+    /// `vpunpck{l,h}bw` then `vpunpck{l,h}wd` leave four taps' channels in), at position
+    /// `16 j + 4 l + i` of the block. The map is its own inverse.
+    fn quad_pos(ch: usize) -> usize {
+        let (b, r) = (ch / 64 * 64, ch % 64);
+        let (l, j, i) = (r / 16, r % 16 / 4, r % 4);
+        b + 16 * j + 4 * l + i
+    }
+
+    /// The AVX-512 layout for 64 or more channels: blocks of 64 channels, groups of four taps
+    /// (missing taps zero) as four 64-byte vectors per group, vector `j` holding the four taps'
+    /// weights of the channels at positions `16 j..16 j + 16` of [`Self::quad_pos`] (byte `t`
+    /// of a 32-bit lane is tap `4 q + t` of group `q`). The kernel offsets the input to
+    /// unsigned (`x + 128`; padding taps read the zero point + 128), so `(input_offset - 128) *
+    /// sum(w)` joins the bias; the requantization parameters are stored in position order.
+    fn pack_avx512_quads(
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<DwI8> {
+        let (blocks, quads) = (c.div_ceil(64), taps.div_ceil(4));
+        let padded = blocks * 64;
+        let mut w8 = vec![0i8; blocks * quads * 256];
+        for ch in 0..c {
+            let pos = Self::quad_pos(ch);
+            let (b, j, lane) = (pos / 64, pos % 64 / 16, pos % 16);
+            for t in 0..taps {
+                let (qd, byte) = (t / 4, t % 4);
+                w8[((b * quads + qd) * 4 + j) * 64 + lane * 4 + byte] = filter[t * c + ch];
+            }
+        }
+        // The output stage in position order; positions past c get a harmless stage (their
+        // outputs are never stored).
+        let at = |pos: usize| Some(Self::quad_pos(pos)).filter(|&ch| ch < c);
+        let qp = OutputStage {
+            multipliers: (0..padded)
+                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
+                .collect(),
+            shifts: (0..padded)
+                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
+                .collect(),
+            ..q.clone()
+        };
+        let off = q.input_offset - 128;
+        let rq = Requant::new(&qp, padded, |p| {
+            at(p).map_or(0, |ch| {
+                let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
+                bias.map_or(0, |b| b[ch])
+                    .wrapping_add(off.wrapping_mul(wsum))
+            })
+        })?;
+        Some(DwI8 {
+            isa: Isa::Avx512Vnni,
+            c,
+            taps,
+            w: Vec::new(),
+            w8,
+            rq,
             input_offset: q.input_offset as i16,
         })
     }
 
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.rq.bias.len() * 4 * 7
+        self.w.len() * 2 + self.w8.len() + self.rq.bias.len() * 4 * 7
     }
 }
 
@@ -1774,17 +1849,26 @@ mod tests {
         case: usize,
     ) -> ([usize; 4], [usize; 4], [usize; 4], DepthwiseParams) {
         let k = [3, 3, 3, 5, 1, 2][case % 6];
+        // Some non-square windows: 2, 3, 6 and 7 taps (every count of taps modulo 4).
+        let (kh, kw) = match case % 8 {
+            3 => (1, 2),
+            5 => (3, 1),
+            7 if case % 16 == 7 => (2, 3),
+            7 => (1, 7),
+            _ => (k, k),
+        };
         let stride = 1 + case % 2;
         let dil = if case.is_multiple_of(11) { 2 } else { 1 };
-        let c = 1 + rng.below(100);
-        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(10));
+        // Up to 200 channels: several 64-channel blocks of the AVX-512 layout, odd tails.
+        let c = 1 + rng.below(if case % 3 == 1 { 200 } else { 100 });
+        let (h, w) = (kh * dil + rng.below(10), kw * dil + rng.below(10));
         let pad = if case.is_multiple_of(3) {
             0
         } else {
-            (k - 1) * dil / 2 + rng.below(2)
+            (kh.max(kw) - 1) * dil / 2 + rng.below(2)
         };
-        let oh = (h + 2 * pad - (k - 1) * dil - 1) / stride + 1;
-        let ow = (w + 2 * pad - (k - 1) * dil - 1) / stride + 1;
+        let oh = (h + 2 * pad - (kh - 1) * dil - 1) / stride + 1;
+        let ow = (w + 2 * pad - (kw - 1) * dil - 1) / stride + 1;
         let p = DepthwiseParams {
             stride_h: stride,
             stride_w: stride,
@@ -1796,7 +1880,7 @@ mod tests {
             activation: [Activation::None, Activation::Relu6, Activation::Relu][case % 3],
         };
         let b = 1 + case % 2;
-        ([b, h, w, c], [1, k, k, c], [b, oh, ow, c], p)
+        ([b, h, w, c], [1, kh, kw, c], [b, oh, ow, c], p)
     }
 
     #[test]

@@ -653,6 +653,14 @@ impl Rq16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply_biased(&self, x: __m512i) -> __m128i {
+        _mm512_cvtsepi32_epi8(self.apply_i32(x))
+    }
+
+    /// The requantized values of `x = acc + bias` as 32-bit lanes, whose saturation to int8
+    /// (`vpmovsdb`, or `vpackssdw` then `vpacksswb`) is the output.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply_i32(&self, x: __m512i) -> __m512i {
         if self.fused {
             let zero = _mm512_setzero_si512();
             let neg = _mm512_set1_epi64(-(1 << 31));
@@ -668,12 +676,11 @@ impl Rq16 {
             let v = _mm512_mask_blend_epi32(0xAAAA, even, odd);
             // With the offset added: clamp to the activation range (the saturating narrowing
             // clamps to int8's).
-            let v = if self.clamp {
+            return if self.clamp {
                 _mm512_min_epi32(_mm512_max_epi32(v, self.act_min), self.act_max)
             } else {
                 v
             };
-            return _mm512_cvtsepi32_epi8(v);
         }
         // Most layers' multipliers are below one: no left shift anywhere.
         let x = if self.any_left {
@@ -683,7 +690,7 @@ impl Rq16 {
         };
         let q = srdhm_rdbpot_16(x, self.mult, self.mask, self.thr, self.right);
         let q = _mm512_min_epi32(_mm512_max_epi32(q, self.lo), self.hi);
-        _mm512_cvtsepi32_epi8(_mm512_add_epi32(q, self.off))
+        _mm512_add_epi32(q, self.off)
     }
 }
 
@@ -1184,11 +1191,101 @@ fn dw_i8_rows_avx512(
     out: &mut [i8],
 ) {
     let c = dw.c;
+    if !dw.w8.is_empty() {
+        return super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
+            // SAFETY: as below.
+            unsafe { dw_i8_pixel_quads_avx512(dw, ptrs, &mut out[at..at + c]) };
+        });
+    }
     super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
         // SAFETY: this function's features; for_each_window_ptrs gives c readable elements at
         // every non-null pointer and nulls past the taps.
         unsafe { dw_i8_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
     });
+}
+
+/// One output pixel in the `vpdpbusd` layout of `DwI8::pack_avx512_quads`, 64 channels at a
+/// time: four taps' bytes (offset to unsigned) interleaved by two rounds of unpacks into four
+/// vectors of 16 channels x 4 taps, accumulated from the bias; a group with a single tap is
+/// spread by `vpshufb` instead. The accumulators are in the layout's channel order, which two
+/// rounds of saturating packs turn back into channel order. The last block's missing channels
+/// are masked off in the loads and the store.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/VNNI; every non-null `ptrs[t]` (`t < dw.taps`) points to
+/// `dw.c` readable bytes.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw_i8_pixel_quads_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1], out: &mut [i8]) {
+    let (c, taps) = (dw.c, dw.taps);
+    let quads = taps.div_ceil(4);
+    let blocks = c.div_ceil(64);
+    assert!(out.len() == c && c > 0 && taps <= DW_MAX_TAPS);
+    assert!(dw.w8.len() >= blocks * quads * 256 && dw.rq.bias.len() >= blocks * 64);
+    let flip = _mm512_set1_epi8(-128);
+    let padv = _mm512_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
+    // A single tap's byte of channel 16 l + 4 j + i to byte 0 of lane (l, i) for accumulator
+    // j (the other bytes zero).
+    let spread = |j: i32| {
+        let b = |i: i32| (0x8080_8000_u32 | (4 * j + i) as u32) as i32;
+        _mm512_broadcast_i32x4(_mm_setr_epi32(b(0), b(1), b(2), b(3)))
+    };
+    let spreads = [spread(0), spread(1), spread(2), spread(3)];
+    let mut ch = 0;
+    while ch < c {
+        let n = (c - ch).min(64);
+        let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+        let load = |t: usize| -> __m512i {
+            if t >= taps {
+                return _mm512_setzero_si512();
+            }
+            let p = ptrs[t];
+            if p.is_null() {
+                return padv;
+            }
+            // SAFETY: p starts c readable bytes (the caller's contract); the mask keeps the
+            // load to channels ch..ch + n, and masked-off bytes are not accessed.
+            _mm512_xor_si512(unsafe { _mm512_maskz_loadu_epi8(mask, p.add(ch)) }, flip)
+        };
+        // SAFETY: block ch / 64 has quads * 256 weights (asserted above).
+        let w = unsafe { dw.w8.as_ptr().add(ch / 64 * quads * 256) };
+        let bias = |j: usize| {
+            // SAFETY: positions ch + 16 j..ch + 16 j + 16 of the bias (asserted above).
+            unsafe { _mm512_loadu_si512(dw.rq.bias.as_ptr().add(ch + 16 * j) as *const __m512i) }
+        };
+        let mut acc = [bias(0), bias(1), bias(2), bias(3)];
+        for qd in 0..quads {
+            // SAFETY: group qd's four 64-byte vectors are in the block (qd < quads).
+            let wv = |j: usize| unsafe {
+                _mm512_loadu_si512(w.add((qd * 4 + j) * 64) as *const __m512i)
+            };
+            if taps - 4 * qd == 1 {
+                let x = load(4 * qd);
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(x, spreads[j]), wv(j));
+                }
+                continue;
+            }
+            let (x0, x1, x2, x3) = (
+                load(4 * qd),
+                load(4 * qd + 1),
+                load(4 * qd + 2),
+                load(4 * qd + 3),
+            );
+            let (lo01, hi01) = (_mm512_unpacklo_epi8(x0, x1), _mm512_unpackhi_epi8(x0, x1));
+            let (lo23, hi23) = (_mm512_unpacklo_epi8(x2, x3), _mm512_unpackhi_epi8(x2, x3));
+            acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(lo01, lo23), wv(0));
+            acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(lo01, lo23), wv(1));
+            acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
+            acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
+        }
+        let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
+        let p01 = _mm512_packs_epi32(r(0), r(1));
+        let p23 = _mm512_packs_epi32(r(2), r(3));
+        let v = _mm512_packs_epi16(p01, p23);
+        // SAFETY: the mask keeps the store to out[ch..ch + n].
+        unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
+        ch += 64;
+    }
 }
 
 /// One output pixel over blocks of 32 channels (the layout of `DwI8::pack_avx512`): two taps'
