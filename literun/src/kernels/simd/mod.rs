@@ -218,7 +218,8 @@ impl Requant {
                 (1, 0)
             };
             // |x * m| < 2^62, so |x * m + add - 2^31| < 2^63 when |add| < 2^62.
-            if e < 1 || add.abs() >= 1i128 << 62 || q.single_rounding || padded % 16 != 0 {
+            if e < 1 || add.abs() >= 1i128 << 62 || q.single_rounding || !padded.is_multiple_of(16)
+            {
                 r.fused_add.clear();
                 r.fused_shift.clear();
                 break;
@@ -406,7 +407,7 @@ impl GemmI8 {
         #[cfg(target_arch = "x86_64")]
         if self.isa.vnni() {
             match rows {
-                Rows::Direct { data, stride } if *stride == self.k && self.k % 4 == 0 => {
+                Rows::Direct { data, stride } if *stride == self.k && self.k.is_multiple_of(4) => {
                     let block = &data[m0 * self.k..(m0 + count) * self.k];
                     return x86::pack_row_vnni(block, &mut a_buf[..count * self.groups]);
                 }

@@ -558,14 +558,19 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
 /// same operations, so the same numbers), loaded once for every row of a tile.
 ///
 /// With [`Requant::fused_add`] (every channel shifts right by `e >= 1`) the two roundings and
-/// the output offset are one 64-bit rounding shift per lane instead:
-/// `RoundingDivideByPOT(SRDHM(x, m), e) + off = (x * m + 2^30 + 2^(30 + e) + off * 2^(31 + e)
-/// - [x * m < 0] * 2^31) >> (31 + e)` (arithmetic). Why it is exact: with `hm = (p + 2^30) >> 31`
-/// (`p = x * m`, see [`requant_8`]), `RoundingDivideByPOT(hm, e) = (hm + 2^(e-1) - [hm < 0]) >> e`
-/// for `e >= 1`, and `(floor(p' / 2^31) + c) >> e = (p' + c * 2^31) >> (31 + e)` for integer
-/// `c`. `[hm < 0]` differs from `[p < 0]` only for `-2^30 <= p < 0`, where both give 0. `|p| <
-/// 2^62` and `|constant| < 2^62` (checked when packing), so nothing overflows, and the result
-/// (at most `2^30 + 1` before the offset) is the exact `sat_add(q, off)`.
+/// the output offset are one 64-bit rounding shift per lane instead, with `p = x * m`:
+///
+/// ```text
+/// RoundingDivideByPOT(SRDHM(x, m), e) + off
+///     = (p + 2^30 + 2^(30 + e) + off * 2^(31 + e) - [p < 0] * 2^31) >> (31 + e)
+/// ```
+///
+/// Why it is exact: with `hm = (p + 2^30) >> 31` (see [`requant_8`]), `RoundingDivideByPOT(hm,
+/// e) = (hm + 2^(e-1) - [hm < 0]) >> e` for `e >= 1`, and `(floor(p' / 2^31) + c) >> e = (p' +
+/// c * 2^31) >> (31 + e)` for integer `c`. `[hm < 0]` differs from `[p < 0]` only for `-2^30 <=
+/// p < 0`, where both give 0. `|p| < 2^62` and `|constant| < 2^62` (checked when packing), so
+/// nothing overflows, and the result (at most `2^30 + 1` before the offset) is the exact
+/// `sat_add(q, off)`.
 struct Rq16 {
     bias: __m512i,
     left: __m512i,
@@ -598,7 +603,7 @@ impl Rq16 {
         // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all
         // arrays have the same length).
         let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
-        let fused = !rq.fused_add.is_empty() && c % 16 == 0;
+        let fused = !rq.fused_add.is_empty() && c.is_multiple_of(16);
         let (add_even, add_odd, shift_even, shift_odd) = if fused {
             assert!(c + 16 <= rq.fused_add.len() && c + 16 <= rq.fused_shift.len());
             // SAFETY: eight i64 each from c and c + 8, inside both arrays (asserted).
