@@ -1183,6 +1183,74 @@ fn for_each_window_ptrs<T>(
     }
 }
 
+/// [`for_each_window_ptrs`] by runs: `run(ptrs, at, count)` covers `count` consecutive output
+/// pixels of one row from offset `at` (`c` outputs each). When `count > 1` the windows are all
+/// inside the input and pixel `k`'s tap `t` is at `ptrs[t] + k * stride_w * c`; the edge
+/// pixels come one at a time (`count == 1`, null pointers for padding).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline]
+fn for_each_window_run<T>(
+    input: &[T],
+    c: usize,
+    [in_h, in_w, k_h, k_w, out_w]: [usize; 5],
+    [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left]: [usize; 6],
+    oys: Range<usize>,
+    mut run: impl FnMut(&[*const T; DW_MAX_TAPS + 1], usize, usize),
+) {
+    let taps = k_h * k_w;
+    assert!(taps <= DW_MAX_TAPS && c > 0 && input.len() >= in_h * in_w * c);
+    let mut offset = [0usize; DW_MAX_TAPS];
+    for ky in 0..k_h {
+        for kx in 0..k_w {
+            offset[ky * k_w + kx] = (ky * dil_h * in_w + kx * dil_w) * c;
+        }
+    }
+    let span_w = (k_w - 1) * dil_w + 1;
+    let span_h = (k_h - 1) * dil_h + 1;
+    // The interior columns: ox * stride_w >= pad_left and ox * stride_w - pad_left + span_w <=
+    // in_w.
+    let ox_lo = pad_left.div_ceil(stride_w).min(out_w);
+    let ox_hi = if in_w + pad_left >= span_w {
+        ((in_w + pad_left - span_w) / stride_w + 1).clamp(ox_lo, out_w)
+    } else {
+        ox_lo
+    };
+    let mut ptrs = [core::ptr::null::<T>(); DW_MAX_TAPS + 1];
+    let base = input.as_ptr();
+    let y0 = oys.start;
+    for oy in oys {
+        let y_inside = oy * stride_h >= pad_top && oy * stride_h - pad_top + span_h <= in_h;
+        let mut ox = 0;
+        while ox < out_w {
+            let at = ((oy - y0) * out_w + ox) * c;
+            if y_inside && ox == ox_lo && ox_hi > ox_lo {
+                let first = ((oy * stride_h - pad_top) * in_w + ox * stride_w - pad_left) * c;
+                for (p, &o) in ptrs.iter_mut().zip(&offset[..taps]) {
+                    // first + o is the start of an input pixel: the window is inside the input
+                    // (whose length is asserted above), and so are the run's next ones.
+                    *p = base.wrapping_add(first + o);
+                }
+                run(&ptrs, at, ox_hi - ox_lo);
+                ox = ox_hi;
+                continue;
+            }
+            for ky in 0..k_h {
+                let y = (oy * stride_h + ky * dil_h).wrapping_sub(pad_top);
+                for kx in 0..k_w {
+                    let x = (ox * stride_w + kx * dil_w).wrapping_sub(pad_left);
+                    ptrs[ky * k_w + kx] = if y < in_h && x < in_w {
+                        base.wrapping_add((y * in_w + x) * c)
+                    } else {
+                        core::ptr::null()
+                    };
+                }
+            }
+            run(&ptrs, at, 1);
+            ox += 1;
+        }
+    }
+}
+
 fn dw_geometry(p: &DepthwiseParams) -> [usize; 6] {
     [
         p.stride_h,

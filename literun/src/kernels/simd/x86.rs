@@ -1196,16 +1196,18 @@ fn dw_i8_rows_avx512(
     out: &mut [i8],
 ) {
     let c = dw.c;
+    let step = geometry[1] * c;
     if !dw.w8.is_empty() {
-        return super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
+        return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
             // SAFETY: as below.
-            unsafe { dw_i8_pixel_quads_avx512(dw, ptrs, &mut out[at..at + c]) };
+            unsafe { dw_i8_pixel_quads_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
         });
     }
-    super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
-        // SAFETY: this function's features; for_each_window_ptrs gives c readable elements at
-        // every non-null pointer and nulls past the taps.
-        unsafe { dw_i8_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
+    super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+        // SAFETY: this function's features; for_each_window_run gives c readable elements at
+        // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
+        // the taps.
+        unsafe { dw_i8_pixel_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
     });
 }
 
@@ -1220,11 +1222,17 @@ fn dw_i8_rows_avx512(
 /// The CPU has AVX-512 F/BW/VL/VNNI; every non-null `ptrs[t]` (`t < dw.taps`) points to
 /// `dw.c` readable bytes.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw_i8_pixel_quads_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1], out: &mut [i8]) {
+unsafe fn dw_i8_pixel_quads_avx512(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
     let (c, taps) = (dw.c, dw.taps);
     let quads = taps.div_ceil(4);
     let blocks = c.div_ceil(64);
-    assert!(out.len() == c && c > 0 && taps <= DW_MAX_TAPS);
+    assert!(out.len() == count * c && c > 0 && taps <= DW_MAX_TAPS);
     assert!(dw.w8.len() >= blocks * quads * 256 && dw.rq.bias.len() >= blocks * 64);
     let flip = _mm512_set1_epi8(-128);
     let padv = _mm512_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
@@ -1235,61 +1243,69 @@ unsafe fn dw_i8_pixel_quads_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1
         _mm512_broadcast_i32x4(_mm_setr_epi32(b(0), b(1), b(2), b(3)))
     };
     let spreads = [spread(0), spread(1), spread(2), spread(3)];
-    let mut ch = 0;
-    while ch < c {
-        let n = (c - ch).min(64);
-        let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-        let load = |t: usize| -> __m512i {
-            if t >= taps {
-                return _mm512_setzero_si512();
-            }
-            let p = ptrs[t];
-            if p.is_null() {
-                return padv;
-            }
-            // SAFETY: p starts c readable bytes (the caller's contract); the mask keeps the
-            // load to channels ch..ch + n, and masked-off bytes are not accessed.
-            _mm512_xor_si512(unsafe { _mm512_maskz_loadu_epi8(mask, p.add(ch)) }, flip)
-        };
-        // SAFETY: block ch / 64 has quads * 256 weights (asserted above).
-        let w = unsafe { dw.w8.as_ptr().add(ch / 64 * quads * 256) };
-        let bias = |j: usize| {
-            // SAFETY: positions ch + 16 j..ch + 16 j + 16 of the bias (asserted above).
-            unsafe { _mm512_loadu_si512(dw.rq.bias.as_ptr().add(ch + 16 * j) as *const __m512i) }
-        };
-        let mut acc = [bias(0), bias(1), bias(2), bias(3)];
-        for qd in 0..quads {
-            // SAFETY: group qd's four 64-byte vectors are in the block (qd < quads).
-            let wv = |j: usize| unsafe {
-                _mm512_loadu_si512(w.add((qd * 4 + j) * 64) as *const __m512i)
-            };
-            if taps - 4 * qd == 1 {
-                let x = load(4 * qd);
-                for (j, a) in acc.iter_mut().enumerate() {
-                    *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(x, spreads[j]), wv(j));
+    for k in 0..count {
+        let out = &mut out[k * c..(k + 1) * c];
+        let mut ch = 0;
+        while ch < c {
+            let n = (c - ch).min(64);
+            let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+            let load = |t: usize| -> __m512i {
+                if t >= taps {
+                    return _mm512_setzero_si512();
                 }
-                continue;
+                let p = ptrs[t];
+                if p.is_null() {
+                    return padv;
+                }
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
+                // keeps the load to channels ch..ch + n, and masked-off bytes are not accessed.
+                _mm512_xor_si512(
+                    unsafe { _mm512_maskz_loadu_epi8(mask, p.add(k * step + ch)) },
+                    flip,
+                )
+            };
+            // SAFETY: block ch / 64 has quads * 256 weights (asserted above).
+            let w = unsafe { dw.w8.as_ptr().add(ch / 64 * quads * 256) };
+            let bias = |j: usize| {
+                // SAFETY: positions ch + 16 j..ch + 16 j + 16 of the bias (asserted above).
+                unsafe {
+                    _mm512_loadu_si512(dw.rq.bias.as_ptr().add(ch + 16 * j) as *const __m512i)
+                }
+            };
+            let mut acc = [bias(0), bias(1), bias(2), bias(3)];
+            for qd in 0..quads {
+                // SAFETY: group qd's four 64-byte vectors are in the block (qd < quads).
+                let wv = |j: usize| unsafe {
+                    _mm512_loadu_si512(w.add((qd * 4 + j) * 64) as *const __m512i)
+                };
+                if taps - 4 * qd == 1 {
+                    let x = load(4 * qd);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(x, spreads[j]), wv(j));
+                    }
+                    continue;
+                }
+                let (x0, x1, x2, x3) = (
+                    load(4 * qd),
+                    load(4 * qd + 1),
+                    load(4 * qd + 2),
+                    load(4 * qd + 3),
+                );
+                let (lo01, hi01) = (_mm512_unpacklo_epi8(x0, x1), _mm512_unpackhi_epi8(x0, x1));
+                let (lo23, hi23) = (_mm512_unpacklo_epi8(x2, x3), _mm512_unpackhi_epi8(x2, x3));
+                acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(lo01, lo23), wv(0));
+                acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(lo01, lo23), wv(1));
+                acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
+                acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
             }
-            let (x0, x1, x2, x3) = (
-                load(4 * qd),
-                load(4 * qd + 1),
-                load(4 * qd + 2),
-                load(4 * qd + 3),
-            );
-            let (lo01, hi01) = (_mm512_unpacklo_epi8(x0, x1), _mm512_unpackhi_epi8(x0, x1));
-            let (lo23, hi23) = (_mm512_unpacklo_epi8(x2, x3), _mm512_unpackhi_epi8(x2, x3));
-            acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(lo01, lo23), wv(0));
-            acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(lo01, lo23), wv(1));
-            acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
-            acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
+            let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
+            let p01 = _mm512_packs_epi32(r(0), r(1));
+            let p23 = _mm512_packs_epi32(r(2), r(3));
+            let v = _mm512_packs_epi16(p01, p23);
+            // SAFETY: the mask keeps the store to out[ch..ch + n].
+            unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
+            ch += 64;
         }
-        let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
-        let p01 = _mm512_packs_epi32(r(0), r(1));
-        let p23 = _mm512_packs_epi32(r(2), r(3));
-        let v = _mm512_packs_epi16(p01, p23);
-        // SAFETY: the mask keeps the store to out[ch..ch + n].
-        unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
-        ch += 64;
     }
 }
 
@@ -1302,56 +1318,70 @@ unsafe fn dw_i8_pixel_quads_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1
 /// The CPU has AVX-512 F/BW/VL/VNNI; every non-null `ptrs[t]` (`t < dw.taps`) points to
 /// `dw.c` readable bytes, and `ptrs[dw.taps]` is null.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw_i8_pixel_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1], out: &mut [i8]) {
+unsafe fn dw_i8_pixel_avx512(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
     let c = dw.c;
     let pairs = dw.taps.div_ceil(2);
-    assert!(out.len() == c && c > 0);
+    assert!(out.len() == count * c && c > 0);
     assert!(dw.w.len() >= c.div_ceil(32) * pairs * 64 && dw.rq.bias.len() >= c.div_ceil(32) * 32);
     let zero_point = _mm512_set1_epi16(dw.input_offset.wrapping_neg());
     // After the per-128-bit-lane unpacks: lo = channels 0-3 | 8-11 | 16-19 | 24-27 and hi =
     // 4-7 | 12-15 | 20-23 | 28-31; these put them back in channel order.
     let first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
     let second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-    let mut ch = 0;
-    while ch < c {
-        let n = (c - ch).min(32);
-        let mask: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
-        let load = |t: usize| -> __m512i {
-            let p = ptrs[t];
-            if p.is_null() {
-                return zero_point;
+    for k in 0..count {
+        let out = &mut out[k * c..(k + 1) * c];
+        let mut ch = 0;
+        while ch < c {
+            let n = (c - ch).min(32);
+            let mask: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
+            let load = |t: usize| -> __m512i {
+                let p = ptrs[t];
+                if p.is_null() {
+                    return zero_point;
+                }
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
+                // keeps the load to channels ch..ch + n, and masked-off bytes are not accessed.
+                _mm512_cvtepi8_epi16(unsafe { _mm256_maskz_loadu_epi8(mask, p.add(k * step + ch)) })
+            };
+            // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
+            let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
+            let mut lo = _mm512_setzero_si512();
+            let mut hi = _mm512_setzero_si512();
+            for pr in 0..pairs {
+                let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
+                // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
+                let (wl, wh) = unsafe {
+                    (
+                        _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
+                        _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
+                    )
+                };
+                lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
+                hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
             }
-            // SAFETY: p starts c readable bytes (the caller's contract); the mask keeps the
-            // load to channels ch..ch + n, and masked-off bytes are not accessed.
-            _mm512_cvtepi8_epi16(unsafe { _mm256_maskz_loadu_epi8(mask, p.add(ch)) })
-        };
-        // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
-        let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
-        let mut lo = _mm512_setzero_si512();
-        let mut hi = _mm512_setzero_si512();
-        for pr in 0..pairs {
-            let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
-            // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
-            let (wl, wh) = unsafe {
-                (
-                    _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
-                    _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
-                )
-            };
-            lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
-            hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
+            let v = Rq16::load(&dw.rq, ch).apply(_mm512_permutex2var_epi32(lo, first, hi));
+            // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
+            unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
+            if n > 16 {
+                let v =
+                    Rq16::load(&dw.rq, ch + 16).apply(_mm512_permutex2var_epi32(lo, second, hi));
+                // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
+                unsafe {
+                    _mm_mask_storeu_epi8(
+                        out.as_mut_ptr().add(ch + 16),
+                        (mask >> 16) as __mmask16,
+                        v,
+                    )
+                };
+            }
+            ch += 32;
         }
-        let v = Rq16::load(&dw.rq, ch).apply(_mm512_permutex2var_epi32(lo, first, hi));
-        // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
-        unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
-        if n > 16 {
-            let v = Rq16::load(&dw.rq, ch + 16).apply(_mm512_permutex2var_epi32(lo, second, hi));
-            // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
-            unsafe {
-                _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch + 16), (mask >> 16) as __mmask16, v)
-            };
-        }
-        ch += 32;
     }
 }
 
