@@ -894,6 +894,8 @@ pub struct DwI8 {
     /// AVX-512 with 64 or more channels: the `vpdpbusd` layout of [`DwI8::pack_avx512_quads`]
     /// (then `w` is empty and `rq` is in that layout's channel order).
     pub(crate) w8: Vec<i8>,
+    /// The `w8` layout holds channels `0..32` twice (`c <= 32`): two output pixels per block.
+    pub(crate) pairs: bool,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
 }
@@ -921,8 +923,13 @@ impl DwI8 {
         }
         if isa == Isa::Avx512Vnni {
             // The zero point must be a byte for the unsigned offset input.
-            if c >= 64 && (-127..=128).contains(&q.input_offset) {
-                return Self::pack_avx512_quads(filter, taps, c, bias, q);
+            if (-127..=128).contains(&q.input_offset) {
+                if c >= 64 {
+                    return Self::pack_avx512_quads(filter, taps, c, bias, q);
+                }
+                if c <= 32 {
+                    return Self::pack_avx512_pairs(filter, taps, c, bias, q);
+                }
             }
             return Self::pack_avx512(filter, taps, c, bias, q);
         }
@@ -943,6 +950,7 @@ impl DwI8 {
                 w,
                 rq,
                 w8: Vec::new(),
+                pairs: false,
                 input_offset: q.input_offset as i16,
             });
         }
@@ -954,6 +962,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
+            pairs: false,
             input_offset: q.input_offset as i16,
         })
     }
@@ -982,6 +991,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
+            pairs: false,
             input_offset: q.input_offset as i16,
         })
     }
@@ -1046,9 +1056,41 @@ impl DwI8 {
             taps,
             w: Vec::new(),
             w8,
+            pairs: false,
             rq,
             input_offset: q.input_offset as i16,
         })
+    }
+
+    /// [`Self::pack_avx512_quads`] for `c <= 32` channels: those of a second output pixel take
+    /// channels `32..64` of the block, with the same weights and parameters.
+    fn pack_avx512_pairs(
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<DwI8> {
+        let src = |ch: usize| Some(ch % 32).filter(|&s| s < c);
+        let f64: Vec<i8> = (0..taps * 64)
+            .map(|i| src(i % 64).map_or(0, |s| filter[i / 64 * c + s]))
+            .collect();
+        let b64: Vec<i32> = (0..64)
+            .map(|ch| src(ch).map_or(0, |s| bias.map_or(0, |b| b[s])))
+            .collect();
+        let q64 = OutputStage {
+            multipliers: (0..64)
+                .map(|ch| src(ch).map_or(1 << 30, |s| q.multipliers[s]))
+                .collect(),
+            shifts: (0..64)
+                .map(|ch| src(ch).map_or(-1, |s| q.shifts[s]))
+                .collect(),
+            ..q.clone()
+        };
+        let mut dw = Self::pack_avx512_quads(&f64, taps, 64, Some(&b64), &q64)?;
+        dw.c = c;
+        dw.pairs = true;
+        Some(dw)
     }
 
     pub fn bytes(&self) -> usize {

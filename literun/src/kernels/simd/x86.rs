@@ -1197,6 +1197,12 @@ fn dw_i8_rows_avx512(
 ) {
     let c = dw.c;
     let step = geometry[1] * c;
+    if dw.pairs {
+        return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+            // SAFETY: as below.
+            unsafe { dw_i8_pairs_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+        });
+    }
     if !dw.w8.is_empty() {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
             // SAFETY: as below.
@@ -1211,16 +1217,72 @@ fn dw_i8_rows_avx512(
     });
 }
 
-/// One output pixel in the `vpdpbusd` layout of `DwI8::pack_avx512_quads`, 64 channels at a
-/// time: four taps' bytes (offset to unsigned) interleaved by two rounds of unpacks into four
-/// vectors of 16 channels x 4 taps, accumulated from the bias; a group with a single tap is
-/// spread by `vpshufb` instead. The accumulators are in the layout's channel order, which two
-/// rounds of saturating packs turn back into channel order. The last block's missing channels
-/// are masked off in the loads and the store.
+/// One 64-channel block (`ch` a multiple of 64) of the `vpdpbusd` layout of
+/// `DwI8::pack_avx512_quads`, `load(t)` giving tap `t`'s 64 input bytes offset to unsigned:
+/// four taps' bytes are interleaved by two rounds of unpacks into four vectors of 16 channels x
+/// 4 taps and accumulated from the bias (a group with a single tap is spread by `vpshufb`
+/// instead). The accumulators are in the layout's channel order, which two rounds of
+/// saturating packs turn back into channel order: the result is the block's 64 output bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dw_quads_block(dw: &DwI8, ch: usize, load: impl Fn(usize) -> __m512i) -> __m512i {
+    let taps = dw.taps;
+    let quads = taps.div_ceil(4);
+    assert!(ch.is_multiple_of(64) && dw.w8.len() >= (ch / 64 + 1) * quads * 256);
+    assert!(dw.rq.bias.len() >= ch + 64);
+    // A single tap's byte of channel 16 l + 4 j + i to byte 0 of lane (l, i) for accumulator
+    // j (the other bytes zero).
+    let spread = |j: usize| {
+        let b = |i: usize| (0x8080_8000_u32 | (4 * j + i) as u32) as i32;
+        _mm512_broadcast_i32x4(_mm_setr_epi32(b(0), b(1), b(2), b(3)))
+    };
+    // SAFETY: block ch / 64 has quads * 256 weights (asserted above).
+    let w = unsafe { dw.w8.as_ptr().add(ch / 64 * quads * 256) };
+    let bias = |j: usize| {
+        // SAFETY: positions ch + 16 j..ch + 16 j + 16 of the bias (asserted above).
+        unsafe { _mm512_loadu_si512(dw.rq.bias.as_ptr().add(ch + 16 * j) as *const __m512i) }
+    };
+    let mut acc = [bias(0), bias(1), bias(2), bias(3)];
+    for qd in 0..quads {
+        // SAFETY: group qd's four 64-byte vectors are in the block (qd < quads).
+        let wv =
+            |j: usize| unsafe { _mm512_loadu_si512(w.add((qd * 4 + j) * 64) as *const __m512i) };
+        if taps - 4 * qd == 1 {
+            let x = load(4 * qd);
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(x, spread(j)), wv(j));
+            }
+            continue;
+        }
+        // Taps past the last are zero (so are their weights).
+        let ld = |t: usize| {
+            if t < taps {
+                load(t)
+            } else {
+                _mm512_setzero_si512()
+            }
+        };
+        let (x0, x1, x2, x3) = (ld(4 * qd), ld(4 * qd + 1), ld(4 * qd + 2), ld(4 * qd + 3));
+        let (lo01, hi01) = (_mm512_unpacklo_epi8(x0, x1), _mm512_unpackhi_epi8(x0, x1));
+        let (lo23, hi23) = (_mm512_unpacklo_epi8(x2, x3), _mm512_unpackhi_epi8(x2, x3));
+        acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(lo01, lo23), wv(0));
+        acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(lo01, lo23), wv(1));
+        acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
+        acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
+    }
+    let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
+    let p01 = _mm512_packs_epi32(r(0), r(1));
+    let p23 = _mm512_packs_epi32(r(2), r(3));
+    _mm512_packs_epi16(p01, p23)
+}
+
+/// `count` output pixels of the `DwI8::pack_avx512_quads` layout ([`dw_quads_block`] per 64
+/// channels), pixel `k`'s taps at `ptrs[t] + k * step`. The last block's missing channels are
+/// masked off in the loads and the store.
 ///
 /// # Safety
-/// The CPU has AVX-512 F/BW/VL/VNNI; every non-null `ptrs[t]` (`t < dw.taps`) points to
-/// `dw.c` readable bytes.
+/// The CPU has AVX-512 F/BW/VL/VNNI; for every non-null `ptrs[t]` (`t < dw.taps`) and `k <
+/// count`, `ptrs[t] + k * step` points to `dw.c` readable bytes.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pixel_quads_avx512(
     dw: &DwI8,
@@ -1229,83 +1291,82 @@ unsafe fn dw_i8_pixel_quads_avx512(
     step: usize,
     out: &mut [i8],
 ) {
-    let (c, taps) = (dw.c, dw.taps);
-    let quads = taps.div_ceil(4);
-    let blocks = c.div_ceil(64);
-    assert!(out.len() == count * c && c > 0 && taps <= DW_MAX_TAPS);
-    assert!(dw.w8.len() >= blocks * quads * 256 && dw.rq.bias.len() >= blocks * 64);
+    let c = dw.c;
+    assert!(out.len() == count * c && c > 0 && dw.taps <= DW_MAX_TAPS);
     let flip = _mm512_set1_epi8(-128);
     let padv = _mm512_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
-    // A single tap's byte of channel 16 l + 4 j + i to byte 0 of lane (l, i) for accumulator
-    // j (the other bytes zero).
-    let spread = |j: i32| {
-        let b = |i: i32| (0x8080_8000_u32 | (4 * j + i) as u32) as i32;
-        _mm512_broadcast_i32x4(_mm_setr_epi32(b(0), b(1), b(2), b(3)))
-    };
-    let spreads = [spread(0), spread(1), spread(2), spread(3)];
     for k in 0..count {
         let out = &mut out[k * c..(k + 1) * c];
         let mut ch = 0;
         while ch < c {
             let n = (c - ch).min(64);
             let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-            let load = |t: usize| -> __m512i {
-                if t >= taps {
-                    return _mm512_setzero_si512();
-                }
+            let v = dw_quads_block(dw, ch, |t| {
                 let p = ptrs[t];
                 if p.is_null() {
                     return padv;
                 }
-                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
-                // keeps the load to channels ch..ch + n, and masked-off bytes are not accessed.
-                _mm512_xor_si512(
-                    unsafe { _mm512_maskz_loadu_epi8(mask, p.add(k * step + ch)) },
-                    flip,
-                )
-            };
-            // SAFETY: block ch / 64 has quads * 256 weights (asserted above).
-            let w = unsafe { dw.w8.as_ptr().add(ch / 64 * quads * 256) };
-            let bias = |j: usize| {
-                // SAFETY: positions ch + 16 j..ch + 16 j + 16 of the bias (asserted above).
-                unsafe {
-                    _mm512_loadu_si512(dw.rq.bias.as_ptr().add(ch + 16 * j) as *const __m512i)
-                }
-            };
-            let mut acc = [bias(0), bias(1), bias(2), bias(3)];
-            for qd in 0..quads {
-                // SAFETY: group qd's four 64-byte vectors are in the block (qd < quads).
-                let wv = |j: usize| unsafe {
-                    _mm512_loadu_si512(w.add((qd * 4 + j) * 64) as *const __m512i)
-                };
-                if taps - 4 * qd == 1 {
-                    let x = load(4 * qd);
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(x, spreads[j]), wv(j));
-                    }
-                    continue;
-                }
-                let (x0, x1, x2, x3) = (
-                    load(4 * qd),
-                    load(4 * qd + 1),
-                    load(4 * qd + 2),
-                    load(4 * qd + 3),
-                );
-                let (lo01, hi01) = (_mm512_unpacklo_epi8(x0, x1), _mm512_unpackhi_epi8(x0, x1));
-                let (lo23, hi23) = (_mm512_unpacklo_epi8(x2, x3), _mm512_unpackhi_epi8(x2, x3));
-                acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(lo01, lo23), wv(0));
-                acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(lo01, lo23), wv(1));
-                acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
-                acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
-            }
-            let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
-            let p01 = _mm512_packs_epi32(r(0), r(1));
-            let p23 = _mm512_packs_epi32(r(2), r(3));
-            let v = _mm512_packs_epi16(p01, p23);
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the
+                // mask keeps the load to channels ch..ch + n, and masked-off bytes are not
+                // accessed.
+                let x = unsafe { _mm512_maskz_loadu_epi8(mask, p.add(k * step + ch)) };
+                _mm512_xor_si512(x, flip)
+            });
             // SAFETY: the mask keeps the store to out[ch..ch + n].
             unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
             ch += 64;
         }
+    }
+}
+
+/// `count` output pixels of a `DwI8::pack_avx512_pairs` layout (`c <= 32`), two per block:
+/// pixel `k` in channels `0..32`, pixel `k + 1` in `32..64` (pixel `k`'s taps at `ptrs[t] + k
+/// * step`).
+///
+/// # Safety
+/// As [`dw_i8_pixel_quads_avx512`].
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw_i8_pairs_avx512(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
+    let c = dw.c;
+    assert!(dw.pairs && c > 0 && c <= 32 && out.len() == count * c && dw.taps <= DW_MAX_TAPS);
+    let mask: __mmask32 = if c == 32 { !0 } else { (1u32 << c) - 1 };
+    let flip = _mm256_set1_epi8(-128);
+    let padv = _mm256_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
+    let mut k = 0;
+    while k < count {
+        let two = k + 1 < count;
+        let half = |p: *const i8, k: usize| {
+            if p.is_null() {
+                return padv;
+            }
+            // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
+            // keeps the load to them.
+            _mm256_xor_si256(
+                unsafe { _mm256_maskz_loadu_epi8(mask, p.add(k * step)) },
+                flip,
+            )
+        };
+        let v = dw_quads_block(dw, 0, |t| {
+            let lo = half(ptrs[t], k);
+            // Without a second pixel the high half is not stored.
+            let hi = if two { half(ptrs[t], k + 1) } else { lo };
+            _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+        });
+        // SAFETY: the masks keep the stores to pixels k and k + 1 (when two) of out.
+        unsafe {
+            let o = out.as_mut_ptr().add(k * c);
+            _mm256_mask_storeu_epi8(o, mask, _mm512_castsi512_si256(v));
+            if two {
+                _mm256_mask_storeu_epi8(o.add(c), mask, _mm512_extracti64x4_epi64(v, 1));
+            }
+        }
+        k += 2;
     }
 }
 
