@@ -168,6 +168,7 @@ pub(crate) struct Requant {
     pub(crate) fused_shift: Vec<i64>,
     /// Whether the activation range is narrower than int8's (else the saturating narrowing to
     /// int8 is the clamp).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) clamp: bool,
 }
 
