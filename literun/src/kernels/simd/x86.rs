@@ -303,6 +303,11 @@ fn pack_conv_rows_avx512(
             i += 64;
         }
     };
+    // A window row of at most 64 bytes inside the input is one masked copy (the 3-channel
+    // stem: 9 bytes); windows inside the input in both directions take it for every row.
+    let span_h = (k_h - 1) * p.dilation_h + 1;
+    let wrow = k_w * c;
+    let one = (p.dilation_w == 1 && wrow <= 64).then(|| lanes(wrow));
     let (mut oy, mut ox) = (m0 / conv.out_w, m0 % conv.out_w);
     for r in 0..count {
         // SAFETY: row r's groups * 4 bytes are inside dst (asserted); any byte pattern is an i32.
@@ -310,19 +315,34 @@ fn pack_conv_rows_avx512(
         let mut o = 0;
         let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
         let contiguous = p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w;
-        for ky in 0..k_h {
-            let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
-            if contiguous && y < in_h {
-                // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
-                run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
-                o += k_w * c;
-                continue;
+        let y0 = (oy * p.stride_h).wrapping_sub(p.pad_top);
+        if let Some(m) = one.filter(|_| contiguous && y0 < in_h && in_h - y0 >= span_h) {
+            for ky in 0..k_h {
+                let at = ((y0 + ky * p.dilation_h) * in_w + x0) * c;
+                // SAFETY: the window is inside the input (y0 + span_h <= in_h, x0 + k_w <=
+                // in_w), so its row's wrow bytes at `at` are; the store's wrow bytes are
+                // inside the packed row (o + wrow <= k <= groups * 4).
+                unsafe {
+                    let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at));
+                    _mm512_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm512_xor_si512(v, flip));
+                }
+                o += wrow;
             }
-            for kx in 0..k_w {
-                let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
-                let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
-                run(at, c, row.wrapping_add(o));
-                o += c;
+        } else {
+            for ky in 0..k_h {
+                let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                if contiguous && y < in_h {
+                    // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
+                    run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
+                    o += k_w * c;
+                    continue;
+                }
+                for kx in 0..k_w {
+                    let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
+                    let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
+                    run(at, c, row.wrapping_add(o));
+                    o += c;
+                }
             }
         }
         // The last word's missing bytes (their weights are zero).
