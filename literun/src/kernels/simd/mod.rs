@@ -163,9 +163,9 @@ pub(crate) struct Requant {
     /// channel shifts right by `e >= 1` and nothing overflows: per 16-channel block, the even
     /// channels' then the odd channels' `2^30 + 2^(30 + e) + out_offset * 2^(31 + e)` ...
     pub(crate) fused_add: Vec<i64>,
-    /// ... and 64-bit shift: `31 + e` (even channels), `e - 1` (odd channels, whose result
-    /// is taken from the high half of the 64-bit lane). Empty without the fused form.
-    pub(crate) fused_shift: Vec<i64>,
+    /// ... and, in channel order, `e - 1`: the shift of the 64-bit sums' high halves. Empty
+    /// without the fused form.
+    pub(crate) fused_shift: Vec<i32>,
     /// Whether the activation range is narrower than int8's (else the saturating narrowing to
     /// int8 is the clamp).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -228,7 +228,7 @@ impl Requant {
             let (block, i) = (c / 16 * 16, c % 16);
             let at = block + if i % 2 == 0 { i / 2 } else { 8 + i / 2 };
             r.fused_add[at] = add as i64;
-            r.fused_shift[at] = i64::from(if i % 2 == 0 { 31 + e } else { e - 1 });
+            r.fused_shift[c] = e - 1;
         }
         Some(r)
     }

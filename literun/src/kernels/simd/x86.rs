@@ -611,8 +611,8 @@ struct Rq16 {
     mult_odd: __m512i,
     add_even: __m512i,
     add_odd: __m512i,
-    shift_even: __m512i,
-    shift_odd: __m512i,
+    /// `e - 1` per channel.
+    rshift: __m512i,
 }
 
 impl Rq16 {
@@ -624,22 +624,22 @@ impl Rq16 {
         // arrays have the same length).
         let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
         let fused = !rq.fused_add.is_empty() && c.is_multiple_of(16);
-        let (add_even, add_odd, shift_even, shift_odd) = if fused {
+        let (add_even, add_odd, rshift) = if fused {
             assert!(c + 16 <= rq.fused_add.len() && c + 16 <= rq.fused_shift.len());
-            // SAFETY: eight i64 each from c and c + 8, inside both arrays (asserted).
+            // SAFETY: eight i64 each from c and c + 8, and sixteen i32 from c, inside the
+            // arrays (asserted).
             unsafe {
                 let ld64 =
                     |v: &[i64], at: usize| _mm512_loadu_si512(v.as_ptr().add(at) as *const __m512i);
                 (
                     ld64(&rq.fused_add, c),
                     ld64(&rq.fused_add, c + 8),
-                    ld64(&rq.fused_shift, c),
-                    ld64(&rq.fused_shift, c + 8),
+                    ld(&rq.fused_shift),
                 )
             }
         } else {
             let z = _mm512_setzero_si512();
-            (z, z, z, z)
+            (z, z, z)
         };
         let off = rq.out_offset;
         let mult = ld(&rq.mult);
@@ -658,11 +658,11 @@ impl Rq16 {
             clamp: rq.clamp,
             act_min: _mm512_set1_epi32(rq.act_min),
             act_max: _mm512_set1_epi32(rq.act_max),
-            mult_odd: _mm512_srli_epi64(mult, 32),
+            // (A shuffle, not a shift: port 0 is the one vpdpbusd needs.)
+            mult_odd: _mm512_shuffle_epi32::<0xF5>(mult),
             add_even,
             add_odd,
-            shift_even,
-            shift_odd,
+            rshift,
         }
     }
 
@@ -691,14 +691,16 @@ impl Rq16 {
             let neg = _mm512_set1_epi64(-(1 << 31));
             let p = _mm512_mul_epi32(x, self.mult);
             let t = _mm512_add_epi64(p, self.add_even);
-            let t = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
-            let even = _mm512_srav_epi64(t, self.shift_even);
-            let p = _mm512_mul_epi32(_mm512_srli_epi64(x, 32), self.mult_odd);
+            let even = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
+            // The odd lanes to the low halves with a shuffle (port 5) rather than a shift
+            // (port 0, which vpdpbusd and the multiplies need).
+            let p = _mm512_mul_epi32(_mm512_shuffle_epi32::<0xF5>(x), self.mult_odd);
             let t = _mm512_add_epi64(p, self.add_odd);
-            let t = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
-            // Shifted by e - 1, the high half of the lane is the result.
-            let odd = _mm512_srav_epi64(t, self.shift_odd);
-            let v = _mm512_mask_blend_epi32(0xAAAA, even, odd);
+            let odd = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
+            // `t >> (31 + e) = (t >> 32) >> (e - 1)`: the high halves of the sums (which fit
+            // in 32 bits as |t| < 2^63), even lanes' moved down, shifted as 32-bit lanes.
+            let v = _mm512_mask_shuffle_epi32::<0xF5>(odd, 0x5555, even);
+            let v = _mm512_srav_epi32(v, self.rshift);
             // With the offset added: clamp to the activation range (the saturating narrowing
             // clamps to int8's).
             return if self.clamp {
