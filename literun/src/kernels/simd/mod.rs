@@ -159,6 +159,17 @@ pub(crate) struct Requant {
     pub(crate) single_rounding: bool,
     /// Whether any channel shifts left (a multiplier above one).
     pub(crate) any_left: bool,
+    /// The one-rounding form of the AVX-512 requantization (`x86::Rq16`), present when every
+    /// channel shifts right by `e >= 1` and nothing overflows: per 16-channel block, the even
+    /// channels' then the odd channels' `2^30 + 2^(30 + e) + out_offset * 2^(31 + e)` ...
+    pub(crate) fused_add: Vec<i64>,
+    /// ... and, in channel order, `e - 1`: the shift of the 64-bit sums' high halves. Empty
+    /// without the fused form.
+    pub(crate) fused_shift: Vec<i32>,
+    /// Whether the activation range is narrower than int8's (else the saturating narrowing to
+    /// int8 is the clamp).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) clamp: bool,
 }
 
 impl Requant {
@@ -178,6 +189,9 @@ impl Requant {
             act_max: q.act_max,
             single_rounding: q.single_rounding,
             any_left: false,
+            fused_add: Vec::new(),
+            fused_shift: Vec::new(),
+            clamp: !(q.act_min == -128 && q.act_max == 127),
         };
         for c in 0..n {
             let s = q.shifts[c];
@@ -191,6 +205,30 @@ impl Requant {
             r.mask[c] = m.mask;
             r.thr[c] = m.thr;
             r.shift[c] = s;
+        }
+        r.fused_add = vec![0; padded];
+        r.fused_shift = vec![0; padded];
+        for c in 0..padded {
+            // Padding channels (never stored) take e = 1 and add nothing.
+            let (e, add) = if c < n {
+                let e = r.right[c];
+                let add =
+                    (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(q.output_offset) << (31 + e));
+                (e, if r.left[c] == 0 { add } else { i128::MAX })
+            } else {
+                (1, 0)
+            };
+            // |x * m| < 2^62, so |x * m + add - 2^31| < 2^63 when |add| < 2^62.
+            if e < 1 || add.abs() >= 1i128 << 62 || q.single_rounding || !padded.is_multiple_of(16)
+            {
+                r.fused_add.clear();
+                r.fused_shift.clear();
+                break;
+            }
+            let (block, i) = (c / 16 * 16, c % 16);
+            let at = block + if i % 2 == 0 { i / 2 } else { 8 + i / 2 };
+            r.fused_add[at] = add as i64;
+            r.fused_shift[c] = e - 1;
         }
         Some(r)
     }
@@ -315,17 +353,14 @@ impl GemmI8 {
         let mut m0 = base;
         while m0 < m_count {
             let rows_here = (m_count - m0).min(mr);
-            for r in 0..rows_here {
-                let row = rows.row(m0 + r, row_buf);
-                pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
-            }
+            self.pack_rows(rows, m0, rows_here, row_buf, a_buf);
             for p in 0..n.div_ceil(nr) {
                 let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
                 let c0 = p * nr;
                 let cn = (n - c0).min(nr);
                 let at = (m0 - base) * n + c0;
                 #[cfg(target_arch = "x86_64")]
-                if self.isa == Isa::Avx512Vnni && !self.rq.single_rounding {
+                if self.isa == Isa::Avx512Vnni {
                     x86::tile_rq_i8_avx512(
                         rows_here,
                         a_buf,
@@ -352,6 +387,55 @@ impl GemmI8 {
                 );
             }
             m0 += mr;
+        }
+    }
+}
+
+impl GemmI8 {
+    /// Packs rows `m0..m0 + count` of `rows` as rows `0..count` of `a_buf`
+    /// ([`pack_row_i8`]). With `vpdpbusd`, contiguous rows of a multiple of four bytes are one
+    /// block already in the packed layout (one offset-to-unsigned copy for the whole tile),
+    /// and with AVX-512 an im2col row is gathered straight into its packed form.
+    #[inline]
+    fn pack_rows(
+        &self,
+        rows: &Rows<'_, i8>,
+        m0: usize,
+        count: usize,
+        row_buf: &mut [i8],
+        a_buf: &mut [i32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa.vnni() {
+            match rows {
+                Rows::Direct { data, stride } if *stride == self.k && self.k.is_multiple_of(4) => {
+                    let block = &data[m0 * self.k..(m0 + count) * self.k];
+                    return x86::pack_row_vnni(block, &mut a_buf[..count * self.groups]);
+                }
+                Rows::Conv {
+                    input,
+                    in_hwc,
+                    k_hw,
+                    out_w,
+                    p,
+                    pad,
+                } if self.isa == Isa::Avx512Vnni => {
+                    let conv = x86::ConvRows {
+                        input,
+                        in_hwc: *in_hwc,
+                        k_hw: *k_hw,
+                        out_w: *out_w,
+                        p,
+                        pad: *pad,
+                    };
+                    return x86::pack_conv_rows_vnni512(&conv, m0, count, self.groups, a_buf);
+                }
+                _ => {}
+            }
+        }
+        for r in 0..count {
+            let row = rows.row(m0 + r, row_buf);
+            pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
         }
     }
 }
@@ -880,6 +964,11 @@ pub struct DwI8 {
     /// AVX-512: blocks of 32 channels (see [`DwI8::pack_avx512`]).
     /// NEON: tap `t`, channel `ch` at `t * cp + ch` (`cp`: channels padded to 16).
     pub(crate) w: Vec<i16>,
+    /// AVX-512 with 64 or more channels: the `vpdpbusd` layout of [`DwI8::pack_avx512_quads`]
+    /// (then `w` is empty and `rq` is in that layout's channel order).
+    pub(crate) w8: Vec<i8>,
+    /// The `w8` layout holds channels `0..32` twice (`c <= 32`): two output pixels per block.
+    pub(crate) pairs: bool,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
 }
@@ -906,6 +995,15 @@ impl DwI8 {
             return None;
         }
         if isa == Isa::Avx512Vnni {
+            // The zero point must be a byte for the unsigned offset input.
+            if (-127..=128).contains(&q.input_offset) {
+                if c >= 64 {
+                    return Self::pack_avx512_quads(filter, taps, c, bias, q);
+                }
+                if c <= 32 {
+                    return Self::pack_avx512_pairs(filter, taps, c, bias, q);
+                }
+            }
             return Self::pack_avx512(filter, taps, c, bias, q);
         }
         let blocks = c.div_ceil(16);
@@ -924,6 +1022,8 @@ impl DwI8 {
                 taps,
                 w,
                 rq,
+                w8: Vec::new(),
+                pairs: false,
                 input_offset: q.input_offset as i16,
             });
         }
@@ -934,6 +1034,8 @@ impl DwI8 {
             taps,
             w,
             rq,
+            w8: Vec::new(),
+            pairs: false,
             input_offset: q.input_offset as i16,
         })
     }
@@ -961,12 +1063,111 @@ impl DwI8 {
             taps,
             w,
             rq,
+            w8: Vec::new(),
+            pairs: false,
             input_offset: q.input_offset as i16,
         })
     }
 
+    /// Where channel `ch` of a 64-channel block sits in the `vpdpbusd` layout: accumulator `j`
+    /// (of four), 128-bit lane `l`, 32-bit lane `i` hold channel `16 l + 4 j + i` (the order
+    /// `vpunpck{l,h}bw` then `vpunpck{l,h}wd` leave four taps' channels in), at position
+    /// `16 j + 4 l + i` of the block. The map is its own inverse.
+    fn quad_pos(ch: usize) -> usize {
+        let (b, r) = (ch / 64 * 64, ch % 64);
+        let (l, j, i) = (r / 16, r % 16 / 4, r % 4);
+        b + 16 * j + 4 * l + i
+    }
+
+    /// The AVX-512 layout for 64 or more channels: blocks of 64 channels, groups of four taps
+    /// (missing taps zero) as four 64-byte vectors per group, vector `j` holding the four taps'
+    /// weights of the channels at positions `16 j..16 j + 16` of [`Self::quad_pos`] (byte `t`
+    /// of a 32-bit lane is tap `4 q + t` of group `q`). The kernel offsets the input to
+    /// unsigned (`x + 128`; padding taps read the zero point + 128), so `(input_offset - 128) *
+    /// sum(w)` joins the bias; the requantization parameters are stored in position order.
+    fn pack_avx512_quads(
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<DwI8> {
+        let (blocks, quads) = (c.div_ceil(64), taps.div_ceil(4));
+        let padded = blocks * 64;
+        let mut w8 = vec![0i8; blocks * quads * 256];
+        for ch in 0..c {
+            let pos = Self::quad_pos(ch);
+            let (b, j, lane) = (pos / 64, pos % 64 / 16, pos % 16);
+            for t in 0..taps {
+                let (qd, byte) = (t / 4, t % 4);
+                w8[((b * quads + qd) * 4 + j) * 64 + lane * 4 + byte] = filter[t * c + ch];
+            }
+        }
+        // The output stage in position order; positions past c get a harmless stage (their
+        // outputs are never stored).
+        let at = |pos: usize| Some(Self::quad_pos(pos)).filter(|&ch| ch < c);
+        let qp = OutputStage {
+            multipliers: (0..padded)
+                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
+                .collect(),
+            shifts: (0..padded)
+                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
+                .collect(),
+            ..q.clone()
+        };
+        let off = q.input_offset - 128;
+        let rq = Requant::new(&qp, padded, |p| {
+            at(p).map_or(0, |ch| {
+                let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
+                bias.map_or(0, |b| b[ch])
+                    .wrapping_add(off.wrapping_mul(wsum))
+            })
+        })?;
+        Some(DwI8 {
+            isa: Isa::Avx512Vnni,
+            c,
+            taps,
+            w: Vec::new(),
+            w8,
+            pairs: false,
+            rq,
+            input_offset: q.input_offset as i16,
+        })
+    }
+
+    /// [`Self::pack_avx512_quads`] for `c <= 32` channels: those of a second output pixel take
+    /// channels `32..64` of the block, with the same weights and parameters.
+    fn pack_avx512_pairs(
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<DwI8> {
+        let src = |ch: usize| Some(ch % 32).filter(|&s| s < c);
+        let f64: Vec<i8> = (0..taps * 64)
+            .map(|i| src(i % 64).map_or(0, |s| filter[i / 64 * c + s]))
+            .collect();
+        let b64: Vec<i32> = (0..64)
+            .map(|ch| src(ch).map_or(0, |s| bias.map_or(0, |b| b[s])))
+            .collect();
+        let q64 = OutputStage {
+            multipliers: (0..64)
+                .map(|ch| src(ch).map_or(1 << 30, |s| q.multipliers[s]))
+                .collect(),
+            shifts: (0..64)
+                .map(|ch| src(ch).map_or(-1, |s| q.shifts[s]))
+                .collect(),
+            ..q.clone()
+        };
+        let mut dw = Self::pack_avx512_quads(&f64, taps, 64, Some(&b64), &q64)?;
+        dw.c = c;
+        dw.pairs = true;
+        Some(dw)
+    }
+
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.rq.bias.len() * 4 * 7
+        self.w.len() * 2 + self.w8.len() + self.rq.bias.len() * 4 * 7
     }
 }
 
@@ -1093,6 +1294,74 @@ fn for_each_window_ptrs<T>(
                 }
             }
             pixel(&ptrs, ((oy - y0) * out_w + ox) * c);
+        }
+    }
+}
+
+/// [`for_each_window_ptrs`] by runs: `run(ptrs, at, count)` covers `count` consecutive output
+/// pixels of one row from offset `at` (`c` outputs each). When `count > 1` the windows are all
+/// inside the input and pixel `k`'s tap `t` is at `ptrs[t] + k * stride_w * c`; the edge
+/// pixels come one at a time (`count == 1`, null pointers for padding).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline]
+fn for_each_window_run<T>(
+    input: &[T],
+    c: usize,
+    [in_h, in_w, k_h, k_w, out_w]: [usize; 5],
+    [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left]: [usize; 6],
+    oys: Range<usize>,
+    mut run: impl FnMut(&[*const T; DW_MAX_TAPS + 1], usize, usize),
+) {
+    let taps = k_h * k_w;
+    assert!(taps <= DW_MAX_TAPS && c > 0 && input.len() >= in_h * in_w * c);
+    let mut offset = [0usize; DW_MAX_TAPS];
+    for ky in 0..k_h {
+        for kx in 0..k_w {
+            offset[ky * k_w + kx] = (ky * dil_h * in_w + kx * dil_w) * c;
+        }
+    }
+    let span_w = (k_w - 1) * dil_w + 1;
+    let span_h = (k_h - 1) * dil_h + 1;
+    // The interior columns: ox * stride_w >= pad_left and ox * stride_w - pad_left + span_w <=
+    // in_w.
+    let ox_lo = pad_left.div_ceil(stride_w).min(out_w);
+    let ox_hi = if in_w + pad_left >= span_w {
+        ((in_w + pad_left - span_w) / stride_w + 1).clamp(ox_lo, out_w)
+    } else {
+        ox_lo
+    };
+    let mut ptrs = [core::ptr::null::<T>(); DW_MAX_TAPS + 1];
+    let base = input.as_ptr();
+    let y0 = oys.start;
+    for oy in oys {
+        let y_inside = oy * stride_h >= pad_top && oy * stride_h - pad_top + span_h <= in_h;
+        let mut ox = 0;
+        while ox < out_w {
+            let at = ((oy - y0) * out_w + ox) * c;
+            if y_inside && ox == ox_lo && ox_hi > ox_lo {
+                let first = ((oy * stride_h - pad_top) * in_w + ox * stride_w - pad_left) * c;
+                for (p, &o) in ptrs.iter_mut().zip(&offset[..taps]) {
+                    // first + o is the start of an input pixel: the window is inside the input
+                    // (whose length is asserted above), and so are the run's next ones.
+                    *p = base.wrapping_add(first + o);
+                }
+                run(&ptrs, at, ox_hi - ox_lo);
+                ox = ox_hi;
+                continue;
+            }
+            for ky in 0..k_h {
+                let y = (oy * stride_h + ky * dil_h).wrapping_sub(pad_top);
+                for kx in 0..k_w {
+                    let x = (ox * stride_w + kx * dil_w).wrapping_sub(pad_left);
+                    ptrs[ky * k_w + kx] = if y < in_h && x < in_w {
+                        base.wrapping_add((y * in_w + x) * c)
+                    } else {
+                        core::ptr::null()
+                    };
+                }
+            }
+            run(&ptrs, at, 1);
+            ox += 1;
         }
     }
 }
@@ -1975,17 +2244,27 @@ mod tests {
     fn requant_matches_scalar_on_extreme_accumulators() {
         let mut rng = Rng(99);
         for isa in isas() {
-            for i in 0..200 {
+            for i in 0..600 {
                 let mut q = rng.stage(32, 1, false);
                 for s in q.shifts.iter_mut() {
-                    // Half the cases with right shifts only (no channel shifts left).
-                    *s = if i % 2 == 0 {
-                        rng.below(62) as i32 - 31
-                    } else {
-                        -(rng.below(32) as i32)
+                    // A third of the cases with right shifts only (no channel shifts left), a
+                    // third shifting right by 1..=23 (the fused AVX-512 form; larger shifts only
+                    // have it with small output offsets).
+                    *s = match i % 3 {
+                        0 => rng.below(62) as i32 - 31,
+                        1 => -(rng.below(32) as i32),
+                        _ => -1 - rng.below(23) as i32,
                     };
                 }
+                if i % 6 == 5 {
+                    // Output offsets far outside int8's (the fused form's constant grows with
+                    // them; it falls back where it would not fit).
+                    q.output_offset = (rng.u() as i32) >> rng.below(32);
+                }
                 let rq = Requant::new(&q, 32, |c| [0, i32::MAX, i32::MIN, -7][c % 4]).unwrap();
+                if i % 3 == 2 && i % 6 != 5 {
+                    assert!(!rq.fused_add.is_empty(), "fused form expected: {q:?}");
+                }
                 let mut acc = [0i32; 32];
                 for a in acc.iter_mut() {
                     *a = match rng.below(4) {
@@ -2102,18 +2381,28 @@ mod tests {
         case: usize,
     ) -> ([usize; 4], [usize; 4], [usize; 4], DepthwiseParams) {
         let k = [3, 3, 3, 5, 1, 2][case % 6];
+        // Some non-square windows: 2, 3, 6 and 7 taps (every count of taps modulo 4).
+        let (kh, kw) = match case % 8 {
+            3 => (1, 2),
+            5 => (3, 1),
+            7 if case % 16 == 7 => (2, 3),
+            7 => (1, 7),
+            _ => (k, k),
+        };
         let stride = 1 + case % 2;
         let dil = if case.is_multiple_of(11) { 2 } else { 1 };
-        let c = 1 + rng.below(100);
+        // Up to 200 channels: several 64-channel blocks of the AVX-512 layout, odd tails;
+        // rows up to ~93 pixels wide.
+        let c = 1 + rng.below(if case % 3 == 1 { 200 } else { 100 });
         let wide = if case % 5 == 4 { 90 } else { 10 };
-        let (h, w) = (k * dil + rng.below(10), k * dil + rng.below(wide));
+        let (h, w) = (kh * dil + rng.below(10), kw * dil + rng.below(wide));
         let pad = if case.is_multiple_of(3) {
             0
         } else {
-            (k - 1) * dil / 2 + rng.below(2)
+            (kh.max(kw) - 1) * dil / 2 + rng.below(2)
         };
-        let oh = (h + 2 * pad - (k - 1) * dil - 1) / stride + 1;
-        let ow = (w + 2 * pad - (k - 1) * dil - 1) / stride + 1;
+        let oh = (h + 2 * pad - (kh - 1) * dil - 1) / stride + 1;
+        let ow = (w + 2 * pad - (kw - 1) * dil - 1) / stride + 1;
         let p = DepthwiseParams {
             stride_h: stride,
             stride_w: stride,
@@ -2125,7 +2414,7 @@ mod tests {
             activation: [Activation::None, Activation::Relu6, Activation::Relu][case % 3],
         };
         let b = 1 + case % 2;
-        ([b, h, w, c], [1, k, k, c], [b, oh, ow, c], p)
+        ([b, h, w, c], [1, kh, kw, c], [b, oh, ow, c], p)
     }
 
     #[test]

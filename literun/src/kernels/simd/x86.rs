@@ -12,6 +12,7 @@ use super::{
     ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS, GROUP_F32,
     MAX_SEGS_F32, MR_F32, NR_F32,
 };
+use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::{self as ew, Run};
 use crate::kernels::Activation;
 
@@ -236,9 +237,133 @@ fn pack_row_vnni_avx2(row: &[i8], dst: &mut [i32]) {
     }
 }
 
+/// The im2col rows of a convolution ([`super::Rows::Conv`]'s fields).
+pub(crate) struct ConvRows<'a> {
+    pub(crate) input: &'a [i8],
+    pub(crate) in_hwc: [usize; 3],
+    pub(crate) k_hw: [usize; 2],
+    pub(crate) out_w: usize,
+    pub(crate) p: &'a Conv2dParams,
+    pub(crate) pad: i8,
+}
+
+/// Rows `m0..m0 + count` of `conv`'s im2col packed for `vpdpbusd` as rows `0..count` of `dst`
+/// (`groups` words each): what [`pack_row_vnni`] makes of [`super::Rows::row`], gathered in
+/// one pass with masked AVX-512 copies (no per-tap `memcpy` calls, no row buffer).
+pub(crate) fn pack_conv_rows_vnni512(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    dst: &mut [i32],
+) {
+    // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512 F/BW/VL.
+    unsafe { pack_conv_rows_avx512(conv, m0, count, groups, dst) }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn pack_conv_rows_avx512(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    dst: &mut [i32],
+) {
+    let [in_h, in_w, c] = conv.in_hwc;
+    let [k_h, k_w] = conv.k_hw;
+    let p = conv.p;
+    let input = conv.input;
+    let k = k_h * k_w * c;
+    assert!(c > 0 && conv.out_w > 0 && k <= groups * 4 && dst.len() >= count * groups);
+    assert!(input.len() >= in_h * in_w * c);
+    let flip = _mm512_set1_epi8(-128);
+    let padv = _mm512_set1_epi8((conv.pad as u8 ^ 0x80) as i8);
+    let lanes = |n: usize| -> __mmask64 {
+        if n >= 64 {
+            !0
+        } else {
+            (1u64 << n) - 1
+        }
+    };
+    // `input[at..at + n] ^ 0x80` (or `n` padding bytes when `at` is None) to `out`.
+    let run = |at: Option<usize>, n: usize, out: *mut u8| {
+        let mut i = 0;
+        while i < n {
+            let m = lanes(n - i);
+            // SAFETY: the mask keeps both accesses to bytes i..n of the run: inside input
+            // (at + n <= input.len(), checked by the callers' index arithmetic below) and inside
+            // the packed row (out + n is at most k bytes into a row of groups * 4 >= k bytes).
+            unsafe {
+                let v = match at {
+                    Some(at) => {
+                        let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at + i));
+                        _mm512_xor_si512(v, flip)
+                    }
+                    None => padv,
+                };
+                _mm512_mask_storeu_epi8(out.add(i) as *mut i8, m, v);
+            }
+            i += 64;
+        }
+    };
+    // A window row of at most 64 bytes inside the input is one masked copy (the 3-channel
+    // stem: 9 bytes); windows inside the input in both directions take it for every row.
+    let span_h = (k_h - 1) * p.dilation_h + 1;
+    let wrow = k_w * c;
+    let one = (p.dilation_w == 1 && wrow <= 64).then(|| lanes(wrow));
+    let (mut oy, mut ox) = (m0 / conv.out_w, m0 % conv.out_w);
+    for r in 0..count {
+        // SAFETY: row r's groups * 4 bytes are inside dst (asserted); any byte pattern is an i32.
+        let row = unsafe { (dst.as_mut_ptr() as *mut u8).add(r * groups * 4) };
+        let mut o = 0;
+        let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
+        let contiguous = p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w;
+        let y0 = (oy * p.stride_h).wrapping_sub(p.pad_top);
+        if let Some(m) = one.filter(|_| contiguous && y0 < in_h && in_h - y0 >= span_h) {
+            for ky in 0..k_h {
+                let at = ((y0 + ky * p.dilation_h) * in_w + x0) * c;
+                // SAFETY: the window is inside the input (y0 + span_h <= in_h, x0 + k_w <=
+                // in_w), so its row's wrow bytes at `at` are; the store's wrow bytes are
+                // inside the packed row (o + wrow <= k <= groups * 4).
+                unsafe {
+                    let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at));
+                    _mm512_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm512_xor_si512(v, flip));
+                }
+                o += wrow;
+            }
+        } else {
+            for ky in 0..k_h {
+                let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                if contiguous && y < in_h {
+                    // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
+                    run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
+                    o += k_w * c;
+                    continue;
+                }
+                for kx in 0..k_w {
+                    let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
+                    let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
+                    run(at, c, row.wrapping_add(o));
+                    o += c;
+                }
+            }
+        }
+        // The last word's missing bytes (their weights are zero).
+        while o < groups * 4 {
+            // SAFETY: o < groups * 4, inside row r.
+            unsafe { *row.add(o) = 0 };
+            o += 1;
+        }
+        ox += 1;
+        if ox == conv.out_w {
+            ox = 0;
+            oy += 1;
+        }
+    }
+}
+
 /// The AVX-512 VNNI tile with its requantization: `out[r * stride + j] = requant(sum_g
-/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq`
-/// (double rounding). The accumulators go from registers to bytes; nothing else is written.
+/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq`. The accumulators go from registers to bytes; nothing else is written.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tile_rq_i8_avx512(
     rows: usize,
@@ -252,7 +377,7 @@ pub(crate) fn tile_rq_i8_avx512(
     stride: usize,
 ) {
     assert!((1..=8).contains(&rows) && a.len() >= groups * 8 && b.len() >= groups * 128);
-    assert!((1..=32).contains(&cn) && c0 + 32 <= rq.bias.len() && !rq.single_rounding);
+    assert!((1..=32).contains(&cn) && c0 + 32 <= rq.bias.len());
     assert!(out.len() >= (rows - 1) * stride + cn);
     macro_rules! dispatch {
         ($($n:literal)*) => {
@@ -288,7 +413,16 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
     out: *mut i8,
     stride: usize,
 ) {
-    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    // The accumulators start from the bias (wrapping, as `acc + bias` would).
+    assert!(c0 + 32 <= rq.bias.len());
+    // SAFETY: channels c0..c0 + 32 of the bias (asserted).
+    let (bias0, bias1) = unsafe {
+        (
+            _mm512_loadu_si512(rq.bias.as_ptr().add(c0) as *const __m512i),
+            _mm512_loadu_si512(rq.bias.as_ptr().add(c0 + 16) as *const __m512i),
+        )
+    };
+    let mut acc = [[bias0, bias1]; MR];
     for g in 0..groups {
         // SAFETY: the caller's contract.
         unsafe {
@@ -313,14 +447,15 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
     let p = Rq16::load(rq, c0);
     for (r, acc) in acc.iter().enumerate() {
         // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
-        unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply(acc[0])) };
+        unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply_biased(acc[0])) };
     }
     if cn > 16 {
         let p = Rq16::load(rq, c0 + 16);
         for (r, acc) in acc.iter().enumerate() {
             // SAFETY: row r's channels 16..cn are writable (the caller's contract).
             unsafe {
-                _mm_mask_storeu_epi8(out.add(r * stride + 16), lanes(cn - 16), p.apply(acc[1]))
+                let v = p.apply_biased(acc[1]);
+                _mm_mask_storeu_epi8(out.add(r * stride + 16), lanes(cn - 16), v)
             };
         }
     }
@@ -444,6 +579,21 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
 
 /// The requantization parameters of 16 channels in registers ([`requant_8`] on 16 lanes: the
 /// same operations, so the same numbers), loaded once for every row of a tile.
+///
+/// With [`Requant::fused_add`] (every channel shifts right by `e >= 1`) the two roundings and
+/// the output offset are one 64-bit rounding shift per lane instead, with `p = x * m`:
+///
+/// ```text
+/// RoundingDivideByPOT(SRDHM(x, m), e) + off
+///     = (p + 2^30 + 2^(30 + e) + off * 2^(31 + e) - [p < 0] * 2^31) >> (31 + e)
+/// ```
+///
+/// Why it is exact: with `hm = (p + 2^30) >> 31` (see [`requant_8`]), `RoundingDivideByPOT(hm,
+/// e) = (hm + 2^(e-1) - [hm < 0]) >> e` for `e >= 1`, and `(floor(p' / 2^31) + c) >> e = (p' +
+/// c * 2^31) >> (31 + e)` for integer `c`. `[hm < 0]` differs from `[p < 0]` only for `-2^30 <=
+/// p < 0`, where both give 0. `|p| < 2^62` and `|constant| < 2^62` (checked when packing), so
+/// nothing overflows, and the result (at most `2^30 + 1` before the offset) is the exact
+/// `sat_add(q, off)`.
 struct Rq16 {
     /// Single rounding (`Requant::single_rounding`): the 64-bit rounding constants and shifts
     /// of the even and the odd lanes.
@@ -458,6 +608,17 @@ struct Rq16 {
     lo: __m512i,
     hi: __m512i,
     off: __m512i,
+    fused: bool,
+    clamp: bool,
+    /// The activation range (the fused form clamps after the offset).
+    act_min: __m512i,
+    act_max: __m512i,
+    /// The odd channels' multipliers in the low halves of the 64-bit lanes.
+    mult_odd: __m512i,
+    add_even: __m512i,
+    add_odd: __m512i,
+    /// `e - 1` per channel.
+    rshift: __m512i,
 }
 
 impl Rq16 {
@@ -468,6 +629,24 @@ impl Rq16 {
         // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all
         // arrays have the same length).
         let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
+        let fused = !rq.fused_add.is_empty() && c.is_multiple_of(16);
+        let (add_even, add_odd, rshift) = if fused {
+            assert!(c + 16 <= rq.fused_add.len() && c + 16 <= rq.fused_shift.len());
+            // SAFETY: eight i64 each from c and c + 8, and sixteen i32 from c, inside the
+            // arrays (asserted).
+            unsafe {
+                let ld64 =
+                    |v: &[i64], at: usize| _mm512_loadu_si512(v.as_ptr().add(at) as *const __m512i);
+                (
+                    ld64(&rq.fused_add, c),
+                    ld64(&rq.fused_add, c + 8),
+                    ld(&rq.fused_shift),
+                )
+            }
+        } else {
+            let z = _mm512_setzero_si512();
+            (z, z, z)
+        };
         let off = rq.out_offset;
         let single = rq.single_rounding.then(|| {
             // total = clamp(31 - shift, 1, 62): the rounding shift of the 64-bit product.
@@ -482,18 +661,28 @@ impl Rq16 {
             let round = |t: __m512i| _mm512_sllv_epi64(one, _mm512_sub_epi64(t, one));
             [round(even), even, round(odd), odd]
         });
+        let mult = ld(&rq.mult);
         Rq16 {
             single,
             bias: ld(&rq.bias),
             left: ld(&rq.left),
             any_left: rq.any_left,
-            mult: ld(&rq.mult),
+            mult,
             mask: ld(&rq.mask),
             thr: ld(&rq.thr),
             right: ld(&rq.right),
             lo: _mm512_set1_epi32(rq.act_min.saturating_sub(off)),
             hi: _mm512_set1_epi32(rq.act_max.saturating_sub(off)),
             off: _mm512_set1_epi32(off),
+            fused,
+            clamp: rq.clamp,
+            act_min: _mm512_set1_epi32(rq.act_min),
+            act_max: _mm512_set1_epi32(rq.act_max),
+            // (A shuffle, not a shift: port 0 is the one vpdpbusd needs.)
+            mult_odd: _mm512_shuffle_epi32::<0xF5>(mult),
+            add_even,
+            add_odd,
+            rshift,
         }
     }
 
@@ -502,7 +691,44 @@ impl Rq16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn apply(&self, acc: __m512i) -> __m128i {
-        let x = _mm512_add_epi32(acc, self.bias);
+        self.apply_biased(_mm512_add_epi32(acc, self.bias))
+    }
+
+    /// [`Self::apply`] of accumulators that started from the bias (`x = acc + bias`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply_biased(&self, x: __m512i) -> __m128i {
+        _mm512_cvtsepi32_epi8(self.apply_i32(x))
+    }
+
+    /// The requantized values of `x = acc + bias` as 32-bit lanes, whose saturation to int8
+    /// (`vpmovsdb`, or `vpackssdw` then `vpacksswb`) is the output.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply_i32(&self, x: __m512i) -> __m512i {
+        if self.fused {
+            let zero = _mm512_setzero_si512();
+            let neg = _mm512_set1_epi64(-(1 << 31));
+            let p = _mm512_mul_epi32(x, self.mult);
+            let t = _mm512_add_epi64(p, self.add_even);
+            let even = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
+            // The odd lanes to the low halves with a shuffle (port 5) rather than a shift
+            // (port 0, which vpdpbusd and the multiplies need).
+            let p = _mm512_mul_epi32(_mm512_shuffle_epi32::<0xF5>(x), self.mult_odd);
+            let t = _mm512_add_epi64(p, self.add_odd);
+            let odd = _mm512_mask_add_epi64(t, _mm512_cmplt_epi64_mask(p, zero), t, neg);
+            // `t >> (31 + e) = (t >> 32) >> (e - 1)`: the high halves of the sums (which fit
+            // in 32 bits as |t| < 2^63), even lanes' moved down, shifted as 32-bit lanes.
+            let v = _mm512_mask_shuffle_epi32::<0xF5>(odd, 0x5555, even);
+            let v = _mm512_srav_epi32(v, self.rshift);
+            // With the offset added: clamp to the activation range (the saturating narrowing
+            // clamps to int8's).
+            return if self.clamp {
+                _mm512_min_epi32(_mm512_max_epi32(v, self.act_min), self.act_max)
+            } else {
+                v
+            };
+        }
         let q = if let Some([round_even, total_even, round_odd, total_odd]) = self.single {
             // `multiply_by_quantized_multiplier_single_rounding`: (x m + 2^(total-1)) >> total
             // in 64 bits, saturated to i32; even lanes, then odd lanes moved down.
@@ -515,8 +741,7 @@ impl Rq16 {
                 _mm512_add_epi64(even, round_even),
                 total_even,
             ));
-            let hi = |v: __m512i| _mm512_srli_epi64::<32>(v);
-            let odd = _mm512_mul_epi32(hi(x), hi(self.mult));
+            let odd = _mm512_mul_epi32(_mm512_shuffle_epi32::<0xF5>(x), self.mult_odd);
             let odd = lim(_mm512_srav_epi64(
                 _mm512_add_epi64(odd, round_odd),
                 total_odd,
@@ -533,7 +758,7 @@ impl Rq16 {
             srdhm_rdbpot_16(x, self.mult, self.mask, self.thr, self.right)
         };
         let q = _mm512_min_epi32(_mm512_max_epi32(q, self.lo), self.hi);
-        _mm512_cvtsepi32_epi8(_mm512_add_epi32(q, self.off))
+        _mm512_add_epi32(q, self.off)
     }
 }
 
@@ -1073,11 +1298,178 @@ fn dw_i8_rows_avx512(
     out: &mut [i8],
 ) {
     let c = dw.c;
-    super::for_each_window_ptrs(input, c, dims, geometry, oys, |ptrs, at| {
-        // SAFETY: this function's features; for_each_window_ptrs gives c readable elements at
-        // every non-null pointer and nulls past the taps.
-        unsafe { dw_i8_pixel_avx512(dw, ptrs, &mut out[at..at + c]) };
+    let step = geometry[1] * c;
+    if dw.pairs {
+        return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+            // SAFETY: as below.
+            unsafe { dw_i8_pairs_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+        });
+    }
+    if !dw.w8.is_empty() {
+        return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+            // SAFETY: as below.
+            unsafe { dw_i8_pixel_quads_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+        });
+    }
+    super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+        // SAFETY: this function's features; for_each_window_run gives c readable elements at
+        // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
+        // the taps.
+        unsafe { dw_i8_pixel_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
     });
+}
+
+/// One 64-channel block (`ch` a multiple of 64) of the `vpdpbusd` layout of
+/// `DwI8::pack_avx512_quads`, `load(t)` giving tap `t`'s 64 input bytes offset to unsigned:
+/// four taps' bytes are interleaved by two rounds of unpacks into four vectors of 16 channels x
+/// 4 taps and accumulated from the bias (a group with a single tap is spread by `vpshufb`
+/// instead). The accumulators are in the layout's channel order, which two rounds of
+/// saturating packs turn back into channel order: the result is the block's 64 output bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dw_quads_block(dw: &DwI8, ch: usize, load: impl Fn(usize) -> __m512i) -> __m512i {
+    let taps = dw.taps;
+    let quads = taps.div_ceil(4);
+    assert!(ch.is_multiple_of(64) && dw.w8.len() >= (ch / 64 + 1) * quads * 256);
+    assert!(dw.rq.bias.len() >= ch + 64);
+    // A single tap's byte of channel 16 l + 4 j + i to byte 0 of lane (l, i) for accumulator
+    // j (the other bytes zero).
+    let spread = |j: usize| {
+        let b = |i: usize| (0x8080_8000_u32 | (4 * j + i) as u32) as i32;
+        _mm512_broadcast_i32x4(_mm_setr_epi32(b(0), b(1), b(2), b(3)))
+    };
+    // SAFETY: block ch / 64 has quads * 256 weights (asserted above).
+    let w = unsafe { dw.w8.as_ptr().add(ch / 64 * quads * 256) };
+    let bias = |j: usize| {
+        // SAFETY: positions ch + 16 j..ch + 16 j + 16 of the bias (asserted above).
+        unsafe { _mm512_loadu_si512(dw.rq.bias.as_ptr().add(ch + 16 * j) as *const __m512i) }
+    };
+    let mut acc = [bias(0), bias(1), bias(2), bias(3)];
+    for qd in 0..quads {
+        // SAFETY: group qd's four 64-byte vectors are in the block (qd < quads).
+        let wv =
+            |j: usize| unsafe { _mm512_loadu_si512(w.add((qd * 4 + j) * 64) as *const __m512i) };
+        if taps - 4 * qd == 1 {
+            let x = load(4 * qd);
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_dpbusd_epi32(*a, _mm512_shuffle_epi8(x, spread(j)), wv(j));
+            }
+            continue;
+        }
+        // Taps past the last are zero (so are their weights).
+        let ld = |t: usize| {
+            if t < taps {
+                load(t)
+            } else {
+                _mm512_setzero_si512()
+            }
+        };
+        let (x0, x1, x2, x3) = (ld(4 * qd), ld(4 * qd + 1), ld(4 * qd + 2), ld(4 * qd + 3));
+        let (lo01, hi01) = (_mm512_unpacklo_epi8(x0, x1), _mm512_unpackhi_epi8(x0, x1));
+        let (lo23, hi23) = (_mm512_unpacklo_epi8(x2, x3), _mm512_unpackhi_epi8(x2, x3));
+        acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(lo01, lo23), wv(0));
+        acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(lo01, lo23), wv(1));
+        acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
+        acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
+    }
+    let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
+    let p01 = _mm512_packs_epi32(r(0), r(1));
+    let p23 = _mm512_packs_epi32(r(2), r(3));
+    _mm512_packs_epi16(p01, p23)
+}
+
+/// `count` output pixels of the `DwI8::pack_avx512_quads` layout ([`dw_quads_block`] per 64
+/// channels), pixel `k`'s taps at `ptrs[t] + k * step`. The last block's missing channels are
+/// masked off in the loads and the store.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/VNNI; for every non-null `ptrs[t]` (`t < dw.taps`) and `k <
+/// count`, `ptrs[t] + k * step` points to `dw.c` readable bytes.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw_i8_pixel_quads_avx512(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
+    let c = dw.c;
+    assert!(out.len() == count * c && c > 0 && dw.taps <= DW_MAX_TAPS);
+    let flip = _mm512_set1_epi8(-128);
+    let padv = _mm512_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
+    for k in 0..count {
+        let out = &mut out[k * c..(k + 1) * c];
+        let mut ch = 0;
+        while ch < c {
+            let n = (c - ch).min(64);
+            let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+            let v = dw_quads_block(dw, ch, |t| {
+                let p = ptrs[t];
+                if p.is_null() {
+                    return padv;
+                }
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the
+                // mask keeps the load to channels ch..ch + n, and masked-off bytes are not
+                // accessed.
+                let x = unsafe { _mm512_maskz_loadu_epi8(mask, p.add(k * step + ch)) };
+                _mm512_xor_si512(x, flip)
+            });
+            // SAFETY: the mask keeps the store to out[ch..ch + n].
+            unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
+            ch += 64;
+        }
+    }
+}
+
+/// `count` output pixels of a `DwI8::pack_avx512_pairs` layout (`c <= 32`), two per block:
+/// pixel `k` in channels `0..32`, pixel `k + 1` in `32..64` (pixel `k`'s taps at `ptrs[t] + k
+/// * step`).
+///
+/// # Safety
+/// As [`dw_i8_pixel_quads_avx512`].
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw_i8_pairs_avx512(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
+    let c = dw.c;
+    assert!(dw.pairs && c > 0 && c <= 32 && out.len() == count * c && dw.taps <= DW_MAX_TAPS);
+    let mask: __mmask32 = if c == 32 { !0 } else { (1u32 << c) - 1 };
+    let flip = _mm256_set1_epi8(-128);
+    let padv = _mm256_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
+    let mut k = 0;
+    while k < count {
+        let two = k + 1 < count;
+        let half = |p: *const i8, k: usize| {
+            if p.is_null() {
+                return padv;
+            }
+            // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
+            // keeps the load to them.
+            _mm256_xor_si256(
+                unsafe { _mm256_maskz_loadu_epi8(mask, p.add(k * step)) },
+                flip,
+            )
+        };
+        let v = dw_quads_block(dw, 0, |t| {
+            let lo = half(ptrs[t], k);
+            // Without a second pixel the high half is not stored.
+            let hi = if two { half(ptrs[t], k + 1) } else { lo };
+            _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+        });
+        // SAFETY: the masks keep the stores to pixels k and k + 1 (when two) of out.
+        unsafe {
+            let o = out.as_mut_ptr().add(k * c);
+            _mm256_mask_storeu_epi8(o, mask, _mm512_castsi512_si256(v));
+            if two {
+                _mm256_mask_storeu_epi8(o.add(c), mask, _mm512_extracti64x4_epi64(v, 1));
+            }
+        }
+        k += 2;
+    }
 }
 
 /// One output pixel over blocks of 32 channels (the layout of `DwI8::pack_avx512`): two taps'
@@ -1089,56 +1481,70 @@ fn dw_i8_rows_avx512(
 /// The CPU has AVX-512 F/BW/VL/VNNI; every non-null `ptrs[t]` (`t < dw.taps`) points to
 /// `dw.c` readable bytes, and `ptrs[dw.taps]` is null.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw_i8_pixel_avx512(dw: &DwI8, ptrs: &[*const i8; DW_MAX_TAPS + 1], out: &mut [i8]) {
+unsafe fn dw_i8_pixel_avx512(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
     let c = dw.c;
     let pairs = dw.taps.div_ceil(2);
-    assert!(out.len() == c && c > 0);
+    assert!(out.len() == count * c && c > 0);
     assert!(dw.w.len() >= c.div_ceil(32) * pairs * 64 && dw.rq.bias.len() >= c.div_ceil(32) * 32);
     let zero_point = _mm512_set1_epi16(dw.input_offset.wrapping_neg());
     // After the per-128-bit-lane unpacks: lo = channels 0-3 | 8-11 | 16-19 | 24-27 and hi =
     // 4-7 | 12-15 | 20-23 | 28-31; these put them back in channel order.
     let first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
     let second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-    let mut ch = 0;
-    while ch < c {
-        let n = (c - ch).min(32);
-        let mask: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
-        let load = |t: usize| -> __m512i {
-            let p = ptrs[t];
-            if p.is_null() {
-                return zero_point;
+    for k in 0..count {
+        let out = &mut out[k * c..(k + 1) * c];
+        let mut ch = 0;
+        while ch < c {
+            let n = (c - ch).min(32);
+            let mask: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
+            let load = |t: usize| -> __m512i {
+                let p = ptrs[t];
+                if p.is_null() {
+                    return zero_point;
+                }
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
+                // keeps the load to channels ch..ch + n, and masked-off bytes are not accessed.
+                _mm512_cvtepi8_epi16(unsafe { _mm256_maskz_loadu_epi8(mask, p.add(k * step + ch)) })
+            };
+            // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
+            let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
+            let mut lo = _mm512_setzero_si512();
+            let mut hi = _mm512_setzero_si512();
+            for pr in 0..pairs {
+                let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
+                // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
+                let (wl, wh) = unsafe {
+                    (
+                        _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
+                        _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
+                    )
+                };
+                lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
+                hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
             }
-            // SAFETY: p starts c readable bytes (the caller's contract); the mask keeps the
-            // load to channels ch..ch + n, and masked-off bytes are not accessed.
-            _mm512_cvtepi8_epi16(unsafe { _mm256_maskz_loadu_epi8(mask, p.add(ch)) })
-        };
-        // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
-        let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
-        let mut lo = _mm512_setzero_si512();
-        let mut hi = _mm512_setzero_si512();
-        for pr in 0..pairs {
-            let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
-            // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
-            let (wl, wh) = unsafe {
-                (
-                    _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
-                    _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
-                )
-            };
-            lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
-            hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
+            let v = Rq16::load(&dw.rq, ch).apply(_mm512_permutex2var_epi32(lo, first, hi));
+            // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
+            unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
+            if n > 16 {
+                let v =
+                    Rq16::load(&dw.rq, ch + 16).apply(_mm512_permutex2var_epi32(lo, second, hi));
+                // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
+                unsafe {
+                    _mm_mask_storeu_epi8(
+                        out.as_mut_ptr().add(ch + 16),
+                        (mask >> 16) as __mmask16,
+                        v,
+                    )
+                };
+            }
+            ch += 32;
         }
-        let v = Rq16::load(&dw.rq, ch).apply(_mm512_permutex2var_epi32(lo, first, hi));
-        // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
-        unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
-        if n > 16 {
-            let v = Rq16::load(&dw.rq, ch + 16).apply(_mm512_permutex2var_epi32(lo, second, hi));
-            // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
-            unsafe {
-                _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch + 16), (mask >> 16) as __mmask16, v)
-            };
-        }
-        ch += 32;
     }
 }
 
