@@ -126,6 +126,21 @@ impl Fast {
         }
     }
 
+    /// Whether the kernel reads its weights and bias (inputs 1 and 2) only from its packed copy,
+    /// so the model's bytes of them are not read after preparing.
+    fn packs_weights(&self) -> bool {
+        match self {
+            Fast::ConvI8(_)
+            | Fast::FullyConnectedI8(_)
+            | Fast::DepthwiseI8(_)
+            | Fast::Conv(_)
+            | Fast::ConvWino(_)
+            | Fast::FullyConnected(_)
+            | Fast::Depthwise(_) => true,
+            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => false,
+        }
+    }
+
     /// Scratch for [`FastScratch`]: (i8, i32, f32) values.
     fn scratch(&self) -> (usize, usize, usize) {
         match self {
@@ -616,15 +631,8 @@ impl<'m> Interpreter<'m> {
                 };
                 p.fast = Fast::prepare(isa, &p.kind, op, &constant);
             }
-            let packed_inputs: &[usize] = match p.fast {
-                Some(
-                    Fast::ConvI8(_)
-                    | Fast::FullyConnectedI8(_)
-                    | Fast::DepthwiseI8(_)
-                    | Fast::Conv(_)
-                    | Fast::FullyConnected(_)
-                    | Fast::Depthwise(_),
-                ) => &[1, 2],
+            let packed_inputs: &[usize] = match &p.fast {
+                Some(f) if f.packs_weights() => &[1, 2],
                 _ => &[],
             };
             // A dequantized constant that only fed prepacked weights is not kept twice (float16

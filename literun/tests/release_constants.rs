@@ -64,6 +64,22 @@ fn f32_conv() -> literun::AlignedBytes {
     m.finish(&[x], &[y])
 }
 
+/// x [1,6,6,16] -> CONV_2D 3x3 stride 1 VALID, 16 outputs (Winograd with AVX-512).
+/// Returns the model and the tensor indices of (weights, bias).
+fn conv3x3() -> (literun::AlignedBytes, [usize; 2]) {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1, 6, 6, 16]);
+    let w: Vec<f32> = (0..16 * 9 * 16)
+        .map(|i| (i % 13) as f32 * 0.05 - 0.3)
+        .collect();
+    let w = m.const_f32("w", &[16, 3, 3, 16], &w);
+    let b: Vec<f32> = (0..16).map(|i| i as f32 * 0.1).collect();
+    let b = m.const_f32("b", &[16], &b);
+    let y = m.f32("y", &[1, 4, 4, 16]);
+    m.op(B::CONV_2D, &[x, w, b], &[y], conv_opts());
+    (m.finish(&[x], &[y]), [w as usize, b as usize])
+}
+
 /// Tensor indices of the buffers reported while preparing `model` with `isa`, in order.
 fn released(model: &Model<'_>, isa: Isa) -> Vec<usize> {
     let mut got: Vec<usize> = Vec::new();
@@ -92,6 +108,16 @@ fn a_constant_still_read_at_run_time_is_kept() {
     // The SIMD kernel packs weights and bias, but ADD still reads the bias.
     if let Some(isa) = fast_isa() {
         assert_eq!(released(&model, isa), vec![w]);
+    }
+}
+
+#[test]
+fn every_packing_kernel_releases_its_weights() {
+    // 3x3 stride 1 with 16 channels: Winograd on AVX-512, the direct GEMM elsewhere.
+    let (bytes, [w, b]) = conv3x3();
+    let model = Model::from_bytes(&bytes).unwrap();
+    if let Some(isa) = fast_isa() {
+        assert_eq!(released(&model, isa), vec![w, b]);
     }
 }
 
