@@ -1829,8 +1829,9 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
     groups: Range<usize>,
 ) {
     let panels = n.div_ceil(NR_F32);
-    let mut p = groups.start * GROUP_F32;
-    while p < panels.min(groups.end * GROUP_F32) {
+    // (`groups` may be `0..usize::MAX`, all of them.)
+    let mut p = groups.start.saturating_mul(GROUP_F32);
+    while p < panels.min(groups.end.saturating_mul(GROUP_F32)) {
         let g = (panels - p).min(GROUP_F32);
         // SAFETY: the group of panels p..p + g starts at p * k * 16 floats of `b` and has
         // k * g * 16 (GemmF32::pack); its bias and output columns are within the caller's.
