@@ -3,7 +3,7 @@
 //! Softmax: `y = exp(beta * (x - max)) / sum_c exp(beta * (x_c - max))`.
 //! Log-softmax: `y = (x - max) - log(sum_c exp(x_c - max))`.
 
-use crate::math::{exp_fast, expf, logf};
+use crate::math::{expf, logf};
 
 /// The row maximum as TFLite computes it (start from `lowest`, `std::max`).
 #[inline]
@@ -32,8 +32,9 @@ pub fn softmax_f32(input: &[f32], outer: usize, depth: usize, beta: f32, output:
         let max = row_max(in_row);
         let mut sum = 0.0f32;
         for (&x, y) in in_row.iter().zip(out_row.iter_mut()) {
-            // (Vectorizes; within 2 ulp of `expf`.)
-            let e = exp_fast((x - max) * beta);
+            // (`expf`, not the vectorizing `exp_fast`: a quantized model may requantize this
+            // float result, and LiteRT's reference kernels round from `expf`'s values.)
+            let e = expf((x - max) * beta);
             *y = e;
             sum += e;
         }
