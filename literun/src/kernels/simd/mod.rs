@@ -788,6 +788,7 @@ pub(crate) fn quantize_f32(
 /// Float unary operators (RELU, LOGISTIC, TANH, EXP, ...) at this ISA's vector width, bit-exact
 /// with [`crate::kernels::elementwise::unary_f32`] (which vectorizes at the baseline width
 /// elsewhere). `false` (nothing done) when `isa` has no such kernel.
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 pub(crate) fn unary_f32(
     isa: Isa,
     op: crate::kernels::elementwise::UnaryOp,
@@ -2871,6 +2872,7 @@ mod tests {
     /// QUANTIZE: NaN, infinities, huge and tiny values, exact ties, random bit patterns and
     /// random values in range, for int8, uint8 and int16, against the scalar kernel.
     #[test]
+    #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
     fn unary_f32_matches_portable_bit_for_bit() {
         use crate::kernels::elementwise::{unary_f32 as portable, UnaryOp as U};
         let mut x = vec![

@@ -13,7 +13,7 @@ use super::{
     MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::conv::Conv2dParams;
-use crate::kernels::elementwise::{self as ew, Run};
+use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
 /// Whether the CPU has `isa`.
@@ -1066,10 +1066,16 @@ fn arith_i8_avx2(p: &ArithI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) 
 
 // ------------------------------------------------------------------------------ float unary
 
-/// Float unary operators: [`ew::unary_loops`] compiled for AVX-512 or AVX2, which the compiler
+/// Float unary operators: [`crate::kernels::elementwise::unary_loops`] compiled for AVX-512 or AVX2, which the compiler
 /// vectorizes 16 or 8 lanes wide. The same arithmetic in the same order (Rust never contracts
 /// to FMA), so the results are the portable loop's, bit for bit.
-pub(crate) fn unary_f32(isa: Isa, op: ew::UnaryOp, input: &[f32], out: &mut [f32]) {
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+pub(crate) fn unary_f32(
+    isa: Isa,
+    op: crate::kernels::elementwise::UnaryOp,
+    input: &[f32],
+    out: &mut [f32],
+) {
     if isa == Isa::Avx512Vnni {
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
         unsafe { unary_f32_avx512(op, input, out) }
@@ -1080,14 +1086,16 @@ pub(crate) fn unary_f32(isa: Isa, op: ew::UnaryOp, input: &[f32], out: &mut [f32
     }
 }
 
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn unary_f32_avx512(op: ew::UnaryOp, input: &[f32], out: &mut [f32]) {
-    ew::unary_loops(op, input, out)
+fn unary_f32_avx512(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: &mut [f32]) {
+    crate::kernels::elementwise::unary_loops(op, input, out)
 }
 
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma")]
-fn unary_f32_avx2(op: ew::UnaryOp, input: &[f32], out: &mut [f32]) {
-    ew::unary_loops(op, input, out)
+fn unary_f32_avx2(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: &mut [f32]) {
+    crate::kernels::elementwise::unary_loops(op, input, out)
 }
 
 // ------------------------------------------------------------------------------ QUANTIZE
