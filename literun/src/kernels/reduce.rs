@@ -104,6 +104,21 @@ fn out_strides(shape: &[usize], axes: &[usize], mut f: impl FnMut(usize, usize))
     }
 }
 
+/// One step of the odometer over the leading dimensions `coord` (row-major, the last fastest),
+/// keeping `base`, the output offset, in step with `stride`.
+#[inline]
+fn next_outer(coord: &mut [usize], stride: &[usize], shape: &[usize], base: &mut usize) {
+    for d in (0..coord.len()).rev() {
+        coord[d] += 1;
+        *base += stride[d];
+        if coord[d] < shape[d] {
+            return;
+        }
+        *base -= stride[d] * shape[d];
+        coord[d] = 0;
+    }
+}
+
 fn fold_fast<T: Copy>(
     input: &[T],
     shape: &[usize],
@@ -135,18 +150,7 @@ fn fold_fast<T: Copy>(
                 *o = fold(*o, x);
             }
         }
-        // Advance the outer coordinates.
-        let mut d = rank - 1;
-        while d > 0 {
-            d -= 1;
-            coord[d] += 1;
-            base += stride[d];
-            if coord[d] < shape[d] {
-                break;
-            }
-            base -= stride[d] * coord[d];
-            coord[d] = 0;
-        }
+        next_outer(&mut coord[..rank - 1], &stride, shape, &mut base);
     }
 }
 
@@ -222,33 +226,13 @@ pub fn sum_quantized<T: super::Quantized>(
             for (s, x) in sums[base..base + last].iter_mut().zip(row) {
                 *s = s.wrapping_add(x.get());
             }
-            let mut d = rank - 1;
-            while d > 0 {
-                d -= 1;
-                coord[d] += 1;
-                base += stride[d];
-                if coord[d] < shape[d] {
-                    break;
-                }
-                base -= stride[d] * shape[d];
-                coord[d] = 0;
-            }
+            next_outer(&mut coord[..rank - 1], &stride, shape, &mut base);
         }
         return;
     }
     for &x in input {
         sums[base] = sums[base].wrapping_add(x.get());
-        let mut d = rank;
-        while d > 0 {
-            d -= 1;
-            coord[d] += 1;
-            base += stride[d];
-            if coord[d] < shape[d] {
-                break;
-            }
-            base -= stride[d] * shape[d];
-            coord[d] = 0;
-        }
+        next_outer(&mut coord[..rank], &stride, shape, &mut base);
     }
 }
 
