@@ -10,6 +10,7 @@
 //! `literun-bench FILE --profile`, or under `perf`).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use litecvt::bench::random_input;
 use litecvt::convert::{convert_bytes, ConvertOptions};
 use litecvt::import::builder::{Attr, OnnxBuilder};
 use litecvt::npy::{self, NpyArray};
@@ -21,16 +22,11 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Deterministic values in [-1, 1).
+/// Deterministic values in [-1, 1) (`litecvt bench`'s pseudo-random float inputs).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
+    random_input(literun::DType::F32, n, seed)
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect()
 }
 
@@ -124,17 +120,8 @@ fn time_literun(c: &mut Criterion, group: &str, id: &str, lite: &[u8]) {
     let feeds: Vec<Vec<u8>> = (0..model.inputs().len())
         .map(|i| {
             let mut t = it.input_mut(i).unwrap();
-            let n = t.bytes_mut().len();
-            match t.dtype() {
-                literun::DType::F32 => values(n / 4, i as u64 + 1)
-                    .iter()
-                    .flat_map(|v| v.to_le_bytes())
-                    .collect(),
-                _ => values(n, i as u64 + 1)
-                    .iter()
-                    .map(|v| (v * 127.0) as i8 as u8)
-                    .collect(),
-            }
+            let n = t.bytes_mut().len() / t.dtype().size();
+            random_input(t.dtype(), n, i as u64 + 1)
         })
         .collect();
     let mut g = c.benchmark_group(group);
