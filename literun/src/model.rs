@@ -3,6 +3,7 @@
 #![cfg_attr(not(feature = "error-details"), allow(unused_variables))]
 
 use crate::error::format;
+use alloc::borrow::Cow;
 use alloc::string::{String, ToString};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -114,15 +115,19 @@ pub struct Quant {
 /// scale is finite and positive, there is one scale (per-tensor) or one per index of
 /// `quantized_dimension` (per-channel), as many zero points as scales, each in the range of the
 /// tensor's type.
+///
+/// `scales` and `zero_points` borrow the model bytes where the file's vectors are aligned for
+/// their type (always, for a buffer aligned to 8 bytes), so a model with thousands of
+/// per-channel scales does not hold them twice; otherwise they are copies.
 #[derive(Clone, Debug, PartialEq)]
-pub struct QuantParams {
-    pub scales: Vec<f32>,
-    pub zero_points: Vec<i64>,
+pub struct QuantParams<'a> {
+    pub scales: Cow<'a, [f32]>,
+    pub zero_points: Cow<'a, [i64]>,
     /// The axis the scales run along (meaningful when there is more than one scale).
     pub quantized_dimension: usize,
 }
 
-impl QuantParams {
+impl QuantParams<'_> {
     /// Whether there is exactly one scale.
     pub fn is_per_tensor(&self) -> bool {
         self.scales.len() == 1
@@ -152,7 +157,7 @@ pub struct TensorDesc<'a> {
     pub quant: Option<Quant>,
     /// All quantization parameters (per-tensor or per-channel) of an integer tensor, verified.
     /// `None` when the file has none (or for float tensors).
-    pub qparams: Option<QuantParams>,
+    pub qparams: Option<QuantParams<'a>>,
 }
 
 /// An operator of subgraph 0.
@@ -233,19 +238,16 @@ fn index(i: i64, len: usize, what: &str) -> Result<usize> {
 
 /// Reads and verifies a tensor's quantization parameters. Float and bool tensors ignore them
 /// (TFLite does too); integer tensors get them checked.
-fn read_quant(
-    q: schema::QuantizationParameters<'_>,
+fn read_quant<'a>(
+    q: schema::QuantizationParameters<'a>,
     dtype: DType,
     shape: &[usize],
-) -> core::result::Result<Option<QuantParams>, String> {
+) -> core::result::Result<Option<QuantParams<'a>>, String> {
     let Some((lo, hi)) = dtype.int_range() else {
         return Ok(None);
     };
-    let scales: Vec<f32> = q.scale().map(|v| v.iter().collect()).unwrap_or_default();
-    let zps: Vec<i64> = q
-        .zero_point()
-        .map(|v| v.iter().collect())
-        .unwrap_or_default();
+    let scales = q.scale().map_or(Cow::Borrowed(&[][..]), scalars);
+    let zps = q.zero_point().map_or(Cow::Borrowed(&[][..]), scalars);
     if scales.is_empty() {
         if !zps.is_empty() {
             return Err("quantization has zero points but no scales".into());
@@ -263,7 +265,7 @@ fn read_quant(
         }
     }
     let zero_points = if zps.is_empty() {
-        vec![0; scales.len()]
+        Cow::Owned(vec![0; scales.len()])
     } else if zps.len() == scales.len() {
         zps
     } else {
@@ -273,7 +275,7 @@ fn read_quant(
             zps.len()
         ));
     };
-    for &z in &zero_points {
+    for &z in zero_points.iter() {
         if z < lo || z > hi {
             return Err(format!(
                 "zero point {z} is outside the range of {}",
@@ -303,6 +305,20 @@ fn read_quant(
         zero_points,
         quantized_dimension,
     }))
+}
+
+/// A flatbuffer vector of little-endian scalars: the model's own bytes when they are aligned
+/// for `T` on a little-endian machine, else a copy.
+fn scalars<'a, T>(v: flatbuffers::Vector<'a, T>) -> Cow<'a, [T]>
+where
+    T: bytemuck::Pod + flatbuffers::Follow<'a, Inner = T> + 'a,
+{
+    if cfg!(target_endian = "little") {
+        if let Ok(s) = bytemuck::try_cast_slice(v.bytes()) {
+            return Cow::Borrowed(s);
+        }
+    }
+    Cow::Owned(v.iter().collect())
 }
 
 /// Checked element count of a shape.

@@ -1466,7 +1466,7 @@ fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
             }
             let d = q.quantized_dimension;
             Ok(Kind::DequantizePerChannel {
-                scales: q.scales.clone(),
+                scales: q.scales.to_vec(),
                 zero_points: q.zero_points.iter().map(|&z| z as i32).collect(),
                 channels: i.shape[d],
                 inner: i.shape[d + 1..].iter().product(),
@@ -2434,7 +2434,7 @@ fn filter_scales(c: &Ctx<'_, '_>, k: usize, channels: usize, qdim: usize) -> Res
             q.quantized_dimension
         )));
     }
-    Ok(q.scales.clone())
+    Ok(q.scales.to_vec())
 }
 
 /// The output stage of an int8 conv/depthwise/fully-connected layer, with bias checks.
