@@ -630,6 +630,9 @@ impl<'m> Interpreter<'m> {
                         .map(|(_, v)| bytemuck::cast_slice(v))
                 };
                 p.fast = Fast::prepare(isa, &p.kind, op, &constant);
+                if p.fast.is_some() {
+                    p.kind.drop_portable_requant();
+                }
             }
             let packed_inputs: &[usize] = match &p.fast {
                 Some(f) if f.packs_weights() => &[1, 2],

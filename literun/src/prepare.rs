@@ -2562,6 +2562,20 @@ fn softmax_i8(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 impl Kind {
+    /// Frees the per-channel multipliers and shifts of an int8 conv/depthwise/fully-connected
+    /// layer once its fast kernel holds them in its own form: an operator with a fast kernel
+    /// never runs the portable one (`run_one`), and a model with thousands of channels would
+    /// hold them twice.
+    pub(crate) fn drop_portable_requant(&mut self) {
+        if let Kind::ConvI8 { q, .. }
+        | Kind::FullyConnectedI8 { q, .. }
+        | Kind::DepthwiseI8 { q, .. } = self
+        {
+            q.multipliers = Vec::new();
+            q.shifts = Vec::new();
+        }
+    }
+
     /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
     pub(crate) fn scratch(&self) -> (usize, usize, usize) {
         match self {
