@@ -107,3 +107,29 @@ fn attention_block_int8_bit_exact() {
         true,
     );
 }
+
+/// Per-channel quantization parameters are read in place from an aligned model (no copy of
+/// thousands of scales and zero points), with the values of the file.
+#[test]
+fn per_channel_quantization_is_borrowed_from_the_model() {
+    use std::borrow::Cow;
+    let bytes = AlignedBytes::read_file(root().join("examples/models/mobilenetv2_block.int8.lite"))
+        .unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let per_channel: Vec<_> = m
+        .tensors()
+        .iter()
+        .filter_map(|t| t.qparams.as_ref())
+        .filter(|q| !q.is_per_tensor())
+        .collect();
+    assert!(!per_channel.is_empty());
+    for q in per_channel {
+        assert!(matches!(q.scales, Cow::Borrowed(_)));
+        assert!(matches!(q.zero_points, Cow::Borrowed(_)));
+        assert!(q.scales.iter().all(|&s| s.is_finite() && s > 0.0));
+        assert_eq!(q.zero_points.len(), q.scales.len());
+        assert!(bytes
+            .as_ptr_range()
+            .contains(&(q.scales.as_ptr() as *const u8)));
+    }
+}
