@@ -123,6 +123,15 @@ pub fn summarize(engine: &str, threads: usize, lat: Vec<f64>) -> BenchReport {
 
 /// Deterministic pseudo-random bytes of a tensor of `n` elements of `dtype`.
 pub fn random_input(dtype: literun::DType, n: usize, seed: u64) -> Vec<u8> {
+    let mut out = vec![0u8; n * dtype.size()];
+    fill_random(dtype, &mut out, seed);
+    out
+}
+
+/// Fills `out` (a tensor of `dtype`) with the values [`random_input`] gives for `seed`: uniform
+/// in [-1, 1) for float, the full range for 8-bit types, zeros for indices and shapes (always
+/// valid).
+pub fn fill_random(dtype: literun::DType, out: &mut [u8], seed: u64) {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut next = move || {
         s ^= s << 13;
@@ -131,14 +140,17 @@ pub fn random_input(dtype: literun::DType, n: usize, seed: u64) -> Vec<u8> {
         s
     };
     match dtype {
-        literun::DType::F32 => (0..n)
-            .flat_map(|_| ((next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0).to_le_bytes())
-            .collect(),
-        literun::DType::I8 | literun::DType::U8 | literun::DType::Bool => {
-            (0..n).map(|_| (next() >> 56) as u8).collect()
+        literun::DType::F32 => {
+            for o in out.chunks_exact_mut(4) {
+                o.copy_from_slice(
+                    &((next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0).to_le_bytes(),
+                );
+            }
         }
-        // Indices and shapes: zeros are always valid.
-        d => vec![0u8; n * d.size()],
+        literun::DType::I8 | literun::DType::U8 | literun::DType::Bool => {
+            out.iter_mut().for_each(|o| *o = (next() >> 56) as u8)
+        }
+        _ => out.fill(0),
     }
 }
 
@@ -161,6 +173,7 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     let file = ModelFile::open(path)?;
     let bytes = file.bytes();
     let model = literun::Model::from_bytes(bytes).map_err(|e| anyhow!("{label}: {e}"))?;
+    file.set_constants(model.tensors().iter().filter_map(|t| t.data));
     let mut released = 0;
     let mut interp = literun::Interpreter::with_options_releasing(
         &model,
@@ -169,11 +182,14 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     )
     .and_then(|i| i.with_threads(opts.threads))
     .map_err(|e| anyhow!("{label}: {e}"))?;
+    // Each input is written straight into the interpreter before every run (the arena plan
+    // reuses an input's memory once it is read, so an app does the same), from its .npy
+    // array or regenerated from its seed: the benchmark holds no copy of its own.
     let infos = model.inputs().to_vec();
-    let mut feeds: Vec<Vec<u8>> = Vec::with_capacity(infos.len());
+    let mut feeds: Vec<Feed<'_>> = Vec::with_capacity(infos.len());
     for (i, info) in infos.iter().enumerate() {
         let mut t = interp.input_mut(i).map_err(|e| anyhow!("{label}: {e}"))?;
-        let data = match find_input(&opts.inputs, info.name, i) {
+        let feed = match find_input(&opts.inputs, info.name, i) {
             Some(a) => {
                 if a.shape != info.shape {
                     bail!(
@@ -183,32 +199,25 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
                         a.shape
                     );
                 }
-                a.to_le_bytes()
+                if !a.write_le_bytes(t.bytes_mut()) {
+                    bail!("{label}: input '{}' has the wrong element type", info.name);
+                }
+                Feed::Npy(a)
             }
-            None => random_input(
-                info.dtype,
-                t.bytes_mut().len() / info.dtype.size(),
-                i as u64 + 1,
-            ),
+            None => Feed::Random(info.dtype, i as u64 + 1),
         };
-        if t.bytes_mut().len() != data.len() {
-            bail!("{label}: input '{}' has the wrong element type", info.name);
-        }
-        feeds.push(data);
+        feeds.push(feed);
     }
-    // The arena plan reuses an input's memory once the input is read, so an app sets its inputs
-    // before every invoke; so does the benchmark (outside the timed part), or later runs would
-    // compute on whatever the last run left there.
-    let set_inputs = |interp: &mut literun::Interpreter<'_>| -> Result<()> {
-        set_input_bytes(interp, &feeds).map_err(|e| anyhow!("{label}: {e}"))
+    let refill = |interp: &mut literun::Interpreter<'_>| -> Result<()> {
+        set_inputs(interp, &feeds).map_err(|e| anyhow!("{label}: {e}"))
     };
     for _ in 0..opts.warmup {
-        set_inputs(&mut interp)?;
+        refill(&mut interp)?;
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
     }
     let mut lat = Vec::with_capacity(opts.runs);
     for _ in 0..opts.runs {
-        set_inputs(&mut interp)?;
+        refill(&mut interp)?;
         let t0 = Instant::now();
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
         lat.push(t0.elapsed().as_secs_f64() * 1e6);
@@ -238,13 +247,24 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     Ok(r)
 }
 
-/// Copies `feeds` (raw bytes, in input order) into the interpreter's inputs.
-fn set_input_bytes(
-    interp: &mut literun::Interpreter<'_>,
-    feeds: &[Vec<u8>],
-) -> literun::Result<()> {
-    for (i, data) in feeds.iter().enumerate() {
-        interp.input_mut(i)?.bytes_mut().copy_from_slice(data);
+/// Where an input's values come from.
+enum Feed<'a> {
+    Npy(&'a NpyArray),
+    /// [`fill_random`] of this type with this seed.
+    Random(literun::DType, u64),
+}
+
+/// Writes `feeds` (in input order) into the interpreter's inputs.
+fn set_inputs(interp: &mut literun::Interpreter<'_>, feeds: &[Feed<'_>]) -> literun::Result<()> {
+    for (i, feed) in feeds.iter().enumerate() {
+        let mut t = interp.input_mut(i)?;
+        match *feed {
+            // The length was checked when the feed was made.
+            Feed::Npy(a) => {
+                a.write_le_bytes(t.bytes_mut());
+            }
+            Feed::Random(dtype, seed) => fill_random(dtype, t.bytes_mut(), seed),
+        }
     }
     Ok(())
 }
@@ -253,7 +273,7 @@ fn set_input_bytes(
 fn profile_ops(
     interp: &mut literun::Interpreter<'_>,
     model: &literun::Model<'_>,
-    feeds: &[Vec<u8>],
+    feeds: &[Feed<'_>],
     runs: usize,
 ) -> literun::Result<Vec<(String, usize, f64)>> {
     let ops = model.operators();
@@ -272,7 +292,7 @@ fn profile_ops(
     }
     let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     for _ in 0..runs {
-        set_input_bytes(interp, feeds)?;
+        set_inputs(interp, feeds)?;
         let mut sums = vec![0f64; names.len()];
         let mut last = Instant::now();
         // Called after each operator that runs (PADs folded into their convolution do not).

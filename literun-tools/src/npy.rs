@@ -75,6 +75,29 @@ impl NpyArray {
         }
     }
 
+    /// Writes the data's little-endian bytes to `out` (a tensor's buffer), without a copy of
+    /// its own; `false` (and nothing written) when `out` has another length.
+    pub fn write_le_bytes(&self, out: &mut [u8]) -> bool {
+        fn put<const N: usize, T: Copy>(v: &[T], out: &mut [u8], le: fn(T) -> [u8; N]) -> bool {
+            if out.len() != v.len() * N {
+                return false;
+            }
+            for (o, &x) in out.chunks_exact_mut(N).zip(v) {
+                o.copy_from_slice(&le(x));
+            }
+            true
+        }
+        match &self.data {
+            NpyData::F32(v) => put(v, out, f32::to_le_bytes),
+            NpyData::I32(v) => put(v, out, i32::to_le_bytes),
+            NpyData::I64(v) => put(v, out, i64::to_le_bytes),
+            NpyData::U8(v) => put(v, out, |x: u8| [x]),
+            NpyData::I8(v) => put(v, out, i8::to_le_bytes),
+            NpyData::I16(v) => put(v, out, i16::to_le_bytes),
+            NpyData::Bool(v) => put(v, out, |x: bool| [x as u8]),
+        }
+    }
+
     /// Little-endian bytes of the data.
     pub fn to_le_bytes(&self) -> Vec<u8> {
         match &self.data {
