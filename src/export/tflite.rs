@@ -198,8 +198,12 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
                 .map(|(n, s, d, q)| (n.clone(), s.clone(), d.dtype(), Some(d.clone()), q.clone())),
         )
         .collect();
-    for (name, shape, dtype, data, quant) in &all {
-        let buffer = match data {
+    // The constants' data first, so it lies together in the file and the metadata (shapes,
+    // names, per-channel scales) elsewhere: a runtime that maps the file and gives back the pages
+    // of weights it has repacked then frees whole pages, not pages shared with metadata.
+    let tensor_buffers: Vec<u32> = all
+        .iter()
+        .map(|(_, _, _, data, _)| match data {
             Some(d) => {
                 let bytes: Vec<Aligned16> = d.to_le_bytes().into_iter().map(Aligned16).collect();
                 let v = fbb.create_vector(&bytes);
@@ -214,7 +218,9 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
                 (buffers.len() - 1) as u32
             }
             None => 0,
-        };
+        })
+        .collect();
+    for ((name, shape, dtype, _, quant), &buffer) in all.iter().zip(&tensor_buffers) {
         let shape_v: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
         let shape_off = fbb.create_vector(&shape_v);
         let name_off = fbb.create_string(name);
