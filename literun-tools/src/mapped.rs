@@ -135,6 +135,53 @@ impl ModelFile {
         whole_pages(&ranges) - before
     }
 
+    /// Gives back every whole page that holds none of `keep` (sub-slices of
+    /// [`bytes`](Self::bytes): the constants still read at run time), after the interpreter is
+    /// prepared: the file's metadata (tensor tables, names, per-channel scales) is read while
+    /// loading and preparing only. A later read of such a page brings it back from the file.
+    /// Returns the bytes newly released.
+    pub fn release_except<'a>(&self, keep: impl IntoIterator<Item = &'a [u8]>) -> usize {
+        let (base, len) = (self.bytes().as_ptr() as usize, self.bytes().len());
+        if !cfg!(unix) || len == 0 {
+            return 0;
+        }
+        let pages = len.div_ceil(PAGE);
+        // Pages held: those of `keep`, and the last, partial one (a mapping's tail past the
+        // file's end cannot be dropped on its own).
+        let mut held = vec![false; pages];
+        held[pages - 1] = len % PAGE != 0;
+        for k in keep {
+            let start = (k.as_ptr() as usize).wrapping_sub(base);
+            if k.is_empty() || start >= len {
+                continue;
+            }
+            let end = (start + k.len()).min(len);
+            held[start / PAGE..end.div_ceil(PAGE)].fill(true);
+        }
+        let mut released = vec![false; pages];
+        let mut ranges = self.released.borrow_mut();
+        for r in ranges.iter() {
+            let p = page_range(r);
+            released[p.start / PAGE..p.end / PAGE].fill(true);
+        }
+        let mut newly = 0;
+        let mut p = 0;
+        while p < pages {
+            if held[p] {
+                p += 1;
+                continue;
+            }
+            let run = p..(p..pages).find(|&q| held[q]).unwrap_or(pages);
+            if self.drop_pages(run.start * PAGE..run.end * PAGE) {
+                newly += released[run.clone()].iter().filter(|&&r| !r).count() * PAGE;
+                ranges.push(run.start * PAGE..run.end * PAGE);
+            }
+            p = run.end;
+        }
+        ranges.sort_by_key(|r| r.start);
+        newly
+    }
+
     /// Drops the mapped pages `pages` (page-aligned offsets); whether the OS did.
     fn drop_pages(&self, pages: Range<usize>) -> bool {
         #[cfg(unix)]
@@ -213,6 +260,10 @@ mod tests {
         // Released again: nothing new. Not a part of the file: nothing.
         assert_eq!(f.release(&f.bytes()[4 * 4096..4 * 4096 + 8]), 0);
         assert_eq!(f.release(&data[..]), 0);
+        // Then everything but the page of `kept` and the file's partial last page: only page 0
+        // (before `a`) was not released yet.
+        assert_eq!(f.release_except([kept]), pages(1));
+        assert_eq!(f.release_except([kept]), 0);
         assert_eq!(f.bytes(), &data[..]);
         drop(f);
         std::fs::remove_dir_all(&dir).unwrap();
