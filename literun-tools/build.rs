@@ -38,8 +38,7 @@ fn main() {
             h.write(&bytes);
         }
     }
-    for var in ["PROFILE", "TARGET", "OPT_LEVEL"] {
-        h.write(std::env::var(var).unwrap_or_default().as_bytes());
-    }
+    // Sources only: a `literun-bench` built for another target or profile from the same code
+    // (a static one for measuring memory, README "Performance") measures the same literun.
     println!("cargo:rustc-env=LITERUN_TOOLS_BUILD_ID={:016x}", h.finish());
 }

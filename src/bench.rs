@@ -6,10 +6,12 @@
 //! Inputs are the given `.npy` files, or deterministic pseudo-random values (uniform in
 //! [-1, 1) for float inputs, the full range for integer ones).
 //!
-//! A `.lite` file runs in `literun-bench` (from `literun-tools`) when it is beside `litecvt` and
-//! built from the same sources: that process holds literun and the model only, so its peak RSS
-//! is what an app pays, where `litecvt` itself starts with ~8 MiB of tract's code and start-up
-//! data. Otherwise it runs here, and the report names `litecvt` as the process measured.
+//! A `.lite` file runs in `literun-bench` (from `literun-tools`) when it is beside `litecvt`, or
+//! at the path in `LITERUN_BENCH`, and built from the same sources: that process holds literun
+//! and the model only, so its peak RSS is what an app pays, where `litecvt` itself starts with
+//! ~8 MiB of tract's code and start-up data. Otherwise it runs here, and the report names
+//! `litecvt` as the process measured. (README "Performance" builds a static `literun-bench`, as
+//! a device binary would be, and points `LITERUN_BENCH` at it.)
 
 pub use literun_tools::bench::{
     find_input, human, peak_rss_bytes, random_input, report_text, summarize, BenchOptions,
@@ -25,22 +27,43 @@ use std::time::Instant;
 /// and built with it (see the module notes), else in this process. `inputs` are the
 /// `[NAME=]FILE.npy` arguments that `opts.inputs` were read from.
 pub fn bench_lite(path: &Path, opts: &BenchOptions, inputs: &[String]) -> Result<BenchReport> {
-    match lean_runner() {
+    match lean_runner()? {
         Some(runner) => bench_lite_in(&runner, path, opts, inputs),
         None => literun_tools::bench::bench_lite(path, opts),
     }
 }
 
-/// `literun-bench` beside this executable, if it is there and built from the same literun
-/// sources (a stale one would measure an older literun).
-fn lean_runner() -> Option<PathBuf> {
-    let me = std::env::current_exe().ok()?;
+/// The `literun-bench` to run in: the one `LITERUN_BENCH` names (an error if it cannot run or
+/// was built from other sources), else the one beside this executable if it is there and built
+/// from the same literun sources (a stale one would measure an older literun).
+fn lean_runner() -> Result<Option<PathBuf>> {
+    if let Some(path) = std::env::var_os("LITERUN_BENCH") {
+        let runner = PathBuf::from(path);
+        return match build_id(&runner) {
+            Some(id) if id == literun_tools::BUILD_ID => Ok(Some(runner)),
+            Some(_) => bail!(
+                "LITERUN_BENCH={}: built from other sources than this litecvt (rebuild both)",
+                runner.display()
+            ),
+            None => bail!("LITERUN_BENCH={}: cannot run it", runner.display()),
+        };
+    }
+    let Ok(me) = std::env::current_exe() else {
+        return Ok(None);
+    };
     let runner = me.with_file_name(format!("literun-bench{}", std::env::consts::EXE_SUFFIX));
-    let out = std::process::Command::new(&runner)
+    Ok((build_id(&runner).as_deref() == Some(literun_tools::BUILD_ID)).then_some(runner))
+}
+
+/// What `runner --build-id` prints, if it runs.
+fn build_id(runner: &Path) -> Option<String> {
+    let out = std::process::Command::new(runner)
         .arg("--build-id")
         .output()
         .ok()?;
-    (String::from_utf8_lossy(&out.stdout).trim() == literun_tools::BUILD_ID).then_some(runner)
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// Runs `literun-bench --json` and reads its report.
