@@ -16,7 +16,7 @@
 //! (wrapping i32 arithmetic is associative), padding taps read the input zero point (which
 //! contributes `w * (zp - zp) = 0`, as the reference's skipped taps), `input_offset * sum(w)`
 //! and the bias are folded into one per-channel constant, and the requantization reproduces
-//! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::requant_8`). Float paths reorder the
+//! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::Rq8`). Float paths reorder the
 //! sums (and fuse multiply-adds), so they agree with the portable kernels to ~1e-6 relative.
 // The fast paths exist for x86-64 and aarch64: elsewhere `Isa::detect` is always `Portable`,
 // these functions are never reached, and their SIMD calls compile away.
@@ -140,32 +140,30 @@ impl Isa {
 }
 
 /// Requantization parameters, one entry per output channel, padded to whole tiles.
+///
+/// Only what cannot be derived is stored (9 bytes per channel): the vector kernels derive the
+/// left and right shifts, the rounding masks and the fused form's constants from `shift` where
+/// they load a block of channels (`x86::Rq16::load`, `x86::Rq8::load`). The interpreter holds
+/// these for its whole life, one entry per output channel of every int8 convolution.
 #[derive(Clone, Debug)]
 pub(crate) struct Requant {
     /// `bias + input_offset * sum(w)` (and `- 128 * sum(w)` on the VNNI paths, whose input
     /// is offset to unsigned).
     pub(crate) bias: Vec<i32>,
     pub(crate) mult: Vec<i32>,
-    pub(crate) left: Vec<i32>,
-    pub(crate) right: Vec<i32>,
-    /// `(1 << right) - 1` and its half: the rounding of `RoundingDivideByPOT`.
-    pub(crate) mask: Vec<i32>,
-    pub(crate) thr: Vec<i32>,
-    /// `shift` as in [`OutputStage`] (for the single-rounding form).
-    pub(crate) shift: Vec<i32>,
+    /// `shift` as in [`OutputStage`], in `-31..=31` (checked by [`Mbqm::new`]); padding
+    /// channels 0.
+    pub(crate) shift: Vec<i8>,
     pub(crate) out_offset: i32,
     pub(crate) act_min: i32,
     pub(crate) act_max: i32,
     pub(crate) single_rounding: bool,
     /// Whether any channel shifts left (a multiplier above one).
     pub(crate) any_left: bool,
-    /// The one-rounding form of the AVX-512 requantization (`x86::Rq16`), present when every
-    /// channel shifts right by `e >= 1` and nothing overflows: per 16-channel block, the even
-    /// channels' then the odd channels' `2^30 + 2^(30 + e) + out_offset * 2^(31 + e)` ...
-    pub(crate) fused_add: Vec<i64>,
-    /// ... and, in channel order, `e - 1`: the shift of the 64-bit sums' high halves. Empty
-    /// without the fused form.
-    pub(crate) fused_shift: Vec<i32>,
+    /// Whether the one-rounding form of the AVX-512 requantization (`x86::Rq16`) applies:
+    /// every channel shifts right by `e >= 1` and its [`Requant::fused_add`] fits (and double
+    /// rounding, whole 16-channel blocks).
+    pub(crate) fused: bool,
     /// Whether the activation range is narrower than int8's (else the saturating narrowing to
     /// int8 is the clamp).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -179,18 +177,13 @@ impl Requant {
         let mut r = Requant {
             bias: vec![0; padded],
             mult: vec![0; padded],
-            left: vec![0; padded],
-            right: vec![0; padded],
-            mask: vec![0; padded],
-            thr: vec![0; padded],
             shift: vec![0; padded],
             out_offset: q.output_offset,
             act_min: q.act_min,
             act_max: q.act_max,
             single_rounding: q.single_rounding,
             any_left: false,
-            fused_add: Vec::new(),
-            fused_shift: Vec::new(),
+            fused: !q.single_rounding && padded.is_multiple_of(16),
             clamp: !(q.act_min == -128 && q.act_max == 127),
         };
         for c in 0..n {
@@ -199,38 +192,25 @@ impl Requant {
             let m = Mbqm::new(q.multipliers[c], s)?;
             r.bias[c] = bias_eff(c);
             r.mult[c] = m.mult;
-            r.left[c] = m.left;
             r.any_left |= m.left > 0;
-            r.right[c] = m.right;
-            r.mask[c] = m.mask;
-            r.thr[c] = m.thr;
-            r.shift[c] = s;
-        }
-        r.fused_add = vec![0; padded];
-        r.fused_shift = vec![0; padded];
-        for c in 0..padded {
-            // Padding channels (never stored) take e = 1 and add nothing.
-            let (e, add) = if c < n {
-                let e = r.right[c];
-                let add =
-                    (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(q.output_offset) << (31 + e));
-                (e, if r.left[c] == 0 { add } else { i128::MAX })
-            } else {
-                (1, 0)
-            };
+            r.shift[c] = s as i8;
             // |x * m| < 2^62, so |x * m + add - 2^31| < 2^63 when |add| < 2^62.
-            if e < 1 || add.abs() >= 1i128 << 62 || q.single_rounding || !padded.is_multiple_of(16)
-            {
-                r.fused_add.clear();
-                r.fused_shift.clear();
-                break;
-            }
-            let (block, i) = (c / 16 * 16, c % 16);
-            let at = block + if i % 2 == 0 { i / 2 } else { 8 + i / 2 };
-            r.fused_add[at] = add as i64;
-            r.fused_shift[c] = e - 1;
+            let e = m.right;
+            r.fused &= m.left == 0 && e >= 1 && Self::fused_add(e, q.output_offset).abs() < 1 << 62;
         }
         Some(r)
+    }
+
+    /// The constant of the fused form (`x86::Rq16`) for a right shift by `e` and output offset
+    /// `off`: `2^30 + 2^(30 + e) + off * 2^(31 + e)`, which the kernels compute as `2^30 + ((1 +
+    /// 2 off) * 2^31) << (e - 1)` in 64-bit lanes.
+    pub(crate) fn fused_add(e: i32, off: i32) -> i128 {
+        (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(off) << (31 + e))
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bias.len() * 4 + self.mult.len() * 4 + self.shift.len()
     }
 
     /// Scalar requantization of channel `c` (exactly [`OutputStage::apply`] with the folded
@@ -242,10 +222,14 @@ impl Requant {
             crate::quant::multiply_by_quantized_multiplier_single_rounding(
                 x,
                 self.mult[c],
-                self.shift[c],
+                i32::from(self.shift[c]),
             )
         } else {
-            crate::quant::multiply_by_quantized_multiplier(x, self.mult[c], self.shift[c])
+            crate::quant::multiply_by_quantized_multiplier(
+                x,
+                self.mult[c],
+                i32::from(self.shift[c]),
+            )
         };
         scaled
             .saturating_add(self.out_offset)
@@ -327,7 +311,7 @@ impl GemmI8 {
 
     /// Bytes held (packed weights and per-channel parameters).
     pub fn bytes(&self) -> usize {
-        self.b.len() + self.rq.bias.len() * 4 * 7
+        self.b.len() + self.rq.bytes()
     }
 
     /// i32 words of the packed-rows scratch [`Self::run`] needs.
@@ -565,6 +549,12 @@ fn requant_tile(
     out: &mut [i8],
     stride: usize,
 ) {
+    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
+        x86::requant_tile(isa, rq, c0, &tile[..rows], cn, out, stride);
+        return;
+    }
     for (r, acc) in tile.iter().enumerate().take(rows) {
         requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
     }
@@ -573,10 +563,10 @@ fn requant_tile(
 /// Requantizes `out.len()` channels starting at `c0` from `acc`.
 #[inline]
 fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
-    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
-        x86::requant_row(isa, rq, c0, acc, out);
+        let cn = out.len();
+        x86::requant_tile(isa, rq, c0, core::slice::from_ref(acc), cn, out, 0);
         return;
     }
     let _ = isa;
@@ -594,7 +584,7 @@ pub(crate) fn has_elementwise(isa: Isa) -> bool {
 }
 
 /// One `MultiplyByQuantizedMultiplier` (double rounding) with a per-tensor multiplier, as the
-/// vector kernels apply it (see `x86::requant_8`): left shift, high multiply, rounding shift.
+/// vector kernels apply it (see `x86::Rq8`): left shift, high multiply, rounding shift.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Mbqm {
     pub(crate) mult: i32,
@@ -1168,7 +1158,7 @@ impl DwI8 {
     }
 
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.w8.len() + self.rq.bias.len() * 4 * 7
+        self.w.len() * 2 + self.w8.len() + self.rq.bytes()
     }
 }
 
@@ -2264,7 +2254,7 @@ mod tests {
                 }
                 let rq = Requant::new(&q, 32, |c| [0, i32::MAX, i32::MIN, -7][c % 4]).unwrap();
                 if i % 3 == 2 && i % 6 != 5 {
-                    assert!(!rq.fused_add.is_empty(), "fused form expected: {q:?}");
+                    assert!(rq.fused, "fused form expected: {q:?}");
                 }
                 let mut acc = [0i32; 32];
                 for a in acc.iter_mut() {
@@ -2285,6 +2275,88 @@ mod tests {
                         "{isa:?} lane {j} acc {}",
                         acc[j]
                     );
+                }
+            }
+        }
+    }
+
+    /// The parameters the vector kernels derive from `shift` (x86 `Rq16::load`, `Rq8::load`)
+    /// are `Mbqm::new`'s and the fused form's constants as stored before (`2^30 + 2^(30 + e) +
+    /// off * 2^(31 + e)` with `e - 1`), for every shift and output offsets up to i32's range;
+    /// and the fused form applies exactly where it did.
+    #[test]
+    fn derived_requant_params_match() {
+        let offsets = [
+            0,
+            -1,
+            1,
+            -128,
+            127,
+            -7,
+            1000,
+            -70_000,
+            1 << 20,
+            -(1 << 24),
+            i32::MAX,
+            i32::MIN,
+        ];
+        let mut rng = Rng(7);
+        for &off in &offsets {
+            for pattern in 0..66 {
+                // 63 uniform shifts, then shifts right only (mixed), then every shift mixed.
+                let n = if pattern % 2 == 0 { 32 } else { 27 };
+                let shifts: Vec<i32> = (0..n)
+                    .map(|c| match pattern {
+                        0..=62 => pattern - 31,
+                        63 => -1 - ((c as i32 * 7) % 31),
+                        64 => -1 - rng.below(31) as i32,
+                        _ => rng.below(63) as i32 - 31,
+                    })
+                    .collect();
+                let q = OutputStage {
+                    input_offset: 0,
+                    output_offset: off,
+                    multipliers: (0..n).map(|c| (1 << 30) + c as i32 * 12345).collect(),
+                    shifts: shifts.clone(),
+                    act_min: -128,
+                    act_max: 127,
+                    single_rounding: false,
+                };
+                let rq = Requant::new(&q, 32, |_| 0).unwrap();
+                let old_add =
+                    |e: i32| (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(off) << (31 + e));
+                let fused = shifts
+                    .iter()
+                    .all(|&s| s <= -1 && old_add(-s).abs() < 1i128 << 62);
+                assert_eq!(rq.fused, fused, "off {off} shifts {shifts:?}");
+                #[cfg(target_arch = "x86_64")]
+                for c0 in [0, 16] {
+                    let Some(d) = x86::derived(&rq, c0) else {
+                        continue;
+                    };
+                    for i in 0..16 {
+                        let c = c0 + i;
+                        if c >= n {
+                            continue;
+                        }
+                        let m = Mbqm::new(q.multipliers[c], shifts[c]).unwrap();
+                        let want = [m.left, m.right, m.mask, m.thr];
+                        for (k, w) in want.iter().enumerate() {
+                            assert_eq!(
+                                d.stages_8[k][i], *w,
+                                "Rq8 {k} off {off} shift {}",
+                                shifts[c]
+                            );
+                            if !fused {
+                                assert_eq!(d.stages[k][i], *w, "Rq16 {k} shift {}", shifts[c]);
+                            }
+                        }
+                        if fused {
+                            let e = m.right;
+                            assert_eq!(i128::from(d.add[i]), old_add(e), "off {off} e {e}");
+                            assert_eq!(d.rshift[i], e - 1, "off {off} e {e}");
+                        }
+                    }
                 }
             }
         }
