@@ -139,12 +139,45 @@ impl Isa {
     }
 }
 
+/// i32 words per 16 channels of the fused form's derived constants (`x86::fused_cache`).
+const FUSED_CACHE_WORDS: usize = 48;
+
+/// Scratch words for the fused form's constants of `rq` (`padded` channels) with `isa`: none
+/// unless AVX-512 uses the fused form; 15 more than the constants, for [`fused_cache_in`] to
+/// align them.
+fn fused_cache_scratch(isa: Isa, rq: &Requant) -> usize {
+    if isa == Isa::Avx512Vnni && rq.fused {
+        rq.bias.len() / 16 * FUSED_CACHE_WORDS + 15
+    } else {
+        0
+    }
+}
+
+/// The 64-byte-aligned words of `scratch` (`words` from [`fused_cache_scratch`]) for the fused
+/// form's constants (whole cache lines: a 64-byte load across two lines costs two), or `None`
+/// when there are none.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn fused_cache_in(scratch: &mut [i32], words: usize) -> Option<&mut [i32]> {
+    if words == 0 {
+        return None;
+    }
+    assert!(
+        scratch.len() >= words,
+        "scratch too short for the fused form's constants"
+    );
+    // (At most 15 for a 4-byte-aligned pointer.)
+    let skip = scratch.as_ptr().align_offset(64).min(15);
+    Some(&mut scratch[skip..words - 15 + skip])
+}
+
 /// Requantization parameters, one entry per output channel, padded to whole tiles.
 ///
-/// Only what cannot be derived is stored (9 bytes per channel): the vector kernels derive the
-/// left and right shifts, the rounding masks and the fused form's constants from `shift` where
-/// they load a block of channels (`x86::Rq16::load`, `x86::Rq8::load`). The interpreter holds
-/// these for its whole life, one entry per output channel of every int8 convolution.
+/// Only what cannot be derived is stored (9 bytes per channel; the interpreter holds these for
+/// its whole life, one entry per output channel of every int8 convolution): the vector kernels
+/// derive the left and right shifts and the rounding masks from `shift` where they load a block
+/// of channels (`x86::Rq16::load`, `x86::Rq8::load`), and the AVX-512 GEMM and depthwise
+/// kernels the fused form's 64-bit constants once per call, into their scratch
+/// (`x86::fused_cache`, 12 bytes per channel of the operator running).
 #[derive(Clone, Debug)]
 pub(crate) struct Requant {
     /// `bias + input_offset * sum(w)` (and `- 128 * sum(w)` on the VNNI paths, whose input
@@ -314,9 +347,17 @@ impl GemmI8 {
         self.b.len() + self.rq.bytes()
     }
 
-    /// i32 words of the packed-rows scratch [`Self::run`] needs.
+    /// i32 words of the scratch [`Self::run`] needs: the packed rows, then (AVX-512 with the
+    /// fused form) the derived requantization constants of every channel.
     pub fn scratch_i32(&self) -> usize {
-        self.groups * self.isa.mr_i8()
+        self.groups * self.isa.mr_i8() + self.fused_cache_words()
+    }
+
+    /// Words of the fused form's constants, derived once per [`Self::run`] (`x86::fused_cache`)
+    /// rather than in every tile: the derivation costs a few instructions per 16 channels,
+    /// which a tile of few rows and a short `k` notices.
+    fn fused_cache_words(&self) -> usize {
+        fused_cache_scratch(self.isa, &self.rq)
     }
 
     /// `out[m - ms.start, :] = requant(rows.row(m) · W^T)` for `m` in `ms` (`out` has rows of
@@ -331,7 +372,15 @@ impl GemmI8 {
     ) {
         let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
         let n = self.n;
-        let a_buf = &mut a_buf[..self.groups * mr];
+        let (a_buf, scratch) = a_buf.split_at_mut(self.groups * mr);
+        let cache: &[i32] = match fused_cache_in(scratch, self.fused_cache_words()) {
+            #[cfg(target_arch = "x86_64")]
+            Some(cache) => {
+                x86::fused_cache(&self.rq, cache);
+                cache
+            }
+            _ => &[],
+        };
         let mut tile = [[0i32; 32]; 8];
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
@@ -351,6 +400,7 @@ impl GemmI8 {
                         b,
                         self.groups,
                         &self.rq,
+                        cache,
                         c0,
                         cn,
                         &mut out[at..],
@@ -1160,6 +1210,12 @@ impl DwI8 {
     pub fn bytes(&self) -> usize {
         self.w.len() * 2 + self.w8.len() + self.rq.bytes()
     }
+
+    /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
+    /// per call (`x86::fused_cache`) rather than per pixel.
+    pub fn scratch_i32(&self) -> usize {
+        fused_cache_scratch(self.isa, &self.rq)
+    }
 }
 
 /// Depthwise weights for `vpmaddwd` / `vpdpwssd` in blocks of `block` (16 or 32) channels: tap
@@ -1377,7 +1433,7 @@ fn depthwise_rows<T: Send + Sync>(
     output: &mut [T],
     out_shape: [usize; 4],
     workers: &mut [FastScratch],
-    rows: impl Fn(&[T], Range<usize>, &mut [T]) + Sync,
+    rows: impl Fn(&[T], Range<usize>, &mut [T], &mut [i32]) + Sync,
 ) {
     let [batches, in_h, in_w, c] = in_shape;
     let [_, out_h, out_w, _] = out_shape;
@@ -1385,8 +1441,8 @@ fn depthwise_rows<T: Send + Sync>(
     for b in 0..batches {
         let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
         let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
-            rows(inb, oys, block)
+        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, s| {
+            rows(inb, oys, block, &mut s.i32s)
         });
     }
 }
@@ -1413,7 +1469,7 @@ fn depthwise_pixels<T: Send + Sync>(
         output,
         out_shape,
         workers,
-        |inb, oys, block| {
+        |inb, oys, block, _| {
             let y0 = oys.start;
             for_each_window(
                 [in_h, in_w],
@@ -1453,7 +1509,7 @@ pub(crate) fn depthwise_i8(
             output,
             out_shape,
             workers,
-            |inb, oys, o| x86::dw_i8_rows(dw, inb, geometry, dw_geometry(p), oys, o),
+            |inb, oys, o, cache| x86::dw_i8_rows(dw, inb, geometry, dw_geometry(p), oys, o, cache),
         );
     }
     depthwise_pixels(
@@ -2100,7 +2156,7 @@ pub(crate) fn depthwise_f32(
             output,
             out_shape,
             workers,
-            |inb, oys, o| {
+            |inb, oys, o, _| {
                 let at = oys.len() * out_shape[2] * in_shape[3];
                 x86::dw_f32_rows(dw, inb, dims, dw_geometry(p), oys, o);
                 if dw.act == Activation::Tanh {
@@ -2222,10 +2278,10 @@ mod tests {
 
     /// Scratch of three workers: with the `threads` feature every case runs split over three
     /// threads (the tests' work threshold is 0), so the split must not change any output.
-    fn scratch_for(k: usize, groups: usize) -> Vec<FastScratch> {
+    fn scratch_for(k: usize, i32s: usize) -> Vec<FastScratch> {
         let one = || FastScratch {
             i8s: vec![0; k],
-            i32s: vec![0; groups * 8],
+            i32s: vec![0; i32s],
             f32s: vec![0.0; (MR_F32 + 1) * k],
         };
         vec![one(), one(), one()]
@@ -2355,6 +2411,8 @@ mod tests {
                             let e = m.right;
                             assert_eq!(i128::from(d.add[i]), old_add(e), "off {off} e {e}");
                             assert_eq!(d.rshift[i], e - 1, "off {off} e {e}");
+                            let (add, rshift) = d.cached.unwrap();
+                            assert_eq!((add[i], rshift[i]), (d.add[i], d.rshift[i]), "cached");
                         }
                     }
                 }
@@ -2411,7 +2469,7 @@ mod tests {
                 conv::conv2d_i8(&input, is, &filter, fs, bias, &p, &q, &mut want, os);
                 let kk = kh * kw * cin;
                 let g = GemmI8::pack(isa, &filter, cout, kk, bias, &q).unwrap();
-                let mut s = scratch_for(kk, g.groups);
+                let mut s = scratch_for(kk, g.scratch_i32());
                 let mut got = vec![0i8; want.len()];
                 conv2d_i8(&g, &input, is, fs, &p, q.input_offset, &mut got, os, &mut s);
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
@@ -2441,7 +2499,7 @@ mod tests {
                     &mut want,
                 );
                 let g = GemmI8::pack(isa, &weights, n, k, Some(&bias), &q).unwrap();
-                let mut s = scratch_for(k, g.groups);
+                let mut s = scratch_for(k, g.scratch_i32());
                 let mut got = vec![0i8; b * n];
                 fully_connected_i8(&g, &input, b, &mut got, &mut s);
                 assert_eq!(got, want, "{isa:?} case {case}: b {b} k {k} n {n}");
@@ -2525,7 +2583,7 @@ mod tests {
                     &p,
                     &mut got,
                     os,
-                    &mut scratch_for(0, 0),
+                    &mut scratch_for(0, dw.scratch_i32()),
                 );
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
             }
@@ -2579,7 +2637,7 @@ mod tests {
                 conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
                 let kk = k * k * cin;
                 let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 1);
+                let mut s = scratch_for(kk, 8);
                 let mut got = vec![0f32; want.len()];
                 conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
                 close(&got, &want, &format!("{isa:?} conv case {case}"));
@@ -2653,7 +2711,7 @@ mod tests {
                 conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
                 let kk = kh * kw * cin;
                 let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 1);
+                let mut s = scratch_for(kk, 8);
                 let mut got = vec![0f32; want.len()];
                 conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
                 close(

@@ -9,8 +9,8 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{
-    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS, GROUP_F32,
-    MAX_SEGS_F32, MR_F32, NR_F32,
+    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS,
+    FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
@@ -371,6 +371,7 @@ pub(crate) fn tile_rq_i8_avx512(
     b: &[i8],
     groups: usize,
     rq: &Requant,
+    fused: &[i32],
     c0: usize,
     cn: usize,
     out: &mut [i8],
@@ -386,8 +387,8 @@ pub(crate) fn tile_rq_i8_avx512(
                 // F/BW/VL/VNNI (`available`); `a` has rows of `groups` words and `b`
                 // `groups * 128` bytes, and `out` holds every (row, channel) stored (asserted).
                 $($n => unsafe {
-                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq, c0,
-                        cn, out.as_mut_ptr(), stride)
+                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq,
+                        fused, c0, cn, out.as_mut_ptr(), stride)
                 },)*
                 _ => unreachable!(),
             }
@@ -408,6 +409,7 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
     b: *const i8,
     groups: usize,
     rq: &Requant,
+    fused: &[i32],
     c0: usize,
     cn: usize,
     out: *mut i8,
@@ -444,13 +446,13 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
             (1u16 << n) - 1
         }
     };
-    let p = Rq16::load(rq, c0);
+    let p = Rq16::load_cached(rq, fused, c0);
     for (r, acc) in acc.iter().enumerate() {
         // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
         unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply_biased(acc[0])) };
     }
     if cn > 16 {
-        let p = Rq16::load(rq, c0 + 16);
+        let p = Rq16::load_cached(rq, fused, c0 + 16);
         for (r, acc) in acc.iter().enumerate() {
             // SAFETY: row r's channels 16..cn are writable (the caller's contract).
             unsafe {
@@ -619,6 +621,41 @@ fn derive_fused_16(shift: __m512i, out_offset: i32) -> [__m512i; 3] {
     [add(r_even), add(r_odd), rshift]
 }
 
+/// The fused form's constants ([`derive_fused_16`]) of every 16-channel block of `rq`, block
+/// `b` at words `48 b..48 b + 48` of `cache` (`add_even`, `add_odd`, `rshift`): derived once per
+/// GEMM and loaded by each tile ([`Rq16::load_cached`]).
+pub(crate) fn fused_cache(rq: &Requant, cache: &mut [i32]) {
+    assert!(rq.fused && available(Isa::Avx512Vnni));
+    // SAFETY: AVX-512 F/BW/VL are available (asserted).
+    unsafe { fused_cache_avx512(rq, cache) }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn fused_cache_avx512(rq: &Requant, cache: &mut [i32]) {
+    assert!(cache.len() == rq.shift.len() / 16 * FUSED_CACHE_WORDS);
+    for (b, words) in cache.chunks_exact_mut(FUSED_CACHE_WORDS).enumerate() {
+        fused_cache_block(rq, 16 * b, words);
+    }
+}
+
+/// [`derive_fused_16`] of channels `c..c + 16` into `words` (48).
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn fused_cache_block(rq: &Requant, c: usize, words: &mut [i32]) {
+    assert!(c + 16 <= rq.shift.len() && words.len() == FUSED_CACHE_WORDS);
+    // SAFETY: shifts c..c + 16 (asserted).
+    let shift = unsafe {
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(rq.shift.as_ptr().add(c) as *const __m128i))
+    };
+    for (i, v) in derive_fused_16(shift, rq.out_offset)
+        .into_iter()
+        .enumerate()
+    {
+        // SAFETY: words 16 i..16 i + 16 of the 48 (asserted).
+        unsafe { _mm512_storeu_si512(words.as_mut_ptr().add(16 * i) as *mut __m512i, v) };
+    }
+}
+
 /// Two requantized 8-lane vectors (channels 0-7, 8-15) narrowed to 16 bytes in order.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -713,6 +750,29 @@ impl Rq16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn load(rq: &Requant, c: usize) -> Rq16 {
+        if !rq.fused {
+            return Self::load_cached(rq, &[], c);
+        }
+        // The block's fused constants through a one-block cache (the same loads as from the
+        // whole cache, so one code path).
+        let mut block = [0i32; FUSED_CACHE_WORDS];
+        fused_cache_block(rq, c, &mut block);
+        Self::load_at(rq, &block, 0, c)
+    }
+
+    /// [`Self::load`] taking the fused form's constants from `cache` ([`fused_cache`] of the
+    /// whole `rq`; unused without the fused form).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn load_cached(rq: &Requant, cache: &[i32], c: usize) -> Rq16 {
+        Self::load_at(rq, cache, c / 16 * FUSED_CACHE_WORDS, c)
+    }
+
+    /// The parameters of channels `c..c + 16`, with the fused form's constants at word `at` of
+    /// `cache`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn load_at(rq: &Requant, cache: &[i32], at: usize, c: usize) -> Rq16 {
         assert!(c + 16 <= rq.bias.len());
         // SAFETY: the loads read rq.bias, rq.mult (16 i32) and rq.shift (16 i8) from c, in
         // bounds (asserted; all arrays have the same length).
@@ -721,11 +781,18 @@ impl Rq16 {
         let shift = unsafe {
             _mm512_cvtepi8_epi32(_mm_loadu_si128(rq.shift.as_ptr().add(c) as *const __m128i))
         };
-        // Derive only what the chosen form uses (this runs per pixel in the depthwise kernels).
+        // Only what the chosen form uses: the fused form's constants come derived already
+        // (the depthwise kernels load parameters per pixel).
         let fused = rq.fused;
         let z = _mm512_setzero_si512();
         let ([add_even, add_odd, rshift], [left, right, mask, thr]) = if fused {
-            (derive_fused_16(shift, rq.out_offset), [z; 4])
+            // The fused form's blocks start at multiples of 16 channels.
+            assert!(c.is_multiple_of(16) && at + FUSED_CACHE_WORDS <= cache.len());
+            // SAFETY: words at..at + 48 of the cache (asserted).
+            let ld = |i: usize| unsafe {
+                _mm512_loadu_si512(cache.as_ptr().add(at + 16 * i) as *const __m512i)
+            };
+            ([ld(0), ld(1), ld(2)], [z; 4])
         } else {
             ([z; 3], derive_16(shift))
         };
@@ -1388,10 +1455,19 @@ pub(crate) fn dw_i8_rows(
     geometry: [usize; 6],
     oys: Range<usize>,
     out: &mut [i8],
+    scratch: &mut [i32],
 ) {
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    // The fused form's constants once per call (`DwI8::scratch_i32` words of `scratch`).
+    let cache = match super::fused_cache_in(scratch, dw.scratch_i32()) {
+        Some(cache) => {
+            fused_cache(&dw.rq, cache);
+            &*cache
+        }
+        None => &[],
+    };
     // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI (`available`).
-    unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out) }
+    unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out, cache) }
 }
 
 /// [`dw_i8_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
@@ -1403,26 +1479,27 @@ fn dw_i8_rows_avx512(
     geometry: [usize; 6],
     oys: Range<usize>,
     out: &mut [i8],
+    cache: &[i32],
 ) {
     let c = dw.c;
     let step = geometry[1] * c;
     if dw.pairs {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
             // SAFETY: as below.
-            unsafe { dw_i8_pairs_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+            unsafe { dw_i8_pairs_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
         });
     }
     if !dw.w8.is_empty() {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
             // SAFETY: as below.
-            unsafe { dw_i8_pixel_quads_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+            unsafe { dw_i8_pixel_quads_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
         });
     }
     super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
         // SAFETY: this function's features; for_each_window_run gives c readable elements at
         // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
         // the taps.
-        unsafe { dw_i8_pixel_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+        unsafe { dw_i8_pixel_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
     });
 }
 
@@ -1434,12 +1511,7 @@ fn dw_i8_rows_avx512(
 /// saturating packs turn back into channel order: the result is the block's 64 output bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn dw_quads_block(
-    dw: &DwI8,
-    ch: usize,
-    rq: &[Rq16; 4],
-    load: impl Fn(usize) -> __m512i,
-) -> __m512i {
+fn dw_quads_block(dw: &DwI8, cache: &[i32], ch: usize, load: impl Fn(usize) -> __m512i) -> __m512i {
     let taps = dw.taps;
     let quads = taps.div_ceil(4);
     assert!(ch.is_multiple_of(64) && dw.w8.len() >= (ch / 64 + 1) * quads * 256);
@@ -1484,7 +1556,7 @@ fn dw_quads_block(
         acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
         acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
     }
-    let r = |j: usize| rq[j].apply_i32(acc[j]);
+    let r = |j: usize| Rq16::load_cached(&dw.rq, cache, ch + 16 * j).apply_i32(acc[j]);
     let p01 = _mm512_packs_epi32(r(0), r(1));
     let p23 = _mm512_packs_epi32(r(2), r(3));
     _mm512_packs_epi16(p01, p23)
@@ -1500,6 +1572,7 @@ fn dw_quads_block(
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pixel_quads_avx512(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -1509,37 +1582,25 @@ unsafe fn dw_i8_pixel_quads_avx512(
     assert!(out.len() == count * c && c > 0 && dw.taps <= DW_MAX_TAPS);
     let flip = _mm512_set1_epi8(-128);
     let padv = _mm512_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
-    // Pixels in groups of GROUP per channel block: the block's requantization parameters are
-    // derived once per group (a few instructions each, see `Rq16::load`), while the group's
-    // input stays as local as one pixel's.
-    const GROUP: usize = 4;
-    for k0 in (0..count).step_by(GROUP) {
+    for k in 0..count {
+        let out = &mut out[k * c..(k + 1) * c];
         let mut ch = 0;
         while ch < c {
             let n = (c - ch).min(64);
             let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-            let rq = [
-                Rq16::load(&dw.rq, ch),
-                Rq16::load(&dw.rq, ch + 16),
-                Rq16::load(&dw.rq, ch + 32),
-                Rq16::load(&dw.rq, ch + 48),
-            ];
-            for k in k0..(k0 + GROUP).min(count) {
-                let out = &mut out[k * c..(k + 1) * c];
-                let v = dw_quads_block(dw, ch, &rq, |t| {
-                    let p = ptrs[t];
-                    if p.is_null() {
-                        return padv;
-                    }
-                    // SAFETY: p + k * step starts c readable bytes (the caller's contract); the
-                    // mask keeps the load to channels ch..ch + n, and masked-off bytes are not
-                    // accessed.
-                    let x = unsafe { _mm512_maskz_loadu_epi8(mask, p.add(k * step + ch)) };
-                    _mm512_xor_si512(x, flip)
-                });
-                // SAFETY: the mask keeps the store to out[ch..ch + n].
-                unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
-            }
+            let v = dw_quads_block(dw, cache, ch, |t| {
+                let p = ptrs[t];
+                if p.is_null() {
+                    return padv;
+                }
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the
+                // mask keeps the load to channels ch..ch + n, and masked-off bytes are not
+                // accessed.
+                let x = unsafe { _mm512_maskz_loadu_epi8(mask, p.add(k * step + ch)) };
+                _mm512_xor_si512(x, flip)
+            });
+            // SAFETY: the mask keeps the store to out[ch..ch + n].
+            unsafe { _mm512_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask, v) };
             ch += 64;
         }
     }
@@ -1554,6 +1615,7 @@ unsafe fn dw_i8_pixel_quads_avx512(
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pairs_avx512(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -1564,13 +1626,6 @@ unsafe fn dw_i8_pairs_avx512(
     let mask: __mmask32 = if c == 32 { !0 } else { (1u32 << c) - 1 };
     let flip = _mm256_set1_epi8(-128);
     let padv = _mm256_set1_epi8(((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8);
-    // One block of 64: its requantization parameters once per run.
-    let rq = [
-        Rq16::load(&dw.rq, 0),
-        Rq16::load(&dw.rq, 16),
-        Rq16::load(&dw.rq, 32),
-        Rq16::load(&dw.rq, 48),
-    ];
     let mut k = 0;
     while k < count {
         let two = k + 1 < count;
@@ -1585,7 +1640,7 @@ unsafe fn dw_i8_pairs_avx512(
                 flip,
             )
         };
-        let v = dw_quads_block(dw, 0, &rq, |t| {
+        let v = dw_quads_block(dw, cache, 0, |t| {
             let lo = half(ptrs[t], k);
             // Without a second pixel the high half is not stored.
             let hi = if two { half(ptrs[t], k + 1) } else { lo };
@@ -1614,6 +1669,7 @@ unsafe fn dw_i8_pairs_avx512(
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pixel_avx512(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -1628,58 +1684,52 @@ unsafe fn dw_i8_pixel_avx512(
     // 4-7 | 12-15 | 20-23 | 28-31; these put them back in channel order.
     let first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
     let second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
-    // As in `dw_i8_pixel_quads_avx512`: parameters once per block and group of pixels (the
-    // arrays are padded to whole 32-channel blocks).
-    const GROUP: usize = 4;
-    for k0 in (0..count).step_by(GROUP) {
+    for k in 0..count {
+        let out = &mut out[k * c..(k + 1) * c];
         let mut ch = 0;
         while ch < c {
             let n = (c - ch).min(32);
             let mask: __mmask32 = if n == 32 { !0 } else { (1u32 << n) - 1 };
-            let (rq0, rq1) = (Rq16::load(&dw.rq, ch), Rq16::load(&dw.rq, ch + 16));
-            for k in k0..(k0 + GROUP).min(count) {
-                let out = &mut out[k * c..(k + 1) * c];
-                let load = |t: usize| -> __m512i {
-                    let p = ptrs[t];
-                    if p.is_null() {
-                        return zero_point;
-                    }
-                    // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
-                    // keeps the load to channels ch..ch + n, and masked-off bytes are not accessed.
-                    _mm512_cvtepi8_epi16(unsafe {
-                        _mm256_maskz_loadu_epi8(mask, p.add(k * step + ch))
-                    })
+            let load = |t: usize| -> __m512i {
+                let p = ptrs[t];
+                if p.is_null() {
+                    return zero_point;
+                }
+                // SAFETY: p + k * step starts c readable bytes (the caller's contract); the mask
+                // keeps the load to channels ch..ch + n, and masked-off bytes are not accessed.
+                _mm512_cvtepi8_epi16(unsafe { _mm256_maskz_loadu_epi8(mask, p.add(k * step + ch)) })
+            };
+            // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
+            let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
+            let mut lo = _mm512_setzero_si512();
+            let mut hi = _mm512_setzero_si512();
+            for pr in 0..pairs {
+                let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
+                // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
+                let (wl, wh) = unsafe {
+                    (
+                        _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
+                        _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
+                    )
                 };
-                // SAFETY: block ch / 32 has pairs * 64 weights (asserted above).
-                let w = unsafe { dw.w.as_ptr().add(ch / 32 * pairs * 64) };
-                let mut lo = _mm512_setzero_si512();
-                let mut hi = _mm512_setzero_si512();
-                for pr in 0..pairs {
-                    let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
-                    // SAFETY: pair pr's 64 weights are in the block (pr < pairs).
-                    let (wl, wh) = unsafe {
-                        (
-                            _mm512_loadu_si512(w.add(pr * 64) as *const __m512i),
-                            _mm512_loadu_si512(w.add(pr * 64 + 32) as *const __m512i),
-                        )
-                    };
-                    lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
-                    hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
-                }
-                let v = rq0.apply(_mm512_permutex2var_epi32(lo, first, hi));
-                // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
-                unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
-                if n > 16 {
-                    let v = rq1.apply(_mm512_permutex2var_epi32(lo, second, hi));
-                    // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
-                    unsafe {
-                        _mm_mask_storeu_epi8(
-                            out.as_mut_ptr().add(ch + 16),
-                            (mask >> 16) as __mmask16,
-                            v,
-                        )
-                    };
-                }
+                lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
+                hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
+            }
+            let v = Rq16::load_cached(&dw.rq, cache, ch)
+                .apply(_mm512_permutex2var_epi32(lo, first, hi));
+            // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
+            unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
+            if n > 16 {
+                let v = Rq16::load_cached(&dw.rq, cache, ch + 16)
+                    .apply(_mm512_permutex2var_epi32(lo, second, hi));
+                // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
+                unsafe {
+                    _mm_mask_storeu_epi8(
+                        out.as_mut_ptr().add(ch + 16),
+                        (mask >> 16) as __mmask16,
+                        v,
+                    )
+                };
             }
             ch += 32;
         }
@@ -2616,6 +2666,8 @@ pub(crate) struct Derived {
     /// The fused form's constant and `e - 1` per channel, in channel order.
     pub(crate) add: [i64; 16],
     pub(crate) rshift: [i32; 16],
+    /// `add` and `rshift` through [`fused_cache`] and [`Rq16::load_cached`] (fused form only).
+    pub(crate) cached: Option<([i64; 16], [i32; 16])>,
     /// [`Rq8::load`]'s `[left, right, mask, thr]` of the same channels (both halves).
     pub(crate) stages_8: [[i32; 16]; 4],
 }
@@ -2632,8 +2684,17 @@ pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
         let v16 = |v: __m512i| unsafe { core::mem::transmute::<__m512i, [i32; 16]>(v) };
         let v64 = |v: __m512i| unsafe { core::mem::transmute::<__m512i, [i64; 8]>(v) };
         let v8 = |v: __m256i| unsafe { core::mem::transmute::<__m256i, [i32; 8]>(v) };
+        let in_order = |p: &Rq16| -> [i64; 16] {
+            let (even, odd) = (v64(p.add_even), v64(p.add_odd));
+            core::array::from_fn(|i| if i % 2 == 0 { even[i / 2] } else { odd[i / 2] })
+        };
         let p = Rq16::load(rq, c);
-        let (even, odd) = (v64(p.add_even), v64(p.add_odd));
+        let cached = rq.fused.then(|| {
+            let mut cache = vec![0; rq.shift.len() / 16 * FUSED_CACHE_WORDS];
+            fused_cache(rq, &mut cache);
+            let q = Rq16::load_cached(rq, &cache, c);
+            (in_order(&q), v16(q.rshift))
+        });
         let (h0, h1) = (Rq8::load(rq, c), Rq8::load(rq, c + 8));
         let both = |a: __m256i, b: __m256i| {
             let (a, b) = (v8(a), v8(b));
@@ -2641,8 +2702,9 @@ pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
         };
         Derived {
             stages: [v16(p.left), v16(p.right), v16(p.mask), v16(p.thr)],
-            add: core::array::from_fn(|i| if i % 2 == 0 { even[i / 2] } else { odd[i / 2] }),
+            add: in_order(&p),
             rshift: v16(p.rshift),
+            cached,
             stages_8: [
                 both(h0.left, h1.left),
                 both(h0.right, h1.right),
