@@ -373,6 +373,8 @@ impl GemmI8 {
         let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
         let n = self.n;
         let (a_buf, scratch) = a_buf.split_at_mut(self.groups * mr);
+        // (Only the AVX-512 tile reads it: empty elsewhere.)
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
         let cache: &[i32] = match fused_cache_in(scratch, self.fused_cache_words()) {
             #[cfg(target_arch = "x86_64")]
             Some(cache) => {
@@ -2360,7 +2362,7 @@ mod tests {
         for &off in &offsets {
             for pattern in 0..66 {
                 // 63 uniform shifts, then shifts right only (mixed), then every shift mixed.
-                let n = if pattern % 2 == 0 { 32 } else { 27 };
+                let n: usize = if pattern % 2 == 0 { 32 } else { 27 };
                 let shifts: Vec<i32> = (0..n)
                     .map(|c| match pattern {
                         0..=62 => pattern - 31,
