@@ -528,6 +528,8 @@ fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i) -> __m512
 /// - `clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off`.
 struct Rq8 {
     bias: __m256i,
+    /// Whether any channel shifts left (`Requant::any_left`; else `left` is zero and unused).
+    any_left: bool,
     left: __m256i,
     mult: __m256i,
     mask: __m256i,
@@ -550,10 +552,11 @@ impl Rq8 {
             let s = _mm_loadl_epi64(rq.shift.as_ptr().add(c) as *const __m128i);
             (ld(&rq.bias), ld(&rq.mult), _mm256_cvtepi8_epi32(s))
         };
-        let [left, right, mask, thr] = derive_8(shift);
+        let [left, right, mask, thr] = derive_8(shift, rq.any_left);
         let off = rq.out_offset;
         Rq8 {
             bias,
+            any_left: rq.any_left,
             left,
             mult,
             mask,
@@ -569,21 +572,32 @@ impl Rq8 {
     #[target_feature(enable = "avx2,fma")]
     fn apply(&self, acc: __m256i) -> __m256i {
         let x = _mm256_add_epi32(acc, self.bias);
-        let x = _mm256_sllv_epi32(x, self.left);
+        // Most layers' multipliers are below one: no left shift anywhere.
+        let x = if self.any_left {
+            _mm256_sllv_epi32(x, self.left)
+        } else {
+            x
+        };
         let q = srdhm_rdbpot_8(x, self.mult, self.mask, self.thr, self.right);
         let q = _mm256_min_epi32(_mm256_max_epi32(q, self.lo), self.hi);
         _mm256_add_epi32(q, self.off)
     }
 }
 
-/// `[left, right, mask, thr]` of [`Mbqm::new`] from 8 lanes of `shift` (in `-31..=31`).
+/// `[left, right, mask, thr]` of [`Mbqm::new`] from 8 lanes of `shift` (in `-31..=31`;
+/// `any_left`: whether any is positive, else `left` is zero). The AVX2 depthwise kernel loads
+/// these per pixel, so every instruction counts.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn derive_8(shift: __m256i) -> [__m256i; 4] {
+fn derive_8(shift: __m256i, any_left: bool) -> [__m256i; 4] {
     let (zero, one) = (_mm256_setzero_si256(), _mm256_set1_epi32(1));
-    let left = _mm256_max_epi32(shift, zero);
-    // max(shift, 0) - shift = max(-shift, 0).
-    let right = _mm256_sub_epi32(left, shift);
+    let (left, right) = if any_left {
+        let left = _mm256_max_epi32(shift, zero);
+        // max(shift, 0) - shift = max(-shift, 0).
+        (left, _mm256_sub_epi32(left, shift))
+    } else {
+        (zero, _mm256_sub_epi32(zero, shift))
+    };
     // (1 << 31) - 1 wraps to i32::MAX, as Mbqm's i64 arithmetic gives.
     let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one);
     [left, right, mask, _mm256_srli_epi32::<1>(mask)]
@@ -592,10 +606,14 @@ fn derive_8(shift: __m256i) -> [__m256i; 4] {
 /// [`derive_8`] on 16 lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn derive_16(shift: __m512i) -> [__m512i; 4] {
+fn derive_16(shift: __m512i, any_left: bool) -> [__m512i; 4] {
     let (zero, one) = (_mm512_setzero_si512(), _mm512_set1_epi32(1));
-    let left = _mm512_max_epi32(shift, zero);
-    let right = _mm512_sub_epi32(left, shift);
+    let (left, right) = if any_left {
+        let left = _mm512_max_epi32(shift, zero);
+        (left, _mm512_sub_epi32(left, shift))
+    } else {
+        (zero, _mm512_sub_epi32(zero, shift))
+    };
     let mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, right), one);
     [left, right, mask, _mm512_srli_epi32::<1>(mask)]
 }
@@ -794,7 +812,7 @@ impl Rq16 {
             };
             ([ld(0), ld(1), ld(2)], [z; 4])
         } else {
-            ([z; 3], derive_16(shift))
+            ([z; 3], derive_16(shift, rq.any_left))
         };
         let off = rq.out_offset;
         let single = rq.single_rounding.then(|| {
