@@ -363,7 +363,9 @@ fn pack_conv_rows_avx512(
 }
 
 /// The AVX-512 VNNI tile with its requantization: `out[r * stride + j] = requant(sum_g
-/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq`. The accumulators go from registers to bytes; nothing else is written.
+/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq` (`fused`:
+/// [`fused_cache`] of `rq`, with the fused form). The accumulators go from registers to bytes;
+/// nothing else is written.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tile_rq_i8_avx512(
     rows: usize,
@@ -641,7 +643,7 @@ fn derive_fused_16(shift: __m512i, out_offset: i32) -> [__m512i; 3] {
 
 /// The fused form's constants ([`derive_fused_16`]) of every 16-channel block of `rq`, block
 /// `b` at words `48 b..48 b + 48` of `cache` (`add_even`, `add_odd`, `rshift`): derived once per
-/// GEMM and loaded by each tile ([`Rq16::load_cached`]).
+/// GEMM or depthwise call and loaded by each tile or pixel ([`Rq16::load_cached`]).
 pub(crate) fn fused_cache(rq: &Requant, cache: &mut [i32]) {
     assert!(rq.fused && available(Isa::Avx512Vnni));
     // SAFETY: AVX-512 F/BW/VL are available (asserted).
@@ -723,7 +725,7 @@ pub(crate) fn requant_tile(
 /// The requantization parameters of 16 channels in registers ([`Rq8`] on 16 lanes: the
 /// same operations, so the same numbers), loaded once for every row of a tile.
 ///
-/// With [`Requant::fused_add`] (every channel shifts right by `e >= 1`) the two roundings and
+/// With [`Requant::fused`] (every channel shifts right by `e >= 1`) the two roundings and
 /// the output offset are one 64-bit rounding shift per lane instead, with `p = x * m`:
 ///
 /// ```text
