@@ -147,7 +147,8 @@ impl Fast {
             Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
             Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
             Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
-            Fast::DepthwiseI8(_) | Fast::Depthwise(_) => (0, 0, 0),
+            Fast::DepthwiseI8(d) => (0, d.scratch_i32(), 0),
+            Fast::Depthwise(_) => (0, 0, 0),
             Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => (0, 0, 0),
         }
     }

@@ -16,7 +16,7 @@
 //! (wrapping i32 arithmetic is associative), padding taps read the input zero point (which
 //! contributes `w * (zp - zp) = 0`, as the reference's skipped taps), `input_offset * sum(w)`
 //! and the bias are folded into one per-channel constant, and the requantization reproduces
-//! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::requant_8`). Float paths reorder the
+//! `MultiplyByQuantizedMultiplier` bit for bit (see `x86::Rq8`). Float paths reorder the
 //! sums (and fuse multiply-adds), so they agree with the portable kernels to ~1e-6 relative.
 // The fast paths exist for x86-64 and aarch64: elsewhere `Isa::detect` is always `Portable`,
 // these functions are never reached, and their SIMD calls compile away.
@@ -139,33 +139,64 @@ impl Isa {
     }
 }
 
+/// i32 words per 16 channels of the fused form's derived constants (`x86::fused_cache`).
+const FUSED_CACHE_WORDS: usize = 48;
+
+/// Scratch words for the fused form's constants of `rq` (`padded` channels) with `isa`: none
+/// unless AVX-512 uses the fused form; 15 more than the constants, for [`fused_cache_in`] to
+/// align them.
+fn fused_cache_scratch(isa: Isa, rq: &Requant) -> usize {
+    if isa == Isa::Avx512Vnni && rq.fused {
+        rq.bias.len() / 16 * FUSED_CACHE_WORDS + 15
+    } else {
+        0
+    }
+}
+
+/// The 64-byte-aligned words of `scratch` (`words` from [`fused_cache_scratch`]) for the fused
+/// form's constants (whole cache lines: a 64-byte load across two lines costs two), or `None`
+/// when there are none.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn fused_cache_in(scratch: &mut [i32], words: usize) -> Option<&mut [i32]> {
+    if words == 0 {
+        return None;
+    }
+    assert!(
+        scratch.len() >= words,
+        "scratch too short for the fused form's constants"
+    );
+    // (At most 15 for a 4-byte-aligned pointer.)
+    let skip = scratch.as_ptr().align_offset(64).min(15);
+    Some(&mut scratch[skip..words - 15 + skip])
+}
+
 /// Requantization parameters, one entry per output channel, padded to whole tiles.
+///
+/// Only what cannot be derived is stored (9 bytes per channel; the interpreter holds these for
+/// its whole life, one entry per output channel of every int8 convolution): the vector kernels
+/// derive the left and right shifts and the rounding masks from `shift` where they load a block
+/// of channels (`x86::Rq16::load`, `x86::Rq8::load`), and the AVX-512 GEMM and depthwise
+/// kernels the fused form's 64-bit constants once per call, into their scratch
+/// (`x86::fused_cache`, 12 bytes per channel of the operator running).
 #[derive(Clone, Debug)]
 pub(crate) struct Requant {
     /// `bias + input_offset * sum(w)` (and `- 128 * sum(w)` on the VNNI paths, whose input
     /// is offset to unsigned).
     pub(crate) bias: Vec<i32>,
     pub(crate) mult: Vec<i32>,
-    pub(crate) left: Vec<i32>,
-    pub(crate) right: Vec<i32>,
-    /// `(1 << right) - 1` and its half: the rounding of `RoundingDivideByPOT`.
-    pub(crate) mask: Vec<i32>,
-    pub(crate) thr: Vec<i32>,
-    /// `shift` as in [`OutputStage`] (for the single-rounding form).
-    pub(crate) shift: Vec<i32>,
+    /// `shift` as in [`OutputStage`], in `-31..=31` (checked by [`Mbqm::new`]); padding
+    /// channels 0.
+    pub(crate) shift: Vec<i8>,
     pub(crate) out_offset: i32,
     pub(crate) act_min: i32,
     pub(crate) act_max: i32,
     pub(crate) single_rounding: bool,
     /// Whether any channel shifts left (a multiplier above one).
     pub(crate) any_left: bool,
-    /// The one-rounding form of the AVX-512 requantization (`x86::Rq16`), present when every
-    /// channel shifts right by `e >= 1` and nothing overflows: per 16-channel block, the even
-    /// channels' then the odd channels' `2^30 + 2^(30 + e) + out_offset * 2^(31 + e)` ...
-    pub(crate) fused_add: Vec<i64>,
-    /// ... and, in channel order, `e - 1`: the shift of the 64-bit sums' high halves. Empty
-    /// without the fused form.
-    pub(crate) fused_shift: Vec<i32>,
+    /// Whether the one-rounding form of the AVX-512 requantization (`x86::Rq16`) applies:
+    /// every channel shifts right by `e >= 1` and its [`Requant::fused_add`] fits (and double
+    /// rounding, whole 16-channel blocks).
+    pub(crate) fused: bool,
     /// Whether the activation range is narrower than int8's (else the saturating narrowing to
     /// int8 is the clamp).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -179,18 +210,13 @@ impl Requant {
         let mut r = Requant {
             bias: vec![0; padded],
             mult: vec![0; padded],
-            left: vec![0; padded],
-            right: vec![0; padded],
-            mask: vec![0; padded],
-            thr: vec![0; padded],
             shift: vec![0; padded],
             out_offset: q.output_offset,
             act_min: q.act_min,
             act_max: q.act_max,
             single_rounding: q.single_rounding,
             any_left: false,
-            fused_add: Vec::new(),
-            fused_shift: Vec::new(),
+            fused: !q.single_rounding && padded.is_multiple_of(16),
             clamp: !(q.act_min == -128 && q.act_max == 127),
         };
         for c in 0..n {
@@ -199,38 +225,25 @@ impl Requant {
             let m = Mbqm::new(q.multipliers[c], s)?;
             r.bias[c] = bias_eff(c);
             r.mult[c] = m.mult;
-            r.left[c] = m.left;
             r.any_left |= m.left > 0;
-            r.right[c] = m.right;
-            r.mask[c] = m.mask;
-            r.thr[c] = m.thr;
-            r.shift[c] = s;
-        }
-        r.fused_add = vec![0; padded];
-        r.fused_shift = vec![0; padded];
-        for c in 0..padded {
-            // Padding channels (never stored) take e = 1 and add nothing.
-            let (e, add) = if c < n {
-                let e = r.right[c];
-                let add =
-                    (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(q.output_offset) << (31 + e));
-                (e, if r.left[c] == 0 { add } else { i128::MAX })
-            } else {
-                (1, 0)
-            };
+            r.shift[c] = s as i8;
             // |x * m| < 2^62, so |x * m + add - 2^31| < 2^63 when |add| < 2^62.
-            if e < 1 || add.abs() >= 1i128 << 62 || q.single_rounding || !padded.is_multiple_of(16)
-            {
-                r.fused_add.clear();
-                r.fused_shift.clear();
-                break;
-            }
-            let (block, i) = (c / 16 * 16, c % 16);
-            let at = block + if i % 2 == 0 { i / 2 } else { 8 + i / 2 };
-            r.fused_add[at] = add as i64;
-            r.fused_shift[c] = e - 1;
+            let e = m.right;
+            r.fused &= m.left == 0 && e >= 1 && Self::fused_add(e, q.output_offset).abs() < 1 << 62;
         }
         Some(r)
+    }
+
+    /// The constant of the fused form (`x86::Rq16`) for a right shift by `e` and output offset
+    /// `off`: `2^30 + 2^(30 + e) + off * 2^(31 + e)`, which the kernels compute as `2^30 + ((1 +
+    /// 2 off) * 2^31) << (e - 1)` in 64-bit lanes.
+    pub(crate) fn fused_add(e: i32, off: i32) -> i128 {
+        (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(off) << (31 + e))
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bias.len() * 4 + self.mult.len() * 4 + self.shift.len()
     }
 
     /// Scalar requantization of channel `c` (exactly [`OutputStage::apply`] with the folded
@@ -242,10 +255,14 @@ impl Requant {
             crate::quant::multiply_by_quantized_multiplier_single_rounding(
                 x,
                 self.mult[c],
-                self.shift[c],
+                i32::from(self.shift[c]),
             )
         } else {
-            crate::quant::multiply_by_quantized_multiplier(x, self.mult[c], self.shift[c])
+            crate::quant::multiply_by_quantized_multiplier(
+                x,
+                self.mult[c],
+                i32::from(self.shift[c]),
+            )
         };
         scaled
             .saturating_add(self.out_offset)
@@ -327,12 +344,20 @@ impl GemmI8 {
 
     /// Bytes held (packed weights and per-channel parameters).
     pub fn bytes(&self) -> usize {
-        self.b.len() + self.rq.bias.len() * 4 * 7
+        self.b.len() + self.rq.bytes()
     }
 
-    /// i32 words of the packed-rows scratch [`Self::run`] needs.
+    /// i32 words of the scratch [`Self::run`] needs: the packed rows, then (AVX-512 with the
+    /// fused form) the derived requantization constants of every channel.
     pub fn scratch_i32(&self) -> usize {
-        self.groups * self.isa.mr_i8()
+        self.groups * self.isa.mr_i8() + self.fused_cache_words()
+    }
+
+    /// Words of the fused form's constants, derived once per [`Self::run`] (`x86::fused_cache`)
+    /// rather than in every tile: the derivation costs a few instructions per 16 channels,
+    /// which a tile of few rows and a short `k` notices.
+    fn fused_cache_words(&self) -> usize {
+        fused_cache_scratch(self.isa, &self.rq)
     }
 
     /// `out[m - ms.start, :] = requant(rows.row(m) · W^T)` for `m` in `ms` (`out` has rows of
@@ -347,7 +372,17 @@ impl GemmI8 {
     ) {
         let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
         let n = self.n;
-        let a_buf = &mut a_buf[..self.groups * mr];
+        let (a_buf, scratch) = a_buf.split_at_mut(self.groups * mr);
+        // (Only the AVX-512 tile reads it: empty elsewhere.)
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+        let cache: &[i32] = match fused_cache_in(scratch, self.fused_cache_words()) {
+            #[cfg(target_arch = "x86_64")]
+            Some(cache) => {
+                x86::fused_cache(&self.rq, cache);
+                cache
+            }
+            _ => &[],
+        };
         let mut tile = [[0i32; 32]; 8];
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
@@ -367,6 +402,7 @@ impl GemmI8 {
                         b,
                         self.groups,
                         &self.rq,
+                        cache,
                         c0,
                         cn,
                         &mut out[at..],
@@ -565,6 +601,12 @@ fn requant_tile(
     out: &mut [i8],
     stride: usize,
 ) {
+    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
+        x86::requant_tile(isa, rq, c0, &tile[..rows], cn, out, stride);
+        return;
+    }
     for (r, acc) in tile.iter().enumerate().take(rows) {
         requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
     }
@@ -573,10 +615,10 @@ fn requant_tile(
 /// Requantizes `out.len()` channels starting at `c0` from `acc`.
 #[inline]
 fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
-    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
-        x86::requant_row(isa, rq, c0, acc, out);
+        let cn = out.len();
+        x86::requant_tile(isa, rq, c0, core::slice::from_ref(acc), cn, out, 0);
         return;
     }
     let _ = isa;
@@ -594,7 +636,7 @@ pub(crate) fn has_elementwise(isa: Isa) -> bool {
 }
 
 /// One `MultiplyByQuantizedMultiplier` (double rounding) with a per-tensor multiplier, as the
-/// vector kernels apply it (see `x86::requant_8`): left shift, high multiply, rounding shift.
+/// vector kernels apply it (see `x86::Rq8`): left shift, high multiply, rounding shift.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Mbqm {
     pub(crate) mult: i32,
@@ -1168,7 +1210,13 @@ impl DwI8 {
     }
 
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.w8.len() + self.rq.bias.len() * 4 * 7
+        self.w.len() * 2 + self.w8.len() + self.rq.bytes()
+    }
+
+    /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
+    /// per call (`x86::fused_cache`) rather than per pixel.
+    pub fn scratch_i32(&self) -> usize {
+        fused_cache_scratch(self.isa, &self.rq)
     }
 }
 
@@ -1387,7 +1435,7 @@ fn depthwise_rows<T: Send + Sync>(
     output: &mut [T],
     out_shape: [usize; 4],
     workers: &mut [FastScratch],
-    rows: impl Fn(&[T], Range<usize>, &mut [T]) + Sync,
+    rows: impl Fn(&[T], Range<usize>, &mut [T], &mut [i32]) + Sync,
 ) {
     let [batches, in_h, in_w, c] = in_shape;
     let [_, out_h, out_w, _] = out_shape;
@@ -1395,8 +1443,8 @@ fn depthwise_rows<T: Send + Sync>(
     for b in 0..batches {
         let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
         let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, _| {
-            rows(inb, oys, block)
+        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, s| {
+            rows(inb, oys, block, &mut s.i32s)
         });
     }
 }
@@ -1423,7 +1471,7 @@ fn depthwise_pixels<T: Send + Sync>(
         output,
         out_shape,
         workers,
-        |inb, oys, block| {
+        |inb, oys, block, _| {
             let y0 = oys.start;
             for_each_window(
                 [in_h, in_w],
@@ -1463,7 +1511,7 @@ pub(crate) fn depthwise_i8(
             output,
             out_shape,
             workers,
-            |inb, oys, o| x86::dw_i8_rows(dw, inb, geometry, dw_geometry(p), oys, o),
+            |inb, oys, o, cache| x86::dw_i8_rows(dw, inb, geometry, dw_geometry(p), oys, o, cache),
         );
     }
     depthwise_pixels(
@@ -2110,7 +2158,7 @@ pub(crate) fn depthwise_f32(
             output,
             out_shape,
             workers,
-            |inb, oys, o| {
+            |inb, oys, o, _| {
                 let at = oys.len() * out_shape[2] * in_shape[3];
                 x86::dw_f32_rows(dw, inb, dims, dw_geometry(p), oys, o);
                 if dw.act == Activation::Tanh {
@@ -2232,10 +2280,10 @@ mod tests {
 
     /// Scratch of three workers: with the `threads` feature every case runs split over three
     /// threads (the tests' work threshold is 0), so the split must not change any output.
-    fn scratch_for(k: usize, groups: usize) -> Vec<FastScratch> {
+    fn scratch_for(k: usize, i32s: usize) -> Vec<FastScratch> {
         let one = || FastScratch {
             i8s: vec![0; k],
-            i32s: vec![0; groups * 8],
+            i32s: vec![0; i32s],
             f32s: vec![0.0; (MR_F32 + 1) * k],
         };
         vec![one(), one(), one()]
@@ -2264,7 +2312,7 @@ mod tests {
                 }
                 let rq = Requant::new(&q, 32, |c| [0, i32::MAX, i32::MIN, -7][c % 4]).unwrap();
                 if i % 3 == 2 && i % 6 != 5 {
-                    assert!(!rq.fused_add.is_empty(), "fused form expected: {q:?}");
+                    assert!(rq.fused, "fused form expected: {q:?}");
                 }
                 let mut acc = [0i32; 32];
                 for a in acc.iter_mut() {
@@ -2285,6 +2333,90 @@ mod tests {
                         "{isa:?} lane {j} acc {}",
                         acc[j]
                     );
+                }
+            }
+        }
+    }
+
+    /// The parameters the vector kernels derive from `shift` (x86 `Rq16::load`, `Rq8::load`)
+    /// are `Mbqm::new`'s and the fused form's constants as stored before (`2^30 + 2^(30 + e) +
+    /// off * 2^(31 + e)` with `e - 1`), for every shift and output offsets up to i32's range;
+    /// and the fused form applies exactly where it did.
+    #[test]
+    fn derived_requant_params_match() {
+        let offsets = [
+            0,
+            -1,
+            1,
+            -128,
+            127,
+            -7,
+            1000,
+            -70_000,
+            1 << 20,
+            -(1 << 24),
+            i32::MAX,
+            i32::MIN,
+        ];
+        let mut rng = Rng(7);
+        for &off in &offsets {
+            for pattern in 0..66 {
+                // 63 uniform shifts, then shifts right only (mixed), then every shift mixed.
+                let n: usize = if pattern % 2 == 0 { 32 } else { 27 };
+                let shifts: Vec<i32> = (0..n)
+                    .map(|c| match pattern {
+                        0..=62 => pattern - 31,
+                        63 => -1 - ((c as i32 * 7) % 31),
+                        64 => -1 - rng.below(31) as i32,
+                        _ => rng.below(63) as i32 - 31,
+                    })
+                    .collect();
+                let q = OutputStage {
+                    input_offset: 0,
+                    output_offset: off,
+                    multipliers: (0..n).map(|c| (1 << 30) + c as i32 * 12345).collect(),
+                    shifts: shifts.clone(),
+                    act_min: -128,
+                    act_max: 127,
+                    single_rounding: false,
+                };
+                let rq = Requant::new(&q, 32, |_| 0).unwrap();
+                let old_add =
+                    |e: i32| (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(off) << (31 + e));
+                let fused = shifts
+                    .iter()
+                    .all(|&s| s <= -1 && old_add(-s).abs() < 1i128 << 62);
+                assert_eq!(rq.fused, fused, "off {off} shifts {shifts:?}");
+                #[cfg(target_arch = "x86_64")]
+                for c0 in [0, 16] {
+                    let Some(d) = x86::derived(&rq, c0) else {
+                        continue;
+                    };
+                    for i in 0..16 {
+                        let c = c0 + i;
+                        if c >= n {
+                            continue;
+                        }
+                        let m = Mbqm::new(q.multipliers[c], shifts[c]).unwrap();
+                        let want = [m.left, m.right, m.mask, m.thr];
+                        for (k, w) in want.iter().enumerate() {
+                            assert_eq!(
+                                d.stages_8[k][i], *w,
+                                "Rq8 {k} off {off} shift {}",
+                                shifts[c]
+                            );
+                            if !fused {
+                                assert_eq!(d.stages[k][i], *w, "Rq16 {k} shift {}", shifts[c]);
+                            }
+                        }
+                        if fused {
+                            let e = m.right;
+                            assert_eq!(i128::from(d.add[i]), old_add(e), "off {off} e {e}");
+                            assert_eq!(d.rshift[i], e - 1, "off {off} e {e}");
+                            let (add, rshift) = d.cached.unwrap();
+                            assert_eq!((add[i], rshift[i]), (d.add[i], d.rshift[i]), "cached");
+                        }
+                    }
                 }
             }
         }
@@ -2339,7 +2471,7 @@ mod tests {
                 conv::conv2d_i8(&input, is, &filter, fs, bias, &p, &q, &mut want, os);
                 let kk = kh * kw * cin;
                 let g = GemmI8::pack(isa, &filter, cout, kk, bias, &q).unwrap();
-                let mut s = scratch_for(kk, g.groups);
+                let mut s = scratch_for(kk, g.scratch_i32());
                 let mut got = vec![0i8; want.len()];
                 conv2d_i8(&g, &input, is, fs, &p, q.input_offset, &mut got, os, &mut s);
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
@@ -2369,7 +2501,7 @@ mod tests {
                     &mut want,
                 );
                 let g = GemmI8::pack(isa, &weights, n, k, Some(&bias), &q).unwrap();
-                let mut s = scratch_for(k, g.groups);
+                let mut s = scratch_for(k, g.scratch_i32());
                 let mut got = vec![0i8; b * n];
                 fully_connected_i8(&g, &input, b, &mut got, &mut s);
                 assert_eq!(got, want, "{isa:?} case {case}: b {b} k {k} n {n}");
@@ -2453,7 +2585,7 @@ mod tests {
                     &p,
                     &mut got,
                     os,
-                    &mut scratch_for(0, 0),
+                    &mut scratch_for(0, dw.scratch_i32()),
                 );
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
             }
@@ -2507,7 +2639,7 @@ mod tests {
                 conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
                 let kk = k * k * cin;
                 let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 1);
+                let mut s = scratch_for(kk, 8);
                 let mut got = vec![0f32; want.len()];
                 conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
                 close(&got, &want, &format!("{isa:?} conv case {case}"));
@@ -2581,7 +2713,7 @@ mod tests {
                 conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
                 let kk = kh * kw * cin;
                 let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 1);
+                let mut s = scratch_for(kk, 8);
                 let mut got = vec![0f32; want.len()];
                 conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
                 close(

@@ -9,8 +9,8 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{
-    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS, GROUP_F32,
-    MAX_SEGS_F32, MR_F32, NR_F32,
+    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS,
+    FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
@@ -363,7 +363,9 @@ fn pack_conv_rows_avx512(
 }
 
 /// The AVX-512 VNNI tile with its requantization: `out[r * stride + j] = requant(sum_g
-/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq`. The accumulators go from registers to bytes; nothing else is written.
+/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq` (`fused`:
+/// [`fused_cache`] of `rq`, with the fused form). The accumulators go from registers to bytes;
+/// nothing else is written.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn tile_rq_i8_avx512(
     rows: usize,
@@ -371,6 +373,7 @@ pub(crate) fn tile_rq_i8_avx512(
     b: &[i8],
     groups: usize,
     rq: &Requant,
+    fused: &[i32],
     c0: usize,
     cn: usize,
     out: &mut [i8],
@@ -386,8 +389,8 @@ pub(crate) fn tile_rq_i8_avx512(
                 // F/BW/VL/VNNI (`available`); `a` has rows of `groups` words and `b`
                 // `groups * 128` bytes, and `out` holds every (row, channel) stored (asserted).
                 $($n => unsafe {
-                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq, c0,
-                        cn, out.as_mut_ptr(), stride)
+                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq,
+                        fused, c0, cn, out.as_mut_ptr(), stride)
                 },)*
                 _ => unreachable!(),
             }
@@ -408,6 +411,7 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
     b: *const i8,
     groups: usize,
     rq: &Requant,
+    fused: &[i32],
     c0: usize,
     cn: usize,
     out: *mut i8,
@@ -444,13 +448,13 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
             (1u16 << n) - 1
         }
     };
-    let p = Rq16::load(rq, c0);
+    let p = Rq16::load_cached(rq, fused, c0);
     for (r, acc) in acc.iter().enumerate() {
         // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
         unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply_biased(acc[0])) };
     }
     if cn > 16 {
-        let p = Rq16::load(rq, c0 + 16);
+        let p = Rq16::load_cached(rq, fused, c0 + 16);
         for (r, acc) in acc.iter().enumerate() {
             // SAFETY: row r's channels 16..cn are writable (the caller's contract).
             unsafe {
@@ -465,7 +469,7 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
 
 /// `RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x, m), right)` on 8 lanes, `mask`
 /// = `(1 << right) - 1` and `thr` = `mask >> 1` (the double rounding of
-/// `MultiplyByQuantizedMultiplier` after its left shift; see [`requant_8`] for why it is exact
+/// `MultiplyByQuantizedMultiplier` after its left shift; see [`Rq8`] for why it is exact
 /// for every `x` when no lane of `m` is `i32::MIN`).
 #[inline]
 #[target_feature(enable = "avx2,fma")]
@@ -515,29 +519,160 @@ fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i) -> __m512
     _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, thr), q, one)
 }
 
-/// `MultiplyByQuantizedMultiplier` (double rounding) of 8 lanes of channels `c..c + 8`, plus
-/// the output offset and clamp, bit-exact with [`Requant::apply`]:
+/// The requantization parameters of 8 channels in registers, derived from the stored ones
+/// (`left`, `right`, `mask`, `thr` from `shift`, as [`Mbqm::new`]); loaded once per 8-channel
+/// column of a tile. [`Rq8::apply`] is `MultiplyByQuantizedMultiplier` (double rounding) of
+/// the 8 lanes, plus the output offset and clamp, bit-exact with [`Requant::apply`]:
 /// - `SaturatingRoundingDoublingHighMul(a, m) = (a * m + 2^30) >> 31` (floor) for every `a`
 ///   when `m != i32::MIN` (the reference's negative nudge `1 - 2^30` with truncating division
 ///   gives the same value as the floor of `(a * m + 2^30) / 2^31`);
 /// - `RoundingDivideByPOT(x, e) = (x >> e) + (x & mask > (mask >> 1) + (x < 0))`;
 /// - `clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off`.
+struct Rq8 {
+    bias: __m256i,
+    /// Whether any channel shifts left (`Requant::any_left`; else `left` is zero and unused).
+    any_left: bool,
+    left: __m256i,
+    mult: __m256i,
+    mask: __m256i,
+    thr: __m256i,
+    right: __m256i,
+    lo: __m256i,
+    hi: __m256i,
+    off: __m256i,
+}
+
+impl Rq8 {
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn load(rq: &Requant, c: usize) -> Rq8 {
+        assert!(c + 8 <= rq.bias.len());
+        // SAFETY: the loads read rq.bias, rq.mult (8 i32) and rq.shift (8 i8) from c, in
+        // bounds (asserted; all arrays have the same length).
+        let (bias, mult, shift) = unsafe {
+            let ld = |v: &[i32]| _mm256_loadu_si256(v.as_ptr().add(c) as *const __m256i);
+            let s = _mm_loadl_epi64(rq.shift.as_ptr().add(c) as *const __m128i);
+            (ld(&rq.bias), ld(&rq.mult), _mm256_cvtepi8_epi32(s))
+        };
+        let [left, right, mask, thr] = derive_8(shift, rq.any_left);
+        let off = rq.out_offset;
+        Rq8 {
+            bias,
+            any_left: rq.any_left,
+            left,
+            mult,
+            mask,
+            thr,
+            right,
+            lo: _mm256_set1_epi32(rq.act_min.saturating_sub(off)),
+            hi: _mm256_set1_epi32(rq.act_max.saturating_sub(off)),
+            off: _mm256_set1_epi32(off),
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    fn apply(&self, acc: __m256i) -> __m256i {
+        let x = _mm256_add_epi32(acc, self.bias);
+        // Most layers' multipliers are below one: no left shift anywhere.
+        let x = if self.any_left {
+            _mm256_sllv_epi32(x, self.left)
+        } else {
+            x
+        };
+        let q = srdhm_rdbpot_8(x, self.mult, self.mask, self.thr, self.right);
+        let q = _mm256_min_epi32(_mm256_max_epi32(q, self.lo), self.hi);
+        _mm256_add_epi32(q, self.off)
+    }
+}
+
+/// `[left, right, mask, thr]` of [`Mbqm::new`] from 8 lanes of `shift` (in `-31..=31`;
+/// `any_left`: whether any is positive, else `left` is zero). The AVX2 depthwise kernel loads
+/// these per pixel, so every instruction counts.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-fn requant_8(acc: __m256i, rq: &Requant, c: usize) -> __m256i {
-    assert!(c + 8 <= rq.bias.len());
-    // SAFETY: the eight-lane loads read rq.*[c..c + 8], in bounds (asserted; all arrays have
-    // the same length).
-    unsafe {
-        let ld = |v: &[i32]| _mm256_loadu_si256(v.as_ptr().add(c) as *const __m256i);
-        let x = _mm256_add_epi32(acc, ld(&rq.bias));
-        let x = _mm256_sllv_epi32(x, ld(&rq.left));
-        let q = srdhm_rdbpot_8(x, ld(&rq.mult), ld(&rq.mask), ld(&rq.thr), ld(&rq.right));
-        let off = rq.out_offset;
-        let lo = _mm256_set1_epi32(rq.act_min.saturating_sub(off));
-        let hi = _mm256_set1_epi32(rq.act_max.saturating_sub(off));
-        let q = _mm256_min_epi32(_mm256_max_epi32(q, lo), hi);
-        _mm256_add_epi32(q, _mm256_set1_epi32(off))
+fn derive_8(shift: __m256i, any_left: bool) -> [__m256i; 4] {
+    let (zero, one) = (_mm256_setzero_si256(), _mm256_set1_epi32(1));
+    let (left, right) = if any_left {
+        let left = _mm256_max_epi32(shift, zero);
+        // max(shift, 0) - shift = max(-shift, 0).
+        (left, _mm256_sub_epi32(left, shift))
+    } else {
+        (zero, _mm256_sub_epi32(zero, shift))
+    };
+    // (1 << 31) - 1 wraps to i32::MAX, as Mbqm's i64 arithmetic gives.
+    let mask = _mm256_sub_epi32(_mm256_sllv_epi32(one, right), one);
+    [left, right, mask, _mm256_srli_epi32::<1>(mask)]
+}
+
+/// [`derive_8`] on 16 lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn derive_16(shift: __m512i, any_left: bool) -> [__m512i; 4] {
+    let (zero, one) = (_mm512_setzero_si512(), _mm512_set1_epi32(1));
+    let (left, right) = if any_left {
+        let left = _mm512_max_epi32(shift, zero);
+        (left, _mm512_sub_epi32(left, shift))
+    } else {
+        (zero, _mm512_sub_epi32(zero, shift))
+    };
+    let mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, right), one);
+    [left, right, mask, _mm512_srli_epi32::<1>(mask)]
+}
+
+/// The fused form's per-lane constants from 16 lanes of `shift` (every stored channel shifting
+/// right, `shift = -e <= -1`): `[add_even, add_odd, rshift]`, the 64-bit
+/// [`Requant::fused_add`] of the even and of the odd channels, and `e - 1` per channel.
+/// Padding channels (shift 0) get meaningless lanes, which are never stored.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn derive_fused_16(shift: __m512i, out_offset: i32) -> [__m512i; 3] {
+    // e - 1 = -shift - 1 = !shift.
+    let rshift = _mm512_xor_si512(shift, _mm512_set1_epi32(-1));
+    // 2^30 + 2^(30 + e) + off * 2^(31 + e) = 2^30 + ((1 + 2 off) * 2^31) << (e - 1): |(1 + 2
+    // off) * 2^31| < 2^63, and the shifted value fits as the whole constant does (checked when
+    // packing), so the 64-bit shift is exact.
+    let base = _mm512_set1_epi64((1 + 2 * i64::from(out_offset)) << 31);
+    let half = _mm512_set1_epi64(1 << 30);
+    // Each 64-bit lane's shift count: the even channel's e - 1 (low half), the odd one's (high).
+    let r_even = _mm512_and_si512(rshift, _mm512_set1_epi64(0xFFFF_FFFF));
+    let r_odd = _mm512_srli_epi64::<32>(rshift);
+    let add = |r: __m512i| _mm512_add_epi64(half, _mm512_sllv_epi64(base, r));
+    [add(r_even), add(r_odd), rshift]
+}
+
+/// The fused form's constants ([`derive_fused_16`]) of every 16-channel block of `rq`, block
+/// `b` at words `48 b..48 b + 48` of `cache` (`add_even`, `add_odd`, `rshift`): derived once per
+/// GEMM or depthwise call and loaded by each tile or pixel ([`Rq16::load_cached`]).
+pub(crate) fn fused_cache(rq: &Requant, cache: &mut [i32]) {
+    assert!(rq.fused && available(Isa::Avx512Vnni));
+    // SAFETY: AVX-512 F/BW/VL are available (asserted).
+    unsafe { fused_cache_avx512(rq, cache) }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn fused_cache_avx512(rq: &Requant, cache: &mut [i32]) {
+    assert!(cache.len() == rq.shift.len() / 16 * FUSED_CACHE_WORDS);
+    for (b, words) in cache.chunks_exact_mut(FUSED_CACHE_WORDS).enumerate() {
+        fused_cache_block(rq, 16 * b, words);
+    }
+}
+
+/// [`derive_fused_16`] of channels `c..c + 16` into `words` (48).
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn fused_cache_block(rq: &Requant, c: usize, words: &mut [i32]) {
+    assert!(c + 16 <= rq.shift.len() && words.len() == FUSED_CACHE_WORDS);
+    // SAFETY: shifts c..c + 16 (asserted).
+    let shift = unsafe {
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(rq.shift.as_ptr().add(c) as *const __m128i))
+    };
+    for (i, v) in derive_fused_16(shift, rq.out_offset)
+        .into_iter()
+        .enumerate()
+    {
+        // SAFETY: words 16 i..16 i + 16 of the 48 (asserted).
+        unsafe { _mm512_storeu_si512(words.as_mut_ptr().add(16 * i) as *mut __m512i, v) };
     }
 }
 
@@ -565,22 +700,32 @@ fn store_16(v: __m128i, out: &mut [i8]) {
     }
 }
 
-/// Requantizes `out.len() <= 32` channels starting at `c0` (double rounding; AVX-512 also
-/// single rounding).
-pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+/// Requantizes `cn <= 32` channels starting at `c0` of each of `rows` (double rounding;
+/// AVX-512 also single rounding), row `r` to `out[r * stride..][..cn]`. The parameters are
+/// loaded (and derived) once per column of the tile, not per row.
+pub(crate) fn requant_tile(
+    isa: Isa,
+    rq: &Requant,
+    c0: usize,
+    rows: &[[i32; 32]],
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    assert!(cn <= 32 && (rows.is_empty() || out.len() >= (rows.len() - 1) * stride + cn));
     if isa == Isa::Avx512Vnni {
         // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
-        return unsafe { requant_row_avx512(rq, c0, acc, out) };
+        return unsafe { requant_tile_avx512(rq, c0, rows, cn, out, stride) };
     }
     // SAFETY: only called with packed weights, which exist only when AVX2 is available
     // (module invariant).
-    unsafe { requant_row_avx2(rq, c0, acc, out) }
+    unsafe { requant_tile_avx2(rq, c0, rows, cn, out, stride) }
 }
 
-/// The requantization parameters of 16 channels in registers ([`requant_8`] on 16 lanes: the
+/// The requantization parameters of 16 channels in registers ([`Rq8`] on 16 lanes: the
 /// same operations, so the same numbers), loaded once for every row of a tile.
 ///
-/// With [`Requant::fused_add`] (every channel shifts right by `e >= 1`) the two roundings and
+/// With [`Requant::fused`] (every channel shifts right by `e >= 1`) the two roundings and
 /// the output offset are one 64-bit rounding shift per lane instead, with `p = x * m`:
 ///
 /// ```text
@@ -588,7 +733,7 @@ pub(crate) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
 ///     = (p + 2^30 + 2^(30 + e) + off * 2^(31 + e) - [p < 0] * 2^31) >> (31 + e)
 /// ```
 ///
-/// Why it is exact: with `hm = (p + 2^30) >> 31` (see [`requant_8`]), `RoundingDivideByPOT(hm,
+/// Why it is exact: with `hm = (p + 2^30) >> 31` (see [`Rq8`]), `RoundingDivideByPOT(hm,
 /// e) = (hm + 2^(e-1) - [hm < 0]) >> e` for `e >= 1`, and `(floor(p' / 2^31) + c) >> e = (p' +
 /// c * 2^31) >> (31 + e)` for integer `c`. `[hm < 0]` differs from `[p < 0]` only for `-2^30 <=
 /// p < 0`, where both give 0. `|p| < 2^62` and `|constant| < 2^62` (checked when packing), so
@@ -625,32 +770,56 @@ impl Rq16 {
     #[inline]
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
     fn load(rq: &Requant, c: usize) -> Rq16 {
+        if !rq.fused {
+            return Self::load_cached(rq, &[], c);
+        }
+        // The block's fused constants through a one-block cache (the same loads as from the
+        // whole cache, so one code path).
+        let mut block = [0i32; FUSED_CACHE_WORDS];
+        fused_cache_block(rq, c, &mut block);
+        Self::load_at(rq, &block, 0, c)
+    }
+
+    /// [`Self::load`] taking the fused form's constants from `cache` ([`fused_cache`] of the
+    /// whole `rq`; unused without the fused form).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn load_cached(rq: &Requant, cache: &[i32], c: usize) -> Rq16 {
+        Self::load_at(rq, cache, c / 16 * FUSED_CACHE_WORDS, c)
+    }
+
+    /// The parameters of channels `c..c + 16`, with the fused form's constants at word `at` of
+    /// `cache`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn load_at(rq: &Requant, cache: &[i32], at: usize, c: usize) -> Rq16 {
         assert!(c + 16 <= rq.bias.len());
-        // SAFETY: the sixteen-lane loads read rq.*[c..c + 16], in bounds (asserted; all
-        // arrays have the same length).
+        // SAFETY: the loads read rq.bias, rq.mult (16 i32) and rq.shift (16 i8) from c, in
+        // bounds (asserted; all arrays have the same length).
         let ld = |v: &[i32]| unsafe { _mm512_loadu_si512(v.as_ptr().add(c) as *const __m512i) };
-        let fused = !rq.fused_add.is_empty() && c.is_multiple_of(16);
-        let (add_even, add_odd, rshift) = if fused {
-            assert!(c + 16 <= rq.fused_add.len() && c + 16 <= rq.fused_shift.len());
-            // SAFETY: eight i64 each from c and c + 8, and sixteen i32 from c, inside the
-            // arrays (asserted).
-            unsafe {
-                let ld64 =
-                    |v: &[i64], at: usize| _mm512_loadu_si512(v.as_ptr().add(at) as *const __m512i);
-                (
-                    ld64(&rq.fused_add, c),
-                    ld64(&rq.fused_add, c + 8),
-                    ld(&rq.fused_shift),
-                )
-            }
+        // SAFETY: as above.
+        let shift = unsafe {
+            _mm512_cvtepi8_epi32(_mm_loadu_si128(rq.shift.as_ptr().add(c) as *const __m128i))
+        };
+        // Only what the chosen form uses: the fused form's constants come derived already
+        // (the depthwise kernels load parameters per pixel).
+        let fused = rq.fused;
+        let z = _mm512_setzero_si512();
+        let ([add_even, add_odd, rshift], [left, right, mask, thr]) = if fused {
+            // The fused form's blocks start at multiples of 16 channels.
+            assert!(c.is_multiple_of(16) && at + FUSED_CACHE_WORDS <= cache.len());
+            // SAFETY: words at..at + 48 of the cache (asserted).
+            let ld = |i: usize| unsafe {
+                _mm512_loadu_si512(cache.as_ptr().add(at + 16 * i) as *const __m512i)
+            };
+            ([ld(0), ld(1), ld(2)], [z; 4])
         } else {
-            let z = _mm512_setzero_si512();
-            (z, z, z)
+            ([z; 3], derive_16(shift, rq.any_left))
         };
         let off = rq.out_offset;
         let single = rq.single_rounding.then(|| {
             // total = clamp(31 - shift, 1, 62): the rounding shift of the 64-bit product.
-            let total = _mm512_sub_epi32(_mm512_set1_epi32(31), ld(&rq.shift));
+            let total = _mm512_sub_epi32(_mm512_set1_epi32(31), shift);
             let total = _mm512_min_epi32(
                 _mm512_max_epi32(total, _mm512_set1_epi32(1)),
                 _mm512_set1_epi32(62),
@@ -665,12 +834,12 @@ impl Rq16 {
         Rq16 {
             single,
             bias: ld(&rq.bias),
-            left: ld(&rq.left),
+            left,
             any_left: rq.any_left,
             mult,
-            mask: ld(&rq.mask),
-            thr: ld(&rq.thr),
-            right: ld(&rq.right),
+            mask,
+            thr,
+            right,
             lo: _mm512_set1_epi32(rq.act_min.saturating_sub(off)),
             hi: _mm512_set1_epi32(rq.act_max.saturating_sub(off)),
             off: _mm512_set1_epi32(off),
@@ -763,35 +932,52 @@ impl Rq16 {
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn requant_row_avx512(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
-    assert!(out.len() <= 32);
+fn requant_tile_avx512(
+    rq: &Requant,
+    c0: usize,
+    rows: &[[i32; 32]],
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
     let mut j = 0;
-    while j < out.len() {
-        // SAFETY: j + 16 <= 32 lanes of acc.
-        let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(j) as *const __m512i) };
-        let v = Rq16::load(rq, c0 + j).apply(a);
-        let end = (j + 16).min(out.len());
-        store_16(v, &mut out[j..end]);
+    while j < cn {
+        let p = Rq16::load(rq, c0 + j);
+        let end = (j + 16).min(cn);
+        for (r, acc) in rows.iter().enumerate() {
+            // SAFETY: j + 16 <= 32 lanes of acc.
+            let a = unsafe { _mm512_loadu_si512(acc.as_ptr().add(j) as *const __m512i) };
+            store_16(p.apply(a), &mut out[r * stride + j..r * stride + end]);
+        }
         j += 16;
     }
 }
 
 #[target_feature(enable = "avx2,fma")]
-fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
-    assert!(out.len() <= 32);
+fn requant_tile_avx2(
+    rq: &Requant,
+    c0: usize,
+    rows: &[[i32; 32]],
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
     let mut j = 0;
-    while j < out.len() {
-        // SAFETY: j + 16 <= 32 lanes of acc; the per-channel arrays are padded to whole
-        // 16-channel tiles (requant_8 asserts).
-        let (a0, a1) = unsafe {
-            (
-                _mm256_loadu_si256(acc.as_ptr().add(j) as *const __m256i),
-                _mm256_loadu_si256(acc.as_ptr().add(j + 8) as *const __m256i),
-            )
-        };
-        let v = narrow_16(requant_8(a0, rq, c0 + j), requant_8(a1, rq, c0 + j + 8));
-        let end = (j + 16).min(out.len());
-        store_16(v, &mut out[j..end]);
+    while j < cn {
+        // The per-channel arrays are padded to whole 16-channel tiles (Rq8::load asserts).
+        let (p0, p1) = (Rq8::load(rq, c0 + j), Rq8::load(rq, c0 + j + 8));
+        let end = (j + 16).min(cn);
+        for (r, acc) in rows.iter().enumerate() {
+            // SAFETY: j + 16 <= 32 lanes of acc.
+            let (a0, a1) = unsafe {
+                (
+                    _mm256_loadu_si256(acc.as_ptr().add(j) as *const __m256i),
+                    _mm256_loadu_si256(acc.as_ptr().add(j + 8) as *const __m256i),
+                )
+            };
+            let v = narrow_16(p0.apply(a0), p1.apply(a1));
+            store_16(v, &mut out[r * stride + j..r * stride + end]);
+        }
         j += 16;
     }
 }
@@ -804,7 +990,7 @@ fn requant_row_avx2(rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
 /// << 20, mult, shift)`, its high multiply in 32-bit products (`ArithI8::split1`) and its
 /// rounding shift as in [`rdbpot_8`] (the parameters of [`ArithI8::new`] keep every intermediate
 /// inside i32, as in the scalar kernel), then the sum goes through the output stage with the
-/// exact vector `MultiplyByQuantizedMultiplier` of [`srdhm_rdbpot_8`], as in [`requant_8`].
+/// exact vector `MultiplyByQuantizedMultiplier` of [`srdhm_rdbpot_8`], as in [`Rq8`].
 pub(crate) fn arith_i8(p: &ArithI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i8]) {
     let n = out.len();
     let (Some(a), Some(b)) = (Operand::new(a, n), Operand::new(b, n)) else {
@@ -900,7 +1086,7 @@ impl Arith16 {
             in2: stage_16(&p.in2),
             out_left: _mm_cvtsi32_si128(p.out.left),
             out: stage_16(&p.out),
-            // clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off (`requant_8`).
+            // clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off (`Rq8`).
             lo: set(p.act_min - p.out_offset),
             hi: set(p.act_max - p.out_offset),
             off: set(p.out_offset),
@@ -1289,10 +1475,19 @@ pub(crate) fn dw_i8_rows(
     geometry: [usize; 6],
     oys: Range<usize>,
     out: &mut [i8],
+    scratch: &mut [i32],
 ) {
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    // The fused form's constants once per call (`DwI8::scratch_i32` words of `scratch`).
+    let cache = match super::fused_cache_in(scratch, dw.scratch_i32()) {
+        Some(cache) => {
+            fused_cache(&dw.rq, cache);
+            &*cache
+        }
+        None => &[],
+    };
     // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI (`available`).
-    unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out) }
+    unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out, cache) }
 }
 
 /// [`dw_i8_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
@@ -1304,26 +1499,27 @@ fn dw_i8_rows_avx512(
     geometry: [usize; 6],
     oys: Range<usize>,
     out: &mut [i8],
+    cache: &[i32],
 ) {
     let c = dw.c;
     let step = geometry[1] * c;
     if dw.pairs {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
             // SAFETY: as below.
-            unsafe { dw_i8_pairs_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+            unsafe { dw_i8_pairs_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
         });
     }
     if !dw.w8.is_empty() {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
             // SAFETY: as below.
-            unsafe { dw_i8_pixel_quads_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+            unsafe { dw_i8_pixel_quads_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
         });
     }
     super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
         // SAFETY: this function's features; for_each_window_run gives c readable elements at
         // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
         // the taps.
-        unsafe { dw_i8_pixel_avx512(dw, ptrs, n, step, &mut out[at..at + n * c]) };
+        unsafe { dw_i8_pixel_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
     });
 }
 
@@ -1335,7 +1531,7 @@ fn dw_i8_rows_avx512(
 /// saturating packs turn back into channel order: the result is the block's 64 output bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn dw_quads_block(dw: &DwI8, ch: usize, load: impl Fn(usize) -> __m512i) -> __m512i {
+fn dw_quads_block(dw: &DwI8, cache: &[i32], ch: usize, load: impl Fn(usize) -> __m512i) -> __m512i {
     let taps = dw.taps;
     let quads = taps.div_ceil(4);
     assert!(ch.is_multiple_of(64) && dw.w8.len() >= (ch / 64 + 1) * quads * 256);
@@ -1380,7 +1576,7 @@ fn dw_quads_block(dw: &DwI8, ch: usize, load: impl Fn(usize) -> __m512i) -> __m5
         acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
         acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
     }
-    let r = |j: usize| Rq16::load(&dw.rq, ch + 16 * j).apply_i32(acc[j]);
+    let r = |j: usize| Rq16::load_cached(&dw.rq, cache, ch + 16 * j).apply_i32(acc[j]);
     let p01 = _mm512_packs_epi32(r(0), r(1));
     let p23 = _mm512_packs_epi32(r(2), r(3));
     _mm512_packs_epi16(p01, p23)
@@ -1396,6 +1592,7 @@ fn dw_quads_block(dw: &DwI8, ch: usize, load: impl Fn(usize) -> __m512i) -> __m5
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pixel_quads_avx512(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -1411,7 +1608,7 @@ unsafe fn dw_i8_pixel_quads_avx512(
         while ch < c {
             let n = (c - ch).min(64);
             let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-            let v = dw_quads_block(dw, ch, |t| {
+            let v = dw_quads_block(dw, cache, ch, |t| {
                 let p = ptrs[t];
                 if p.is_null() {
                     return padv;
@@ -1438,6 +1635,7 @@ unsafe fn dw_i8_pixel_quads_avx512(
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pairs_avx512(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -1462,7 +1660,7 @@ unsafe fn dw_i8_pairs_avx512(
                 flip,
             )
         };
-        let v = dw_quads_block(dw, 0, |t| {
+        let v = dw_quads_block(dw, cache, 0, |t| {
             let lo = half(ptrs[t], k);
             // Without a second pixel the high half is not stored.
             let hi = if two { half(ptrs[t], k + 1) } else { lo };
@@ -1491,6 +1689,7 @@ unsafe fn dw_i8_pairs_avx512(
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn dw_i8_pixel_avx512(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -1536,12 +1735,13 @@ unsafe fn dw_i8_pixel_avx512(
                 lo = _mm512_dpwssd_epi32(lo, _mm512_unpacklo_epi16(x0, x1), wl);
                 hi = _mm512_dpwssd_epi32(hi, _mm512_unpackhi_epi16(x0, x1), wh);
             }
-            let v = Rq16::load(&dw.rq, ch).apply(_mm512_permutex2var_epi32(lo, first, hi));
+            let v = Rq16::load_cached(&dw.rq, cache, ch)
+                .apply(_mm512_permutex2var_epi32(lo, first, hi));
             // SAFETY: the mask keeps the store to out[ch..ch + min(n, 16)].
             unsafe { _mm_mask_storeu_epi8(out.as_mut_ptr().add(ch), mask as __mmask16, v) };
             if n > 16 {
-                let v =
-                    Rq16::load(&dw.rq, ch + 16).apply(_mm512_permutex2var_epi32(lo, second, hi));
+                let v = Rq16::load_cached(&dw.rq, cache, ch + 16)
+                    .apply(_mm512_permutex2var_epi32(lo, second, hi));
                 // SAFETY: the mask keeps the store to out[ch + 16..ch + n].
                 unsafe {
                     _mm_mask_storeu_epi8(
@@ -1605,7 +1805,10 @@ fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
         // lo = channels 0-3 | 8-11, hi = 4-7 | 12-15.
         let a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
         let a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-        let v = narrow_16(requant_8(a0, &dw.rq, ch), requant_8(a1, &dw.rq, ch + 8));
+        let v = narrow_16(
+            Rq8::load(&dw.rq, ch).apply(a0),
+            Rq8::load(&dw.rq, ch + 8).apply(a1),
+        );
         let end = (ch + 16).min(c);
         store_16(v, &mut out[ch..end]);
     }
@@ -2472,4 +2675,64 @@ unsafe fn wino_output_avx512(
             ob += 16;
         }
     }
+}
+
+/// The parameters [`Rq16::load`] and [`Rq8::load`] derive for channels `c..c + 16`, for the
+/// tests to compare with [`Mbqm::new`] and [`Requant::fused_add`].
+#[cfg(test)]
+pub(crate) struct Derived {
+    /// `[left, right, mask, thr]` per channel (zero in the fused form).
+    pub(crate) stages: [[i32; 16]; 4],
+    /// The fused form's constant and `e - 1` per channel, in channel order.
+    pub(crate) add: [i64; 16],
+    pub(crate) rshift: [i32; 16],
+    /// `add` and `rshift` through [`fused_cache`] and [`Rq16::load_cached`] (fused form only).
+    pub(crate) cached: Option<([i64; 16], [i32; 16])>,
+    /// [`Rq8::load`]'s `[left, right, mask, thr]` of the same channels (both halves).
+    pub(crate) stages_8: [[i32; 16]; 4],
+}
+
+/// [`Derived`] of channels `c..c + 16`; `None` without AVX-512.
+#[cfg(test)]
+pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
+    if !available(Isa::Avx512Vnni) {
+        return None;
+    }
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn run(rq: &Requant, c: usize) -> Derived {
+        // SAFETY (transmutes): vectors and integer arrays of the same size, any bits valid.
+        let v16 = |v: __m512i| unsafe { core::mem::transmute::<__m512i, [i32; 16]>(v) };
+        let v64 = |v: __m512i| unsafe { core::mem::transmute::<__m512i, [i64; 8]>(v) };
+        let v8 = |v: __m256i| unsafe { core::mem::transmute::<__m256i, [i32; 8]>(v) };
+        let in_order = |p: &Rq16| -> [i64; 16] {
+            let (even, odd) = (v64(p.add_even), v64(p.add_odd));
+            core::array::from_fn(|i| if i % 2 == 0 { even[i / 2] } else { odd[i / 2] })
+        };
+        let p = Rq16::load(rq, c);
+        let cached = rq.fused.then(|| {
+            let mut cache = vec![0; rq.shift.len() / 16 * FUSED_CACHE_WORDS];
+            fused_cache(rq, &mut cache);
+            let q = Rq16::load_cached(rq, &cache, c);
+            (in_order(&q), v16(q.rshift))
+        });
+        let (h0, h1) = (Rq8::load(rq, c), Rq8::load(rq, c + 8));
+        let both = |a: __m256i, b: __m256i| {
+            let (a, b) = (v8(a), v8(b));
+            core::array::from_fn(|i| if i < 8 { a[i] } else { b[i - 8] })
+        };
+        Derived {
+            stages: [v16(p.left), v16(p.right), v16(p.mask), v16(p.thr)],
+            add: in_order(&p),
+            rshift: v16(p.rshift),
+            cached,
+            stages_8: [
+                both(h0.left, h1.left),
+                both(h0.right, h1.right),
+                both(h0.mask, h1.mask),
+                both(h0.thr, h1.thr),
+            ],
+        }
+    }
+    // SAFETY: AVX-512 F/BW/VL are available (checked above).
+    Some(unsafe { run(rq, c) })
 }
