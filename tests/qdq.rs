@@ -255,7 +255,7 @@ fn scales_and_zero_points_are_the_models() {
             .tensors()
             .iter()
             .filter(|t| t.data.is_some())
-            .filter_map(|t| t.qparams.as_ref().map(|q| q.scales.clone()))
+            .filter_map(|t| t.qparams.as_ref().map(|q| q.scales.to_vec()))
             .collect();
         // The int8 values of the constant with these scales, sorted (the layout permutes them).
         let sorted_values = |scales: &[f32]| -> Option<Vec<i8>> {
@@ -427,7 +427,7 @@ fn dynamic_models_convert_to_int8_weights_only() {
         let lite_scales: Vec<Vec<f32>> = lite
             .tensors()
             .iter()
-            .filter_map(|t| t.qparams.as_ref().map(|q| q.scales.clone()))
+            .filter_map(|t| t.qparams.as_ref().map(|q| q.scales.to_vec()))
             .collect();
         for t in &m.graph.as_ref().unwrap().initializer {
             if t.name.ends_with("_scale") && t.data_type == 1 {
