@@ -246,9 +246,12 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     r.file_bytes = bytes.len();
     r.arena_bytes = interp.arena_bytes();
     r.prepacked_bytes = interp.prepacked_bytes();
-    r.weights_bytes = (0..model.tensors().len())
-        .filter_map(|i| model.const_bytes(i).ok())
-        .map(|b| b.len())
+    // (Not through `const_bytes`, whose error for a non-constant tensor formats its name: that
+    // would read the released metadata back in.)
+    r.weights_bytes = model
+        .tensors()
+        .iter()
+        .filter_map(|t| t.data.map(<[u8]>::len))
         .sum();
     r.peak_rss_bytes = peak_rss_bytes();
     r.start_rss_bytes = start_rss;

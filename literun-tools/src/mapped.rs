@@ -39,6 +39,11 @@ impl ModelFile {
             // literun-bench map files they are about to benchmark and do not change them.
             let map = unsafe { memmap2::Mmap::map(&file) }
                 .with_context(|| format!("cannot map {label}"))?;
+            // Pages are given back one by one; a huge page-cache folio mapped whole (the kernel
+            // can hold a freshly written file in 2 MiB folios) would bring 2 MiB back for one
+            // byte read. A hint: where the OS has no such advice, nothing changes.
+            #[cfg(target_os = "linux")]
+            let _ = map.advise(memmap2::Advice::NoHugePage);
             Ok(ModelFile {
                 map,
                 released: RefCell::default(),
