@@ -2579,6 +2579,24 @@ impl Kind {
     /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
     pub(crate) fn scratch(&self) -> (usize, usize, usize) {
         match self {
+            Kind::BatchMatMulI8 {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            } => {
+                let (l, r) = (lhs_shape.len(), rhs_shape.len());
+                let (m, k) = if *adj_x {
+                    (lhs_shape[l - 1], lhs_shape[l - 2])
+                } else {
+                    (lhs_shape[l - 2], lhs_shape[l - 1])
+                };
+                let n = rhs_shape[if *adj_y { r - 2 } else { r - 1 }];
+                let (i8s, i32s) =
+                    crate::kernels::batch_matmul::BmmI8Scratch::sizes(m, k, n, *adj_x, *adj_y);
+                (i8s, 0, i32s)
+            }
             Kind::ConvHybrid { in_shape, .. } => {
                 (in_shape.iter().product(), in_shape[0], in_shape[0])
             }

@@ -131,10 +131,36 @@ fn dims(
     ok.then_some((m, k, n))
 }
 
+/// Scratch of [`batch_matmul_i8`]: each lhs row and rhs column made contiguous along K (where
+/// the layout does not have them so already), and their sums.
+pub struct BmmI8Scratch<'a> {
+    /// `m * k` values with `adj_x` (the lhs is `[K, M]`), else unused.
+    pub lhs_rows: &'a mut [i8],
+    /// `n * k` values without `adj_y` (the rhs is `[K, N]`), else unused.
+    pub rhs_cols: &'a mut [i8],
+    /// `m + n` sums.
+    pub sums: &'a mut [i32],
+}
+
+impl BmmI8Scratch<'_> {
+    /// (i8, i32) values the scratch needs for these dimensions.
+    pub fn sizes(m: usize, k: usize, n: usize, adj_x: bool, adj_y: bool) -> (usize, usize) {
+        let lhs = if adj_x { m * k } else { 0 };
+        let rhs = if adj_y { 0 } else { n * k };
+        (lhs + rhs, m + n)
+    }
+}
+
 /// Int8 BATCH_MATMUL as LiteRT's builtin kernel (`EvalInt8Int8`): per output,
-/// `acc = sum_k (lhs + lhs_offset) * (rhs + rhs_offset)` (exact in i32), requantized by `q`
+/// `acc = sum_k (lhs + lhs_offset) * (rhs + rhs_offset)` (in wrapping i32), requantized by `q`
 /// (one multiplier; `q.input_offset` is `-lhs_zero_point`), plus the output zero point, clamped
-/// to int8. Shapes as [`batch_matmul_f32`]; does nothing if they do not agree with the slices.
+/// to int8. Shapes as [`batch_matmul_f32`]; does nothing if they or the scratch sizes
+/// ([`BmmI8Scratch::sizes`]) do not agree with the slices.
+///
+/// Computed as `dot(row, col) + rhs_offset * sum(row) + lhs_offset * sum(col)` plus
+/// `K * lhs_offset * rhs_offset`, over contiguous rows and columns: the same value modulo 2^32
+/// as the reference's sum of products, and a dot product of two contiguous byte runs
+/// vectorizes.
 #[allow(clippy::too_many_arguments)]
 pub fn batch_matmul_i8(
     lhs: &[i8],
@@ -145,6 +171,7 @@ pub fn batch_matmul_i8(
     adj_y: bool,
     rhs_offset: i32,
     q: &crate::quant::OutputStage,
+    scratch: &mut BmmI8Scratch<'_>,
     output: &mut [i8],
     out_shape: &[usize],
 ) {
@@ -160,7 +187,21 @@ pub fn batch_matmul_i8(
     ) else {
         return;
     };
+    let (need_i8, need_i32) = BmmI8Scratch::sizes(m, k, n, adj_x, adj_y);
+    let lhs_need = if adj_x { m * k } else { 0 };
+    if scratch.lhs_rows.len() < lhs_need
+        || scratch.rhs_cols.len() < need_i8 - lhs_need
+        || scratch.sums.len() < need_i32
+    {
+        return;
+    }
+    if k == 0 {
+        output.fill(q.apply(0, 0));
+        return;
+    }
     let lo = q.input_offset;
+    let base = (k as i32).wrapping_mul(lo).wrapping_mul(rhs_offset);
+    let (row_sums, col_sums) = scratch.sums[..m + n].split_at_mut(m);
     for_each_batch(
         lhs_shape,
         rhs_shape,
@@ -171,19 +212,55 @@ pub fn batch_matmul_i8(
             let a = &lhs[la..la + m * k];
             let b = &rhs[ra..ra + k * n];
             let out = &mut output[oo..oo + m * n];
-            for i in 0..m {
-                for j in 0..n {
-                    let mut acc = 0i32;
-                    for kk in 0..k {
-                        let x = if adj_x { a[kk * m + i] } else { a[i * k + kk] };
-                        let y = if adj_y { b[j * k + kk] } else { b[kk * n + j] };
-                        acc = acc.wrapping_add((i32::from(x) + lo) * (i32::from(y) + rhs_offset));
-                    }
+            let rows: &[i8] = if adj_x {
+                transpose(a, k, m, &mut scratch.lhs_rows[..m * k]);
+                &scratch.lhs_rows[..m * k]
+            } else {
+                a
+            };
+            let cols: &[i8] = if adj_y {
+                b
+            } else {
+                transpose(b, k, n, &mut scratch.rhs_cols[..n * k]);
+                &scratch.rhs_cols[..n * k]
+            };
+            for (s, row) in row_sums.iter_mut().zip(rows.chunks_exact(k)) {
+                *s = sum_i8(row);
+            }
+            for (s, col) in col_sums.iter_mut().zip(cols.chunks_exact(k)) {
+                *s = sum_i8(col);
+            }
+            for (i, row) in rows.chunks_exact(k).enumerate() {
+                let row_term = rhs_offset.wrapping_mul(row_sums[i]).wrapping_add(base);
+                for (j, col) in cols.chunks_exact(k).enumerate() {
+                    let acc = dot_i8(row, col)
+                        .wrapping_add(lo.wrapping_mul(col_sums[j]))
+                        .wrapping_add(row_term);
                     out[i * n + j] = q.apply(acc, 0);
                 }
             }
         },
     );
+}
+
+/// `out[j * r + i] = x[i * c + j]`: `x` is `r` rows of `c`, `out` is `c` rows of `r`.
+fn transpose(x: &[i8], r: usize, c: usize, out: &mut [i8]) {
+    for (i, row) in x.chunks_exact(c).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            out[j * r + i] = v;
+        }
+    }
+}
+
+fn sum_i8(x: &[i8]) -> i32 {
+    x.iter().fold(0i32, |s, &v| s.wrapping_add(i32::from(v)))
+}
+
+/// Sum of products in wrapping i32 (each product fits in i16).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    a.iter().zip(b).fold(0i32, |s, (&x, &y)| {
+        s.wrapping_add(i32::from(x) * i32::from(y))
+    })
 }
 
 /// Scratch of [`batch_matmul_hybrid`].
@@ -494,5 +571,152 @@ mod tests {
         let mut o = [9.0; 6];
         batch_matmul_f32(&[], &[2, 0], &[], &[3, 0], false, true, &mut o, &[2, 3]);
         assert_eq!(o, [0.0; 6]);
+    }
+
+    /// The reference's loop: every product accumulated in order, operands read in place.
+    #[allow(clippy::too_many_arguments)]
+    fn reference_i8(
+        lhs: &[i8],
+        lhs_shape: &[usize],
+        rhs: &[i8],
+        rhs_shape: &[usize],
+        adj_x: bool,
+        adj_y: bool,
+        rhs_offset: i32,
+        q: &crate::quant::OutputStage,
+        out_shape: &[usize],
+    ) -> Vec<i8> {
+        let mut output = vec![0i8; out_shape.iter().product()];
+        let (m, k, n) = dims(
+            lhs.len(),
+            lhs_shape,
+            rhs.len(),
+            rhs_shape,
+            adj_x,
+            adj_y,
+            output.len(),
+            out_shape,
+        )
+        .unwrap();
+        let lo = q.input_offset;
+        for_each_batch(
+            lhs_shape,
+            rhs_shape,
+            out_shape,
+            m * k,
+            k * n,
+            |la, ra, oo| {
+                for i in 0..m {
+                    for j in 0..n {
+                        let mut acc = 0i32;
+                        for kk in 0..k {
+                            let x = if adj_x {
+                                lhs[la + kk * m + i]
+                            } else {
+                                lhs[la + i * k + kk]
+                            };
+                            let y = if adj_y {
+                                rhs[ra + j * k + kk]
+                            } else {
+                                rhs[ra + kk * n + j]
+                            };
+                            acc =
+                                acc.wrapping_add((i32::from(x) + lo) * (i32::from(y) + rhs_offset));
+                        }
+                        output[oo + i * n + j] = q.apply(acc, 0);
+                    }
+                }
+            },
+        );
+        output
+    }
+
+    #[test]
+    fn int8_matches_the_reference_loop() {
+        let mut seed = 7u32;
+        let mut next = move || {
+            seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+            seed >> 8
+        };
+        let shapes: [(&[usize], &[usize], &[usize]); 6] = [
+            (&[3, 5, 17], &[3, 17, 6], &[3, 5, 6]),
+            (&[1, 1], &[1, 1], &[1, 1]),
+            (&[2, 4, 64], &[64, 9], &[2, 4, 9]),
+            (&[2, 1, 3, 33], &[4, 33, 2], &[2, 4, 3, 2]),
+            (&[7, 40], &[40, 31], &[7, 31]),
+            (&[2, 3, 2, 5, 8], &[1, 3, 1, 8, 5], &[2, 3, 2, 5, 5]),
+        ];
+        for (ls, rs, os) in shapes {
+            for (adj_x, adj_y) in [(false, false), (true, false), (false, true), (true, true)] {
+                // The shapes above are for no adjoint; swap the last two dims where adjoint.
+                let swap = |s: &[usize], adj: bool| {
+                    let mut s = s.to_vec();
+                    let r = s.len();
+                    if adj {
+                        s.swap(r - 1, r - 2);
+                    }
+                    s
+                };
+                let (ls, rs) = (swap(ls, adj_x), swap(rs, adj_y));
+                let lhs: Vec<i8> = (0..ls.iter().product()).map(|_| next() as i8).collect();
+                let rhs: Vec<i8> = (0..rs.iter().product()).map(|_| next() as i8).collect();
+                for (lo, ro, mult, shift) in [
+                    (0, 0, 1 << 30, -7),
+                    (128, -127, 1_518_500_250, -16),
+                    (-127, 128, 2_000_000_000, -17),
+                    (5, 3, 1 << 30, -9),
+                ] {
+                    let q = crate::quant::OutputStage {
+                        input_offset: lo,
+                        output_offset: -3,
+                        multipliers: vec![mult],
+                        shifts: vec![shift],
+                        act_min: -128,
+                        act_max: 127,
+                        single_rounding: false,
+                    };
+                    let want = reference_i8(&lhs, &ls, &rhs, &rs, adj_x, adj_y, ro, &q, os);
+                    let r = ls.len();
+                    let (m, k) = if adj_x {
+                        (ls[r - 1], ls[r - 2])
+                    } else {
+                        (ls[r - 2], ls[r - 1])
+                    };
+                    let n = os[os.len() - 1];
+                    let (ni8, ni32) = BmmI8Scratch::sizes(m, k, n, adj_x, adj_y);
+                    let lhs_need = if adj_x { m * k } else { 0 };
+                    let mut i8s = vec![0i8; ni8];
+                    let mut i32s = vec![0i32; ni32];
+                    let (lhs_rows, rhs_cols) = i8s.split_at_mut(lhs_need);
+                    let mut got = vec![0i8; want.len()];
+                    batch_matmul_i8(
+                        &lhs,
+                        &ls,
+                        &rhs,
+                        &rs,
+                        adj_x,
+                        adj_y,
+                        ro,
+                        &q,
+                        &mut BmmI8Scratch {
+                            lhs_rows,
+                            rhs_cols,
+                            sums: &mut i32s,
+                        },
+                        &mut got,
+                        os,
+                    );
+                    assert_eq!(
+                        got, want,
+                        "{ls:?} x {rs:?} adj {adj_x} {adj_y} offsets {lo} {ro}"
+                    );
+                    // Not all saturated: the case checks something.
+                    assert!(
+                        got.iter().any(|&v| v != 127 && v != -128),
+                        "{ls:?} {lo} {ro}"
+                    );
+                }
+            }
+        }
     }
 }
