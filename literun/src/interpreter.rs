@@ -108,6 +108,10 @@ pub(crate) enum Fast {
     Depthwise(DwF32),
     /// Int8 ADD/SUB/MUL computed in vectors (no weights: the kernel's parameters).
     ArithI8(simd::ArithI8),
+    /// An int8 binary operator as a table of its 65536 input pairs, `t[(x as u8) << 8 | y as
+    /// u8]`: SQUARED_DIFFERENCE, whose three rescalings per element (and 64-bit products) have
+    /// no vector form here. 64 KiB, so only where the fast kernels run (not on microcontrollers).
+    PairTableI8(alloc::boxed::Box<[i8]>),
     /// QUANTIZE float32 -> int8/uint8/int16 with this ISA's vector kernel.
     Quantize(Isa),
     /// A float unary operator at this ISA's vector width.
@@ -122,6 +126,7 @@ impl Fast {
             Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
             Fast::ConvWino(w) => w.bytes(),
             Fast::Depthwise(d) => d.bytes(),
+            Fast::PairTableI8(t) => t.len(),
             Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => 0,
         }
     }
@@ -137,7 +142,7 @@ impl Fast {
             | Fast::ConvWino(_)
             | Fast::FullyConnected(_)
             | Fast::Depthwise(_) => true,
-            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => false,
+            Fast::ArithI8(_) | Fast::PairTableI8(_) | Fast::Quantize(_) | Fast::Unary(_) => false,
         }
     }
 
@@ -149,7 +154,9 @@ impl Fast {
             Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
             Fast::DepthwiseI8(d) => (0, d.scratch_i32(), 0),
             Fast::Depthwise(_) => (0, 0, 0),
-            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => (0, 0, 0),
+            Fast::ArithI8(_) | Fast::PairTableI8(_) | Fast::Quantize(_) | Fast::Unary(_) => {
+                (0, 0, 0)
+            }
         }
     }
 
@@ -273,6 +280,15 @@ impl Fast {
                 p: p @ ew::BinaryI8::Mul { .. },
                 ..
             } => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
+            #[cfg(feature = "ops-elementwise")]
+            Kind::BinaryI8 {
+                p: p @ ew::BinaryI8::SquaredDifference { .. },
+                ..
+            } => Some(Fast::PairTableI8(
+                (0..=u16::MAX)
+                    .map(|i| p.eval((i >> 8) as u8 as i8, i as u8 as i8))
+                    .collect(),
+            )),
             Kind::Quantize { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
             Kind::Unary { dtype, .. } if *dtype != DType::I32 && simd::has_elementwise(isa) => {
@@ -1594,6 +1610,12 @@ fn run_fast(
             *out_shape,
             s,
         ),
+        (Fast::PairTableI8(t), Kind::BinaryI8 { bc, .. }) if t.len() == 1 << 16 => {
+            let (a, b) = (ins.typed::<i8>(0).ok()?, ins.typed::<i8>(1).ok()?);
+            bc.apply(a, b, cast_out::<i8>(out).ok()?, |x, y| {
+                t[usize::from(x as u8) << 8 | usize::from(y as u8)]
+            });
+        }
         (Fast::ArithI8(f), Kind::BinaryI8 { p, bc }) => simd::arith_i8(
             f,
             p,

@@ -1024,6 +1024,58 @@ fn squared_difference_int8_matches_float() {
     squared_difference_case(&[4], &[2, 1, 3, 4], (0.04, 0), (0.04, 0), 83);
 }
 
+/// The fast kernels' SQUARED_DIFFERENCE (a table of all input pairs) gives the portable
+/// kernel's value for every pair, plain and broadcast.
+#[test]
+fn squared_difference_int8_fast_matches_portable_on_every_pair() {
+    use literun::{Isa, Options};
+    let run = |bytes: &AlignedBytes, isa: Isa, a: &[i8], b: &[i8]| -> Vec<i8> {
+        let model = Model::from_bytes(bytes).unwrap();
+        let mut it = Interpreter::with_options(&model, Options { isa }).unwrap();
+        it.input_mut(0)
+            .unwrap()
+            .as_i8_mut()
+            .unwrap()
+            .copy_from_slice(a);
+        it.input_mut(1)
+            .unwrap()
+            .as_i8_mut()
+            .unwrap()
+            .copy_from_slice(b);
+        it.invoke().unwrap();
+        it.output(0).unwrap().as_i8().unwrap().to_vec()
+    };
+    for (qa, qb, qo) in [
+        ((0.02, 3), (0.03, -5), (0.01, -128)),
+        ((0.05, -128), (0.01, 127), (0.3, 20)),
+    ] {
+        // Plain: row x of `a` against every y of `b`; broadcast: [256, 1] against [256].
+        for (sa, sb, so) in [
+            (vec![65536], vec![65536], vec![65536]),
+            (vec![256, 1], vec![256], vec![256, 256]),
+        ] {
+            let mut m = ModelBuilder::new();
+            let x = m.q("a", &sa, TensorType::INT8, qa.0, qa.1);
+            let y = m.q("b", &sb, TensorType::INT8, qb.0, qb.1);
+            let z = m.q("z", &so, TensorType::INT8, qo.0, qo.1);
+            m.op(B::SQUARED_DIFFERENCE, &[x, y], &[z], None);
+            let bytes = m.finish(&[x, y], &[z]);
+            let (a, b): (Vec<i8>, Vec<i8>) = if sa[0] == 65536 {
+                (0..65536).map(|i: i32| ((i >> 8) as i8, i as i8)).unzip()
+            } else {
+                (
+                    (0..256).map(|i: i32| i as i8).collect(),
+                    (0..256).map(|i: i32| i as i8).collect(),
+                )
+            };
+            let want = run(&bytes, Isa::Portable, &a, &b);
+            let got = run(&bytes, Isa::detect(), &a, &b);
+            assert_eq!(got, want, "{qa:?} {qb:?} {qo:?} {sa:?}");
+            assert!(want.iter().any(|&v| v != want[0]));
+        }
+    }
+}
+
 #[test]
 fn squared_difference_int8_hand_computed_and_bad_scales() {
     // Same scales 0.5 (u = 1/128): d = 128 * (x - y) * 0.5 exactly; out = d^2 / 2^14 / s_out.
