@@ -1946,8 +1946,9 @@ pub(crate) fn gemm_direct_f32_avx512(
     for g in &mut gs {
         let groups = if group_outer { g..g + 1 } else { all.clone() };
         // With the groups outer, the next group's weights (one 64-byte line per panel and
-        // reduction index) are prefetched into L2 while this group's later row blocks run, k
-        // lines per block: else the first row block of every group waits on L3 for them
+        // reduction index) are prefetched into L2 while this group's later row blocks run,
+        // spread evenly over them (at most one per reduction index): else the first row block
+        // of every group waits on L3 for them
         // (the 7x7 layers of MobileNetV2 have 1.2-1.6 MB of weights for 49 rows).
         let (next_p, next_lines) = if group_outer {
             let p = (g + 1) * GROUP_F32;
@@ -1955,17 +1956,19 @@ pub(crate) fn gemm_direct_f32_avx512(
         } else {
             (0, 0)
         };
+        let nblocks = ms.len().div_ceil(MR_F32);
         let mut m0 = ms.start;
         while m0 < ms.end {
             let block = (m0 - ms.start) / MR_F32;
-            let pf_first = (block.saturating_sub(1) * k).min(next_lines);
+            let per = next_lines.div_ceil(nblocks.max(2) - 1).clamp(1, k);
+            let pf_first = (block.saturating_sub(1) * per).min(next_lines);
             let pf = if block == 0 {
-                (b, 0)
+                (b, 0, 1)
             } else {
                 // SAFETY: line pf_first of the next group is within its k * g * 16 floats
                 // of `b` (or its end, with no lines left).
                 let at = unsafe { b.add(next_p * k * NR_F32 + pf_first * NR_F32) };
-                (at, (next_lines - pf_first).min(k))
+                (at, (next_lines - pf_first).min(per), k / per)
             };
             let rows = (ms.end - m0).min(MR_F32);
             let mut ptrs = [[data.as_ptr(); MR_F32]; 1];
@@ -2030,7 +2033,7 @@ unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
                 // panel and `out` every row of `n` (the caller's contract).
                 $($n => unsafe {
                     gemm_rows_f32_avx512_mr::<$n>(
-                        lhs, b, bias, n, k, act, out, 0..usize::MAX, (b, 0)
+                        lhs, b, bias, n, k, act, out, 0..usize::MAX, (b, 0, 1)
                     )
                 },)*
                 _ => unreachable!(),
@@ -2061,7 +2064,7 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
     act: Activation,
     out: *mut f32,
     groups: Range<usize>,
-    pf: (*const f32, usize),
+    pf: (*const f32, usize, usize),
 ) {
     let panels = n.div_ceil(NR_F32);
     // (`groups` may be `0..usize::MAX`, all of them.)
@@ -2101,8 +2104,9 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
     c0: usize,
     act: Activation,
     out: *mut f32,
-    (pf, pf_lines): (*const f32, usize),
+    (pf, pf_lines, pf_step): (*const f32, usize, usize),
 ) {
+    let (mut pf_i, mut pf_next) = (0, 0);
     let cols = G * NR_F32;
     let mut acc = [[_mm512_setzero_ps(); G]; MR];
     for (rows, &koff) in rows.iter().zip(koffs) {
@@ -2111,9 +2115,10 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
         unsafe {
             let bs = bg.add(koff * cols);
             for kk in 0..seg_len {
-                let line = koff + kk;
-                if line < pf_lines {
-                    _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(line * NR_F32) as *const i8);
+                if koff + kk == pf_next && pf_i < pf_lines {
+                    _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(pf_i * NR_F32) as *const i8);
+                    pf_i += 1;
+                    pf_next += pf_step;
                 }
                 let mut w = [_mm512_setzero_ps(); G];
                 for (h, w) in w.iter_mut().enumerate() {
