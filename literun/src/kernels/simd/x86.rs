@@ -1962,11 +1962,11 @@ pub(crate) fn gemm_direct_f32_avx512(
             let block = (m0 - ms.start) / MR_F32;
             let per = next_lines.div_ceil(nblocks.max(2) - 1).clamp(1, k);
             let pf_first = (block.saturating_sub(1) * per).min(next_lines);
-            let pf = if block == 0 {
+            let pf = if block == 0 || pf_first >= next_lines {
                 (b, 0, 1)
             } else {
-                // SAFETY: line pf_first of the next group is within its k * g * 16 floats
-                // of `b` (or its end, with no lines left).
+                // SAFETY: a next group exists (next_lines > 0), and line pf_first < next_lines
+                // of it is within its k * g * 16 floats of `b`.
                 let at = unsafe { b.add(next_p * k * NR_F32 + pf_first * NR_F32) };
                 (at, (next_lines - pf_first).min(per), k / per)
             };
