@@ -2486,34 +2486,23 @@ fn run_one<'b>(
             adj_y,
             rhs_offset,
             q,
-        } => {
+        } => batch_matmul::batch_matmul_i8(
+            ins.typed(0)?,
+            lhs_shape,
+            ins.typed(1)?,
+            rhs_shape,
+            *adj_x,
+            *adj_y,
+            *rhs_offset,
+            q,
             // Sized by `Kind::scratch` for these shapes (the kernel checks the lengths).
-            let l = lhs_shape.len();
-            let lhs_rows = if *adj_x {
-                lhs_shape[l - 1] * lhs_shape[l - 2]
-            } else {
-                0
-            };
-            let at = lhs_rows.min(scratch.i8s.len());
-            let (lhs_rows, rhs_cols) = scratch.i8s.split_at_mut(at);
-            batch_matmul::batch_matmul_i8(
-                ins.typed(0)?,
-                lhs_shape,
-                ins.typed(1)?,
-                rhs_shape,
-                *adj_x,
-                *adj_y,
-                *rhs_offset,
-                q,
-                &mut batch_matmul::BmmI8Scratch {
-                    lhs_rows,
-                    rhs_cols,
-                    sums: &mut scratch.i32s,
-                },
-                cast_out(out)?,
-                out_shape,
-            )
-        }
+            &mut batch_matmul::BmmI8Scratch {
+                i8s: &mut scratch.i8s,
+                sums: &mut scratch.i32s,
+            },
+            cast_out(out)?,
+            out_shape,
+        ),
         #[cfg(all(feature = "ops-pool", feature = "ops-float"))]
         Kind::Pool {
             max,

@@ -2586,15 +2586,9 @@ impl Kind {
                 adj_y,
                 ..
             } => {
-                let (l, r) = (lhs_shape.len(), rhs_shape.len());
-                let (m, k) = if *adj_x {
-                    (lhs_shape[l - 1], lhs_shape[l - 2])
-                } else {
-                    (lhs_shape[l - 2], lhs_shape[l - 1])
-                };
-                let n = rhs_shape[if *adj_y { r - 2 } else { r - 1 }];
-                let (i8s, i32s) =
-                    crate::kernels::batch_matmul::BmmI8Scratch::sizes(m, k, n, *adj_x, *adj_y);
+                let (i8s, i32s) = crate::kernels::batch_matmul::BmmI8Scratch::sizes(
+                    lhs_shape, rhs_shape, *adj_x, *adj_y,
+                );
                 (i8s, 0, i32s)
             }
             Kind::ConvHybrid { in_shape, .. } => {
@@ -2621,9 +2615,10 @@ impl Kind {
                 adj_y,
                 ..
             } => {
-                let (l, r) = (lhs_shape.len(), rhs_shape.len());
-                let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
-                let n = rhs_shape[if *adj_y { r - 2 } else { r - 1 }];
+                let (_, k, n) =
+                    crate::kernels::batch_matmul::matmul_dims(lhs_shape, rhs_shape, *adj_x, *adj_y)
+                        .unwrap_or_default();
+                let r = rhs_shape.len();
                 let lhs_len: usize = lhs_shape.iter().product();
                 let rows = lhs_len.checked_div(k).unwrap_or(0);
                 let rhs_mats: usize = rhs_shape[..r - 2].iter().product();

@@ -90,20 +90,17 @@ fn for_each_batch(
     }
 }
 
-/// Checks the operand shapes against the slices; `(m, k, n)` when they agree.
-#[allow(clippy::too_many_arguments)]
-fn dims(
-    lhs_len: usize,
+/// `(m, k, n)` of operands of these shapes (the lhs `[..., M, K]`, `[..., K, M]` with `adj_x`;
+/// the rhs `[..., K, N]`, `[..., N, K]` with `adj_y`), when both have rank 2 or more and agree
+/// on K.
+pub fn matmul_dims(
     lhs_shape: &[usize],
-    rhs_len: usize,
     rhs_shape: &[usize],
     adj_x: bool,
     adj_y: bool,
-    out_len: usize,
-    out_shape: &[usize],
 ) -> Option<(usize, usize, usize)> {
-    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
-    if lr < 2 || rr < 2 || or != lr.max(rr) {
+    let (lr, rr) = (lhs_shape.len(), rhs_shape.len());
+    if lr < 2 || rr < 2 {
         return None;
     }
     let (m, k) = if adj_x {
@@ -116,8 +113,27 @@ fn dims(
     } else {
         (rhs_shape[rr - 2], rhs_shape[rr - 1])
     };
-    let ok = k == k2
-        && out_shape[or - 2] == m
+    (k == k2).then_some((m, k, n))
+}
+
+/// Checks the operand shapes against the slices; `(m, k, n)` when they agree.
+#[allow(clippy::too_many_arguments)]
+fn dims(
+    lhs_len: usize,
+    lhs_shape: &[usize],
+    rhs_len: usize,
+    rhs_shape: &[usize],
+    adj_x: bool,
+    adj_y: bool,
+    out_len: usize,
+    out_shape: &[usize],
+) -> Option<(usize, usize, usize)> {
+    let (m, k, n) = matmul_dims(lhs_shape, rhs_shape, adj_x, adj_y)?;
+    let (lr, rr, or) = (lhs_shape.len(), rhs_shape.len(), out_shape.len());
+    if or != lr.max(rr) {
+        return None;
+    }
+    let ok = out_shape[or - 2] == m
         && out_shape[or - 1] == n
         && lhs_len == lhs_shape.iter().product::<usize>()
         && rhs_len == rhs_shape.iter().product::<usize>()
@@ -134,17 +150,21 @@ fn dims(
 /// Scratch of [`batch_matmul_i8`]: each lhs row and rhs column made contiguous along K (where
 /// the layout does not have them so already), and their sums.
 pub struct BmmI8Scratch<'a> {
-    /// `m * k` values with `adj_x` (the lhs is `[K, M]`), else unused.
-    pub lhs_rows: &'a mut [i8],
-    /// `n * k` values without `adj_y` (the rhs is `[K, N]`), else unused.
-    pub rhs_cols: &'a mut [i8],
+    /// The lhs rows (`m * k`, with `adj_x`), then the rhs columns (`n * k`, without `adj_y`).
+    pub i8s: &'a mut [i8],
     /// `m + n` sums.
     pub sums: &'a mut [i32],
 }
 
 impl BmmI8Scratch<'_> {
-    /// (i8, i32) values the scratch needs for these dimensions.
-    pub fn sizes(m: usize, k: usize, n: usize, adj_x: bool, adj_y: bool) -> (usize, usize) {
+    /// (i8, i32) values the scratch needs for operands of these shapes.
+    pub fn sizes(
+        lhs_shape: &[usize],
+        rhs_shape: &[usize],
+        adj_x: bool,
+        adj_y: bool,
+    ) -> (usize, usize) {
+        let (m, k, n) = matmul_dims(lhs_shape, rhs_shape, adj_x, adj_y).unwrap_or_default();
         let lhs = if adj_x { m * k } else { 0 };
         let rhs = if adj_y { 0 } else { n * k };
         (lhs + rhs, m + n)
@@ -187,14 +207,11 @@ pub fn batch_matmul_i8(
     ) else {
         return;
     };
-    let (need_i8, need_i32) = BmmI8Scratch::sizes(m, k, n, adj_x, adj_y);
-    let lhs_need = if adj_x { m * k } else { 0 };
-    if scratch.lhs_rows.len() < lhs_need
-        || scratch.rhs_cols.len() < need_i8 - lhs_need
-        || scratch.sums.len() < need_i32
-    {
+    let (need_i8, need_i32) = BmmI8Scratch::sizes(lhs_shape, rhs_shape, adj_x, adj_y);
+    if scratch.i8s.len() < need_i8 || scratch.sums.len() < need_i32 {
         return;
     }
+    let (lhs_rows, rhs_cols) = scratch.i8s[..need_i8].split_at_mut(if adj_x { m * k } else { 0 });
     if k == 0 {
         output.fill(q.apply(0, 0));
         return;
@@ -213,16 +230,16 @@ pub fn batch_matmul_i8(
             let b = &rhs[ra..ra + k * n];
             let out = &mut output[oo..oo + m * n];
             let rows: &[i8] = if adj_x {
-                transpose(a, k, m, &mut scratch.lhs_rows[..m * k]);
-                &scratch.lhs_rows[..m * k]
+                transpose(a, k, m, lhs_rows);
+                lhs_rows
             } else {
                 a
             };
             let cols: &[i8] = if adj_y {
                 b
             } else {
-                transpose(b, k, n, &mut scratch.rhs_cols[..n * k]);
-                &scratch.rhs_cols[..n * k]
+                transpose(b, k, n, rhs_cols);
+                rhs_cols
             };
             for (s, row) in row_sums.iter_mut().zip(rows.chunks_exact(k)) {
                 *s = sum_i8(row);
@@ -676,18 +693,9 @@ mod tests {
                         single_rounding: false,
                     };
                     let want = reference_i8(&lhs, &ls, &rhs, &rs, adj_x, adj_y, ro, &q, os);
-                    let r = ls.len();
-                    let (m, k) = if adj_x {
-                        (ls[r - 1], ls[r - 2])
-                    } else {
-                        (ls[r - 2], ls[r - 1])
-                    };
-                    let n = os[os.len() - 1];
-                    let (ni8, ni32) = BmmI8Scratch::sizes(m, k, n, adj_x, adj_y);
-                    let lhs_need = if adj_x { m * k } else { 0 };
+                    let (ni8, ni32) = BmmI8Scratch::sizes(&ls, &rs, adj_x, adj_y);
                     let mut i8s = vec![0i8; ni8];
                     let mut i32s = vec![0i32; ni32];
-                    let (lhs_rows, rhs_cols) = i8s.split_at_mut(lhs_need);
                     let mut got = vec![0i8; want.len()];
                     batch_matmul_i8(
                         &lhs,
@@ -699,8 +707,7 @@ mod tests {
                         ro,
                         &q,
                         &mut BmmI8Scratch {
-                            lhs_rows,
-                            rhs_cols,
+                            i8s: &mut i8s,
                             sums: &mut i32s,
                         },
                         &mut got,
