@@ -176,25 +176,15 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     let model = literun::Model::from_bytes(bytes).map_err(|e| anyhow!("{label}: {e}"))?;
     file.set_constants(model.tensors().iter().filter_map(|t| t.data));
     let mut released = 0;
-    let mut copied: Vec<*const u8> = Vec::new();
     let mut interp = literun::Interpreter::with_options_releasing(
         &model,
         literun::Options::default(),
-        &mut |part| {
-            copied.push(part.as_ptr());
-            released += file.release(part);
-        },
+        &mut |part| released += file.release(part),
     )
     .and_then(|i| i.with_threads(opts.threads))
     .map_err(|e| anyhow!("{label}: {e}"))?;
     // Prepared: of the file, literun now reads only the constants it did not copy.
-    released += file.release_except(
-        model
-            .tensors()
-            .iter()
-            .filter_map(|t| t.data)
-            .filter(|d| !copied.contains(&d.as_ptr())),
-    );
+    released += file.release_unread();
     // Each input is written straight into the interpreter before every run (the arena plan
     // reuses an input's memory once it is read, so an app does the same), from its .npy
     // array or regenerated from its seed: the benchmark holds no copy of its own.

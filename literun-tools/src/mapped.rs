@@ -133,38 +133,43 @@ impl ModelFile {
         let at = ranges.partition_point(|r| r.start < merged.start);
         ranges.insert(at, merged.clone());
         let pages = page_range(&merged);
-        if pages.is_empty() || !self.drop_pages(pages) {
+        // (A part with no whole page of its own stays recorded: it is given back, and its
+        // bytes join the gaps later parts may release.)
+        if !pages.is_empty() && !self.drop_pages(pages) {
             ranges.remove(at);
             return 0;
         }
         whole_pages(&ranges) - before
     }
 
-    /// Gives back every whole page that holds none of `keep` (sub-slices of
-    /// [`bytes`](Self::bytes): the constants still read at run time), after the interpreter is
-    /// prepared: the file's metadata (tensor tables, names, per-channel scales) is read while
-    /// loading and preparing only. A later read of such a page brings it back from the file.
-    /// Returns the bytes newly released.
-    pub fn release_except<'a>(&self, keep: impl IntoIterator<Item = &'a [u8]>) -> usize {
-        let (base, len) = (self.bytes().as_ptr() as usize, self.bytes().len());
+    /// After the interpreter is prepared, gives back every whole page that holds no constant
+    /// still read at run time (one of [`set_constants`](Self::set_constants) that was never
+    /// [`release`](Self::release)d): the file's metadata (tensor tables, names, per-channel
+    /// scales) is read while loading and preparing only. A later read of such a page brings it
+    /// back from the file. Returns the bytes newly released; nothing without `set_constants`
+    /// (what is read at run time is then unknown).
+    pub fn release_unread(&self) -> usize {
+        let (len, constants) = (self.bytes().len(), self.constants.borrow());
+        let Some(constants) = constants.as_ref() else {
+            return 0;
+        };
         if !cfg!(unix) || len == 0 {
             return 0;
         }
         let pages = len.div_ceil(PAGE);
-        // Pages held: those of `keep`, and the last, partial one (a mapping's tail past the
-        // file's end cannot be dropped on its own).
+        let mut ranges = self.released.borrow_mut();
+        // Pages held: those of the constants still read, and the last, partial one (a
+        // mapping's tail past the file's end cannot be dropped on its own).
         let mut held = vec![false; pages];
         held[pages - 1] = len % PAGE != 0;
-        for k in keep {
-            let start = (k.as_ptr() as usize).wrapping_sub(base);
-            if k.is_empty() || start >= len {
+        for c in constants {
+            let given_back = ranges.iter().any(|r| r.start <= c.start && c.end <= r.end);
+            if c.is_empty() || c.start >= len || given_back {
                 continue;
             }
-            let end = (start + k.len()).min(len);
-            held[start / PAGE..end.div_ceil(PAGE)].fill(true);
+            held[c.start / PAGE..c.end.min(len).div_ceil(PAGE)].fill(true);
         }
         let mut released = vec![false; pages];
-        let mut ranges = self.released.borrow_mut();
         for r in ranges.iter() {
             let p = page_range(r);
             released[p.start / PAGE..p.end / PAGE].fill(true);
@@ -265,10 +270,10 @@ mod tests {
         // Released again: nothing new. Not a part of the file: nothing.
         assert_eq!(f.release(&f.bytes()[4 * 4096..4 * 4096 + 8]), 0);
         assert_eq!(f.release(&data[..]), 0);
-        // Then everything but the page of `kept` and the file's partial last page: only page 0
-        // (before `a`) was not released yet.
-        assert_eq!(f.release_except([kept]), pages(1));
-        assert_eq!(f.release_except([kept]), 0);
+        // Then everything but the page of `kept` (a constant never released: still read) and
+        // the file's partial last page: only page 0 (before `a`) was not released yet.
+        assert_eq!(f.release_unread(), pages(1));
+        assert_eq!(f.release_unread(), 0);
         assert_eq!(f.bytes(), &data[..]);
         drop(f);
         std::fs::remove_dir_all(&dir).unwrap();
