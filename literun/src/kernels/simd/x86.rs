@@ -1503,16 +1503,30 @@ fn dw_i8_rows_avx512(
 ) {
     let c = dw.c;
     let step = geometry[1] * c;
+    // 3x3 kernels get their own copy of the tap loop, unrolled, so the accumulators stay in
+    // registers (with a run-time tap count they went through the stack).
     if dw.pairs {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+            let out = &mut out[at..at + n * c];
             // SAFETY: as below.
-            unsafe { dw_i8_pairs_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
+            unsafe {
+                match dw.taps {
+                    9 => dw_i8_pairs_avx512::<9>(dw, cache, ptrs, n, step, out),
+                    _ => dw_i8_pairs_avx512::<0>(dw, cache, ptrs, n, step, out),
+                }
+            }
         });
     }
     if !dw.w8.is_empty() {
         return super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+            let out = &mut out[at..at + n * c];
             // SAFETY: as below.
-            unsafe { dw_i8_pixel_quads_avx512(dw, cache, ptrs, n, step, &mut out[at..at + n * c]) };
+            unsafe {
+                match dw.taps {
+                    9 => dw_i8_pixel_quads_avx512::<9>(dw, cache, ptrs, n, step, out),
+                    _ => dw_i8_pixel_quads_avx512::<0>(dw, cache, ptrs, n, step, out),
+                }
+            }
         });
     }
     super::for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
@@ -1529,10 +1543,17 @@ fn dw_i8_rows_avx512(
 /// 4 taps and accumulated from the bias (a group with a single tap is spread by `vpshufb`
 /// instead). The accumulators are in the layout's channel order, which two rounds of
 /// saturating packs turn back into channel order: the result is the block's 64 output bytes.
+/// `TAPS` is `dw.taps` when known at compile time (the loop over taps then unrolls), else 0.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn dw_quads_block(dw: &DwI8, cache: &[i32], ch: usize, load: impl Fn(usize) -> __m512i) -> __m512i {
-    let taps = dw.taps;
+fn dw_quads_block<const TAPS: usize>(
+    dw: &DwI8,
+    cache: &[i32],
+    ch: usize,
+    load: impl Fn(usize) -> __m512i,
+) -> __m512i {
+    assert!(TAPS == 0 || TAPS == dw.taps);
+    let taps = if TAPS == 0 { dw.taps } else { TAPS };
     let quads = taps.div_ceil(4);
     assert!(ch.is_multiple_of(64) && dw.w8.len() >= (ch / 64 + 1) * quads * 256);
     assert!(dw.rq.bias.len() >= ch + 64);
@@ -1576,9 +1597,14 @@ fn dw_quads_block(dw: &DwI8, cache: &[i32], ch: usize, load: impl Fn(usize) -> _
         acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(hi01, hi23), wv(2));
         acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(hi01, hi23), wv(3));
     }
-    let r = |j: usize| Rq16::load_cached(&dw.rq, cache, ch + 16 * j).apply_i32(acc[j]);
-    let p01 = _mm512_packs_epi32(r(0), r(1));
-    let p23 = _mm512_packs_epi32(r(2), r(3));
+    // A loop rather than a closure: the closure was not inlined, which sent every
+    // accumulator through the stack.
+    let mut r = [_mm512_setzero_si512(); 4];
+    for (j, r) in r.iter_mut().enumerate() {
+        *r = Rq16::load_cached(&dw.rq, cache, ch + 16 * j).apply_i32(acc[j]);
+    }
+    let p01 = _mm512_packs_epi32(r[0], r[1]);
+    let p23 = _mm512_packs_epi32(r[2], r[3]);
     _mm512_packs_epi16(p01, p23)
 }
 
@@ -1590,7 +1616,7 @@ fn dw_quads_block(dw: &DwI8, cache: &[i32], ch: usize, load: impl Fn(usize) -> _
 /// The CPU has AVX-512 F/BW/VL/VNNI; for every non-null `ptrs[t]` (`t < dw.taps`) and `k <
 /// count`, `ptrs[t] + k * step` points to `dw.c` readable bytes.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw_i8_pixel_quads_avx512(
+unsafe fn dw_i8_pixel_quads_avx512<const TAPS: usize>(
     dw: &DwI8,
     cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
@@ -1608,7 +1634,7 @@ unsafe fn dw_i8_pixel_quads_avx512(
         while ch < c {
             let n = (c - ch).min(64);
             let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-            let v = dw_quads_block(dw, cache, ch, |t| {
+            let v = dw_quads_block::<TAPS>(dw, cache, ch, |t| {
                 let p = ptrs[t];
                 if p.is_null() {
                     return padv;
@@ -1633,7 +1659,7 @@ unsafe fn dw_i8_pixel_quads_avx512(
 /// # Safety
 /// As [`dw_i8_pixel_quads_avx512`].
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw_i8_pairs_avx512(
+unsafe fn dw_i8_pairs_avx512<const TAPS: usize>(
     dw: &DwI8,
     cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
@@ -1660,7 +1686,7 @@ unsafe fn dw_i8_pairs_avx512(
                 flip,
             )
         };
-        let v = dw_quads_block(dw, cache, 0, |t| {
+        let v = dw_quads_block::<TAPS>(dw, cache, 0, |t| {
             let lo = half(ptrs[t], k);
             // Without a second pixel the high half is not stored.
             let hi = if two { half(ptrs[t], k + 1) } else { lo };
