@@ -85,6 +85,9 @@ fn bench_lite_in(
     if opts.profile {
         cmd.arg("--profile");
     }
+    if !opts.winograd {
+        cmd.arg("--no-winograd");
+    }
     let out = cmd
         .output()
         .with_context(|| format!("cannot run {}", runner.display()))?;

@@ -23,6 +23,8 @@ pub struct BenchOptions {
     pub inputs: Vec<(Option<String>, NpyArray)>,
     /// Also time each operator (literun only; through `invoke_timed`).
     pub profile: bool,
+    /// literun's [`literun::Options::winograd`].
+    pub winograd: bool,
 }
 
 impl Default for BenchOptions {
@@ -33,6 +35,7 @@ impl Default for BenchOptions {
             threads: 1,
             inputs: Vec::new(),
             profile: false,
+            winograd: true,
         }
     }
 }
@@ -65,9 +68,16 @@ pub struct BenchReport {
     pub released_bytes: usize,
     /// The fast kernels' instruction set (literun).
     pub isa: String,
+    /// Whether literun could use Winograd ([`literun::Options::winograd`]; `--no-winograd`).
+    #[serde(default = "yes")]
+    pub winograd: bool,
     /// With `profile`: (operator name, count, median µs per run of all operators of that
     /// name), slowest first.
     pub profile: Vec<(String, usize, f64)>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `VmHWM` (peak resident set) of this process in bytes (Linux), else `None`.
@@ -118,6 +128,7 @@ pub fn summarize(engine: &str, threads: usize, lat: Vec<f64>) -> BenchReport {
         process: String::new(),
         released_bytes: 0,
         isa: String::new(),
+        winograd: true,
         profile: Vec::new(),
     }
 }
@@ -178,7 +189,10 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     let mut released = 0;
     let mut interp = literun::Interpreter::with_options_releasing(
         &model,
-        literun::Options::default(),
+        literun::Options {
+            winograd: opts.winograd,
+            ..Default::default()
+        },
         &mut |part| released += file.release(part),
     )
     .and_then(|i| i.with_threads(opts.threads))
@@ -232,6 +246,7 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
     };
     let mut r = summarize("literun", opts.threads, lat);
     r.isa = interp.isa().name().to_string();
+    r.winograd = opts.winograd;
     r.profile = profile;
     r.file_bytes = bytes.len();
     r.arena_bytes = interp.arena_bytes();
@@ -339,10 +354,10 @@ pub fn human(bytes: usize) -> String {
 pub fn report_text(r: &BenchReport, label: &str, warmup: usize) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let isa = if r.isa.is_empty() {
-        String::new()
-    } else {
-        format!(" {} kernels", r.isa)
+    let isa = match (r.isa.is_empty(), r.winograd) {
+        (true, _) => String::new(),
+        (false, true) => format!(" {} kernels", r.isa),
+        (false, false) => format!(" {} kernels, no Winograd", r.isa),
     };
     let plural = if r.threads == 1 { "" } else { "s" };
     let _ = writeln!(

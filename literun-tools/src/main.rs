@@ -8,7 +8,7 @@ use literun_tools::npy;
 use std::path::{Path, PathBuf};
 
 const USAGE: &str = "usage: literun-bench MODEL.lite [--runs N] [--warmup N] [--threads N] \
-[--input [NAME=]FILE.npy]... [--profile] [--json]";
+[--input [NAME=]FILE.npy]... [--no-winograd] [--profile] [--json]";
 
 fn main() {
     if let Err(e) = run() {
@@ -42,6 +42,7 @@ fn run() -> Result<()> {
                 });
             }
             "--profile" => opts.profile = true,
+            "--no-winograd" => opts.winograd = false,
             "--json" => json = true,
             "--build-id" => {
                 println!("{}", literun_tools::BUILD_ID);

@@ -81,3 +81,21 @@ fn text_report_and_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--runs"));
 }
+
+#[test]
+fn no_winograd_is_passed_to_literun_and_reported() {
+    let model = root().join("literun/examples/models/digits_cnn.lite");
+    let report = |extra: &[&str]| -> BenchReport {
+        let mut args = vec![model.to_str().unwrap(), "--runs", "1", "--json"];
+        args.extend_from_slice(extra);
+        let out = bench(&args);
+        assert!(out.status.success());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (with, without) = (report(&[]), report(&["--no-winograd"]));
+    assert!(with.winograd && !without.winograd);
+    // Winograd's transformed weights are larger than the direct GEMM's, never smaller.
+    assert!(without.prepacked_bytes <= with.prepacked_bytes);
+    let out = bench(&[model.to_str().unwrap(), "--runs", "1", "--no-winograd"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no Winograd"));
+}

@@ -84,13 +84,20 @@ fn conv3x3() -> (literun::AlignedBytes, [usize; 2]) {
 fn released(model: &Model<'_>, isa: Isa) -> Vec<usize> {
     let mut got: Vec<usize> = Vec::new();
     let tensors = model.tensors();
-    let _interp = Interpreter::with_options_releasing(model, Options { isa }, &mut |bytes| {
-        let t = tensors
-            .iter()
-            .position(|t| t.data.is_some_and(|d| core::ptr::eq(d, bytes)))
-            .expect("a released buffer is a constant tensor's data");
-        got.push(t);
-    })
+    let _interp = Interpreter::with_options_releasing(
+        model,
+        Options {
+            isa,
+            ..Options::default()
+        },
+        &mut |bytes| {
+            let t = tensors
+                .iter()
+                .position(|t| t.data.is_some_and(|d| core::ptr::eq(d, bytes)))
+                .expect("a released buffer is a constant tensor's data");
+            got.push(t);
+        },
+    )
     .unwrap();
     got
 }
@@ -161,7 +168,14 @@ fn a_constant_dequantized_only_for_prepacked_weights_is_not_kept() {
     let float = Model::from_bytes(&float_bytes).unwrap();
     let x: Vec<f32> = (0..48).map(|i| (i as f32 * 0.61).cos()).collect();
     let run = |model: &Model<'_>, isa: Isa| {
-        let mut it = Interpreter::with_options(model, Options { isa }).unwrap();
+        let mut it = Interpreter::with_options(
+            model,
+            Options {
+                isa,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         it.input_f32_mut(0).unwrap().copy_from_slice(&x);
         it.invoke().unwrap();
         let out = it.output(0).unwrap().as_f32().unwrap().to_vec();
@@ -184,11 +198,55 @@ fn a_constant_dequantized_only_for_prepacked_weights_is_not_kept() {
         assert_eq!(got, want);
         assert_eq!((packed, held), (float_packed, 0));
         // Observing the run skips it rather than showing an empty tensor.
-        let mut it = Interpreter::with_options(&half, Options { isa }).unwrap();
+        let mut it = Interpreter::with_options(
+            &half,
+            Options {
+                isa,
+                ..Options::default()
+            },
+        )
+        .unwrap();
         it.input_f32_mut(0).unwrap().copy_from_slice(&x);
         let mut seen = Vec::new();
         it.invoke_observed(&mut |_, t, v| seen.push((t, v.bytes().len())))
             .unwrap();
         assert_eq!(seen, vec![(4, 4 * 4 * 4 * 4)]);
+    }
+}
+
+#[test]
+fn without_winograd_the_prepacked_weights_are_the_files_size() {
+    let (bytes, [w, b]) = conv3x3();
+    let model = Model::from_bytes(&bytes).unwrap();
+    let tensors = model.tensors();
+    let weights = tensors[w].data.unwrap().len() + tensors[b].data.unwrap().len();
+    let x: Vec<f32> = (0..6 * 6 * 16).map(|i| (i as f32 * 0.37).sin()).collect();
+    let run = |winograd: bool| {
+        let options = Options {
+            winograd,
+            ..Options::default()
+        };
+        let mut it = Interpreter::with_options(&model, options).unwrap();
+        it.input_f32_mut(0).unwrap().copy_from_slice(&x);
+        it.invoke().unwrap();
+        let y = it.output(0).unwrap().as_f32().unwrap().to_vec();
+        (y, it.prepacked_bytes())
+    };
+    let (wino, wino_bytes) = run(true);
+    let (direct, direct_bytes) = run(false);
+    let peak = direct.iter().fold(1f32, |m, v| m.max(v.abs()));
+    for (a, b) in wino.iter().zip(&direct) {
+        assert!((a - b).abs() <= 1e-5 * peak, "{a} vs {b}");
+    }
+    if fast_isa().is_some() {
+        // The direct GEMM's panels hold the weights and bias once (16 channels: no padding).
+        assert_eq!(direct_bytes, weights);
+        // Winograd's transformed weights (AVX-512 only) are 16/9 of them.
+        if Isa::detect() == Isa::Avx512Vnni {
+            assert!(
+                wino_bytes > direct_bytes * 16 / 9 - 64,
+                "{wino_bytes} vs {direct_bytes}"
+            );
+        }
     }
 }

@@ -49,33 +49,36 @@ pub fn run(cmd: Command) -> Result<()> {
             inputs,
             json,
             profile,
-        } => bench(&model, threads, runs, warmup, &inputs, json, profile),
+            no_winograd,
+        } => {
+            let opts = crate::bench::BenchOptions {
+                runs: runs.max(1),
+                warmup,
+                threads: threads.max(1),
+                inputs: Vec::new(),
+                profile,
+                winograd: !no_winograd,
+            };
+            bench(&model, opts, &inputs, json)
+        }
     }
 }
 
+/// `litecvt bench`: `opts` without its inputs, which are read here from `inputs`.
 fn bench(
     path: &Path,
-    threads: usize,
-    runs: usize,
-    warmup: usize,
+    mut opts: crate::bench::BenchOptions,
     inputs: &[String],
     json: bool,
-    profile: bool,
 ) -> Result<()> {
-    let mut given = Vec::new();
     for s in inputs {
         match s.split_once('=') {
-            Some((name, file)) => given.push((Some(name.to_string()), npy::read(Path::new(file))?)),
-            None => given.push((None, npy::read(Path::new(s))?)),
+            Some((name, file)) => opts
+                .inputs
+                .push((Some(name.to_string()), npy::read(Path::new(file))?)),
+            None => opts.inputs.push((None, npy::read(Path::new(s))?)),
         }
     }
-    let opts = crate::bench::BenchOptions {
-        runs: runs.max(1),
-        warmup,
-        threads: threads.max(1),
-        inputs: given,
-        profile,
-    };
     let onnx = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
@@ -87,7 +90,7 @@ fn bench(
     if json {
         outln!("{}", serde_json::to_string(&r)?);
     } else {
-        let text = crate::bench::report_text(&r, &path.display().to_string(), warmup);
+        let text = crate::bench::report_text(&r, &path.display().to_string(), opts.warmup);
         outln!("{}", text.trim_end());
     }
     Ok(())
