@@ -2318,23 +2318,35 @@ fn dw3x3_f32_rows_avx512(
                 let mut ox = ox0;
                 while ox < ox1 {
                     let x0 = (ox * stride_w).wrapping_sub(pad_left);
-                    // Four pixels whose windows are inside the row: four independent chains,
-                    // input columns shared between neighbouring windows loaded once.
-                    if ox + 4 <= ox1 && x0 < in_w && in_w - x0 >= 3 * stride_w + 3 {
-                        let quad = match stride_w {
-                            // SAFETY: columns x0..x0 + 3 * stride + 3 of every valid row are
-                            // inside the input; lanes below c - cb.
-                            1 => Some(unsafe {
-                                dw3x3_quad::<1>(inp, &rows, x0 * c + cb, c, mask, &w)
+                    // Four pixels whose windows start inside the row (fewer at the row's
+                    // end: the others are computed, not stored): four independent chains,
+                    // input columns shared between neighbouring windows loaded once; columns
+                    // right of the input (padding) are zero.
+                    let n = (ox1 - ox).min(4);
+                    if x0 < in_w {
+                        let cols = in_w - x0;
+                        let quad = match (stride_w, cols >= 3 * stride_w + 3) {
+                            // SAFETY: columns x0..x0 + min(cols, 3 * stride + 3) of every
+                            // valid row are inside the input; lanes below c - cb.
+                            (1, true) => Some(unsafe {
+                                dw3x3_quad::<1, false>(inp, &rows, x0 * c + cb, c, cols, mask, &w)
                             }),
                             // SAFETY: as above.
-                            2 => Some(unsafe {
-                                dw3x3_quad::<2>(inp, &rows, x0 * c + cb, c, mask, &w)
+                            (1, false) => Some(unsafe {
+                                dw3x3_quad::<1, true>(inp, &rows, x0 * c + cb, c, cols, mask, &w)
+                            }),
+                            // SAFETY: as above.
+                            (2, true) => Some(unsafe {
+                                dw3x3_quad::<2, false>(inp, &rows, x0 * c + cb, c, cols, mask, &w)
+                            }),
+                            // SAFETY: as above.
+                            (2, false) => Some(unsafe {
+                                dw3x3_quad::<2, true>(inp, &rows, x0 * c + cb, c, cols, mask, &w)
                             }),
                             _ => None,
                         };
                         if let Some(quad) = quad {
-                            for (j, acc) in quad.into_iter().enumerate() {
+                            for (j, acc) in quad.into_iter().enumerate().take(n) {
                                 let mut v = _mm512_add_ps(acc, bias);
                                 if clamp {
                                     v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
@@ -2344,7 +2356,7 @@ fn dw3x3_f32_rows_avx512(
                                 // ox1 <= out_w; lanes below c - cb.
                                 unsafe { _mm512_mask_storeu_ps(op.add(o), mask, v) };
                             }
-                            ox += 4;
+                            ox += n;
                             continue;
                         }
                     }
@@ -2667,18 +2679,20 @@ fn dw_f32_rows_avx512(
 
 /// Four horizontally adjacent 3x3 windows (stride `S`) of one 16-channel block: the sums of
 /// their valid rows' taps (`at` is the first window's first pixel offset within a row plus
-/// the block's first channel).
+/// the block's first channel). When `EDGE`, only the first `cols` columns are read, the
+/// others (right of the input) count as zero.
 ///
 /// # Safety
 /// AVX-512 F/VL; for every `Some(r)` in `rows`, `inp` readable at `r + at + col * c` for the
-/// lanes of `mask`, `col < 3 * S + 3`.
+/// lanes of `mask`, `col < 3 * S + 3` (and `col < cols` when `EDGE`).
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn dw3x3_quad<const S: usize>(
+unsafe fn dw3x3_quad<const S: usize, const EDGE: bool>(
     inp: *const f32,
     rows: &[Option<usize>; 3],
     at: usize,
     c: usize,
+    cols: usize,
     mask: __mmask16,
     w: &[__m512; 9],
 ) -> [__m512; 4] {
@@ -2687,8 +2701,10 @@ unsafe fn dw3x3_quad<const S: usize>(
         let Some(r) = *r else { continue };
         let mut a = [_mm512_setzero_ps(); 9];
         for (col, a) in a.iter_mut().enumerate().take(3 * S + 3) {
-            // SAFETY: col < 3 * S + 3 (the contract).
-            *a = unsafe { _mm512_maskz_loadu_ps(mask, inp.add(r + at + col * c)) };
+            if !EDGE || col < cols {
+                // SAFETY: col < 3 * S + 3 (and < cols when EDGE): the contract.
+                *a = unsafe { _mm512_maskz_loadu_ps(mask, inp.add(r + at + col * c)) };
+            }
         }
         for (j, acc) in acc.iter_mut().enumerate() {
             for kx in 0..3 {
