@@ -1715,18 +1715,135 @@ impl GemmF32 {
         out: &mut [f32],
     ) {
         let (n, k) = (self.n, self.k);
-        if let Rows::Direct { data, stride } = *rows {
+        let o = &mut out[..ms.len() * n];
+        match *rows {
             // Rows in place at a fixed stride: one loop over the row blocks in x86, without
-            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd).
-            let o = &mut out[..ms.len() * n];
-            x86::gemm_direct_f32_avx512(data, stride, ms, &self.b, &self.bias, n, k, self.act, o);
-            if self.act == Activation::Tanh {
-                for v in o.iter_mut() {
-                    *v = self.act.apply(*v);
-                }
+            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd). Up to
+            // two panels take the strided path's taller tiles.
+            Rows::Direct { data, stride } if n <= 2 * NR_F32 => {
+                let (rows, at) = (ms.len(), ms.start * stride);
+                let (b, bias) = (&self.b, &self.bias);
+                x86::gemm_strided_f32_avx512(
+                    data,
+                    &[(0, at)],
+                    k,
+                    stride,
+                    rows,
+                    b,
+                    bias,
+                    n,
+                    k,
+                    self.act,
+                    o,
+                );
             }
-            return;
+            Rows::Direct { data, stride } => {
+                x86::gemm_direct_f32_avx512(
+                    data, stride, ms, &self.b, &self.bias, n, k, self.act, o,
+                );
+            }
+            Rows::Conv { ref p, k_hw, .. } if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 => {
+                self.conv_avx512(ms, rows, scratch, o)
+            }
+            Rows::Conv { .. } => self.gathered_avx512(ms, rows, scratch, o),
         }
+        if self.act == Activation::Tanh {
+            for v in o.iter_mut() {
+                *v = self.act.apply(*v);
+            }
+        }
+    }
+
+    /// [`Self::run_avx512`] for a convolution with dilation 1 across: each output row's
+    /// pixels whose windows lie inside the input columns read their kernel rows in place at
+    /// a fixed stride ([`x86::gemm_strided_f32_avx512`], kernel rows above or below the input
+    /// skipped); the others, in blocks of whole tiles, through [`Self::gathered_avx512`].
+    #[cfg(target_arch = "x86_64")]
+    fn conv_avx512(
+        &self,
+        ms: Range<usize>,
+        rows: &Rows<'_, f32>,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let Rows::Conv {
+            input,
+            in_hwc: [in_h, in_w, c],
+            k_hw: [k_h, k_w],
+            out_w,
+            ref p,
+            ..
+        } = *rows
+        else {
+            unreachable!()
+        };
+        let n = self.n;
+        // Output columns lo..hi have their windows inside the input's columns.
+        let lo = p.pad_left.div_ceil(p.stride_w);
+        let hi = match (in_w + p.pad_left).checked_sub(k_w) {
+            Some(span) => span / p.stride_w + 1,
+            None => 0,
+        };
+        let seg_len = k_w * c;
+        let mut m = ms.start;
+        while m < ms.end {
+            let (row, ox) = (m - m % out_w, m % out_w);
+            if (lo..hi).contains(&ox) {
+                let end = (row + hi.min(out_w)).min(ms.end);
+                let (oy, x0) = (m / out_w, ox * p.stride_w - p.pad_left);
+                let mut segs = [(0, 0); MAX_SEGS_F32];
+                let mut count = 0;
+                for ky in 0..k_h {
+                    let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                    if y < in_h {
+                        segs[count] = (ky * seg_len, (y * in_w + x0) * c);
+                        count += 1;
+                    }
+                }
+                let o = &mut out[(m - ms.start) * n..(end - ms.start) * n];
+                let (b, bias, act) = (&self.b, &self.bias, self.act);
+                let (k, stride) = (self.k, p.stride_w * c);
+                x86::gemm_strided_f32_avx512(
+                    input,
+                    &segs[..count],
+                    seg_len,
+                    stride,
+                    end - m,
+                    b,
+                    bias,
+                    n,
+                    k,
+                    act,
+                    o,
+                );
+                m = end;
+            } else {
+                // Up to the next pixel read in place, in whole tiles (a tile's rows cost about
+                // the same up to MR_F32).
+                let next = if ox < lo && lo < hi {
+                    row + lo
+                } else {
+                    row + out_w + lo.min(hi)
+                };
+                let end = (m + (next - m).next_multiple_of(MR_F32)).min(ms.end);
+                let o = &mut out[(m - ms.start) * n..(end - ms.start) * n];
+                self.gathered_avx512(m..end, rows, scratch, o);
+                m = end;
+            }
+        }
+    }
+
+    /// [`Self::run_avx512`] for rows that are not at a fixed stride, in blocks of `MR_F32`:
+    /// each block's receptive fields as segments ([`conv_segments`]) or gathered rows.
+    #[cfg(target_arch = "x86_64")]
+    fn gathered_avx512(
+        &self,
+        ms: Range<usize>,
+        rows: &Rows<'_, f32>,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let (n, k) = (self.n, self.k);
         let (bufs, pads) = scratch[..(MR_F32 + 1) * k].split_at_mut(MR_F32 * k);
         let unset = SegF32 {
             koff: 0,
@@ -1738,12 +1855,7 @@ impl GemmF32 {
         while m0 < ms.end {
             let here = (ms.end - m0).min(MR_F32);
             let (data, count, seg_len) = match *rows {
-                Rows::Direct { data, stride } => {
-                    for (r, row) in segs[0].rows.iter_mut().enumerate().take(here) {
-                        *row = (SrcF32::Data, (m0 + r) * stride);
-                    }
-                    (data, 1, k)
-                }
+                Rows::Direct { .. } => unreachable!("rows in place take the other paths"),
                 Rows::Conv {
                     input,
                     in_hwc,
@@ -1783,11 +1895,6 @@ impl GemmF32 {
                 self.act,
                 o,
             );
-            if self.act == Activation::Tanh {
-                for v in o.iter_mut() {
-                    *v = self.act.apply(*v);
-                }
-            }
             m0 += MR_F32;
         }
     }
@@ -2602,6 +2709,15 @@ mod tests {
         }
     }
 
+    /// [`close`] with an error bound of at least 1e-5 absolute: a few outputs of small sums
+    /// may cancel to near zero, where the relative error of the summation order is large.
+    fn close_abs(got: &[f32], want: &[f32], what: &str) {
+        let peak = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * peak, "{what} at {i}: {a} vs {b}");
+        }
+    }
+
     #[test]
     fn conv_and_fc_f32_match_portable() {
         let mut rng = Rng(4);
@@ -2720,6 +2836,86 @@ mod tests {
                     &got,
                     &want,
                     &format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}"),
+                );
+            }
+        }
+    }
+
+    /// Float convolutions and dense layers through the strided AVX-512 path: outputs wide
+    /// enough for several tall tiles and a remainder (rows not a multiple of any tile
+    /// height), output channels around one and two panels and beyond, small odd reduction
+    /// sizes, padding on every side (pixels gathered at the left and right edges, kernel rows
+    /// skipped at the top and bottom), strides 1 and 2, two batches, every activation.
+    #[test]
+    fn conv_f32_strided_matches_portable() {
+        let mut rng = Rng(8);
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Relu6,
+            Activation::ReluN1To1,
+            Activation::Tanh,
+        ];
+        for isa in isas() {
+            for case in 0..80usize {
+                let cout = [1, 8, 16, 17, 24, 32, 33, 48, 70][case % 9];
+                let act = acts[case % 5];
+                let (kh, kw) = (1 + rng.below(3), 1 + rng.below(3));
+                let (sh, sw) = (1 + rng.below(2), 1 + rng.below(2));
+                let (pt, pl) = (rng.below(kh), rng.below(kw));
+                let (pb, pr) = (rng.below(kh), rng.below(kw));
+                let h = kh + rng.below(6);
+                let w = kw + rng.below(60);
+                let oh = (h + pt + pb - kh) / sh + 1;
+                let ow = (w + pl + pr - kw) / sw + 1;
+                let cin = 1 + rng.below(5);
+                let is = [1 + case % 2, h, w, cin];
+                let fs = [cout, kh, kw, cin];
+                let os = [is[0], oh, ow, cout];
+                let p = Conv2dParams {
+                    stride_h: sh,
+                    stride_w: sw,
+                    pad_top: pt,
+                    pad_left: pl,
+                    activation: act,
+                    ..Default::default()
+                };
+                let input = rng.f32s(is.iter().product());
+                let filter = rng.f32s(fs.iter().product());
+                let bias = rng.f32s(cout);
+                let mut want = vec![0f32; os.iter().product()];
+                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let kk = kh * kw * cin;
+                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
+                let mut s = scratch_for(kk, 8);
+                let mut got = vec![0f32; want.len()];
+                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
+                let what = format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}");
+                close_abs(&got, &want, &what);
+
+                // Dense rows (the 1x1 path) at a stride of k.
+                let (b, k) = (1 + rng.below(40), 1 + rng.below(40));
+                let x = rng.f32s(b * k);
+                let wts = rng.f32s(cout * k);
+                let mut want = vec![0f32; b * cout];
+                fully_connected::fully_connected_f32(
+                    &x,
+                    b,
+                    k,
+                    &wts,
+                    cout,
+                    Some(&bias),
+                    act,
+                    &mut want,
+                );
+                let g = GemmF32::pack(isa, &wts, cout, k, Some(&bias), act).unwrap();
+                let mut s = scratch_for(k, 8);
+                let mut got = vec![0f32; b * cout];
+                fully_connected_f32(&g, &x, b, &mut got, &mut s);
+                close_abs(
+                    &got,
+                    &want,
+                    &format!("{isa:?} fc case {case} {b}x{k}x{cout}"),
                 );
             }
         }
