@@ -2169,6 +2169,9 @@ type LhsF32<'a> = (&'a [[*const f32; MR_F32]], &'a [usize], usize);
 /// The left-hand side of a tile of `MR` rows as segments of `seg_len` consecutive floats per
 /// row, each at a first reduction index: how [`gemm_group_f32`] finds its rows.
 trait TileLhs<const MR: usize>: Copy {
+    /// Whether tiles of this source take the `pf` prefetch hint (else its check, in the
+    /// innermost loop, is compiled out).
+    const PREFETCH: bool;
     fn segs(&self) -> usize;
     fn seg_len(&self) -> usize;
     /// Segment `s`'s first reduction index and row pointers.
@@ -2181,6 +2184,7 @@ trait TileLhs<const MR: usize>: Copy {
 
 /// Row pointers per segment (`MR <= MR_F32`): rows anywhere (gathered, padding, in place).
 impl<const MR: usize> TileLhs<MR> for LhsF32<'_> {
+    const PREFETCH: bool = true;
     #[inline(always)]
     fn segs(&self) -> usize {
         self.0.len().min(self.1.len())
@@ -2208,6 +2212,7 @@ struct StridedLhs<'a> {
 }
 
 impl<const MR: usize> TileLhs<MR> for StridedLhs<'_> {
+    const PREFETCH: bool = false;
     #[inline(always)]
     fn segs(&self) -> usize {
         self.bases.len().min(self.koffs.len())
@@ -2295,7 +2300,7 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize, L: TileLhs<MR>>(
             let (koff, rows) = lhs.seg(s);
             let bs = bg.add(koff * cols);
             for kk in 0..seg_len {
-                if koff + kk == pf_next && pf_i < pf_lines {
+                if L::PREFETCH && koff + kk == pf_next && pf_i < pf_lines {
                     _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(pf_i * NR_F32) as *const i8);
                     pf_i += 1;
                     pf_next += pf_step;
