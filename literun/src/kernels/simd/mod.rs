@@ -1777,46 +1777,58 @@ impl GemmF32 {
         else {
             unreachable!()
         };
-        let n = self.n;
+        let (n, k, sw, pl) = (self.n, self.k, p.stride_w, p.pad_left);
         // Output columns lo..hi have their windows inside the input's columns.
-        let lo = p.pad_left.div_ceil(p.stride_w);
-        let hi = match (in_w + p.pad_left).checked_sub(k_w) {
-            Some(span) => span / p.stride_w + 1,
+        let lo = pl.div_ceil(sw);
+        let hi = match (in_w + pl).checked_sub(k_w) {
+            Some(span) => span / sw + 1,
             None => 0,
         };
-        let seg_len = k_w * c;
+        // Pixels m..end of one output row, kernel columns `kx` of each (inside the input):
+        // every kernel row inside the input is a segment at a fixed stride.
+        let strided = |m: usize, end: usize, kx: Range<usize>, out: &mut [f32]| {
+            let (oy, ox) = (m / out_w, m % out_w);
+            let mut segs = [(0, 0); MAX_SEGS_F32];
+            let mut count = 0;
+            for ky in (0..k_h).filter(|_| !kx.is_empty()) {
+                let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                if y < in_h {
+                    let x = ox * sw + kx.start - pl;
+                    segs[count] = ((ky * k_w + kx.start) * c, (y * in_w + x) * c);
+                    count += 1;
+                }
+            }
+            let (b, bias, act) = (&self.b, &self.bias, self.act);
+            let (segs, seg_len, rows) = (&segs[..count], kx.len() * c, end - m);
+            x86::gemm_strided_f32_avx512(
+                input,
+                segs,
+                seg_len,
+                sw * c,
+                rows,
+                b,
+                bias,
+                n,
+                k,
+                act,
+                out,
+            );
+        };
         let mut m = ms.start;
         while m < ms.end {
             let (row, ox) = (m - m % out_w, m % out_w);
+            let o = &mut out[(m - ms.start) * n..];
             if (lo..hi).contains(&ox) {
                 let end = (row + hi.min(out_w)).min(ms.end);
-                let (oy, x0) = (m / out_w, ox * p.stride_w - p.pad_left);
-                let mut segs = [(0, 0); MAX_SEGS_F32];
-                let mut count = 0;
-                for ky in 0..k_h {
-                    let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
-                    if y < in_h {
-                        segs[count] = (ky * seg_len, (y * in_w + x0) * c);
-                        count += 1;
-                    }
-                }
-                let o = &mut out[(m - ms.start) * n..(end - ms.start) * n];
-                let (b, bias, act) = (&self.b, &self.bias, self.act);
-                let (k, stride) = (self.k, p.stride_w * c);
-                x86::gemm_strided_f32_avx512(
-                    input,
-                    &segs[..count],
-                    seg_len,
-                    stride,
-                    end - m,
-                    b,
-                    bias,
-                    n,
-                    k,
-                    act,
-                    o,
-                );
+                strided(m, end, 0..k_w, &mut o[..(end - m) * n]);
                 m = end;
+            } else if n <= 2 * NR_F32 {
+                // A pixel at the left or right edge alone, reading the kernel columns inside
+                // the input (a narrow tile of one row costs less than gathering a block).
+                let kx_lo = pl.saturating_sub(ox * sw).min(k_w);
+                let kx_hi = (in_w + pl).saturating_sub(ox * sw).clamp(kx_lo, k_w);
+                strided(m, m + 1, kx_lo..kx_hi, &mut o[..n]);
+                m += 1;
             } else {
                 // Up to the next pixel read in place, in whole tiles (a tile's rows cost about
                 // the same up to MR_F32).
@@ -1826,8 +1838,7 @@ impl GemmF32 {
                     row + out_w + lo.min(hi)
                 };
                 let end = (m + (next - m).next_multiple_of(MR_F32)).min(ms.end);
-                let o = &mut out[(m - ms.start) * n..(end - ms.start) * n];
-                self.gathered_avx512(m..end, rows, scratch, o);
+                self.gathered_avx512(m..end, rows, scratch, &mut o[..(end - m) * n]);
                 m = end;
             }
         }
