@@ -1742,8 +1742,13 @@ impl GemmF32 {
                     data, stride, ms, &self.b, &self.bias, n, k, self.act, o,
                 );
             }
-            Rows::Conv { ref p, k_hw, .. } if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 => {
-                self.conv_avx512(ms, rows, scratch, o)
+            // Up to two panels (tall tiles): windows in place at a fixed stride per output
+            // row. Wider outputs keep the gathered 6-row blocks across output rows (no gain
+            // measured from the strided path there, and no short tiles at row ends).
+            Rows::Conv { ref p, k_hw, .. }
+                if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 && n <= 2 * NR_F32 =>
+            {
+                self.conv_avx512(ms, rows, o)
             }
             Rows::Conv { .. } => self.gathered_avx512(ms, rows, scratch, o),
         }
@@ -1754,18 +1759,13 @@ impl GemmF32 {
         }
     }
 
-    /// [`Self::run_avx512`] for a convolution with dilation 1 across: each output row's
-    /// pixels whose windows lie inside the input columns read their kernel rows in place at
-    /// a fixed stride ([`x86::gemm_strided_f32_avx512`], kernel rows above or below the input
-    /// skipped); the others, in blocks of whole tiles, through [`Self::gathered_avx512`].
+    /// [`Self::run_avx512`] for a convolution with dilation 1 across and up to two panels:
+    /// each output row's pixels whose windows lie inside the input columns read their kernel
+    /// rows in place at a fixed stride ([`x86::gemm_strided_f32_avx512`], kernel rows above
+    /// or below the input skipped); a pixel at the left or right edge reads the kernel
+    /// columns inside the input the same way, alone.
     #[cfg(target_arch = "x86_64")]
-    fn conv_avx512(
-        &self,
-        ms: Range<usize>,
-        rows: &Rows<'_, f32>,
-        scratch: &mut [f32],
-        out: &mut [f32],
-    ) {
+    fn conv_avx512(&self, ms: Range<usize>, rows: &Rows<'_, f32>, out: &mut [f32]) {
         let Rows::Conv {
             input,
             in_hwc: [in_h, in_w, c],
@@ -1822,24 +1822,13 @@ impl GemmF32 {
                 let end = (row + hi.min(out_w)).min(ms.end);
                 strided(m, end, 0..k_w, &mut o[..(end - m) * n]);
                 m = end;
-            } else if n <= 2 * NR_F32 {
+            } else {
                 // A pixel at the left or right edge alone, reading the kernel columns inside
                 // the input (a narrow tile of one row costs less than gathering a block).
                 let kx_lo = pl.saturating_sub(ox * sw).min(k_w);
                 let kx_hi = (in_w + pl).saturating_sub(ox * sw).clamp(kx_lo, k_w);
                 strided(m, m + 1, kx_lo..kx_hi, &mut o[..n]);
                 m += 1;
-            } else {
-                // Up to the next pixel read in place, in whole tiles (a tile's rows cost about
-                // the same up to MR_F32).
-                let next = if ox < lo && lo < hi {
-                    row + lo
-                } else {
-                    row + out_w + lo.min(hi)
-                };
-                let end = (m + (next - m).next_multiple_of(MR_F32)).min(ms.end);
-                self.gathered_avx512(m..end, rows, scratch, &mut o[..(end - m) * n]);
-                m = end;
             }
         }
     }
