@@ -1715,18 +1715,135 @@ impl GemmF32 {
         out: &mut [f32],
     ) {
         let (n, k) = (self.n, self.k);
-        if let Rows::Direct { data, stride } = *rows {
+        let o = &mut out[..ms.len() * n];
+        match *rows {
             // Rows in place at a fixed stride: one loop over the row blocks in x86, without
-            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd).
-            let o = &mut out[..ms.len() * n];
-            x86::gemm_direct_f32_avx512(data, stride, ms, &self.b, &self.bias, n, k, self.act, o);
-            if self.act == Activation::Tanh {
-                for v in o.iter_mut() {
-                    *v = self.act.apply(*v);
+            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd). Up to
+            // two panels take the strided path's taller tiles.
+            Rows::Direct { data, stride } if n <= 2 * NR_F32 => {
+                let (rows, at) = (ms.len(), ms.start * stride);
+                let (b, bias) = (&self.b, &self.bias);
+                x86::gemm_strided_f32_avx512(
+                    data,
+                    &[(0, at)],
+                    k,
+                    stride,
+                    rows,
+                    b,
+                    bias,
+                    n,
+                    k,
+                    self.act,
+                    o,
+                );
+            }
+            Rows::Direct { data, stride } => {
+                x86::gemm_direct_f32_avx512(
+                    data, stride, ms, &self.b, &self.bias, n, k, self.act, o,
+                );
+            }
+            // Up to two panels (tall tiles): windows in place at a fixed stride per output
+            // row. Wider outputs keep the gathered 6-row blocks across output rows (no gain
+            // measured from the strided path there, and no short tiles at row ends).
+            Rows::Conv { ref p, k_hw, .. }
+                if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 && n <= 2 * NR_F32 =>
+            {
+                self.conv_avx512(ms, rows, o)
+            }
+            Rows::Conv { .. } => self.gathered_avx512(ms, rows, scratch, o),
+        }
+        if self.act == Activation::Tanh {
+            for v in o.iter_mut() {
+                *v = self.act.apply(*v);
+            }
+        }
+    }
+
+    /// [`Self::run_avx512`] for a convolution with dilation 1 across and up to two panels:
+    /// each output row's pixels whose windows lie inside the input columns read their kernel
+    /// rows in place at a fixed stride ([`x86::gemm_strided_f32_avx512`], kernel rows above
+    /// or below the input skipped); a pixel at the left or right edge reads the kernel
+    /// columns inside the input the same way, alone.
+    #[cfg(target_arch = "x86_64")]
+    fn conv_avx512(&self, ms: Range<usize>, rows: &Rows<'_, f32>, out: &mut [f32]) {
+        let Rows::Conv {
+            input,
+            in_hwc: [in_h, in_w, c],
+            k_hw: [k_h, k_w],
+            out_w,
+            ref p,
+            ..
+        } = *rows
+        else {
+            unreachable!()
+        };
+        let (n, k, sw, pl) = (self.n, self.k, p.stride_w, p.pad_left);
+        // Output columns lo..hi have their windows inside the input's columns.
+        let lo = pl.div_ceil(sw);
+        let hi = match (in_w + pl).checked_sub(k_w) {
+            Some(span) => span / sw + 1,
+            None => 0,
+        };
+        // Pixels m..end of one output row, kernel columns `kx` of each (inside the input):
+        // every kernel row inside the input is a segment at a fixed stride.
+        let strided = |m: usize, end: usize, kx: Range<usize>, out: &mut [f32]| {
+            let (oy, ox) = (m / out_w, m % out_w);
+            let mut segs = [(0, 0); MAX_SEGS_F32];
+            let mut count = 0;
+            for ky in (0..k_h).filter(|_| !kx.is_empty()) {
+                let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+                if y < in_h {
+                    let x = ox * sw + kx.start - pl;
+                    segs[count] = ((ky * k_w + kx.start) * c, (y * in_w + x) * c);
+                    count += 1;
                 }
             }
-            return;
+            let (b, bias, act) = (&self.b, &self.bias, self.act);
+            let (segs, seg_len, rows) = (&segs[..count], kx.len() * c, end - m);
+            x86::gemm_strided_f32_avx512(
+                input,
+                segs,
+                seg_len,
+                sw * c,
+                rows,
+                b,
+                bias,
+                n,
+                k,
+                act,
+                out,
+            );
+        };
+        let mut m = ms.start;
+        while m < ms.end {
+            let (row, ox) = (m - m % out_w, m % out_w);
+            let o = &mut out[(m - ms.start) * n..];
+            if (lo..hi).contains(&ox) {
+                let end = (row + hi.min(out_w)).min(ms.end);
+                strided(m, end, 0..k_w, &mut o[..(end - m) * n]);
+                m = end;
+            } else {
+                // A pixel at the left or right edge alone, reading the kernel columns inside
+                // the input (a narrow tile of one row costs less than gathering a block).
+                let kx_lo = pl.saturating_sub(ox * sw).min(k_w);
+                let kx_hi = (in_w + pl).saturating_sub(ox * sw).clamp(kx_lo, k_w);
+                strided(m, m + 1, kx_lo..kx_hi, &mut o[..n]);
+                m += 1;
+            }
         }
+    }
+
+    /// [`Self::run_avx512`] for rows that are not at a fixed stride, in blocks of `MR_F32`:
+    /// each block's receptive fields as segments ([`conv_segments`]) or gathered rows.
+    #[cfg(target_arch = "x86_64")]
+    fn gathered_avx512(
+        &self,
+        ms: Range<usize>,
+        rows: &Rows<'_, f32>,
+        scratch: &mut [f32],
+        out: &mut [f32],
+    ) {
+        let (n, k) = (self.n, self.k);
         let (bufs, pads) = scratch[..(MR_F32 + 1) * k].split_at_mut(MR_F32 * k);
         let unset = SegF32 {
             koff: 0,
@@ -1738,12 +1855,7 @@ impl GemmF32 {
         while m0 < ms.end {
             let here = (ms.end - m0).min(MR_F32);
             let (data, count, seg_len) = match *rows {
-                Rows::Direct { data, stride } => {
-                    for (r, row) in segs[0].rows.iter_mut().enumerate().take(here) {
-                        *row = (SrcF32::Data, (m0 + r) * stride);
-                    }
-                    (data, 1, k)
-                }
+                Rows::Direct { .. } => unreachable!("rows in place take the other paths"),
                 Rows::Conv {
                     input,
                     in_hwc,
@@ -1783,11 +1895,6 @@ impl GemmF32 {
                 self.act,
                 o,
             );
-            if self.act == Activation::Tanh {
-                for v in o.iter_mut() {
-                    *v = self.act.apply(*v);
-                }
-            }
             m0 += MR_F32;
         }
     }
@@ -2602,6 +2709,15 @@ mod tests {
         }
     }
 
+    /// [`close`] with an error bound of at least 1e-5 absolute: a few outputs of small sums
+    /// may cancel to near zero, where the relative error of the summation order is large.
+    fn close_abs(got: &[f32], want: &[f32], what: &str) {
+        let peak = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * peak, "{what} at {i}: {a} vs {b}");
+        }
+    }
+
     #[test]
     fn conv_and_fc_f32_match_portable() {
         let mut rng = Rng(4);
@@ -2720,6 +2836,86 @@ mod tests {
                     &got,
                     &want,
                     &format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}"),
+                );
+            }
+        }
+    }
+
+    /// Float convolutions and dense layers through the strided AVX-512 path: outputs wide
+    /// enough for several tall tiles and a remainder (rows not a multiple of any tile
+    /// height), output channels around one and two panels and beyond, small odd reduction
+    /// sizes, padding on every side (pixels gathered at the left and right edges, kernel rows
+    /// skipped at the top and bottom), strides 1 and 2, two batches, every activation.
+    #[test]
+    fn conv_f32_strided_matches_portable() {
+        let mut rng = Rng(8);
+        let acts = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Relu6,
+            Activation::ReluN1To1,
+            Activation::Tanh,
+        ];
+        for isa in isas() {
+            for case in 0..80usize {
+                let cout = [1, 8, 16, 17, 24, 32, 33, 48, 70][case % 9];
+                let act = acts[case % 5];
+                let (kh, kw) = (1 + rng.below(3), 1 + rng.below(3));
+                let (sh, sw) = (1 + rng.below(2), 1 + rng.below(2));
+                let (pt, pl) = (rng.below(kh), rng.below(kw));
+                let (pb, pr) = (rng.below(kh), rng.below(kw));
+                let h = kh + rng.below(6);
+                let w = kw + rng.below(60);
+                let oh = (h + pt + pb - kh) / sh + 1;
+                let ow = (w + pl + pr - kw) / sw + 1;
+                let cin = 1 + rng.below(5);
+                let is = [1 + case % 2, h, w, cin];
+                let fs = [cout, kh, kw, cin];
+                let os = [is[0], oh, ow, cout];
+                let p = Conv2dParams {
+                    stride_h: sh,
+                    stride_w: sw,
+                    pad_top: pt,
+                    pad_left: pl,
+                    activation: act,
+                    ..Default::default()
+                };
+                let input = rng.f32s(is.iter().product());
+                let filter = rng.f32s(fs.iter().product());
+                let bias = rng.f32s(cout);
+                let mut want = vec![0f32; os.iter().product()];
+                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let kk = kh * kw * cin;
+                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
+                let mut s = scratch_for(kk, 8);
+                let mut got = vec![0f32; want.len()];
+                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
+                let what = format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}");
+                close_abs(&got, &want, &what);
+
+                // Dense rows (the 1x1 path) at a stride of k.
+                let (b, k) = (1 + rng.below(40), 1 + rng.below(40));
+                let x = rng.f32s(b * k);
+                let wts = rng.f32s(cout * k);
+                let mut want = vec![0f32; b * cout];
+                fully_connected::fully_connected_f32(
+                    &x,
+                    b,
+                    k,
+                    &wts,
+                    cout,
+                    Some(&bias),
+                    act,
+                    &mut want,
+                );
+                let g = GemmF32::pack(isa, &wts, cout, k, Some(&bias), act).unwrap();
+                let mut s = scratch_for(k, 8);
+                let mut got = vec![0f32; b * cout];
+                fully_connected_f32(&g, &x, b, &mut got, &mut s);
+                close_abs(
+                    &got,
+                    &want,
+                    &format!("{isa:?} fc case {case} {b}x{k}x{cout}"),
                 );
             }
         }

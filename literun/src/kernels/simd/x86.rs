@@ -2013,7 +2013,7 @@ pub(crate) fn gemm_direct_f32_avx512(
                         // every panel and `o` is followed by `rows * n` floats of `out`
                         // (asserted).
                         $($n => unsafe {
-                            gemm_rows_f32_avx512_mr::<$n>(lhs, b, bias, n, k, act, o, groups, pf)
+                            gemm_rows_f32_avx512_mr::<$n, _>(lhs, b, bias, n, k, act, o, groups, pf)
                         },)*
                         _ => unreachable!(),
                     }
@@ -2022,6 +2022,125 @@ pub(crate) fn gemm_direct_f32_avx512(
             dispatch!(1 2 3 4 5 6);
             m0 += MR_F32;
         }
+    }
+}
+
+/// Rows of the tall tiles of [`gemm_strided_f32_avx512`] for one or two panels (12 x 16:
+/// 12 accumulators, 12 x 32: 24), where the 6-row tile has too few independent multiply-add
+/// chains to hide their latency and broadcasts one input per one or two multiply-adds.
+pub(crate) const TALL_MR_F32: usize = 12;
+
+/// [`gemm_rows_f32_avx512`] for `rows` rows at a fixed stride, all row blocks in one call:
+/// segment `s` (first reduction index `segs[s].0`) of row `r` is
+/// `data[segs[s].1 + r * stride..][..seg_len]`; `out` starts at row 0. Up to two panels go
+/// through tiles of up to [`TALL_MR_F32`] rows, the rows split evenly over them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_strided_f32_avx512(
+    data: &[f32],
+    segs: &[(usize, usize)],
+    seg_len: usize,
+    stride: usize,
+    rows: usize,
+    b: &[f32],
+    bias: &[f32],
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: &mut [f32],
+) {
+    let panels = n.div_ceil(NR_F32);
+    assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
+    assert!(n > 0 && out.len() >= rows * n && segs.len() <= MAX_SEGS_F32);
+    if rows == 0 {
+        return;
+    }
+    let mut bases = [data.as_ptr(); MAX_SEGS_F32];
+    let mut koffs = [0usize; MAX_SEGS_F32];
+    for ((&(koff, at), base), ko) in segs.iter().zip(&mut bases).zip(&mut koffs) {
+        assert!(koff + seg_len <= k);
+        // Every row's segment is inside `data` (checked by the slicing).
+        *base = data[at..at + (rows - 1) * stride + seg_len].as_ptr();
+        *ko = koff;
+    }
+    let mut lhs = StridedLhs {
+        bases: &bases[..segs.len()],
+        koffs: &koffs[..segs.len()],
+        seg_len,
+        stride,
+        row0: 0,
+    };
+    let (b, bias) = (b.as_ptr(), bias.as_ptr());
+    let mr = if panels <= 2 { TALL_MR_F32 } else { MR_F32 };
+    // Blocks of `per` or `per + 1` rows (the first `extra`): no short last tile.
+    let blocks = rows.div_ceil(mr);
+    let (per, extra) = (rows / blocks, rows % blocks);
+    for block in 0..blocks {
+        let here = per + usize::from(block < extra);
+        let o = out[lhs.row0 * n..].as_mut_ptr();
+        macro_rules! dispatch {
+            ($call:ident, $($n:literal)*) => {
+                match here {
+                    // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
+                    // F/VL; rows row0..row0 + here of every segment have seg_len floats in
+                    // `data` (row0 + here <= rows, sliced above) and their weights are within
+                    // `k` (asserted), `b` and `bias` cover every panel and `o` is followed
+                    // by `here * n` floats of `out` (asserted).
+                    $($n => unsafe { $call::<$n>(lhs, b, bias, n, k, act, o) },)*
+                    _ => unreachable!(),
+                }
+            };
+        }
+        if panels <= 2 {
+            dispatch!(tall_f32, 1 2 3 4 5 6 7 8 9 10 11 12);
+        } else {
+            dispatch!(wide_f32, 1 2 3 4 5 6);
+        }
+        lhs.row0 += here;
+    }
+}
+
+/// One tile of up to two panels (all of them), `MR` rows.
+///
+/// # Safety
+/// As [`gemm_rows_f32_avx512_mr`], with `n <= 32`.
+#[inline(always)]
+unsafe fn tall_f32<const MR: usize>(
+    lhs: StridedLhs<'_>,
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    _k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let none = (b, 0, 1);
+    // SAFETY: the caller's contract; one group of one or two panels starts at `b`.
+    unsafe {
+        if n > NR_F32 {
+            gemm_group_f32::<MR, 2, _>(lhs, b, bias, n, 0, act, out, none)
+        } else {
+            gemm_group_f32::<MR, 1, _>(lhs, b, bias, n, 0, act, out, none)
+        }
+    }
+}
+
+/// One row block of every group, `MR <= MR_F32` rows.
+///
+/// # Safety
+/// As [`gemm_rows_f32_avx512_mr`].
+#[inline(always)]
+unsafe fn wide_f32<const MR: usize>(
+    lhs: StridedLhs<'_>,
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        gemm_rows_f32_avx512_mr::<MR, _>(lhs, b, bias, n, k, act, out, 0..usize::MAX, (b, 0, 1))
     }
 }
 
@@ -2058,7 +2177,7 @@ unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
                 // (sliced above) and its B rows are within `k`, `b` and `bias` cover every
                 // panel and `out` every row of `n` (the caller's contract).
                 $($n => unsafe {
-                    gemm_rows_f32_avx512_mr::<$n>(
+                    gemm_rows_f32_avx512_mr::<$n, _>(
                         lhs, b, bias, n, k, act, out, 0..usize::MAX, (b, 0, 1)
                     )
                 },)*
@@ -2073,6 +2192,70 @@ unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
 /// and the segments' length.
 type LhsF32<'a> = (&'a [[*const f32; MR_F32]], &'a [usize], usize);
 
+/// The left-hand side of a tile of `MR` rows as segments of `seg_len` consecutive floats per
+/// row, each at a first reduction index: how [`gemm_group_f32`] finds its rows.
+trait TileLhs<const MR: usize>: Copy {
+    /// Whether tiles of this source take the `pf` prefetch hint (else its check, in the
+    /// innermost loop, is compiled out).
+    const PREFETCH: bool;
+    fn segs(&self) -> usize;
+    fn seg_len(&self) -> usize;
+    /// Segment `s`'s first reduction index and row pointers.
+    ///
+    /// # Safety
+    /// `s < self.segs()`; the rows' pointers are then readable for `seg_len` floats (each
+    /// implementation's contract).
+    unsafe fn seg(&self, s: usize) -> (usize, [*const f32; MR]);
+}
+
+/// Row pointers per segment (`MR <= MR_F32`): rows anywhere (gathered, padding, in place).
+impl<const MR: usize> TileLhs<MR> for LhsF32<'_> {
+    const PREFETCH: bool = true;
+    #[inline(always)]
+    fn segs(&self) -> usize {
+        self.0.len().min(self.1.len())
+    }
+    #[inline(always)]
+    fn seg_len(&self) -> usize {
+        self.2
+    }
+    #[inline(always)]
+    unsafe fn seg(&self, s: usize) -> (usize, [*const f32; MR]) {
+        (self.1[s], core::array::from_fn(|r| self.0[s][r]))
+    }
+}
+
+/// Rows at a fixed stride: segment `s` of row `r` starts at `bases[s] + (row0 + r) * stride`
+/// (one output row of a convolution, or a matrix in place), so a tile's rows cost no
+/// per-row bookkeeping and any number of them fit.
+#[derive(Clone, Copy)]
+struct StridedLhs<'a> {
+    bases: &'a [*const f32],
+    koffs: &'a [usize],
+    seg_len: usize,
+    stride: usize,
+    row0: usize,
+}
+
+impl<const MR: usize> TileLhs<MR> for StridedLhs<'_> {
+    const PREFETCH: bool = false;
+    #[inline(always)]
+    fn segs(&self) -> usize {
+        self.bases.len().min(self.koffs.len())
+    }
+    #[inline(always)]
+    fn seg_len(&self) -> usize {
+        self.seg_len
+    }
+    #[inline(always)]
+    unsafe fn seg(&self, s: usize) -> (usize, [*const f32; MR]) {
+        // SAFETY: rows row0..row0 + MR of every segment are within the slice `bases[s]`
+        // points into ([`gemm_strided_f32_avx512`] checks them before making the tile).
+        let at = |r: usize| unsafe { self.bases[s].add((self.row0 + r) * self.stride) };
+        (self.koffs[s], core::array::from_fn(at))
+    }
+}
+
 /// # Safety
 /// AVX-512 F/VL; for every segment `s`, its first `MR` row pointers readable for `seg_len`
 /// floats and `koffs[s] + seg_len <= k`; `b` readable for `panels * k * 16`,
@@ -2081,8 +2264,8 @@ type LhsF32<'a> = (&'a [[*const f32; MR_F32]], &'a [usize], usize);
 /// `pf` is a prefetch hint: `pf.1` cache lines (16 floats apart) from `pf.0` into L2.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
-    lhs: LhsF32<'_>,
+unsafe fn gemm_rows_f32_avx512_mr<const MR: usize, L: TileLhs<MR>>(
+    lhs: L,
     b: *const f32,
     bias: *const f32,
     n: usize,
@@ -2103,10 +2286,10 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
             let (bg, bias) = (b.add(p * k * NR_F32), bias.add(p * NR_F32));
             let (o, c0) = (out.add(p * NR_F32), p * NR_F32);
             match g {
-                4 => gemm_group_f32::<MR, 4>(lhs, bg, bias, n, c0, act, o, pf),
-                3 => gemm_group_f32::<MR, 3>(lhs, bg, bias, n, c0, act, o, pf),
-                2 => gemm_group_f32::<MR, 2>(lhs, bg, bias, n, c0, act, o, pf),
-                _ => gemm_group_f32::<MR, 1>(lhs, bg, bias, n, c0, act, o, pf),
+                4 => gemm_group_f32::<MR, 4, L>(lhs, bg, bias, n, c0, act, o, pf),
+                3 => gemm_group_f32::<MR, 3, L>(lhs, bg, bias, n, c0, act, o, pf),
+                2 => gemm_group_f32::<MR, 2, L>(lhs, bg, bias, n, c0, act, o, pf),
+                _ => gemm_group_f32::<MR, 1, L>(lhs, bg, bias, n, c0, act, o, pf),
             }
         }
         p += g;
@@ -2122,8 +2305,8 @@ unsafe fn gemm_rows_f32_avx512_mr<const MR: usize>(
 /// lines from `pf.0` (a hint: one per reduction index up to `pf.1`).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
-    (rows, koffs, seg_len): LhsF32<'_>,
+unsafe fn gemm_group_f32<const MR: usize, const G: usize, L: TileLhs<MR>>(
+    lhs: L,
     bg: *const f32,
     bias: *const f32,
     n: usize,
@@ -2135,13 +2318,15 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize>(
     let (mut pf_i, mut pf_next) = (0, 0);
     let cols = G * NR_F32;
     let mut acc = [[_mm512_setzero_ps(); G]; MR];
-    for (rows, &koff) in rows.iter().zip(koffs) {
+    let seg_len = lhs.seg_len();
+    for s in 0..lhs.segs() {
         // SAFETY: reduction indices koff..koff + seg_len are within k: rows koff.. of the
         // group's [k][G * 16] weights; every row pointer has seg_len floats (the contract).
         unsafe {
+            let (koff, rows) = lhs.seg(s);
             let bs = bg.add(koff * cols);
             for kk in 0..seg_len {
-                if koff + kk == pf_next && pf_i < pf_lines {
+                if L::PREFETCH && koff + kk == pf_next && pf_i < pf_lines {
                     _mm_prefetch::<_MM_HINT_T1>(pf.wrapping_add(pf_i * NR_F32) as *const i8);
                     pf_i += 1;
                     pf_next += pf_step;
