@@ -2032,8 +2032,9 @@ pub(crate) const TALL_MR_F32: usize = 12;
 
 /// [`gemm_rows_f32_avx512`] for `rows` rows at a fixed stride, all row blocks in one call:
 /// segment `s` (first reduction index `segs[s].0`) of row `r` is
-/// `data[segs[s].1 + r * stride..][..seg_len]`; `out` starts at row 0. Up to two panels go
-/// through tiles of up to [`TALL_MR_F32`] rows, the rows split evenly over them.
+/// `data[segs[s].1 + r * stride..][..seg_len]`; `out` starts at row 0. Up to two panels (wider
+/// outputs take [`gemm_direct_f32_avx512`] or the gathered blocks), in tiles of up to
+/// [`TALL_MR_F32`] rows, the rows split evenly over them.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_strided_f32_avx512(
     data: &[f32],
@@ -2050,7 +2051,7 @@ pub(crate) fn gemm_strided_f32_avx512(
 ) {
     let panels = n.div_ceil(NR_F32);
     assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
-    assert!(n > 0 && out.len() >= rows * n && segs.len() <= MAX_SEGS_F32);
+    assert!(n > 0 && n <= 2 * NR_F32 && out.len() >= rows * n && segs.len() <= MAX_SEGS_F32);
     if rows == 0 {
         return;
     }
@@ -2070,31 +2071,26 @@ pub(crate) fn gemm_strided_f32_avx512(
         row0: 0,
     };
     let (b, bias) = (b.as_ptr(), bias.as_ptr());
-    let mr = if panels <= 2 { TALL_MR_F32 } else { MR_F32 };
     // Blocks of `per` or `per + 1` rows (the first `extra`): no short last tile.
-    let blocks = rows.div_ceil(mr);
+    let blocks = rows.div_ceil(TALL_MR_F32);
     let (per, extra) = (rows / blocks, rows % blocks);
     for block in 0..blocks {
         let here = per + usize::from(block < extra);
         let o = out[lhs.row0 * n..].as_mut_ptr();
         macro_rules! dispatch {
-            ($call:ident, $($n:literal)*) => {
+            ($($n:literal)*) => {
                 match here {
                     // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
                     // F/VL; rows row0..row0 + here of every segment have seg_len floats in
                     // `data` (row0 + here <= rows, sliced above) and their weights are within
-                    // `k` (asserted), `b` and `bias` cover every panel and `o` is followed
-                    // by `here * n` floats of `out` (asserted).
-                    $($n => unsafe { $call::<$n>(lhs, b, bias, n, k, act, o) },)*
+                    // `k` (asserted), `b` and `bias` cover every panel (n <= 32, asserted)
+                    // and `o` is followed by `here * n` floats of `out` (asserted).
+                    $($n => unsafe { tall_f32::<$n>(lhs, b, bias, n, act, o) },)*
                     _ => unreachable!(),
                 }
             };
         }
-        if panels <= 2 {
-            dispatch!(tall_f32, 1 2 3 4 5 6 7 8 9 10 11 12);
-        } else {
-            dispatch!(wide_f32, 1 2 3 4 5 6);
-        }
+        dispatch!(1 2 3 4 5 6 7 8 9 10 11 12);
         lhs.row0 += here;
     }
 }
@@ -2109,7 +2105,6 @@ unsafe fn tall_f32<const MR: usize>(
     b: *const f32,
     bias: *const f32,
     n: usize,
-    _k: usize,
     act: Activation,
     out: *mut f32,
 ) {
@@ -2121,26 +2116,6 @@ unsafe fn tall_f32<const MR: usize>(
         } else {
             gemm_group_f32::<MR, 1, _>(lhs, b, bias, n, 0, act, out, none)
         }
-    }
-}
-
-/// One row block of every group, `MR <= MR_F32` rows.
-///
-/// # Safety
-/// As [`gemm_rows_f32_avx512_mr`].
-#[inline(always)]
-unsafe fn wide_f32<const MR: usize>(
-    lhs: StridedLhs<'_>,
-    b: *const f32,
-    bias: *const f32,
-    n: usize,
-    k: usize,
-    act: Activation,
-    out: *mut f32,
-) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        gemm_rows_f32_avx512_mr::<MR, _>(lhs, b, bias, n, k, act, out, 0..usize::MAX, (b, 0, 1))
     }
 }
 
