@@ -2718,6 +2718,57 @@ mod tests {
         }
     }
 
+    /// A float convolution of random input, filter and bias (`fs`, `p`) through the packed
+    /// kernel for `isa`, against the portable one, compared by `cmp` (`close` or `close_abs`).
+    #[allow(clippy::too_many_arguments)]
+    fn check_conv_f32(
+        rng: &mut Rng,
+        isa: Isa,
+        is: [usize; 4],
+        fs: [usize; 4],
+        os: [usize; 4],
+        p: &Conv2dParams,
+        cmp: fn(&[f32], &[f32], &str),
+        what: &str,
+    ) {
+        let input = rng.f32s(is.iter().product());
+        let filter = rng.f32s(fs.iter().product());
+        let bias = rng.f32s(fs[0]);
+        let mut want = vec![0f32; os.iter().product()];
+        conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), p, &mut want, os);
+        let kk = fs[1] * fs[2] * fs[3];
+        let g = GemmF32::pack(isa, &filter, fs[0], kk, Some(&bias), p.activation).unwrap();
+        let mut s = scratch_for(kk, 8);
+        let mut got = vec![0f32; want.len()];
+        conv2d_f32(&g, &input, is, fs, p, &mut got, os, &mut s);
+        cmp(&got, &want, &format!("{isa:?} {what} {is:?} {fs:?} {p:?}"));
+    }
+
+    /// A dense layer (`b` rows of `k`, `n` outputs, with a bias or without) of random values
+    /// through the packed kernel for `isa`, against the portable one, compared by `cmp`.
+    #[allow(clippy::too_many_arguments)]
+    fn check_fc_f32(
+        rng: &mut Rng,
+        isa: Isa,
+        [b, k, n]: [usize; 3],
+        with_bias: bool,
+        act: Activation,
+        cmp: fn(&[f32], &[f32], &str),
+        what: &str,
+    ) {
+        let x = rng.f32s(b * k);
+        let wts = rng.f32s(n * k);
+        let bias = with_bias.then(|| rng.f32s(n));
+        let mut want = vec![0f32; b * n];
+        let bias = bias.as_deref();
+        fully_connected::fully_connected_f32(&x, b, k, &wts, n, bias, act, &mut want);
+        let g = GemmF32::pack(isa, &wts, n, k, bias, act).unwrap();
+        let mut s = scratch_for(k, 8);
+        let mut got = vec![0f32; b * n];
+        fully_connected_f32(&g, &x, b, &mut got, &mut s);
+        cmp(&got, &want, &format!("{isa:?} {what} {b}x{k}x{n}"));
+    }
+
     #[test]
     fn conv_and_fc_f32_match_portable() {
         let mut rng = Rng(4);
@@ -2748,27 +2799,13 @@ mod tests {
                     activation: act,
                     ..Default::default()
                 };
-                let input = rng.f32s(is.iter().product());
-                let filter = rng.f32s(fs.iter().product());
-                let bias = rng.f32s(cout);
-                let mut want = vec![0f32; os.iter().product()];
-                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
+                let what = format!("conv case {case}");
+                check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
                 let kk = k * k * cin;
-                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 8);
-                let mut got = vec![0f32; want.len()];
-                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
-                close(&got, &want, &format!("{isa:?} conv case {case}"));
 
                 let (b, n) = (1 + rng.below(7), 1 + rng.below(50) + case % 2 * 100);
-                let x = rng.f32s(b * kk);
-                let mut want = vec![0f32; b * n];
-                let wts = rng.f32s(n * kk);
-                fully_connected::fully_connected_f32(&x, b, kk, &wts, n, None, act, &mut want);
-                let g = GemmF32::pack(isa, &wts, n, kk, None, act).unwrap();
-                let mut got = vec![0f32; b * n];
-                fully_connected_f32(&g, &x, b, &mut got, &mut s);
-                close(&got, &want, &format!("{isa:?} fc case {case}"));
+                let what = format!("fc case {case}");
+                check_fc_f32(&mut rng, isa, [b, kk, n], false, act, close, &what);
             }
         }
     }
@@ -2822,21 +2859,8 @@ mod tests {
                     pad_left: pl,
                     activation: act,
                 };
-                let input = rng.f32s(is.iter().product());
-                let filter = rng.f32s(fs.iter().product());
-                let bias = rng.f32s(cout);
-                let mut want = vec![0f32; os.iter().product()];
-                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
-                let kk = kh * kw * cin;
-                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 8);
-                let mut got = vec![0f32; want.len()];
-                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
-                close(
-                    &got,
-                    &want,
-                    &format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}"),
-                );
+                let what = format!("conv case {case}");
+                check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
             }
         }
     }
@@ -2880,43 +2904,13 @@ mod tests {
                     activation: act,
                     ..Default::default()
                 };
-                let input = rng.f32s(is.iter().product());
-                let filter = rng.f32s(fs.iter().product());
-                let bias = rng.f32s(cout);
-                let mut want = vec![0f32; os.iter().product()];
-                conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), &p, &mut want, os);
-                let kk = kh * kw * cin;
-                let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), act).unwrap();
-                let mut s = scratch_for(kk, 8);
-                let mut got = vec![0f32; want.len()];
-                conv2d_f32(&g, &input, is, fs, &p, &mut got, os, &mut s);
-                let what = format!("{isa:?} conv case {case} {is:?} {fs:?} {p:?}");
-                close_abs(&got, &want, &what);
+                let what = format!("conv case {case}");
+                check_conv_f32(&mut rng, isa, is, fs, os, &p, close_abs, &what);
 
                 // Dense rows (the 1x1 path) at a stride of k.
                 let (b, k) = (1 + rng.below(40), 1 + rng.below(40));
-                let x = rng.f32s(b * k);
-                let wts = rng.f32s(cout * k);
-                let mut want = vec![0f32; b * cout];
-                fully_connected::fully_connected_f32(
-                    &x,
-                    b,
-                    k,
-                    &wts,
-                    cout,
-                    Some(&bias),
-                    act,
-                    &mut want,
-                );
-                let g = GemmF32::pack(isa, &wts, cout, k, Some(&bias), act).unwrap();
-                let mut s = scratch_for(k, 8);
-                let mut got = vec![0f32; b * cout];
-                fully_connected_f32(&g, &x, b, &mut got, &mut s);
-                close_abs(
-                    &got,
-                    &want,
-                    &format!("{isa:?} fc case {case} {b}x{k}x{cout}"),
-                );
+                let what = format!("fc case {case}");
+                check_fc_f32(&mut rng, isa, [b, k, cout], true, act, close_abs, &what);
             }
         }
     }
