@@ -3016,10 +3016,18 @@ mod tests {
                 let (pt, pl) = (rng.below(2), rng.below(2));
                 let (pb, pr) = (rng.below(2), rng.below(2));
                 let wide = if case % 7 == 6 { 40 } else { 9 };
-                // Padded sizes of at least 3 (one window).
-                let h = (1 + rng.below(12)).max(3 - pt - pb);
-                let w = (1 + rng.below(wide)).max(3 - pl - pr);
-                let c = 1 + rng.below(if case % 5 == 0 { 70 } else { 40 });
+                // Padded sizes of at least 3 (one window); a few inputs above 2 MiB (the
+                // stride-2 kernel's pass length for inputs beyond L2).
+                let big = case % 75 == 74;
+                let (h, w, c) = if big {
+                    (90 + rng.below(20), 90 + rng.below(20), 70 + rng.below(20))
+                } else {
+                    (
+                        (1 + rng.below(12)).max(3 - pt - pb),
+                        (1 + rng.below(wide)).max(3 - pl - pr),
+                        1 + rng.below(if case % 5 == 0 { 70 } else { 40 }),
+                    )
+                };
                 let b = 1 + rng.below(3) * (case % 3 == 0) as usize;
                 let (oh, ow) = ((h + pt + pb - 3) / sh + 1, (w + pl + pr - 3) / sw + 1);
                 let p = DepthwiseParams {

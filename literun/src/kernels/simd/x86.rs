@@ -2441,11 +2441,22 @@ pub(crate) fn dw_f32_rows(
     unsafe { dw_f32_rows_avx512(dw, input, dims, geometry, oys, out) }
 }
 
-/// Output pixels of a row that one pass over a 16-channel block covers. Stride 2 reads the
-/// input lines of a pass one per pixel (a pixel's channels are far apart): shorter passes get
-/// the other blocks' lines while still in L2 (measured on MobileNetV2's 112x112x96 stride-2
-/// layer, input from L3: 16 pixels 15% faster than 32, 8 no better and noisier).
+/// Output pixels of a row that one pass over a 16-channel block covers when the input fits in
+/// L2. Stride 2 reads the input lines of a pass one per pixel (a pixel's channels are far
+/// apart): shorter passes get the other blocks' lines while still in L2 (measured on
+/// MobileNetV2's 112x112x96 stride-2 layer: 16 pixels 15% faster than 32).
 const DW_RUN: usize = 16;
+
+/// Input bytes (one batch) above which [`dw3x3_f32_rows_avx512`] passes over [`DW_RUN_BIG`]
+/// pixels instead: such an input comes mostly from L3, which streams whole pixels
+/// (consecutive lines) faster than one line per pixel.
+const DW_BIG_INPUT: usize = 2 << 20;
+
+/// Pass length for inputs above [`DW_BIG_INPUT`]: one group of four pixels, so all channel
+/// blocks of its input pixels are read back to back (MobileNetV2's 113x113x96 stride-2 layer,
+/// 4.9 MB: about 8% faster than 16; its layers with inputs in L2 are 2-10% slower with 4,
+/// which reloads the weights per group).
+const DW_RUN_BIG: usize = 4;
 
 /// [`dw_f32_rows`] for 3x3 kernels without dilation, strides other than 1 ([`dw3x3_f32_cols`]
 /// takes stride 1): for each 16-channel block of a run of
@@ -2468,6 +2479,11 @@ fn dw3x3_f32_rows_avx512(
     let (lo, hi) = clamp512(dw.act);
     let (inp, wp, op) = (input.as_ptr(), dw.w.as_ptr(), out.as_mut_ptr());
     let y0 = oys.start;
+    let run = if in_h * in_w * c * 4 > DW_BIG_INPUT {
+        DW_RUN_BIG
+    } else {
+        DW_RUN
+    };
     // Bottom rows first: the layer before wrote this input top to bottom, so when it does not
     // fit in L2 its last rows are the ones still there (MobileNetV2's 112x112x96 stride-2
     // layer, 4.8 MB: 20% faster than top down).
@@ -2490,7 +2506,7 @@ fn dw3x3_f32_rows_avx512(
             } else {
                 0
             };
-            let ox1 = (ox0 + lead + DW_RUN).min(out_w);
+            let ox1 = (ox0 + lead + run).min(out_w);
             let mut cb = 0;
             while cb < c {
                 let mask = lanes16(c - cb);
