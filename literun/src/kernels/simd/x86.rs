@@ -2458,6 +2458,24 @@ const DW_BIG_INPUT: usize = 2 << 20;
 /// which reloads the weights per group).
 const DW_RUN_BIG: usize = 4;
 
+/// The nine weights and the bias of channels `cb..` (`mask`: the lanes below `c - cb`) of a 3x3
+/// depthwise layer, for the kernels that keep them in registers.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn dw3x3_block_weights(dw: &DwF32, cb: usize, mask: __mmask16) -> ([__m512; 9], __m512) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(cb < c && mask == lanes16(c - cb));
+    assert!(dw.taps == 9 && dw.w.len() >= 9 * cp && cp >= c && dw.bias.len() >= c);
+    let mut w = [_mm512_setzero_ps(); 9];
+    for (t, w) in w.iter_mut().enumerate() {
+        // SAFETY: lanes below c - cb (asserted): within tap t's cp weights.
+        *w = unsafe { _mm512_maskz_loadu_ps(mask, dw.w.as_ptr().add(t * cp + cb)) };
+    }
+    // SAFETY: lanes below c - cb: within the bias' c floats.
+    let bias = unsafe { _mm512_maskz_loadu_ps(mask, dw.bias.as_ptr().add(cb)) };
+    (w, bias)
+}
+
 /// [`dw_f32_rows`] for 3x3 kernels without dilation, strides other than 1 ([`dw3x3_f32_cols`]
 /// takes stride 1): for each 16-channel block of a run of
 /// output pixels, the nine weights and the bias stay in registers, so each multiply-add
@@ -2477,7 +2495,7 @@ fn dw3x3_f32_rows_avx512(
     assert!(dw.taps == 9 && dw.w.len() >= 9 * cp && cp >= c && dw.bias.len() >= c);
     let clamp = !matches!(dw.act, Activation::None | Activation::Tanh);
     let (lo, hi) = clamp512(dw.act);
-    let (inp, wp, op) = (input.as_ptr(), dw.w.as_ptr(), out.as_mut_ptr());
+    let (inp, op) = (input.as_ptr(), out.as_mut_ptr());
     let y0 = oys.start;
     let run = if in_h * in_w * c * 4 > DW_BIG_INPUT {
         DW_RUN_BIG
@@ -2510,13 +2528,7 @@ fn dw3x3_f32_rows_avx512(
             let mut cb = 0;
             while cb < c {
                 let mask = lanes16(c - cb);
-                let mut w = [_mm512_setzero_ps(); 9];
-                for (t, w) in w.iter_mut().enumerate() {
-                    // SAFETY: lanes below c - cb: within tap t's cp weights.
-                    *w = unsafe { _mm512_maskz_loadu_ps(mask, wp.add(t * cp + cb)) };
-                }
-                // SAFETY: lanes below c - cb: within the bias' c floats.
-                let bias = unsafe { _mm512_maskz_loadu_ps(mask, dw.bias.as_ptr().add(cb)) };
+                let (w, bias) = dw3x3_block_weights(dw, cb, mask);
                 let mut ox = ox0;
                 while ox < ox1 {
                     let x0 = (ox * stride_w).wrapping_sub(pad_left);
@@ -2665,13 +2677,7 @@ fn dw3x3_f32_cols(
             let mut cb = 0;
             while cb < c {
                 let mask = lanes16(c - cb);
-                let mut w = [_mm512_setzero_ps(); 9];
-                for (t, w) in w.iter_mut().enumerate() {
-                    // SAFETY: lanes below c - cb: within tap t's cp weights.
-                    *w = unsafe { _mm512_maskz_loadu_ps(mask, dw.w.as_ptr().add(t * cp + cb)) };
-                }
-                // SAFETY: lanes below c - cb: within the bias' c floats.
-                let bias = unsafe { _mm512_maskz_loadu_ps(mask, dw.bias.as_ptr().add(cb)) };
+                let (w, bias) = dw3x3_block_weights(dw, cb, mask);
                 let s = Dw3Strip {
                     x0,
                     ox,
