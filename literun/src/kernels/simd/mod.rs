@@ -2042,31 +2042,30 @@ impl WinoF32 {
         {
             return None;
         }
-        let mut u = vec![vec![0f32; cout * cin]; 16];
-        for o in 0..cout {
-            for i in 0..cin {
-                let g = |ky: usize, kx: usize| filter[((o * 3 + ky) * 3 + kx) * cin + i];
-                // Gg (4 x 3), then (Gg)Gᵀ (4 x 4).
-                let [g0, g1, g2] = [0, 1, 2].map(|ky| [0, 1, 2].map(|kx| g(ky, kx)));
-                let gg: [[f32; 3]; 4] = [
-                    g0,
-                    [0, 1, 2].map(|x| 0.5 * (g0[x] + g1[x] + g2[x])),
-                    [0, 1, 2].map(|x| 0.5 * (g0[x] - g1[x] + g2[x])),
-                    g2,
-                ];
-                for (r, row) in gg.iter().enumerate() {
-                    let [g0, g1, g2] = *row;
-                    let t = [g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2];
-                    for (c, v) in t.into_iter().enumerate() {
-                        u[r * 4 + c][o * cin + i] = v;
-                    }
+        // U = G g Gᵀ (4 x 4) of channel pair (o, i).
+        let transform = |o: usize, i: usize| -> [[f32; 4]; 4] {
+            let g = |ky: usize, kx: usize| filter[((o * 3 + ky) * 3 + kx) * cin + i];
+            let [g0, g1, g2] = [0, 1, 2].map(|ky| [0, 1, 2].map(|kx| g(ky, kx)));
+            let gg: [[f32; 3]; 4] = [
+                g0,
+                [0, 1, 2].map(|x| 0.5 * (g0[x] + g1[x] + g2[x])),
+                [0, 1, 2].map(|x| 0.5 * (g0[x] - g1[x] + g2[x])),
+                g2,
+            ];
+            gg.map(|[g0, g1, g2]| [g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2])
+        };
+        // One position at a time through one buffer: sixteen unpacked copies would be 16/9 of
+        // the weights again, freed after preparing but still resident in the allocator.
+        let mut w = vec![0f32; cout * cin];
+        let mut u = Vec::with_capacity(16);
+        for xi in 0..16 {
+            for o in 0..cout {
+                for i in 0..cin {
+                    w[o * cin + i] = transform(o, i)[xi / 4][xi % 4];
                 }
             }
+            u.push(GemmF32::pack(isa, &w, cout, cin, None, Activation::None)?);
         }
-        let u = u
-            .iter()
-            .map(|w| GemmF32::pack(isa, w, cout, cin, None, Activation::None))
-            .collect::<Option<Vec<_>>>()?;
         let mut bv = vec![0f32; cout.div_ceil(NR_F32) * NR_F32];
         if let Some(b) = bias {
             bv[..cout].copy_from_slice(&b[..cout]);
