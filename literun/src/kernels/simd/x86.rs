@@ -308,11 +308,36 @@ fn pack_conv_rows_avx512(
     };
     // A window row of at most 64 bytes inside the input is one masked copy (the 3-channel
     // stem: 9 bytes); windows inside the input in both directions take it for every row.
+    // Rows of at most 16 bytes copy through 16-byte registers: a 64-byte masked access at an
+    // unaligned address spans two cache lines even when few of its bytes are enabled.
     let span_h = (k_h - 1) * p.dilation_h + 1;
     let wrow = k_w * c;
     let one = (p.dilation_w == 1 && wrow <= 64).then(|| lanes(wrow));
+    let flip16 = _mm_set1_epi8(-128);
+    // The window at input byte `at` (inside the input) to packed row `row`.
+    let window = |at: usize, row: *mut u8, m: __mmask64| {
+        for ky in 0..k_h {
+            let at = at + ky * p.dilation_h * in_w * c;
+            let o = ky * wrow;
+            // SAFETY: the window is inside the input (the callers check y0 + span_h <= in_h and
+            // x0 + k_w <= in_w), so its row's wrow bytes at `at` are; the store's wrow bytes
+            // are inside the packed row (o + wrow <= k <= groups * 4). The masks keep both
+            // accesses to those bytes.
+            unsafe {
+                if wrow <= 16 {
+                    let m = m as __mmask16;
+                    let v = _mm_maskz_loadu_epi8(m, input.as_ptr().add(at));
+                    _mm_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm_xor_si128(v, flip16));
+                } else {
+                    let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at));
+                    _mm512_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm512_xor_si512(v, flip));
+                }
+            }
+        }
+    };
     let (mut oy, mut ox) = (m0 / conv.out_w, m0 % conv.out_w);
-    for r in 0..count {
+    let mut r = 0;
+    while r < count {
         // SAFETY: row r's groups * 4 bytes are inside dst (asserted); any byte pattern is an i32.
         let row = unsafe { (dst.as_mut_ptr() as *mut u8).add(r * groups * 4) };
         let mut o = 0;
@@ -320,32 +345,43 @@ fn pack_conv_rows_avx512(
         let contiguous = p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w;
         let y0 = (oy * p.stride_h).wrapping_sub(p.pad_top);
         if let Some(m) = one.filter(|_| contiguous && y0 < in_h && in_h - y0 >= span_h) {
-            for ky in 0..k_h {
-                let at = ((y0 + ky * p.dilation_h) * in_w + x0) * c;
-                // SAFETY: the window is inside the input (y0 + span_h <= in_h, x0 + k_w <=
-                // in_w), so its row's wrow bytes at `at` are; the store's wrow bytes are
-                // inside the packed row (o + wrow <= k <= groups * 4).
-                unsafe {
-                    let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at));
-                    _mm512_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm512_xor_si512(v, flip));
+            // This and the following windows of the output row that are inside the input:
+            // the same copies at a fixed step.
+            let last_x0 = in_w - k_w; // x0 <= last_x0 here
+            let run = (count - r)
+                .min(conv.out_w - ox)
+                .min((last_x0 - x0) / p.stride_w + 1);
+            let at0 = (y0 * in_w + x0) * c;
+            for i in 0..run {
+                let row = row.wrapping_add(i * groups * 4);
+                window(at0 + i * p.stride_w * c, row, m);
+                // The last word's missing bytes (their weights are zero).
+                for o in k..groups * 4 {
+                    // SAFETY: o < groups * 4, inside row r + i (r + i < count).
+                    unsafe { *row.add(o) = 0 };
                 }
-                o += wrow;
             }
-        } else {
-            for ky in 0..k_h {
-                let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
-                if contiguous && y < in_h {
-                    // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
-                    run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
-                    o += k_w * c;
-                    continue;
-                }
-                for kx in 0..k_w {
-                    let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
-                    let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
-                    run(at, c, row.wrapping_add(o));
-                    o += c;
-                }
+            r += run;
+            ox += run;
+            if ox == conv.out_w {
+                ox = 0;
+                oy += 1;
+            }
+            continue;
+        }
+        for ky in 0..k_h {
+            let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+            if contiguous && y < in_h {
+                // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
+                run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
+                o += k_w * c;
+                continue;
+            }
+            for kx in 0..k_w {
+                let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
+                let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
+                run(at, c, row.wrapping_add(o));
+                o += c;
             }
         }
         // The last word's missing bytes (their weights are zero).
@@ -354,6 +390,7 @@ fn pack_conv_rows_avx512(
             unsafe { *row.add(o) = 0 };
             o += 1;
         }
+        r += 1;
         ox += 1;
         if ox == conv.out_w {
             ox = 0;
