@@ -3017,10 +3017,14 @@ mod tests {
                 let (pb, pr) = (rng.below(2), rng.below(2));
                 let wide = if case % 7 == 6 { 40 } else { 9 };
                 // Padded sizes of at least 3 (one window); a few inputs above 2 MiB (the
-                // stride-2 kernel's pass length for inputs beyond L2).
+                // stride-2 kernel's pass length for inputs beyond L2) and a few stride-1 ones
+                // above 1 MiB (x86's column walk; smaller ones go by bands).
                 let big = case % 75 == 74;
+                let cols = case % 50 == 12 && (sh, sw) == (1, 1);
                 let (h, w, c) = if big {
                     (90 + rng.below(20), 90 + rng.below(20), 70 + rng.below(20))
+                } else if cols {
+                    (40 + rng.below(9), 40 + rng.below(9), 170 + rng.below(30))
                 } else {
                     (
                         (1 + rng.below(12)).max(3 - pt - pb),
