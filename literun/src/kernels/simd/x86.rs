@@ -1272,6 +1272,69 @@ pub(crate) fn unary_f32(
     }
 }
 
+/// `out[j * rows + i] = input[i * cols + j]` for `rows` 2 to 4 (`cols = input.len() / rows`):
+/// the transpose of a `[rows, cols]` matrix with few rows.
+#[cfg(feature = "ops-shape")]
+pub(crate) fn interleave_u32(input: &[u32], rows: usize, out: &mut [u32]) {
+    assert!(input.len() == out.len() && input.len().is_multiple_of(rows));
+    let cols = input.len() / rows;
+    match rows {
+        // SAFETY (all three): only called for Isa::Avx512Vnni, chosen when the CPU has
+        // AVX-512 F (`has_transpose_few_rows_32`).
+        2 => unsafe { interleave_u32_avx512::<2>(input, cols, out) },
+        // SAFETY: as above.
+        3 => unsafe { interleave_u32_avx512::<3>(input, cols, out) },
+        // SAFETY: as above.
+        4 => unsafe { interleave_u32_avx512::<4>(input, cols, out) },
+        _ => unreachable!(),
+    }
+}
+
+/// [`interleave_u32`] of `R` rows: per 16 columns, `R` output vectors, each lane taking its
+/// column of its row by one masked permute per row.
+#[cfg(feature = "ops-shape")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn interleave_u32_avx512<const R: usize>(input: &[u32], cols: usize, out: &mut [u32]) {
+    assert!(input.len() == R * cols && out.len() == R * cols);
+    // Lane l of output vector v is output position 16v + l of the step: column (16v + l) / R
+    // of row (16v + l) % R.
+    let mut idx = [_mm512_setzero_si512(); R];
+    let mut masks = [[0 as __mmask16; R]; R];
+    for (v, (idx, masks)) in idx.iter_mut().zip(&mut masks).enumerate() {
+        let mut cols_of = [0i32; 16];
+        for (l, col) in cols_of.iter_mut().enumerate() {
+            let p = 16 * v + l;
+            *col = (p / R) as i32;
+            masks[p % R] |= 1 << l;
+        }
+        // SAFETY: 16 i32.
+        *idx = unsafe { _mm512_loadu_si512(cols_of.as_ptr() as *const __m512i) };
+    }
+    let (src, dst) = (input.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    while j + 16 <= cols {
+        let mut rows = [_mm512_setzero_si512(); R];
+        for (i, r) in rows.iter_mut().enumerate() {
+            // SAFETY: columns j..j + 16 <= cols of row i.
+            *r = unsafe { _mm512_loadu_si512(src.add(i * cols + j) as *const __m512i) };
+        }
+        for v in 0..R {
+            let mut o = _mm512_setzero_si512();
+            for (i, &r) in rows.iter().enumerate() {
+                o = _mm512_mask_permutexvar_epi32(o, masks[v][i], idx[v], r);
+            }
+            // SAFETY: output positions R * j + 16v.. + 16 <= R * (j + 16) <= R * cols.
+            unsafe { _mm512_storeu_si512(dst.add(R * j + 16 * v) as *mut __m512i, o) };
+        }
+        j += 16;
+    }
+    for j in j..cols {
+        for i in 0..R {
+            out[j * R + i] = input[i * cols + j];
+        }
+    }
+}
+
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn unary_f32_avx512(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: &mut [f32]) {
