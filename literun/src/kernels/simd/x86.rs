@@ -2031,37 +2031,18 @@ pub(crate) fn gemm_direct_f32_avx512(
         // check in the innermost loop (the K=16 1x1 layers of MobileNetV2's block 4.6 -> 4.3
         // us).
         let base = [data[ms.start * stride..].as_ptr()];
-        let mut lhs = StridedLhs {
+        let lhs = StridedLhs {
             bases: &base,
             koffs: &koffs,
             seg_len: k,
             stride,
             row0: 0,
         };
-        let nrows = ms.len();
-        while lhs.row0 < nrows {
-            let rows = (nrows - lhs.row0).min(MR_F32);
-            let o = out[lhs.row0 * n..].as_mut_ptr();
-            macro_rules! dispatch {
-                ($($n:literal)*) => {
-                    match rows {
-                        // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has
-                        // AVX-512 F/VL; rows row0..row0 + rows of the block have k floats
-                        // each ((ms.end - 1) * stride + k <= data.len(), asserted above), `b`
-                        // and `bias` cover every panel and `o` is followed by `rows * n`
-                        // floats of `out` (asserted).
-                        $($n => unsafe {
-                            gemm_rows_f32_avx512_mr::<$n, _>(
-                                lhs, b, bias, n, k, act, o, 0..usize::MAX, (b, 0, 1)
-                            )
-                        },)*
-                        _ => unreachable!(),
-                    }
-                };
-            }
-            dispatch!(1 2 3 4 5 6);
-            lhs.row0 += rows;
-        }
+        // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512 F/VL; rows
+        // of the block have k floats each ((ms.end - 1) * stride + k <= data.len(), asserted
+        // above), `b` and `bias` cover every panel and `out` has `ms.len() * n` floats
+        // (asserted).
+        unsafe { direct_blocks_f32(lhs, ms.len(), b, bias, n, k, act, out.as_mut_ptr()) };
         return;
     }
     for g in 0..panels.div_ceil(GROUP_F32) {
@@ -2112,6 +2093,59 @@ pub(crate) fn gemm_direct_f32_avx512(
             m0 += MR_F32;
         }
     }
+}
+
+/// The row blocks of [`gemm_direct_f32_avx512`] without the groups outer, in one function
+/// compiled for AVX-512 so the full blocks' tile kernel inlines into the loop.
+///
+/// # Safety
+/// AVX-512 F/VL; `lhs` rows `0..rows` readable for `k` floats each; `b`, `bias` as
+/// [`gemm_rows_f32_avx512_mr`]; `out` writable for `rows * n` floats.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn direct_blocks_f32(
+    mut lhs: StridedLhs<'_>,
+    rows: usize,
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let all = 0..usize::MAX;
+    while lhs.row0 + MR_F32 <= rows {
+        // SAFETY: the contract, for rows row0..row0 + MR_F32.
+        unsafe {
+            let o = out.add(lhs.row0 * n);
+            gemm_rows_f32_avx512_mr::<MR_F32, _>(
+                lhs,
+                b,
+                bias,
+                n,
+                k,
+                act,
+                o,
+                all.clone(),
+                (b, 0, 1),
+            );
+        }
+        lhs.row0 += MR_F32;
+    }
+    let o = out.wrapping_add(lhs.row0 * n);
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows - lhs.row0 {
+                0 => {}
+                // SAFETY: the contract, for the last rows.
+                $($n => unsafe {
+                    gemm_rows_f32_avx512_mr::<$n, _>(lhs, b, bias, n, k, act, o, all, (b, 0, 1))
+                },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5);
 }
 
 /// Rows of the tall tiles of [`gemm_strided_f32_avx512`] for one or two panels (12 x 16:
