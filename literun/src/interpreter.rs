@@ -116,6 +116,8 @@ pub(crate) enum Fast {
     Quantize(Isa),
     /// A float unary operator at this ISA's vector width.
     Unary(Isa),
+    /// TRANSPOSE of 32-bit values from few rows (`simd::transpose_few_rows_32`).
+    TransposeFewRows(Isa),
 }
 
 impl Fast {
@@ -127,7 +129,7 @@ impl Fast {
             Fast::ConvWino(w) => w.bytes(),
             Fast::Depthwise(d) => d.bytes(),
             Fast::PairTableI8(t) => t.len(),
-            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) => 0,
+            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) | Fast::TransposeFewRows(_) => 0,
         }
     }
 
@@ -142,7 +144,11 @@ impl Fast {
             | Fast::ConvWino(_)
             | Fast::FullyConnected(_)
             | Fast::Depthwise(_) => true,
-            Fast::ArithI8(_) | Fast::PairTableI8(_) | Fast::Quantize(_) | Fast::Unary(_) => false,
+            Fast::ArithI8(_)
+            | Fast::PairTableI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_) => false,
         }
     }
 
@@ -154,9 +160,11 @@ impl Fast {
             Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
             Fast::DepthwiseI8(d) => (0, d.scratch_i32(), 0),
             Fast::Depthwise(_) => (0, 0, 0),
-            Fast::ArithI8(_) | Fast::PairTableI8(_) | Fast::Quantize(_) | Fast::Unary(_) => {
-                (0, 0, 0)
-            }
+            Fast::ArithI8(_)
+            | Fast::PairTableI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_) => (0, 0, 0),
         }
     }
 
@@ -299,6 +307,14 @@ impl Fast {
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
             Kind::Unary { dtype, .. } if *dtype != DType::I32 && simd::has_elementwise(isa) => {
                 Some(Fast::Unary(isa))
+            }
+            #[cfg(feature = "ops-shape")]
+            Kind::Transpose {
+                in_shape,
+                perm,
+                size,
+            } if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
+                Some(Fast::TransposeFewRows(isa))
             }
             _ => None,
         }
@@ -1661,6 +1677,11 @@ fn run_fast(
         (Fast::Unary(isa), Kind::Unary { op, .. }) => {
             let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
             return simd::unary_f32(*isa, *op, i, o).then_some(());
+        }
+        #[cfg(feature = "ops-shape")]
+        (Fast::TransposeFewRows(isa), Kind::Transpose { in_shape, perm, .. }) => {
+            let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out(out).ok()?);
+            return simd::transpose_few_rows_32(*isa, in_shape, perm, i, o).then_some(());
         }
         _ => return None,
     }

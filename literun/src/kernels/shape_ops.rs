@@ -142,7 +142,7 @@ fn transpose_strided<T: Copy + Default>(
 /// in[b][i][j]`), when it is one once dimensions of size 1 are dropped and dimensions that stay
 /// adjacent are merged (NCHW -> NHWC is `[C, H*W]` -> `[H*W, C]`); an identity is `rows` 1.
 /// `None` for other permutations, or a `perm` that is not one.
-fn batched_2d(in_shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {
+pub(crate) fn batched_2d(in_shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {
     let rank = in_shape.len();
     if rank > MAX_DIMS || perm.len() != rank || in_shape.contains(&0) {
         return None;

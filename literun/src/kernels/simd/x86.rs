@@ -1309,6 +1309,69 @@ pub(crate) fn unary_f32(
     }
 }
 
+/// `out[j * rows + i] = input[i * cols + j]` for `rows` 2 to 4 (`cols = input.len() / rows`):
+/// the transpose of a `[rows, cols]` matrix with few rows.
+#[cfg(feature = "ops-shape")]
+pub(crate) fn interleave_u32(input: &[u32], rows: usize, out: &mut [u32]) {
+    assert!(input.len() == out.len() && input.len().is_multiple_of(rows));
+    let cols = input.len() / rows;
+    match rows {
+        // SAFETY (all three): only called for Isa::Avx512Vnni, chosen when the CPU has
+        // AVX-512 F (`has_transpose_few_rows_32`).
+        2 => unsafe { interleave_u32_avx512::<2>(input, cols, out) },
+        // SAFETY: as above.
+        3 => unsafe { interleave_u32_avx512::<3>(input, cols, out) },
+        // SAFETY: as above.
+        4 => unsafe { interleave_u32_avx512::<4>(input, cols, out) },
+        _ => unreachable!(),
+    }
+}
+
+/// [`interleave_u32`] of `R` rows: per 16 columns, `R` output vectors, each lane taking its
+/// column of its row by one masked permute per row.
+#[cfg(feature = "ops-shape")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+fn interleave_u32_avx512<const R: usize>(input: &[u32], cols: usize, out: &mut [u32]) {
+    assert!(input.len() == R * cols && out.len() == R * cols);
+    // Lane l of output vector v is output position 16v + l of the step: column (16v + l) / R
+    // of row (16v + l) % R.
+    let mut idx = [_mm512_setzero_si512(); R];
+    let mut masks = [[0 as __mmask16; R]; R];
+    for (v, (idx, masks)) in idx.iter_mut().zip(&mut masks).enumerate() {
+        let mut cols_of = [0i32; 16];
+        for (l, col) in cols_of.iter_mut().enumerate() {
+            let p = 16 * v + l;
+            *col = (p / R) as i32;
+            masks[p % R] |= 1 << l;
+        }
+        // SAFETY: 16 i32.
+        *idx = unsafe { _mm512_loadu_si512(cols_of.as_ptr() as *const __m512i) };
+    }
+    let (src, dst) = (input.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    while j + 16 <= cols {
+        let mut rows = [_mm512_setzero_si512(); R];
+        for (i, r) in rows.iter_mut().enumerate() {
+            // SAFETY: columns j..j + 16 <= cols of row i.
+            *r = unsafe { _mm512_loadu_si512(src.add(i * cols + j) as *const __m512i) };
+        }
+        for v in 0..R {
+            let mut o = _mm512_setzero_si512();
+            for (i, &r) in rows.iter().enumerate() {
+                o = _mm512_mask_permutexvar_epi32(o, masks[v][i], idx[v], r);
+            }
+            // SAFETY: output positions R * j + 16v.. + 16 <= R * (j + 16) <= R * cols.
+            unsafe { _mm512_storeu_si512(dst.add(R * j + 16 * v) as *mut __m512i, o) };
+        }
+        j += 16;
+    }
+    for j in j..cols {
+        for i in 0..R {
+            out[j * R + i] = input[i * cols + j];
+        }
+    }
+}
+
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn unary_f32_avx512(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: &mut [f32]) {
@@ -1997,28 +2060,35 @@ pub(crate) fn gemm_direct_f32_avx512(
     // per group of 64 channels, so the group's weights stay in L1 across the row blocks
     // (else every row block reads all the weights; sweeping per group when they fit L1
     // anyway only writes the output in partial lines).
-    let all = 0..usize::MAX;
     let group_outer = ms.len() > MR_F32
         && ms.len() * k * 4 <= DIRECT_LHS_L2_BYTES
         && k * n * 4 > DIRECT_RHS_L1_BYTES;
-    let mut gs = if group_outer {
-        0..panels.div_ceil(GROUP_F32)
-    } else {
-        0..1
-    };
-    for g in &mut gs {
-        let groups = if group_outer { g..g + 1 } else { all.clone() };
-        // With the groups outer, the next group's weights (one 64-byte line per panel and
-        // reduction index) are prefetched into L2 while this group's later row blocks run,
-        // spread evenly over them (at most one per reduction index): else the first row block
-        // of every group waits on L3 for them
-        // (the 7x7 layers of MobileNetV2 have 1.2-1.6 MB of weights for 49 rows).
-        let (next_p, next_lines) = if group_outer {
-            let p = (g + 1) * GROUP_F32;
-            (p, panels.saturating_sub(p).min(GROUP_F32) * k)
-        } else {
-            (0, 0)
+    if !group_outer {
+        // Row blocks at a fixed stride: no row pointers to build per block and no prefetch
+        // check in the innermost loop (the K=16 1x1 layers of MobileNetV2's block 4.6 -> 4.3
+        // us).
+        let base = [data[ms.start * stride..].as_ptr()];
+        let lhs = StridedLhs {
+            bases: &base,
+            koffs: &koffs,
+            seg_len: k,
+            stride,
+            row0: 0,
         };
+        // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512 F/VL; rows
+        // of the block have k floats each ((ms.end - 1) * stride + k <= data.len(), asserted
+        // above), `b` and `bias` cover every panel and `out` has `ms.len() * n` floats
+        // (asserted).
+        unsafe { direct_blocks_f32(lhs, ms.len(), b, bias, n, k, act, out.as_mut_ptr()) };
+        return;
+    }
+    for g in 0..panels.div_ceil(GROUP_F32) {
+        // The next group's weights (one 64-byte line per panel and reduction index) are
+        // prefetched into L2 while this group's later row blocks run, spread evenly over them
+        // (at most one per reduction index): else the first row block of every group waits on
+        // L3 for them (the 7x7 layers of MobileNetV2 have 1.2-1.6 MB of weights for 49 rows).
+        let next_p = (g + 1) * GROUP_F32;
+        let next_lines = panels.saturating_sub(next_p).min(GROUP_F32) * k;
         let nblocks = ms.len().div_ceil(MR_F32);
         let mut m0 = ms.start;
         while m0 < ms.end {
@@ -2040,7 +2110,7 @@ pub(crate) fn gemm_direct_f32_avx512(
             }
             let lhs = (&ptrs[..], &koffs[..], k);
             let o = out[(m0 - ms.start) * n..].as_mut_ptr();
-            let groups = groups.clone();
+            let groups = g..g + 1;
             macro_rules! dispatch {
                 ($($n:literal)*) => {
                     match rows {
@@ -2062,16 +2132,75 @@ pub(crate) fn gemm_direct_f32_avx512(
     }
 }
 
+/// The row blocks of [`gemm_direct_f32_avx512`] without the groups outer, in one function
+/// compiled for AVX-512 so the full blocks' tile kernel inlines into the loop.
+///
+/// # Safety
+/// AVX-512 F/VL; `lhs` rows `0..rows` readable for `k` floats each; `b`, `bias` as
+/// [`gemm_rows_f32_avx512_mr`]; `out` writable for `rows * n` floats.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn direct_blocks_f32(
+    mut lhs: StridedLhs<'_>,
+    rows: usize,
+    b: *const f32,
+    bias: *const f32,
+    n: usize,
+    k: usize,
+    act: Activation,
+    out: *mut f32,
+) {
+    let all = 0..usize::MAX;
+    while lhs.row0 + MR_F32 <= rows {
+        // SAFETY: the contract, for rows row0..row0 + MR_F32.
+        unsafe {
+            let o = out.add(lhs.row0 * n);
+            gemm_rows_f32_avx512_mr::<MR_F32, _>(
+                lhs,
+                b,
+                bias,
+                n,
+                k,
+                act,
+                o,
+                all.clone(),
+                (b, 0, 1),
+            );
+        }
+        lhs.row0 += MR_F32;
+    }
+    let o = out.wrapping_add(lhs.row0 * n);
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows - lhs.row0 {
+                0 => {}
+                // SAFETY: the contract, for the last rows.
+                $($n => unsafe {
+                    gemm_rows_f32_avx512_mr::<$n, _>(lhs, b, bias, n, k, act, o, all, (b, 0, 1))
+                },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5);
+}
+
 /// Rows of the tall tiles of [`gemm_strided_f32_avx512`] for one or two panels (12 x 16:
 /// 12 accumulators, 12 x 32: 24), where the 6-row tile has too few independent multiply-add
 /// chains to hide their latency and broadcasts one input per one or two multiply-adds.
 pub(crate) const TALL_MR_F32: usize = 12;
 
+/// Rows up to which one panel goes in one tile (16 accumulators) rather than two: short
+/// output rows of a convolution, one call each (MobileNetV2 block's 16-pixel rows of its 3x3
+/// stride-2 layer: 3.1 -> 2.9 us; longer runs were no faster or slower with 16-row tiles).
+pub(crate) const TALL1_MR_F32: usize = 16;
+
 /// [`gemm_rows_f32_avx512`] for `rows` rows at a fixed stride, all row blocks in one call:
 /// segment `s` (first reduction index `segs[s].0`) of row `r` is
 /// `data[segs[s].1 + r * stride..][..seg_len]`; `out` starts at row 0. Up to two panels (wider
 /// outputs take [`gemm_direct_f32_avx512`] or the gathered blocks), in tiles of up to
-/// [`TALL_MR_F32`] rows, the rows split evenly over them.
+/// [`TALL_MR_F32`] rows, the rows split evenly over them (one panel of up to
+/// [`TALL1_MR_F32`] rows in one tile).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_strided_f32_avx512(
     data: &[f32],
@@ -2108,6 +2237,22 @@ pub(crate) fn gemm_strided_f32_avx512(
         row0: 0,
     };
     let (b, bias) = (b.as_ptr(), bias.as_ptr());
+    if n <= NR_F32 && (TALL_MR_F32 + 1..=TALL1_MR_F32).contains(&rows) {
+        let (o, none) = (out.as_mut_ptr(), (b, 0, 1));
+        macro_rules! dispatch {
+            ($($n:literal)*) => {
+                match rows {
+                    // SAFETY: as below, for all the rows in one tile of one panel.
+                    $($n => unsafe {
+                        gemm_group_f32::<$n, 1, _>(lhs, b, bias, n, 0, act, o, none)
+                    },)*
+                    _ => unreachable!(),
+                }
+            };
+        }
+        dispatch!(13 14 15 16);
+        return;
+    }
     // Blocks of `per` or `per + 1` rows (the first `extra`): no short last tile.
     let blocks = rows.div_ceil(TALL_MR_F32);
     let (per, extra) = (rows / blocks, rows % blocks);
@@ -2664,13 +2809,29 @@ const DW_STRIP: usize = 4;
 /// 112x112x32); 8 rows cost two extra input rows per eight and keep the band's rows in L2.
 const DW_BAND: usize = 8;
 
+/// Output rows of one band of [`Dw3Walk::bands`]: three rows of four pixels are twelve
+/// accumulators, which with the nine weights and six input vectors fill the registers.
+const DW_BAND3: usize = 3;
+
+/// Input bytes (one batch) up to which [`dw3x3_f32_cols`] goes by [`Dw3Walk::bands`]. When the
+/// rows are a multiple of 4 KiB long and the output a multiple of 4 KiB from the input (greedy
+/// planning places equal-sized tensors so), a walk down a column strip loads input rows right
+/// after storing output rows with the same addresses modulo 4 KiB: 4K aliasing with the
+/// pending stores, and all of the walk's lines on the same few L1 sets. MobileNetV2 block's
+/// 16x16x64 layer took 5.8 us so and 3.8 with its output moved by 2 KiB; bands, which store
+/// after all their loads, 3.7 either way. Also measured: MobileNetV2's 14x14 and 7x7 layers
+/// 5-12% faster with bands, 28x28x192 (602 KB) the same; the 56x56x144 and 112x112x32 layers
+/// (1.6-1.8 MB) 10-15% slower (bands reload two of every five input rows).
+const DW_BANDS_INPUT: usize = 1 << 20;
+
 /// [`dw_f32_rows`] for 3x3 kernels with stride 1, no dilation: the output is cut into strips
 /// of [`DW_STRIP`] pixels; per strip and 16-channel block the nine weights stay in registers
 /// while the walk goes down [`DW_BAND`] output rows, and each input row is loaded once per
 /// strip (six vectors) and multiply-added into the three output rows it feeds (three
 /// rotating accumulator sets). So an output pixel costs 1.5 loads for its nine multiply-adds
 /// instead of 4.5 ([`dw3x3_f32_rows_avx512`]), and the input lines go from L2 to L1 about
-/// once instead of once per output row.
+/// once instead of once per output row. Inputs up to [`DW_BANDS_INPUT`] go by bands of
+/// [`DW_BAND3`] rows instead ([`Dw3Walk::bands`]).
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
 fn dw3x3_f32_cols(
     dw: &DwF32,
@@ -2702,6 +2863,10 @@ fn dw3x3_f32_cols(
         lo,
         hi,
     };
+    if in_h * in_w * c * 4 <= DW_BANDS_INPUT {
+        // SAFETY: this function's features; `g` is made for these arguments.
+        return unsafe { g.bands(dw, out_w, pad_left, oys) };
+    }
     let mut band = oys.start;
     while band < oys.end {
         let rows = band..(band + DW_BAND).min(oys.end);
@@ -2861,6 +3026,87 @@ impl Dw3Walk {
                 Self::fma(&r, s, 0, d);
             }
             self.store(a, oy, s);
+        }
+    }
+
+    /// Every output row of `rows` in bands of [`DW_BAND3`] rows: per band and 16-channel
+    /// block, the strips left to right, each computing all of the band's rows of its
+    /// [`DW_STRIP`] pixels before storing them (see [`dw3x3_f32_cols`] for when).
+    ///
+    /// # Safety
+    /// AVX-512 F/VL; `self` made by [`dw3x3_f32_cols`] for `dw`, `out_w` and `pad_left`,
+    /// `rows` in `self.oys`.
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    unsafe fn bands(&self, dw: &DwF32, out_w: usize, pad_left: usize, rows: Range<usize>) {
+        let c = self.c;
+        let mut band = rows.start;
+        while band < rows.end {
+            let oys = band..(band + DW_BAND3).min(rows.end);
+            let mut cb = 0;
+            while cb < c {
+                let mask = lanes16(c - cb);
+                let (w, bias) = dw3x3_block_weights(dw, cb, mask);
+                let mut ox = 0;
+                while ox < out_w {
+                    let np = (out_w - ox).min(DW_STRIP);
+                    let x0 = ox.wrapping_sub(pad_left);
+                    let inside = ox >= pad_left && x0 + DW_STRIP + 2 <= self.in_w;
+                    let s = Dw3Strip {
+                        x0,
+                        ox,
+                        np,
+                        cb,
+                        mask,
+                        w,
+                        bias,
+                    };
+                    // SAFETY: the contract; the strip is as `band` needs (inside checked
+                    // above).
+                    unsafe {
+                        if inside {
+                            self.band::<false>(oys.clone(), &s);
+                        } else {
+                            self.band::<true>(oys.clone(), &s);
+                        }
+                    }
+                    ox += np;
+                }
+                cb += 16;
+            }
+            band = oys.end;
+        }
+    }
+
+    /// One strip of up to [`DW_BAND3`] output rows `oys`: its `oys.len() + 2` input rows are
+    /// each loaded once and multiply-added into every row they feed; the stores come after
+    /// all loads.
+    ///
+    /// # Safety
+    /// As [`Dw3Walk::walk`], `oys.len() <= DW_BAND3`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+    unsafe fn band<const EDGE: bool>(&self, oys: Range<usize>, s: &Dw3Strip) {
+        let n = oys.len();
+        let y0 = self.y_of(oys.start);
+        let mut acc = [[s.bias; DW_STRIP]; DW_BAND3];
+        for i in 0..DW_BAND3 + 2 {
+            if i >= n + 2 {
+                break;
+            }
+            // SAFETY: the contract.
+            let Some(r) = (unsafe { self.row::<EDGE>(y0.wrapping_add(i), s) }) else {
+                continue;
+            };
+            // Input row i is kernel row i - j of output row j.
+            for (j, acc) in acc.iter_mut().enumerate().take(n) {
+                if i >= j && i - j < 3 {
+                    Self::fma(&r, s, i - j, acc);
+                }
+            }
+        }
+        for (j, acc) in acc.iter_mut().enumerate().take(n) {
+            // SAFETY: the contract; oys.start + j < oys.end.
+            unsafe { self.store(acc, oys.start + j, s) };
         }
     }
 
