@@ -996,6 +996,14 @@ pub(crate) fn fully_connected_i8(
 /// Largest kernel (taps) of the fast depthwise paths.
 pub(crate) const DW_MAX_TAPS: usize = 64;
 
+/// Units (output pixels, or pixel pairs with `DwI8::pairs`) per strip of the int8 3x3
+/// stride-1 depthwise kernel, whose ring of interleaved input rows (three rows and a padding
+/// row, 256 bytes per unit and row) should stay in L1.
+pub(crate) const DW3_STRIP: usize = 32;
+
+/// i32 words of that ring, plus 15 to align it to 64 bytes.
+const DW3_RING_WORDS: usize = 4 * DW3_STRIP * 64 + 15;
+
 /// Constant int8 depthwise weights (`[1, KH, KW, C]`, depth multiplier 1), packed as pairs of
 /// taps interleaved per 16 channels for `vpmaddwd`.
 #[derive(Clone, Debug)]
@@ -1012,6 +1020,9 @@ pub struct DwI8 {
     pub(crate) w8: Vec<i8>,
     /// The `w8` layout holds channels `0..32` twice (`c <= 32`): two output pixels per block.
     pub(crate) pairs: bool,
+    /// With `w8` and nine taps: the weights again by kernel row for 3x3 stride-1 windows
+    /// ([`DwI8::pack_avx512_quads`]), else empty.
+    pub(crate) w3: Vec<i8>,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
 }
@@ -1066,6 +1077,7 @@ impl DwI8 {
                 w,
                 rq,
                 w8: Vec::new(),
+                w3: Vec::new(),
                 pairs: false,
                 input_offset: q.input_offset as i16,
             });
@@ -1078,6 +1090,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
+            w3: Vec::new(),
             pairs: false,
             input_offset: q.input_offset as i16,
         })
@@ -1107,6 +1120,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
+            w3: Vec::new(),
             pairs: false,
             input_offset: q.input_offset as i16,
         })
@@ -1128,6 +1142,10 @@ impl DwI8 {
     /// of a 32-bit lane is tap `4 q + t` of group `q`). The kernel offsets the input to
     /// unsigned (`x + 128`; padding taps read the zero point + 128), so `(input_offset - 128) *
     /// sum(w)` joins the bias; the requantization parameters are stored in position order.
+    ///
+    /// Nine taps also get `w3` for 3x3 stride-1 windows: per block, kernel row `ky` and
+    /// vector `j`, the row's three weights as bytes 0-2 of each position's 32-bit lane (byte 3
+    /// zero), to multiply input pre-interleaved as `[in(x), in(x + 1), in(x + 2), any]`.
     fn pack_avx512_quads(
         filter: &[i8],
         taps: usize,
@@ -1144,6 +1162,15 @@ impl DwI8 {
             for t in 0..taps {
                 let (qd, byte) = (t / 4, t % 4);
                 w8[((b * quads + qd) * 4 + j) * 64 + lane * 4 + byte] = filter[t * c + ch];
+            }
+        }
+        let mut w3 = vec![0i8; if taps == 9 { blocks * 3 * 256 } else { 0 }];
+        for ch in (0..c).filter(|_| taps == 9) {
+            let pos = Self::quad_pos(ch);
+            let (b, j, lane) = (pos / 64, pos % 64 / 16, pos % 16);
+            for t in 0..9 {
+                let (ky, kx) = (t / 3, t % 3);
+                w3[((b * 3 + ky) * 4 + j) * 64 + lane * 4 + kx] = filter[t * c + ch];
             }
         }
         // The output stage in position order; positions past c get a harmless stage (their
@@ -1172,6 +1199,7 @@ impl DwI8 {
             taps,
             w: Vec::new(),
             w8,
+            w3,
             pairs: false,
             rq,
             input_offset: q.input_offset as i16,
@@ -1210,13 +1238,19 @@ impl DwI8 {
     }
 
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.w8.len() + self.rq.bytes()
+        self.w.len() * 2 + self.w8.len() + self.w3.len() + self.rq.bytes()
     }
 
     /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
-    /// per call (`x86::fused_cache`) rather than per pixel.
+    /// per call (`x86::fused_cache`) rather than per pixel, then with `w3` the ring of
+    /// interleaved input rows of the 3x3 stride-1 kernel ([`DW3_RING_WORDS`]).
     pub fn scratch_i32(&self) -> usize {
-        fused_cache_scratch(self.isa, &self.rq)
+        let ring = if self.w3.is_empty() {
+            0
+        } else {
+            DW3_RING_WORDS
+        };
+        fused_cache_scratch(self.isa, &self.rq) + ring
     }
 }
 
@@ -2694,6 +2728,77 @@ mod tests {
                     &mut scratch_for(0, dw.scratch_i32()),
                 );
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+            }
+        }
+    }
+
+    /// 3x3 windows (the AVX-512 ring kernel for stride 1, dilation 1): channel counts around
+    /// the 16-, 32- and 64-channel blocks, rows wider than a strip of `DW3_STRIP` units, padding
+    /// of 0-2 on every side (unequal), stride 1 and 2, right shifts only (the fused form) or
+    /// some left shifts, random input zero points, several row blocks.
+    #[test]
+    fn depthwise3x3_i8_matches_portable() {
+        let mut rng = Rng(7);
+        let cs = [1, 8, 16, 24, 31, 32, 40, 64, 72, 136, 144, 200];
+        for isa in isas() {
+            for case in 0..72usize {
+                let c = cs[case % cs.len()];
+                let stride = if case % 5 == 4 { 2 } else { 1 };
+                let (h, w) = (
+                    1 + rng.below(9),
+                    1 + rng.below(if case % 4 == 0 { 80 } else { 20 }),
+                );
+                let [pt, pl, pb, pr] = [0; 4].map(|_| rng.below(3));
+                if h + pt + pb < 3 || w + pl + pr < 3 {
+                    continue;
+                }
+                let (oh, ow) = (
+                    (h + pt + pb - 3) / stride + 1,
+                    (w + pl + pr - 3) / stride + 1,
+                );
+                let p = DepthwiseParams {
+                    stride_h: stride,
+                    stride_w: stride,
+                    dilation_h: 1,
+                    dilation_w: 1,
+                    pad_top: pt,
+                    pad_left: pl,
+                    depth_multiplier: 1,
+                    activation: Activation::None,
+                };
+                let b = 1 + case % 2;
+                let (is, fs, os) = ([b, h, w, c], [1, 3, 3, c], [b, oh, ow, c]);
+                let input = rng.i8s(is.iter().product());
+                let filter = rng.i8s(9 * c);
+                let bias: Vec<i32> = (0..c).map(|_| rng.u() as i32 >> 14).collect();
+                let mut q = rng.stage(c, 9, false);
+                if case % 3 != 0 {
+                    // Right shifts only: the fused requantization.
+                    for ch in 0..c {
+                        let real = (1.0 + rng.below(1000) as f64 / 1000.0) / 64.0;
+                        let (m, sh) = quantize_multiplier(real / (1 << rng.below(6)) as f64);
+                        (q.multipliers[ch], q.shifts[ch]) = (m, sh);
+                    }
+                }
+                let mut want = vec![0i8; os.iter().product()];
+                let mut acc = vec![0i32; c];
+                depthwise_conv::depthwise_conv2d_i8(
+                    &input,
+                    is,
+                    &filter,
+                    fs,
+                    Some(&bias),
+                    &p,
+                    &q,
+                    &mut acc,
+                    &mut want,
+                    os,
+                );
+                let dw = DwI8::pack(isa, &filter, 9, c, Some(&bias), &q).unwrap();
+                let mut got = vec![0i8; want.len()];
+                let mut s = scratch_for(0, dw.scratch_i32());
+                depthwise_i8(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s);
+                assert_eq!(got, want, "{isa:?} case {case}: {is:?} {os:?} {p:?}");
             }
         }
     }

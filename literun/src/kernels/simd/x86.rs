@@ -9,7 +9,7 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{
-    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW_MAX_TAPS,
+    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW3_STRIP, DW_MAX_TAPS,
     FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::conv::Conv2dParams;
@@ -1478,16 +1478,221 @@ pub(crate) fn dw_i8_rows(
     scratch: &mut [i32],
 ) {
     assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
-    // The fused form's constants once per call (`DwI8::scratch_i32` words of `scratch`).
-    let cache = match super::fused_cache_in(scratch, dw.scratch_i32()) {
+    assert!(
+        scratch.len() >= dw.scratch_i32(),
+        "depthwise scratch too short"
+    );
+    // The fused form's constants once per call (the first words of `scratch`), then the 3x3
+    // kernel's ring.
+    let (head, ring) = scratch.split_at_mut(super::fused_cache_scratch(dw.isa, &dw.rq));
+    let cache = match super::fused_cache_in(head, head.len()) {
         Some(cache) => {
             fused_cache(&dw.rq, cache);
             &*cache
         }
         None => &[],
     };
+    if !dw.w3.is_empty() && dims[2..4] == [3, 3] && geometry[..4] == [1; 4] {
+        let ring = bytemuck::cast_slice_mut::<i32, i8>(ring);
+        // (At most 60 for a 4-byte-aligned pointer: the 15 spare words.)
+        let skip = ring.as_ptr().align_offset(64).min(60);
+        let ring = &mut ring[skip..skip + DW3_RING_BYTES];
+        let (pads, [in_h, in_w, _, _, out_w]) = ([geometry[4], geometry[5]], dims);
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI.
+        return unsafe {
+            dw3x3_i8_rows_avx512(dw, input, [in_h, in_w, out_w], pads, oys, out, cache, ring)
+        };
+    }
     // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI (`available`).
     unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out, cache) }
+}
+
+/// Bytes of the 3x3 kernel's ring: three interleaved input rows and a padding row of
+/// [`DW3_STRIP`] units of 256 bytes.
+const DW3_RING_BYTES: usize = 4 * DW3_STRIP * 256;
+
+/// Output rows `oys` of a 3x3 stride-1 int8 depthwise convolution (`DwI8::w3`) into `out`
+/// (rows of `out_w * c`), from one batch `input` (`[in_h, in_w, c]`).
+///
+/// Per 64-lane block (64 channels of one pixel, or 32 channels of two with `dw.pairs`) and
+/// strip of [`DW3_STRIP`] units (pixels or pairs), each input row is interleaved once into a
+/// ring of three rows: unit `u`'s lane for channel `ch` holds the bytes `[in(x), in(x + 1),
+/// in(x + 2), in(x + 2)]` (offset to unsigned; `x = u - pad_left`, padding columns read the
+/// zero point) in the order of the `vpdpbusd` layout, so each interleaved row serves three
+/// output rows, and an output unit takes three loads and `vpdpbusd`s per 16 lanes (one per
+/// kernel row) before the requantization. Rows of padding read a row of the zero point.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dw3x3_i8_rows_avx512(
+    dw: &DwI8,
+    input: &[i8],
+    [in_h, in_w, out_w]: [usize; 3],
+    [pad_top, pad_left]: [usize; 2],
+    oys: Range<usize>,
+    out: &mut [i8],
+    cache: &[i32],
+    ring: &mut [i8],
+) {
+    let c = dw.c;
+    let pairs = dw.pairs;
+    let blocks = c.div_ceil(64);
+    // Pixels per unit.
+    let ppu = if pairs { 2 } else { 1 };
+    let units = out_w.div_ceil(ppu);
+    let rows = oys.len();
+    assert!(c > 0 && (!pairs || c <= 32) && ring.len() == DW3_RING_BYTES);
+    assert!(input.len() >= in_h * in_w * c && out.len() >= rows * out_w * c);
+    assert!(dw.w3.len() >= blocks * 768 && dw.rq.bias.len() >= blocks * 64);
+    assert!(ring.as_ptr().align_offset(64) == 0);
+    let flip = _mm512_set1_epi8(-128);
+    let padb = ((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8;
+    let padv = _mm512_set1_epi8(padb);
+    // Row 3 of the ring is the padding row.
+    ring[3 * DW3_STRIP * 256..].fill(padb);
+    let ring = ring.as_mut_ptr();
+    for b in 0..blocks {
+        let n = (c - 64 * b).min(64);
+        let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+        let half = if pairs {
+            ((1u64 << c) - 1) as __mmask32
+        } else {
+            0
+        };
+        // `mask` of the input pixel at column `x` of row `iy` (offset to unsigned; the zero
+        // point outside the input). `x` may have wrapped below zero.
+        let px = |iy: usize, x: usize| -> __m512i {
+            if x >= in_w {
+                return padv;
+            }
+            // SAFETY: pixel (iy, x) starts c bytes of input (iy < in_h, x < in_w, length
+            // asserted above); the mask keeps the load to channels 64 b..64 b + n.
+            let v = unsafe {
+                _mm512_maskz_loadu_epi8(mask, input.as_ptr().add((iy * in_w + x) * c + 64 * b))
+            };
+            _mm512_xor_si512(v, flip)
+        };
+        // With pairs: the c channels of columns x and x + 1 in the two 256-bit halves.
+        let two = |iy: usize, x: usize| -> __m512i {
+            let h = |x: usize| {
+                if x >= in_w {
+                    return _mm512_castsi512_si256(padv);
+                }
+                // SAFETY: as in `px`, the mask keeping the load to the c channels.
+                let v = unsafe {
+                    _mm256_maskz_loadu_epi8(half, input.as_ptr().add((iy * in_w + x) * c))
+                };
+                _mm256_xor_si256(v, _mm512_castsi512_si256(flip))
+            };
+            _mm512_inserti64x4(_mm512_castsi256_si512(h(x)), h(x.wrapping_add(1)), 1)
+        };
+        // Interleaves input row `iy`, units u0..u0 + un, into ring row `slot`.
+        let interleave = |iy: usize, u0: usize, un: usize, slot: usize| {
+            for u in 0..un {
+                let x = ((u0 + u) * ppu).wrapping_sub(pad_left);
+                let a = |t: usize| {
+                    if pairs {
+                        two(iy, x.wrapping_add(t))
+                    } else {
+                        px(iy, x.wrapping_add(t))
+                    }
+                };
+                let (a0, a1, a2) = (a(0), a(1), a(2));
+                let (lo01, hi01) = (_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1));
+                let (lo2, hi2) = (_mm512_unpacklo_epi8(a2, a2), _mm512_unpackhi_epi8(a2, a2));
+                let v = [
+                    _mm512_unpacklo_epi16(lo01, lo2),
+                    _mm512_unpackhi_epi16(lo01, lo2),
+                    _mm512_unpacklo_epi16(hi01, hi2),
+                    _mm512_unpackhi_epi16(hi01, hi2),
+                ];
+                for (j, v) in v.into_iter().enumerate() {
+                    // SAFETY: unit u < DW3_STRIP of ring row slot < 3, 64-byte aligned.
+                    unsafe {
+                        _mm512_store_si512(
+                            ring.add((slot * DW3_STRIP + u) * 256 + 64 * j) as *mut __m512i,
+                            v,
+                        )
+                    };
+                }
+            }
+        };
+        // SAFETY: block b's 768 weights (asserted above).
+        let wp = unsafe { dw.w3.as_ptr().add(b * 768) };
+        // SAFETY: as above.
+        let w: [[__m512i; 4]; 3] = core::array::from_fn(|ky| {
+            core::array::from_fn(|j| unsafe {
+                _mm512_loadu_si512(wp.add((ky * 4 + j) * 64) as *const __m512i)
+            })
+        });
+        let mut rq = [const { None::<Rq16> }; 4];
+        for (j, r) in rq.iter_mut().enumerate() {
+            *r = Some(Rq16::load_cached(&dw.rq, cache, 64 * b + 16 * j));
+        }
+        let rq = rq.map(Option::unwrap);
+        let mut u0 = 0;
+        while u0 < units {
+            let un = (units - u0).min(DW3_STRIP);
+            // Input row iy sits in ring row iy % 3 once interleaved; `next` is the first row
+            // not interleaved yet.
+            let mut next = 0;
+            for oy in oys.clone() {
+                let mut slot = [3usize; 3];
+                for (ky, s) in slot.iter_mut().enumerate() {
+                    let iy = (oy + ky).wrapping_sub(pad_top);
+                    if iy >= in_h {
+                        continue;
+                    }
+                    if oy == oys.start || iy >= next {
+                        interleave(iy, u0, un, iy % 3);
+                        next = iy + 1;
+                    }
+                    *s = iy % 3;
+                }
+                let row = (oy - oys.start) * out_w;
+                for u in 0..un {
+                    let mut acc: [__m512i; 4] = core::array::from_fn(|j| rq[j].bias);
+                    for (ky, &s) in slot.iter().enumerate() {
+                        // SAFETY: unit u of ring row s, 64-byte aligned.
+                        let r = unsafe { ring.add((s * DW3_STRIP + u) * 256) };
+                        for (j, a) in acc.iter_mut().enumerate() {
+                            // SAFETY: as above (bytes 64 j..64 j + 64 of the unit).
+                            let x = unsafe { _mm512_load_si512(r.add(64 * j) as *const __m512i) };
+                            *a = _mm512_dpbusd_epi32(*a, x, w[ky][j]);
+                        }
+                    }
+                    let mut r = [_mm512_setzero_si512(); 4];
+                    for (j, r) in r.iter_mut().enumerate() {
+                        *r = rq[j].apply_i32(acc[j]);
+                    }
+                    let v = _mm512_packs_epi16(
+                        _mm512_packs_epi32(r[0], r[1]),
+                        _mm512_packs_epi32(r[2], r[3]),
+                    );
+                    let ox = (u0 + u) * ppu;
+                    let o = out[(row + ox) * c..].as_mut_ptr();
+                    if !pairs {
+                        // SAFETY: the mask keeps the store to channels 64 b..64 b + n of
+                        // output pixel (oy, ox).
+                        unsafe { _mm512_mask_storeu_epi8(o.add(64 * b), mask, v) };
+                        continue;
+                    }
+                    // SAFETY: the masks keep the stores to the c channels of pixels ox and
+                    // (when in the row) ox + 1.
+                    unsafe {
+                        _mm256_mask_storeu_epi8(o, half, _mm512_castsi512_si256(v));
+                        if ox + 1 < out_w {
+                            _mm256_mask_storeu_epi8(
+                                o.add(c),
+                                half,
+                                _mm512_extracti64x4_epi64(v, 1),
+                            );
+                        }
+                    }
+                }
+            }
+            u0 += un;
+        }
+    }
 }
 
 /// [`dw_i8_rows`] compiled for AVX-512, so the pixel kernel inlines into the window loop.
