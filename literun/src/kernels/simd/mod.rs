@@ -1020,9 +1020,9 @@ pub struct DwI8 {
     pub(crate) w8: Vec<i8>,
     /// The `w8` layout holds channels `0..32` twice (`c <= 32`): two output pixels per block.
     pub(crate) pairs: bool,
-    /// With `w8` and nine taps: the weights again by kernel row for 3x3 stride-1 windows
-    /// ([`DwI8::pack_avx512_quads`]), else empty.
-    pub(crate) w3: Vec<i8>,
+    /// AVX-512 with nine taps: the layout of the 3x3 kernel (used for 3x3 windows without
+    /// dilation).
+    pub(crate) dw3: Option<Dw3>,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
 }
@@ -1050,15 +1050,18 @@ impl DwI8 {
         }
         if isa == Isa::Avx512Vnni {
             // The zero point must be a byte for the unsigned offset input.
-            if (-127..=128).contains(&q.input_offset) {
-                if c >= 64 {
-                    return Self::pack_avx512_quads(filter, taps, c, bias, q);
-                }
-                if c <= 32 {
-                    return Self::pack_avx512_pairs(filter, taps, c, bias, q);
-                }
+            let bytes = (-127..=128).contains(&q.input_offset);
+            let mut dw = if bytes && c >= 64 {
+                Self::pack_avx512_quads(filter, taps, c, bias, q)?
+            } else if bytes && c <= 32 {
+                Self::pack_avx512_pairs(filter, taps, c, bias, q)?
+            } else {
+                Self::pack_avx512(filter, taps, c, bias, q)?
+            };
+            if bytes && taps == 9 {
+                dw.dw3 = Dw3::pack(filter, c, bias, q);
             }
-            return Self::pack_avx512(filter, taps, c, bias, q);
+            return Some(dw);
         }
         let blocks = c.div_ceil(16);
         let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
@@ -1077,7 +1080,7 @@ impl DwI8 {
                 w,
                 rq,
                 w8: Vec::new(),
-                w3: Vec::new(),
+                dw3: None,
                 pairs: false,
                 input_offset: q.input_offset as i16,
             });
@@ -1090,7 +1093,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
-            w3: Vec::new(),
+            dw3: None,
             pairs: false,
             input_offset: q.input_offset as i16,
         })
@@ -1120,7 +1123,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
-            w3: Vec::new(),
+            dw3: None,
             pairs: false,
             input_offset: q.input_offset as i16,
         })
@@ -1142,10 +1145,6 @@ impl DwI8 {
     /// of a 32-bit lane is tap `4 q + t` of group `q`). The kernel offsets the input to
     /// unsigned (`x + 128`; padding taps read the zero point + 128), so `(input_offset - 128) *
     /// sum(w)` joins the bias; the requantization parameters are stored in position order.
-    ///
-    /// Nine taps also get `w3` for 3x3 stride-1 windows: per block, kernel row `ky` and
-    /// vector `j`, the row's three weights as bytes 0-2 of each position's 32-bit lane (byte 3
-    /// zero), to multiply input pre-interleaved as `[in(x), in(x + 1), in(x + 2), any]`.
     fn pack_avx512_quads(
         filter: &[i8],
         taps: usize,
@@ -1162,15 +1161,6 @@ impl DwI8 {
             for t in 0..taps {
                 let (qd, byte) = (t / 4, t % 4);
                 w8[((b * quads + qd) * 4 + j) * 64 + lane * 4 + byte] = filter[t * c + ch];
-            }
-        }
-        let mut w3 = vec![0i8; if taps == 9 { blocks * 3 * 256 } else { 0 }];
-        for ch in (0..c).filter(|_| taps == 9) {
-            let pos = Self::quad_pos(ch);
-            let (b, j, lane) = (pos / 64, pos % 64 / 16, pos % 16);
-            for t in 0..9 {
-                let (ky, kx) = (t / 3, t % 3);
-                w3[((b * 3 + ky) * 4 + j) * 64 + lane * 4 + kx] = filter[t * c + ch];
             }
         }
         // The output stage in position order; positions past c get a harmless stage (their
@@ -1199,7 +1189,7 @@ impl DwI8 {
             taps,
             w: Vec::new(),
             w8,
-            w3,
+            dw3: None,
             pairs: false,
             rq,
             input_offset: q.input_offset as i16,
@@ -1238,19 +1228,86 @@ impl DwI8 {
     }
 
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.w8.len() + self.w3.len() + self.rq.bytes()
+        let dw3 = self.dw3.as_ref().map_or(0, |d| d.w.len() + d.rq.bytes());
+        self.w.len() * 2 + self.w8.len() + dw3 + self.rq.bytes()
     }
 
     /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
-    /// per call (`x86::fused_cache`) rather than per pixel, then with `w3` the ring of
-    /// interleaved input rows of the 3x3 stride-1 kernel ([`DW3_RING_WORDS`]).
+    /// per call (`x86::fused_cache`) rather than per pixel; for the 3x3 kernel those of its
+    /// own output stage, then its ring of interleaved input rows ([`DW3_RING_WORDS`]).
     pub fn scratch_i32(&self) -> usize {
-        let ring = if self.w3.is_empty() {
-            0
-        } else {
-            DW3_RING_WORDS
+        let dw3 = self
+            .dw3
+            .as_ref()
+            .map_or(0, |d| fused_cache_scratch(self.isa, &d.rq) + DW3_RING_WORDS);
+        fused_cache_scratch(self.isa, &self.rq).max(dw3)
+    }
+}
+
+/// Int8 3x3 depthwise weights for the AVX-512 ring kernel (`x86::dw3x3_i8_rows`), which
+/// interleaves each input row once as `[in(x), in(x + 1), in(x + 2), any]` per channel (offset
+/// to unsigned) and takes one `vpdpbusd` per kernel row.
+///
+/// Blocks of 64 lanes in the channel order of [`DwI8::quad_pos`]: lane (byte) `i` of block `b`
+/// is channel `64 b + i`, except in the last block, whose channels fill 16 or 32 lanes when
+/// they fit ([`Dw3::tail_ppu`] pixels side by side: lane `i` is channel `64 b + i % (64 /
+/// tail_ppu)`).
+#[derive(Clone, Debug)]
+pub(crate) struct Dw3 {
+    /// Block `b`, kernel row `ky`, vector `j` (64 bytes at `((b * 3 + ky) * 4 + j) * 64`): the
+    /// row's three weights as bytes 0-2 of each 32-bit lane (byte 3 zero) of the lanes at
+    /// positions `16 j..16 j + 16` ([`DwI8::quad_pos`]).
+    pub(crate) w: Vec<i8>,
+    /// The output stage in position order, with `(input_offset - 128) * sum(w)` in the bias
+    /// (padding reads the zero point, so the kernel adds nothing for it).
+    pub(crate) rq: Requant,
+    /// Output pixels per 64 lanes of the last block: 1, 2 or 4.
+    pub(crate) tail_ppu: usize,
+}
+
+impl Dw3 {
+    fn pack(filter: &[i8], c: usize, bias: Option<&[i32]>, q: &OutputStage) -> Option<Dw3> {
+        let blocks = c.div_ceil(64);
+        let last = c - 64 * (blocks - 1);
+        let tail_ppu = match last {
+            ..=16 => 4,
+            17..=32 => 2,
+            _ => 1,
         };
-        fused_cache_scratch(self.isa, &self.rq) + ring
+        // The channel at position p (None for unused lanes).
+        let at = |p: usize| {
+            let (b, lane) = (p / 64, DwI8::quad_pos(p % 64));
+            let width = if b + 1 == blocks { 64 / tail_ppu } else { 64 };
+            Some(64 * b + lane % width).filter(|&ch| ch < c)
+        };
+        let padded = blocks * 64;
+        let mut w = vec![0i8; blocks * 768];
+        for p in 0..padded {
+            let Some(ch) = at(p) else { continue };
+            let (b, j, lane) = (p / 64, p % 64 / 16, p % 16);
+            for t in 0..9 {
+                w[((b * 3 + t / 3) * 4 + j) * 64 + lane * 4 + t % 3] = filter[t * c + ch];
+            }
+        }
+        // Unused positions get a harmless stage (their outputs are never stored).
+        let qp = OutputStage {
+            multipliers: (0..padded)
+                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
+                .collect(),
+            shifts: (0..padded)
+                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
+                .collect(),
+            ..q.clone()
+        };
+        let off = q.input_offset - 128;
+        let rq = Requant::new(&qp, padded, |p| {
+            at(p).map_or(0, |ch| {
+                let wsum: i32 = (0..9).map(|t| i32::from(filter[t * c + ch])).sum();
+                bias.map_or(0, |b| b[ch])
+                    .wrapping_add(off.wrapping_mul(wsum))
+            })
+        })?;
+        Some(Dw3 { w, rq, tail_ppu })
     }
 }
 

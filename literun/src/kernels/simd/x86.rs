@@ -9,8 +9,8 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{
-    ArithI8, ArithOp, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW3_STRIP, DW_MAX_TAPS,
-    FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
+    ArithI8, ArithOp, Dw3, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW3_STRIP,
+    DW_MAX_TAPS, FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
@@ -1482,27 +1482,48 @@ pub(crate) fn dw_i8_rows(
         scratch.len() >= dw.scratch_i32(),
         "depthwise scratch too short"
     );
-    // The fused form's constants once per call (the first words of `scratch`), then the 3x3
-    // kernel's ring.
-    let (head, ring) = scratch.split_at_mut(super::fused_cache_scratch(dw.isa, &dw.rq));
-    let cache = match super::fused_cache_in(head, head.len()) {
+    let [in_h, in_w, k_h, k_w, out_w] = dims;
+    let [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left] = geometry;
+    if let Some(dw3) = &dw.dw3 {
+        if [k_h, k_w, dil_h, dil_w] == [3, 3, 1, 1] {
+            // Its output stage's fused constants (the first words of `scratch`), then the ring.
+            let (head, ring) = scratch.split_at_mut(super::fused_cache_scratch(dw.isa, &dw3.rq));
+            let cache = match super::fused_cache_in(head, head.len()) {
+                Some(cache) => {
+                    fused_cache(&dw3.rq, cache);
+                    &*cache
+                }
+                None => &[],
+            };
+            let ring = bytemuck::cast_slice_mut::<i32, i8>(ring);
+            // (At most 60 for a 4-byte-aligned pointer: the 15 spare words.)
+            let skip = ring.as_ptr().align_offset(64).min(60);
+            let call = Dw3Call {
+                dw3,
+                c: dw.c,
+                zero_point: dw.input_offset.wrapping_neg() as i8,
+                input,
+                in_hw: [in_h, in_w],
+                out_w,
+                stride: [stride_h, stride_w],
+                pad: [pad_top, pad_left],
+                oys,
+                cache,
+            };
+            // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI.
+            return unsafe {
+                dw3x3_i8_rows_avx512(&call, out, &mut ring[skip..skip + DW3_RING_BYTES])
+            };
+        }
+    }
+    // The fused form's constants once per call (`DwI8::scratch_i32` words of `scratch`).
+    let cache = match super::fused_cache_in(scratch, super::fused_cache_scratch(dw.isa, &dw.rq)) {
         Some(cache) => {
             fused_cache(&dw.rq, cache);
             &*cache
         }
         None => &[],
     };
-    if !dw.w3.is_empty() && dims[2..4] == [3, 3] && geometry[..4] == [1; 4] {
-        let ring = bytemuck::cast_slice_mut::<i32, i8>(ring);
-        // (At most 60 for a 4-byte-aligned pointer: the 15 spare words.)
-        let skip = ring.as_ptr().align_offset(64).min(60);
-        let ring = &mut ring[skip..skip + DW3_RING_BYTES];
-        let (pads, [in_h, in_w, _, _, out_w]) = ([geometry[4], geometry[5]], dims);
-        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI.
-        return unsafe {
-            dw3x3_i8_rows_avx512(dw, input, [in_h, in_w, out_w], pads, oys, out, cache, ring)
-        };
-    }
     // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL/VNNI (`available`).
     unsafe { dw_i8_rows_avx512(dw, input, dims, geometry, oys, out, cache) }
 }
@@ -1511,187 +1532,230 @@ pub(crate) fn dw_i8_rows(
 /// [`DW3_STRIP`] units of 256 bytes.
 const DW3_RING_BYTES: usize = 4 * DW3_STRIP * 256;
 
-/// Output rows `oys` of a 3x3 stride-1 int8 depthwise convolution (`DwI8::w3`) into `out`
-/// (rows of `out_w * c`), from one batch `input` (`[in_h, in_w, c]`).
-///
-/// Per 64-lane block (64 channels of one pixel, or 32 channels of two with `dw.pairs`) and
-/// strip of [`DW3_STRIP`] units (pixels or pairs), each input row is interleaved once into a
-/// ring of three rows: unit `u`'s lane for channel `ch` holds the bytes `[in(x), in(x + 1),
-/// in(x + 2), in(x + 2)]` (offset to unsigned; `x = u - pad_left`, padding columns read the
-/// zero point) in the order of the `vpdpbusd` layout, so each interleaved row serves three
-/// output rows, and an output unit takes three loads and `vpdpbusd`s per 16 lanes (one per
-/// kernel row) before the requantization. Rows of padding read a row of the zero point.
-#[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn dw3x3_i8_rows_avx512(
-    dw: &DwI8,
-    input: &[i8],
-    [in_h, in_w, out_w]: [usize; 3],
-    [pad_top, pad_left]: [usize; 2],
+/// One call of the 3x3 kernel: output rows `oys` (`out_w` pixels of `c` channels) from one
+/// batch `input` (`[in_h, in_w, c]`), with the fused constants of `dw3.rq` in `cache`.
+struct Dw3Call<'a> {
+    dw3: &'a Dw3,
+    c: usize,
+    /// The input zero point (padding reads it).
+    zero_point: i8,
+    input: &'a [i8],
+    in_hw: [usize; 2],
+    out_w: usize,
+    stride: [usize; 2],
+    /// Top and left.
+    pad: [usize; 2],
     oys: Range<usize>,
-    out: &mut [i8],
-    cache: &[i32],
-    ring: &mut [i8],
-) {
-    let c = dw.c;
-    let pairs = dw.pairs;
+    cache: &'a [i32],
+}
+
+/// A 3x3 int8 depthwise convolution without dilation ([`Dw3`]) into `out` (rows `k.oys` of
+/// `out_w * c`), per 64-lane block ([`dw3x3_block`]). `ring` ([`DW3_RING_BYTES`], 64-byte
+/// aligned) holds three interleaved input rows and a row of padding.
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
+    let (c, [in_h, in_w]) = (k.c, k.in_hw);
     let blocks = c.div_ceil(64);
-    // Pixels per unit.
-    let ppu = if pairs { 2 } else { 1 };
-    let units = out_w.div_ceil(ppu);
-    let rows = oys.len();
-    assert!(c > 0 && (!pairs || c <= 32) && ring.len() == DW3_RING_BYTES);
-    assert!(input.len() >= in_h * in_w * c && out.len() >= rows * out_w * c);
-    assert!(dw.w3.len() >= blocks * 768 && dw.rq.bias.len() >= blocks * 64);
-    assert!(ring.as_ptr().align_offset(64) == 0);
-    let flip = _mm512_set1_epi8(-128);
-    let padb = ((dw.input_offset.wrapping_neg() as u8) ^ 0x80) as i8;
-    let padv = _mm512_set1_epi8(padb);
-    // Row 3 of the ring is the padding row.
-    ring[3 * DW3_STRIP * 256..].fill(padb);
-    let ring = ring.as_mut_ptr();
+    assert!(c > 0 && k.stride[0] > 0 && k.stride[1] > 0);
+    assert!(k.input.len() >= in_h * in_w * c && out.len() >= k.oys.len() * k.out_w * c);
+    assert!(k.dw3.w.len() == blocks * 768 && k.dw3.rq.bias.len() == blocks * 64);
+    assert!(ring.len() == DW3_RING_BYTES && ring.as_ptr().align_offset(64) == 0);
+    // The padding row: the zero point offset to unsigned.
+    ring[3 * DW3_STRIP * 256..].fill(k.zero_point ^ i8::MIN);
     for b in 0..blocks {
-        let n = (c - 64 * b).min(64);
-        let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-        let half = if pairs {
-            ((1u64 << c) - 1) as __mmask32
-        } else {
-            0
-        };
-        // `mask` of the input pixel at column `x` of row `iy` (offset to unsigned; the zero
-        // point outside the input). `x` may have wrapped below zero.
-        let px = |iy: usize, x: usize| -> __m512i {
-            if x >= in_w {
-                return padv;
+        // SAFETY: this function's features; the asserts above are the blocks' requirements.
+        unsafe {
+            match if b + 1 == blocks { k.dw3.tail_ppu } else { 1 } {
+                1 => dw3x3_block::<1>(k, b, out, ring.as_mut_ptr()),
+                2 => dw3x3_block::<2>(k, b, out, ring.as_mut_ptr()),
+                _ => dw3x3_block::<4>(k, b, out, ring.as_mut_ptr()),
             }
-            // SAFETY: pixel (iy, x) starts c bytes of input (iy < in_h, x < in_w, length
-            // asserted above); the mask keeps the load to channels 64 b..64 b + n.
-            let v = unsafe {
-                _mm512_maskz_loadu_epi8(mask, input.as_ptr().add((iy * in_w + x) * c + 64 * b))
-            };
-            _mm512_xor_si512(v, flip)
+        }
+    }
+}
+
+/// Block `b` (64 lanes: `PPU` output pixels of `64 / PPU` channels) of [`dw3x3_i8_rows_avx512`].
+///
+/// Per strip of [`DW3_STRIP`] units (`PPU` pixels side by side), each input row is interleaved
+/// once into ring row `iy % 3`: for the pixel of lane `l` of unit `u`, the bytes `[in(x),
+/// in(x + 1), in(x + 2), in(x + 2)]` (`x` its window's first column; offset to unsigned,
+/// padding columns the zero point), by the unpacks of [`dw_quads_block`], so lanes are in the
+/// layout's position order. Each interleaved row then serves every output row whose window
+/// covers it: an output unit takes one load and `vpdpbusd` per kernel row and 16 lanes, the
+/// requantization (parameters loaded once per block) and the packs back to lane order.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL/VNNI; the sizes asserted by [`dw3x3_i8_rows_avx512`] hold,
+/// `b` is a block of `k.dw3` whose pixels' channels fit `64 / PPU` lanes (all blocks for
+/// `PPU == 1`, the last for `k.dw3.tail_ppu`), `ring` is [`DW3_RING_BYTES`] writable and
+/// 64-byte aligned bytes whose padding row is filled.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw3x3_block<const PPU: usize>(k: &Dw3Call, b: usize, out: &mut [i8], ring: *mut i8) {
+    let (c, [in_h, in_w], out_w) = (k.c, k.in_hw, k.out_w);
+    let [stride_h, stride_w] = k.stride;
+    let [pad_top, pad_left] = k.pad;
+    // Channels per pixel in this block.
+    let n = (c - 64 * b).min(64 / PPU);
+    let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
+    let units = out_w.div_ceil(PPU);
+    let flip = _mm512_set1_epi8(i8::MIN);
+    let zp = _mm512_set1_epi8(k.zero_point);
+    // The block's `n` channels at column x of input row iy in the low 64 / PPU bytes (the
+    // zero point outside the input; x may have wrapped below zero).
+    let chunk = |iy: usize, x: usize| -> __m512i {
+        if x >= in_w {
+            return zp;
+        }
+        // SAFETY: pixel (iy, x) has c bytes (iy < in_h, x < in_w; input length asserted by
+        // the caller); the mask keeps the load to channels 64 b..64 b + n.
+        unsafe {
+            let p = k.input.as_ptr().add((iy * in_w + x) * c + 64 * b);
+            match PPU {
+                1 => _mm512_maskz_loadu_epi8(mask, p),
+                2 => _mm512_castsi256_si512(_mm256_maskz_loadu_epi8(mask as __mmask32, p)),
+                _ => _mm512_castsi128_si512(_mm_maskz_loadu_epi8(mask as __mmask16, p)),
+            }
+        }
+    };
+    // Tap column t of unit u's pixels, offset to unsigned.
+    let taps = |iy: usize, u: usize, t: usize| -> __m512i {
+        let col = |p: usize| ((u * PPU + p) * stride_w + t).wrapping_sub(pad_left);
+        let v = match PPU {
+            1 => chunk(iy, col(0)),
+            2 => _mm512_inserti64x4::<1>(
+                chunk(iy, col(0)),
+                _mm512_castsi512_si256(chunk(iy, col(1))),
+            ),
+            _ => {
+                let v = _mm512_inserti32x4::<1>(
+                    chunk(iy, col(0)),
+                    _mm512_castsi512_si128(chunk(iy, col(1))),
+                );
+                let v = _mm512_inserti32x4::<2>(v, _mm512_castsi512_si128(chunk(iy, col(2))));
+                _mm512_inserti32x4::<3>(v, _mm512_castsi512_si128(chunk(iy, col(3))))
+            }
         };
-        // With pairs: the c channels of columns x and x + 1 in the two 256-bit halves.
-        let two = |iy: usize, x: usize| -> __m512i {
-            let h = |x: usize| {
-                if x >= in_w {
-                    return _mm512_castsi512_si256(padv);
-                }
-                // SAFETY: as in `px`, the mask keeping the load to the c channels.
-                let v = unsafe {
-                    _mm256_maskz_loadu_epi8(half, input.as_ptr().add((iy * in_w + x) * c))
+        _mm512_xor_si512(v, flip)
+    };
+    // Interleaves input row iy, units u0..u0 + un, into ring row slot.
+    let interleave = |iy: usize, u0: usize, un: usize, slot: usize| {
+        for u in 0..un {
+            let (a0, a1, a2) = (
+                taps(iy, u0 + u, 0),
+                taps(iy, u0 + u, 1),
+                taps(iy, u0 + u, 2),
+            );
+            let (lo01, hi01) = (_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1));
+            let (lo2, hi2) = (_mm512_unpacklo_epi8(a2, a2), _mm512_unpackhi_epi8(a2, a2));
+            let v = [
+                _mm512_unpacklo_epi16(lo01, lo2),
+                _mm512_unpackhi_epi16(lo01, lo2),
+                _mm512_unpacklo_epi16(hi01, hi2),
+                _mm512_unpackhi_epi16(hi01, hi2),
+            ];
+            for (j, v) in v.into_iter().enumerate() {
+                // SAFETY: unit u < DW3_STRIP of ring row slot < 3 (the caller's contract).
+                unsafe {
+                    _mm512_store_si512(
+                        ring.add((slot * DW3_STRIP + u) * 256 + 64 * j) as *mut __m512i,
+                        v,
+                    )
                 };
-                _mm256_xor_si256(v, _mm512_castsi512_si256(flip))
-            };
-            _mm512_inserti64x4(_mm512_castsi256_si512(h(x)), h(x.wrapping_add(1)), 1)
-        };
-        // Interleaves input row `iy`, units u0..u0 + un, into ring row `slot`.
-        let interleave = |iy: usize, u0: usize, un: usize, slot: usize| {
+            }
+        }
+    };
+    // SAFETY: block b's 768 weights (the caller's contract).
+    let wp = unsafe { k.dw3.w.as_ptr().add(b * 768) };
+    let w: [[__m512i; 4]; 3] = core::array::from_fn(|ky| {
+        core::array::from_fn(|j| {
+            // SAFETY: as above.
+            unsafe { _mm512_loadu_si512(wp.add((ky * 4 + j) * 64) as *const __m512i) }
+        })
+    });
+    // (A loop rather than a closure, which was not inlined.)
+    let mut rq = [const { None::<Rq16> }; 4];
+    for (j, r) in rq.iter_mut().enumerate() {
+        *r = Some(Rq16::load_cached(&k.dw3.rq, k.cache, 64 * b + 16 * j));
+    }
+    let rq = rq.map(Option::unwrap);
+    let mut u0 = 0;
+    while u0 < units {
+        let un = (units - u0).min(DW3_STRIP);
+        // Input row iy is in ring row iy % 3 once interleaved; rows below `next` are.
+        let mut next = 0;
+        for oy in k.oys.clone() {
+            // Ring row 3 is the padding row.
+            let mut slot = [3usize; 3];
+            for (ky, s) in slot.iter_mut().enumerate() {
+                let iy = (oy * stride_h + ky).wrapping_sub(pad_top);
+                if iy >= in_h {
+                    continue;
+                }
+                if oy == k.oys.start || iy >= next {
+                    interleave(iy, u0, un, iy % 3);
+                    next = iy + 1;
+                }
+                *s = iy % 3;
+            }
+            let row = (oy - k.oys.start) * out_w;
             for u in 0..un {
-                let x = ((u0 + u) * ppu).wrapping_sub(pad_left);
-                let a = |t: usize| {
-                    if pairs {
-                        two(iy, x.wrapping_add(t))
-                    } else {
-                        px(iy, x.wrapping_add(t))
+                let mut acc: [__m512i; 4] = core::array::from_fn(|j| rq[j].bias);
+                for (ky, &s) in slot.iter().enumerate() {
+                    // SAFETY: unit u < DW3_STRIP of ring row s <= 3.
+                    let r = unsafe { ring.add((s * DW3_STRIP + u) * 256) };
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        // SAFETY: as above (bytes 64 j..64 j + 64 of the unit, aligned).
+                        let x = unsafe { _mm512_load_si512(r.add(64 * j) as *const __m512i) };
+                        *a = _mm512_dpbusd_epi32(*a, x, w[ky][j]);
                     }
-                };
-                let (a0, a1, a2) = (a(0), a(1), a(2));
-                let (lo01, hi01) = (_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1));
-                let (lo2, hi2) = (_mm512_unpacklo_epi8(a2, a2), _mm512_unpackhi_epi8(a2, a2));
-                let v = [
-                    _mm512_unpacklo_epi16(lo01, lo2),
-                    _mm512_unpackhi_epi16(lo01, lo2),
-                    _mm512_unpacklo_epi16(hi01, hi2),
-                    _mm512_unpackhi_epi16(hi01, hi2),
-                ];
-                for (j, v) in v.into_iter().enumerate() {
-                    // SAFETY: unit u < DW3_STRIP of ring row slot < 3, 64-byte aligned.
-                    unsafe {
-                        _mm512_store_si512(
-                            ring.add((slot * DW3_STRIP + u) * 256 + 64 * j) as *mut __m512i,
-                            v,
-                        )
-                    };
                 }
-            }
-        };
-        // SAFETY: block b's 768 weights (asserted above).
-        let wp = unsafe { dw.w3.as_ptr().add(b * 768) };
-        // SAFETY: as above.
-        let w: [[__m512i; 4]; 3] = core::array::from_fn(|ky| {
-            core::array::from_fn(|j| unsafe {
-                _mm512_loadu_si512(wp.add((ky * 4 + j) * 64) as *const __m512i)
-            })
-        });
-        let mut rq = [const { None::<Rq16> }; 4];
-        for (j, r) in rq.iter_mut().enumerate() {
-            *r = Some(Rq16::load_cached(&dw.rq, cache, 64 * b + 16 * j));
-        }
-        let rq = rq.map(Option::unwrap);
-        let mut u0 = 0;
-        while u0 < units {
-            let un = (units - u0).min(DW3_STRIP);
-            // Input row iy sits in ring row iy % 3 once interleaved; `next` is the first row
-            // not interleaved yet.
-            let mut next = 0;
-            for oy in oys.clone() {
-                let mut slot = [3usize; 3];
-                for (ky, s) in slot.iter_mut().enumerate() {
-                    let iy = (oy + ky).wrapping_sub(pad_top);
-                    if iy >= in_h {
-                        continue;
-                    }
-                    if oy == oys.start || iy >= next {
-                        interleave(iy, u0, un, iy % 3);
-                        next = iy + 1;
-                    }
-                    *s = iy % 3;
+                let mut r = [_mm512_setzero_si512(); 4];
+                for (j, r) in r.iter_mut().enumerate() {
+                    *r = rq[j].apply_i32(acc[j]);
                 }
-                let row = (oy - oys.start) * out_w;
-                for u in 0..un {
-                    let mut acc: [__m512i; 4] = core::array::from_fn(|j| rq[j].bias);
-                    for (ky, &s) in slot.iter().enumerate() {
-                        // SAFETY: unit u of ring row s, 64-byte aligned.
-                        let r = unsafe { ring.add((s * DW3_STRIP + u) * 256) };
-                        for (j, a) in acc.iter_mut().enumerate() {
-                            // SAFETY: as above (bytes 64 j..64 j + 64 of the unit).
-                            let x = unsafe { _mm512_load_si512(r.add(64 * j) as *const __m512i) };
-                            *a = _mm512_dpbusd_epi32(*a, x, w[ky][j]);
+                let v = _mm512_packs_epi16(
+                    _mm512_packs_epi32(r[0], r[1]),
+                    _mm512_packs_epi32(r[2], r[3]),
+                );
+                let ox = (u0 + u) * PPU;
+                // SAFETY: pixel (oy, ox) is in `out` (ox < out_w; length asserted by the
+                // caller), and the masks keep the stores to channels 64 b..64 b + n of it and
+                // of the unit's next pixels that are in the row.
+                unsafe {
+                    let o = out.as_mut_ptr().add((row + ox) * c + 64 * b);
+                    match PPU {
+                        1 => _mm512_mask_storeu_epi8(o, mask, v),
+                        2 => {
+                            let m = mask as __mmask32;
+                            _mm256_mask_storeu_epi8(o, m, _mm512_castsi512_si256(v));
+                            if ox + 1 < out_w {
+                                _mm256_mask_storeu_epi8(
+                                    o.add(c),
+                                    m,
+                                    _mm512_extracti64x4_epi64::<1>(v),
+                                );
+                            }
                         }
-                    }
-                    let mut r = [_mm512_setzero_si512(); 4];
-                    for (j, r) in r.iter_mut().enumerate() {
-                        *r = rq[j].apply_i32(acc[j]);
-                    }
-                    let v = _mm512_packs_epi16(
-                        _mm512_packs_epi32(r[0], r[1]),
-                        _mm512_packs_epi32(r[2], r[3]),
-                    );
-                    let ox = (u0 + u) * ppu;
-                    let o = out[(row + ox) * c..].as_mut_ptr();
-                    if !pairs {
-                        // SAFETY: the mask keeps the store to channels 64 b..64 b + n of
-                        // output pixel (oy, ox).
-                        unsafe { _mm512_mask_storeu_epi8(o.add(64 * b), mask, v) };
-                        continue;
-                    }
-                    // SAFETY: the masks keep the stores to the c channels of pixels ox and
-                    // (when in the row) ox + 1.
-                    unsafe {
-                        _mm256_mask_storeu_epi8(o, half, _mm512_castsi512_si256(v));
-                        if ox + 1 < out_w {
-                            _mm256_mask_storeu_epi8(
-                                o.add(c),
-                                half,
-                                _mm512_extracti64x4_epi64(v, 1),
-                            );
+                        _ => {
+                            let m = mask as __mmask16;
+                            let parts = [
+                                _mm512_castsi512_si128(v),
+                                _mm512_extracti32x4_epi32::<1>(v),
+                                _mm512_extracti32x4_epi32::<2>(v),
+                                _mm512_extracti32x4_epi32::<3>(v),
+                            ];
+                            for (p, part) in parts.into_iter().enumerate() {
+                                if ox + p < out_w {
+                                    _mm_mask_storeu_epi8(o.add(p * c), m, part);
+                                }
+                            }
                         }
                     }
                 }
             }
-            u0 += un;
         }
+        u0 += un;
     }
 }
 
