@@ -1562,13 +1562,20 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
     assert!(ring.len() == DW3_RING_BYTES && ring.as_ptr().align_offset(64) == 0);
     // The padding row: the zero point offset to unsigned.
     ring[3 * DW3_STRIP * 256..].fill(k.zero_point ^ i8::MIN);
+    // The usual output stage (right shifts only, no clamp beyond int8's) gets its own copy of
+    // the block, without the per-vector checks of the form.
+    let plain = k.dw3.rq.fused && !k.dw3.rq.clamp;
     for b in 0..blocks {
+        let ring = ring.as_mut_ptr();
         // SAFETY: this function's features; the asserts above are the blocks' requirements.
         unsafe {
-            match if b + 1 == blocks { k.dw3.tail_ppu } else { 1 } {
-                1 => dw3x3_block::<1>(k, b, out, ring.as_mut_ptr()),
-                2 => dw3x3_block::<2>(k, b, out, ring.as_mut_ptr()),
-                _ => dw3x3_block::<4>(k, b, out, ring.as_mut_ptr()),
+            match (if b + 1 == blocks { k.dw3.tail_ppu } else { 1 }, plain) {
+                (1, true) => dw3x3_block::<1, true>(k, b, out, ring),
+                (1, false) => dw3x3_block::<1, false>(k, b, out, ring),
+                (2, true) => dw3x3_block::<2, true>(k, b, out, ring),
+                (2, false) => dw3x3_block::<2, false>(k, b, out, ring),
+                (_, true) => dw3x3_block::<4, true>(k, b, out, ring),
+                (_, false) => dw3x3_block::<4, false>(k, b, out, ring),
             }
         }
     }
@@ -1587,11 +1594,17 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
 /// # Safety
 /// The CPU has AVX-512 F/BW/VL/VNNI; the sizes asserted by [`dw3x3_i8_rows_avx512`] hold,
 /// `b` is a block of `k.dw3` whose pixels' channels fit `64 / PPU` lanes (all blocks for
-/// `PPU == 1`, the last for `k.dw3.tail_ppu`), `ring` is [`DW3_RING_BYTES`] writable and
+/// `PPU == 1`, the last for `k.dw3.tail_ppu`), `PLAIN` only if `k.dw3.rq` is fused without
+/// clamp, `ring` is [`DW3_RING_BYTES`] writable and
 /// 64-byte aligned bytes whose padding row is filled.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw3x3_block<const PPU: usize>(k: &Dw3Call, b: usize, out: &mut [i8], ring: *mut i8) {
+unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
+    k: &Dw3Call,
+    b: usize,
+    out: &mut [i8],
+    ring: *mut i8,
+) {
     let (c, [in_h, in_w], out_w) = (k.c, k.in_hw, k.out_w);
     let [stride_h, stride_w] = k.stride;
     let [pad_top, pad_left] = k.pad;
@@ -1678,7 +1691,13 @@ unsafe fn dw3x3_block<const PPU: usize>(k: &Dw3Call, b: usize, out: &mut [i8], r
     for (j, r) in rq.iter_mut().enumerate() {
         *r = Some(Rq16::load_cached(&k.dw3.rq, k.cache, 64 * b + 16 * j));
     }
-    let rq = rq.map(Option::unwrap);
+    let mut rq = rq.map(Option::unwrap);
+    if PLAIN {
+        // What the caller checked, as constants.
+        for r in &mut rq {
+            (r.fused, r.clamp) = (true, false);
+        }
+    }
     let mut u0 = 0;
     while u0 < units {
         let un = (units - u0).min(DW3_STRIP);
