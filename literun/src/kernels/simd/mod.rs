@@ -2803,7 +2803,11 @@ mod tests {
                 let stride = if case % 5 == 4 { 2 } else { 1 };
                 let (h, w) = (
                     1 + rng.below(9),
-                    1 + rng.below(if case % 4 == 0 { 80 } else { 20 }),
+                    1 + rng.below(if case % 3 == 0 || case % 4 == 0 {
+                        150
+                    } else {
+                        20
+                    }),
                 );
                 let [pt, pl, pb, pr] = [0; 4].map(|_| rng.below(3));
                 if h + pt + pb < 3 || w + pl + pr < 3 {

@@ -1565,17 +1565,23 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
     // The usual output stage (right shifts only, no clamp beyond int8's) gets its own copy of
     // the block, without the per-vector checks of the form.
     let plain = k.dw3.rq.fused && !k.dw3.rq.clamp;
+    // Stride 1 with one pixel per unit: one ring unit of four columns serves two pixels (not
+    // for narrow odd rows, where the last unit's second pixel, computed and dropped, costs
+    // more than the interleaving saved).
+    let share = k.stride[1] == 1 && (k.out_w.is_multiple_of(2) || k.out_w >= 16);
     for b in 0..blocks {
         let ring = ring.as_mut_ptr();
         // SAFETY: this function's features; the asserts above are the blocks' requirements.
         unsafe {
             match (if b + 1 == blocks { k.dw3.tail_ppu } else { 1 }, plain) {
-                (1, true) => dw3x3_block::<1, true>(k, b, out, ring),
-                (1, false) => dw3x3_block::<1, false>(k, b, out, ring),
-                (2, true) => dw3x3_block::<2, true>(k, b, out, ring),
-                (2, false) => dw3x3_block::<2, false>(k, b, out, ring),
-                (_, true) => dw3x3_block::<4, true>(k, b, out, ring),
-                (_, false) => dw3x3_block::<4, false>(k, b, out, ring),
+                (1, true) if share => dw3x3_block::<1, true, true>(k, b, out, ring),
+                (1, false) if share => dw3x3_block::<1, false, true>(k, b, out, ring),
+                (1, true) => dw3x3_block::<1, true, false>(k, b, out, ring),
+                (1, false) => dw3x3_block::<1, false, false>(k, b, out, ring),
+                (2, true) => dw3x3_block::<2, true, false>(k, b, out, ring),
+                (2, false) => dw3x3_block::<2, false, false>(k, b, out, ring),
+                (_, true) => dw3x3_block::<4, true, false>(k, b, out, ring),
+                (_, false) => dw3x3_block::<4, false, false>(k, b, out, ring),
             }
         }
     }
@@ -1599,7 +1605,7 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
 /// 64-byte aligned bytes whose padding row is filled.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
+unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool, const SHARE: bool>(
     k: &Dw3Call,
     b: usize,
     out: &mut [i8],
@@ -1631,7 +1637,7 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
             }
         }
     };
-    // Tap column t of unit u's pixels, offset to unsigned.
+    // Tap column t of unit u's pixels, offset to unsigned (t any column offset).
     let taps = |iy: usize, u: usize, t: usize| -> __m512i {
         let col = |p: usize| ((u * PPU + p) * stride_w + t).wrapping_sub(pad_left);
         let v = match PPU {
@@ -1651,31 +1657,50 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
         };
         _mm512_xor_si512(v, flip)
     };
-    // Interleaves input row iy, units u0..u0 + un, into ring row slot.
-    let interleave = |iy: usize, u0: usize, un: usize, slot: usize| {
-        for u in 0..un {
+    // The four vectors of one ring unit from taps a0..a3 (lane order as `dw_quads_block`).
+    let store = |slot: usize, q: usize, [lo01, hi01, lo23, hi23]: [__m512i; 4]| {
+        let v = [
+            _mm512_unpacklo_epi16(lo01, lo23),
+            _mm512_unpackhi_epi16(lo01, lo23),
+            _mm512_unpacklo_epi16(hi01, hi23),
+            _mm512_unpackhi_epi16(hi01, hi23),
+        ];
+        for (j, v) in v.into_iter().enumerate() {
+            // SAFETY: unit q < DW3_STRIP of ring row slot < 3 (the caller's contract).
+            unsafe {
+                _mm512_store_si512(
+                    ring.add((slot * DW3_STRIP + q) * 256 + 64 * j) as *mut __m512i,
+                    v,
+                )
+            };
+        }
+    };
+    // Interleaves input row iy, ring units q0..q0 + qn, into ring row slot.
+    let interleave = |iy: usize, q0: usize, qn: usize, slot: usize| {
+        if SHARE {
+            // Four columns from 2 q - pad_left; the next unit's first two are this one's last
+            // two, so their unpacks too.
+            let x0 = 2 * q0;
+            let (a0, a1) = (taps(iy, 0, x0), taps(iy, 0, x0 + 1));
+            let mut pair01 = [_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1)];
+            for q in 0..qn {
+                let x = x0 + 2 * q + 2;
+                let (a2, a3) = (taps(iy, 0, x), taps(iy, 0, x + 1));
+                let pair23 = [_mm512_unpacklo_epi8(a2, a3), _mm512_unpackhi_epi8(a2, a3)];
+                store(slot, q, [pair01[0], pair01[1], pair23[0], pair23[1]]);
+                pair01 = pair23;
+            }
+            return;
+        }
+        for q in 0..qn {
             let (a0, a1, a2) = (
-                taps(iy, u0 + u, 0),
-                taps(iy, u0 + u, 1),
-                taps(iy, u0 + u, 2),
+                taps(iy, q0 + q, 0),
+                taps(iy, q0 + q, 1),
+                taps(iy, q0 + q, 2),
             );
             let (lo01, hi01) = (_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1));
             let (lo2, hi2) = (_mm512_unpacklo_epi8(a2, a2), _mm512_unpackhi_epi8(a2, a2));
-            let v = [
-                _mm512_unpacklo_epi16(lo01, lo2),
-                _mm512_unpackhi_epi16(lo01, lo2),
-                _mm512_unpacklo_epi16(hi01, hi2),
-                _mm512_unpackhi_epi16(hi01, hi2),
-            ];
-            for (j, v) in v.into_iter().enumerate() {
-                // SAFETY: unit u < DW3_STRIP of ring row slot < 3 (the caller's contract).
-                unsafe {
-                    _mm512_store_si512(
-                        ring.add((slot * DW3_STRIP + u) * 256 + 64 * j) as *mut __m512i,
-                        v,
-                    )
-                };
-            }
+            store(slot, q, [lo01, hi01, lo2, hi2]);
         }
     };
     // SAFETY: block b's 768 weights (the caller's contract).
@@ -1686,6 +1711,13 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
             unsafe { _mm512_loadu_si512(wp.add((ky * 4 + j) * 64) as *const __m512i) }
         })
     });
+    // Shared units: the second pixel's window is bytes 1-3 of each lane.
+    let mut w = [w; 2];
+    if SHARE {
+        for v in w[1].as_flattened_mut() {
+            *v = _mm512_slli_epi32::<8>(*v);
+        }
+    }
     // (A loop rather than a closure, which was not inlined.)
     let mut rq = [const { None::<Rq16> }; 4];
     for (j, r) in rq.iter_mut().enumerate() {
@@ -1698,9 +1730,12 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
             (r.fused, r.clamp) = (true, false);
         }
     }
-    let mut u0 = 0;
-    while u0 < units {
-        let un = (units - u0).min(DW3_STRIP);
+    // Output units per ring unit.
+    let per = if SHARE { 2 } else { 1 };
+    let ring_units = units.div_ceil(per);
+    let mut q0 = 0;
+    while q0 < ring_units {
+        let qn = (ring_units - q0).min(DW3_STRIP);
         // Input row iy is in ring row iy % 3 once interleaved; rows below `next` are.
         let mut next = 0;
         for oy in k.oys.clone() {
@@ -1712,69 +1747,94 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool>(
                     continue;
                 }
                 if oy == k.oys.start || iy >= next {
-                    interleave(iy, u0, un, iy % 3);
+                    interleave(iy, q0, qn, iy % 3);
                     next = iy + 1;
                 }
                 *s = iy % 3;
             }
             let row = (oy - k.oys.start) * out_w;
-            for u in 0..un {
-                let mut acc: [__m512i; 4] = core::array::from_fn(|j| rq[j].bias);
+            for q in 0..qn {
+                let mut acc: [[__m512i; 4]; 2] = [core::array::from_fn(|j| rq[j].bias); 2];
                 for (ky, &s) in slot.iter().enumerate() {
-                    // SAFETY: unit u < DW3_STRIP of ring row s <= 3.
-                    let r = unsafe { ring.add((s * DW3_STRIP + u) * 256) };
-                    for (j, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: unit q < DW3_STRIP of ring row s <= 3.
+                    let r = unsafe { ring.add((s * DW3_STRIP + q) * 256) };
+                    for j in 0..4 {
                         // SAFETY: as above (bytes 64 j..64 j + 64 of the unit, aligned).
                         let x = unsafe { _mm512_load_si512(r.add(64 * j) as *const __m512i) };
-                        *a = _mm512_dpbusd_epi32(*a, x, w[ky][j]);
+                        for h in 0..per {
+                            acc[h][j] = _mm512_dpbusd_epi32(acc[h][j], x, w[h][ky][j]);
+                        }
                     }
                 }
-                let mut r = [_mm512_setzero_si512(); 4];
-                for (j, r) in r.iter_mut().enumerate() {
-                    *r = rq[j].apply_i32(acc[j]);
+                for (h, acc) in acc.iter().enumerate().take(per) {
+                    let u = (q0 + q) * per + h;
+                    if u == units {
+                        break;
+                    }
+                    let mut r = [_mm512_setzero_si512(); 4];
+                    for (j, r) in r.iter_mut().enumerate() {
+                        *r = rq[j].apply_i32(acc[j]);
+                    }
+                    let v = _mm512_packs_epi16(
+                        _mm512_packs_epi32(r[0], r[1]),
+                        _mm512_packs_epi32(r[2], r[3]),
+                    );
+                    // SAFETY: unit u < units, so pixel (oy, u * PPU) is in `out`.
+                    unsafe { dw3x3_store::<PPU>(k, b, out, row + u * PPU, u * PPU, mask, v) };
                 }
-                let v = _mm512_packs_epi16(
-                    _mm512_packs_epi32(r[0], r[1]),
-                    _mm512_packs_epi32(r[2], r[3]),
-                );
-                let ox = (u0 + u) * PPU;
-                // SAFETY: pixel (oy, ox) is in `out` (ox < out_w; length asserted by the
-                // caller), and the masks keep the stores to channels 64 b..64 b + n of it and
-                // of the unit's next pixels that are in the row.
-                unsafe {
-                    let o = out.as_mut_ptr().add((row + ox) * c + 64 * b);
-                    match PPU {
-                        1 => _mm512_mask_storeu_epi8(o, mask, v),
-                        2 => {
-                            let m = mask as __mmask32;
-                            _mm256_mask_storeu_epi8(o, m, _mm512_castsi512_si256(v));
-                            if ox + 1 < out_w {
-                                _mm256_mask_storeu_epi8(
-                                    o.add(c),
-                                    m,
-                                    _mm512_extracti64x4_epi64::<1>(v),
-                                );
-                            }
-                        }
-                        _ => {
-                            let m = mask as __mmask16;
-                            let parts = [
-                                _mm512_castsi512_si128(v),
-                                _mm512_extracti32x4_epi32::<1>(v),
-                                _mm512_extracti32x4_epi32::<2>(v),
-                                _mm512_extracti32x4_epi32::<3>(v),
-                            ];
-                            for (p, part) in parts.into_iter().enumerate() {
-                                if ox + p < out_w {
-                                    _mm_mask_storeu_epi8(o.add(p * c), m, part);
-                                }
-                            }
-                        }
+            }
+        }
+        q0 += qn;
+    }
+}
+
+/// Stores the requantized unit `v` of block `b` at output pixel `at` (column `ox` of its row):
+/// the block's channels of the unit's `PPU` pixels, those in the row.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW/VL; `ox < k.out_w` and pixel `at` starts `k.c` bytes of `out`, and
+/// so do the next `PPU - 1` if their columns are below `k.out_w`; `mask` keeps channels
+/// `64 b..` within `k.c`.
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+unsafe fn dw3x3_store<const PPU: usize>(
+    k: &Dw3Call,
+    b: usize,
+    out: &mut [i8],
+    at: usize,
+    ox: usize,
+    mask: __mmask64,
+    v: __m512i,
+) {
+    let c = k.c;
+    // SAFETY: the masks keep the stores to channels 64 b..64 b + n of pixel at and of the
+    // unit's next pixels that are in the row (the caller's contract).
+    unsafe {
+        let o = out.as_mut_ptr().add(at * c + 64 * b);
+        match PPU {
+            1 => _mm512_mask_storeu_epi8(o, mask, v),
+            2 => {
+                let m = mask as __mmask32;
+                _mm256_mask_storeu_epi8(o, m, _mm512_castsi512_si256(v));
+                if ox + 1 < k.out_w {
+                    _mm256_mask_storeu_epi8(o.add(c), m, _mm512_extracti64x4_epi64::<1>(v));
+                }
+            }
+            _ => {
+                let m = mask as __mmask16;
+                let parts = [
+                    _mm512_castsi512_si128(v),
+                    _mm512_extracti32x4_epi32::<1>(v),
+                    _mm512_extracti32x4_epi32::<2>(v),
+                    _mm512_extracti32x4_epi32::<3>(v),
+                ];
+                for (p, part) in parts.into_iter().enumerate() {
+                    if ox + p < k.out_w {
+                        _mm_mask_storeu_epi8(o.add(p * c), m, part);
                     }
                 }
             }
         }
-        u0 += un;
     }
 }
 
