@@ -9,8 +9,8 @@ use core::arch::x86_64::*;
 use core::ops::Range;
 
 use super::{
-    ArithI8, ArithOp, Dw3, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32, DW3_STRIP,
-    DW_MAX_TAPS, FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
+    ArithI8, ArithOp, Dw3, Dw3Stage, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32,
+    DW3_STRIP, DW_MAX_TAPS, FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
 };
 use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
@@ -1562,27 +1562,178 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
     assert!(ring.len() == DW3_RING_BYTES && ring.as_ptr().align_offset(64) == 0);
     // The padding row: the zero point offset to unsigned.
     ring[3 * DW3_STRIP * 256..].fill(k.zero_point ^ i8::MIN);
-    // The usual output stage (right shifts only, no clamp beyond int8's) gets its own copy of
-    // the block, without the per-vector checks of the form.
-    let plain = k.dw3.rq.fused && !k.dw3.rq.clamp;
     // Stride 1 with one pixel per unit: one ring unit of four columns serves two pixels (not
     // for narrow odd rows, where the last unit's second pixel, computed and dropped, costs
     // more than the interleaving saved).
     let share = k.stride[1] == 1 && (k.out_w.is_multiple_of(2) || k.out_w >= 16);
+    // The output stage's form, a copy of the block each (without per-vector checks of it).
+    let form = match k.dw3.stage {
+        Some(_) if k.dw3.rq.clamp => DW3_U_CLAMP,
+        Some(_) => DW3_U,
+        None => DW3_RQ16,
+    };
     for b in 0..blocks {
+        let ppu = if b + 1 == blocks { k.dw3.tail_ppu } else { 1 };
         let ring = ring.as_mut_ptr();
-        // SAFETY: this function's features; the asserts above are the blocks' requirements.
+        // SAFETY: this function's features; the asserts above are the blocks' requirements,
+        // and the form is the stage's.
         unsafe {
-            match (if b + 1 == blocks { k.dw3.tail_ppu } else { 1 }, plain) {
-                (1, true) if share => dw3x3_block::<1, true, true>(k, b, out, ring),
-                (1, false) if share => dw3x3_block::<1, false, true>(k, b, out, ring),
-                (1, true) => dw3x3_block::<1, true, false>(k, b, out, ring),
-                (1, false) => dw3x3_block::<1, false, false>(k, b, out, ring),
-                (2, true) => dw3x3_block::<2, true, false>(k, b, out, ring),
-                (2, false) => dw3x3_block::<2, false, false>(k, b, out, ring),
-                (_, true) => dw3x3_block::<4, true, false>(k, b, out, ring),
-                (_, false) => dw3x3_block::<4, false, false>(k, b, out, ring),
+            match form {
+                DW3_U => dw3x3_block_of::<DW3_U>(k, b, out, ring, ppu, share),
+                DW3_U_CLAMP => dw3x3_block_of::<DW3_U_CLAMP>(k, b, out, ring, ppu, share),
+                _ => dw3x3_block_of::<DW3_RQ16>(k, b, out, ring, ppu, share),
             }
+        }
+    }
+}
+
+/// Output stage forms of [`dw3x3_block`]: [`Rq16`] (any stage), or [`RqU16`] (`Dw3::stage`)
+/// without or with a clamp to the activation range.
+const DW3_RQ16: u8 = 0;
+const DW3_U: u8 = 1;
+const DW3_U_CLAMP: u8 = 2;
+
+/// [`dw3x3_block`] with the output stage of the form `FORM`.
+///
+/// # Safety
+/// As [`dw3x3_block`]; `FORM` is that of `k.dw3` (see [`dw3x3_i8_rows_avx512`]).
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw3x3_block_of<const FORM: u8>(
+    k: &Dw3Call,
+    b: usize,
+    out: &mut [i8],
+    ring: *mut i8,
+    ppu: usize,
+    share: bool,
+) {
+    // The block's output stage, as concrete arrays (Options left the parameters as phis, whose
+    // multiplies then compiled as 64-bit ones).
+    let p0 = 64 * b;
+    if FORM == DW3_RQ16 {
+        let mut rq = [const { None::<Rq16> }; 4];
+        for (j, r) in rq.iter_mut().enumerate() {
+            *r = Some(Rq16::load_cached(&k.dw3.rq, k.cache, p0 + 16 * j));
+        }
+        let rq = rq.map(Option::unwrap);
+        let start = core::array::from_fn(|j| rq[j].bias);
+        // SAFETY: the caller's contract.
+        return unsafe {
+            dw3x3_block_ppu(k, b, out, ring, ppu, share, start, |j, acc| {
+                rq[j].apply_i32(acc)
+            })
+        };
+    }
+    let st = k
+        .dw3
+        .stage
+        .as_ref()
+        .expect("the unsigned-product form without its stage");
+    let mut rq = [const { None::<RqU16> }; 4];
+    for (j, r) in rq.iter_mut().enumerate() {
+        *r = Some(RqU16::load(st, &k.dw3.rq, p0 + 16 * j));
+    }
+    let rq = rq.map(Option::unwrap);
+    let start = core::array::from_fn(|j| rq[j].bias);
+    let clamp = FORM == DW3_U_CLAMP;
+    // SAFETY: the caller's contract.
+    unsafe {
+        dw3x3_block_ppu(k, b, out, ring, ppu, share, start, |j, acc| {
+            rq[j].apply(acc, clamp)
+        })
+    }
+}
+
+/// [`dw3x3_block`] for `ppu` pixels per unit (shared units with `share` and one).
+///
+/// # Safety
+/// As [`dw3x3_block`].
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn dw3x3_block_ppu(
+    k: &Dw3Call,
+    b: usize,
+    out: &mut [i8],
+    ring: *mut i8,
+    ppu: usize,
+    share: bool,
+    start: [__m512i; 4],
+    rq: impl Fn(usize, __m512i) -> __m512i + Copy,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match (ppu, share) {
+            (1, true) => dw3x3_block::<1, true>(k, b, out, ring, start, rq),
+            (1, false) => dw3x3_block::<1, false>(k, b, out, ring, start, rq),
+            (2, _) => dw3x3_block::<2, false>(k, b, out, ring, start, rq),
+            _ => dw3x3_block::<4, false>(k, b, out, ring, start, rq),
+        }
+    }
+}
+
+/// 16 lanes of a [`Dw3Stage`] in registers (see there for why it is exact).
+struct RqU16 {
+    /// `bias + 2^31`, the accumulators' start.
+    bias: __m512i,
+    m2: __m512i,
+    /// The odd lanes' `2 m` in the low halves of the 64-bit lanes.
+    m2_odd: __m512i,
+    add_even: __m512i,
+    add_odd: __m512i,
+    e: __m512i,
+    act_min: __m512i,
+    act_max: __m512i,
+}
+
+impl RqU16 {
+    /// Positions `p..p + 16` of `st` (with the activation range of `rq`).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn load(st: &Dw3Stage, rq: &Requant, p: usize) -> RqU16 {
+        assert!(p + 16 <= st.bias.len() && p + 16 <= st.add.len());
+        assert!(p + 16 <= st.m2.len() && p + 16 <= st.e.len());
+        // SAFETY: 16 values from p of each array (asserted).
+        let (bias, m2, e, a0, a1) = unsafe {
+            let ld = |v: *const u8| _mm512_loadu_si512(v as *const __m512i);
+            (
+                ld(st.bias.as_ptr().add(p) as *const u8),
+                ld(st.m2.as_ptr().add(p) as *const u8),
+                ld(st.e.as_ptr().add(p) as *const u8),
+                ld(st.add.as_ptr().add(p) as *const u8),
+                ld(st.add.as_ptr().add(p + 8) as *const u8),
+            )
+        };
+        let even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+        let odd = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
+        RqU16 {
+            bias,
+            m2,
+            m2_odd: _mm512_shuffle_epi32::<0xF5>(m2),
+            add_even: _mm512_permutex2var_epi64(a0, even, a1),
+            add_odd: _mm512_permutex2var_epi64(a0, odd, a1),
+            e,
+            act_min: _mm512_set1_epi32(rq.act_min),
+            act_max: _mm512_set1_epi32(rq.act_max),
+        }
+    }
+
+    /// The requantized values of `y = acc + bias + 2^31` as 32-bit lanes (offset added,
+    /// clamped to the activation range with `clamp`, else to be saturated to int8).
+    #[inline]
+    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+    fn apply(&self, y: __m512i, clamp: bool) -> __m512i {
+        let even = _mm512_add_epi64(_mm512_mul_epu32(y, self.m2), self.add_even);
+        // The odd lanes to the low halves by a shuffle (port 5), as in Rq16::apply_i32.
+        let y_odd = _mm512_shuffle_epi32::<0xF5>(y);
+        let odd = _mm512_add_epi64(_mm512_mul_epu32(y_odd, self.m2_odd), self.add_odd);
+        // The high halves, the even lanes' moved down: (p + K) >> 31 - 1.
+        let v = _mm512_mask_shuffle_epi32::<0xF5>(odd, 0x5555, even);
+        // + 1 - [x < 0], then the second shift.
+        let v = _mm512_srav_epi32(_mm512_add_epi32(v, _mm512_srli_epi32::<31>(y)), self.e);
+        if clamp {
+            _mm512_min_epi32(_mm512_max_epi32(v, self.act_min), self.act_max)
+        } else {
+            v
         }
     }
 }
@@ -1600,16 +1751,17 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
 /// # Safety
 /// The CPU has AVX-512 F/BW/VL/VNNI; the sizes asserted by [`dw3x3_i8_rows_avx512`] hold,
 /// `b` is a block of `k.dw3` whose pixels' channels fit `64 / PPU` lanes (all blocks for
-/// `PPU == 1`, the last for `k.dw3.tail_ppu`), `PLAIN` only if `k.dw3.rq` is fused without
-/// clamp, `ring` is [`DW3_RING_BYTES`] writable and
+/// `PPU == 1`, the last for `k.dw3.tail_ppu`), `ring` is [`DW3_RING_BYTES`] writable and
 /// 64-byte aligned bytes whose padding row is filled.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool, const SHARE: bool>(
+unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
     k: &Dw3Call,
     b: usize,
     out: &mut [i8],
     ring: *mut i8,
+    start: [__m512i; 4],
+    rq: impl Fn(usize, __m512i) -> __m512i,
 ) {
     let (c, [in_h, in_w], out_w) = (k.c, k.in_hw, k.out_w);
     let [stride_h, stride_w] = k.stride;
@@ -1718,18 +1870,6 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool, const SHARE: bool>(
             *v = _mm512_slli_epi32::<8>(*v);
         }
     }
-    // (A loop rather than a closure, which was not inlined.)
-    let mut rq = [const { None::<Rq16> }; 4];
-    for (j, r) in rq.iter_mut().enumerate() {
-        *r = Some(Rq16::load_cached(&k.dw3.rq, k.cache, 64 * b + 16 * j));
-    }
-    let mut rq = rq.map(Option::unwrap);
-    if PLAIN {
-        // What the caller checked, as constants.
-        for r in &mut rq {
-            (r.fused, r.clamp) = (true, false);
-        }
-    }
     // Output units per ring unit.
     let per = if SHARE { 2 } else { 1 };
     let ring_units = units.div_ceil(per);
@@ -1754,7 +1894,7 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool, const SHARE: bool>(
             }
             let row = (oy - k.oys.start) * out_w;
             for q in 0..qn {
-                let mut acc: [[__m512i; 4]; 2] = [core::array::from_fn(|j| rq[j].bias); 2];
+                let mut acc = [start; 2];
                 for (ky, &s) in slot.iter().enumerate() {
                     // SAFETY: unit q < DW3_STRIP of ring row s <= 3.
                     let r = unsafe { ring.add((s * DW3_STRIP + q) * 256) };
@@ -1773,7 +1913,7 @@ unsafe fn dw3x3_block<const PPU: usize, const PLAIN: bool, const SHARE: bool>(
                     }
                     let mut r = [_mm512_setzero_si512(); 4];
                     for (j, r) in r.iter_mut().enumerate() {
-                        *r = rq[j].apply_i32(acc[j]);
+                        *r = rq(j, acc[j]);
                     }
                     let v = _mm512_packs_epi16(
                         _mm512_packs_epi32(r[0], r[1]),
