@@ -25,6 +25,7 @@
     allow(unused_variables, unused_mut, dead_code)
 )]
 
+use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -1044,6 +1045,14 @@ pub(crate) fn fully_connected_i8(
 /// Largest kernel (taps) of the fast depthwise paths.
 pub(crate) const DW_MAX_TAPS: usize = 64;
 
+/// Units (output pixels, or pixel pairs with `DwI8::pairs`) per strip of the int8 3x3
+/// stride-1 depthwise kernel, whose ring of interleaved input rows (three rows and a padding
+/// row, 256 bytes per unit and row) should stay in L1.
+pub(crate) const DW3_STRIP: usize = 32;
+
+/// i32 words of that ring, plus 15 to align it to 64 bytes.
+const DW3_RING_WORDS: usize = 4 * DW3_STRIP * 64 + 15;
+
 /// Constant int8 depthwise weights (`[1, KH, KW, C]`, depth multiplier 1), packed as pairs of
 /// taps interleaved per 16 channels for `vpmaddwd`.
 #[derive(Clone, Debug)]
@@ -1060,6 +1069,9 @@ pub struct DwI8 {
     pub(crate) w8: Vec<i8>,
     /// The `w8` layout holds channels `0..32` twice (`c <= 32`): two output pixels per block.
     pub(crate) pairs: bool,
+    /// AVX-512 with nine taps: the layout of the 3x3 kernel (used for 3x3 windows without
+    /// dilation).
+    pub(crate) dw3: Option<Box<Dw3>>,
     pub(crate) rq: Requant,
     pub(crate) input_offset: i16,
 }
@@ -1087,15 +1099,18 @@ impl DwI8 {
         }
         if isa == Isa::Avx512Vnni {
             // The zero point must be a byte for the unsigned offset input.
-            if (-127..=128).contains(&q.input_offset) {
-                if c >= 64 {
-                    return Self::pack_avx512_quads(filter, taps, c, bias, q);
-                }
-                if c <= 32 {
-                    return Self::pack_avx512_pairs(filter, taps, c, bias, q);
-                }
+            let bytes = (-127..=128).contains(&q.input_offset);
+            let mut dw = if bytes && c >= 64 {
+                Self::pack_avx512_quads(filter, taps, c, bias, q)?
+            } else if bytes && c <= 32 {
+                Self::pack_avx512_pairs(filter, taps, c, bias, q)?
+            } else {
+                Self::pack_avx512(filter, taps, c, bias, q)?
+            };
+            if bytes && taps == 9 {
+                dw.dw3 = Dw3::pack(filter, c, bias, q).map(Box::new);
             }
-            return Self::pack_avx512(filter, taps, c, bias, q);
+            return Some(dw);
         }
         let blocks = c.div_ceil(16);
         let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
@@ -1114,6 +1129,7 @@ impl DwI8 {
                 w,
                 rq,
                 w8: Vec::new(),
+                dw3: None,
                 pairs: false,
                 input_offset: q.input_offset as i16,
             });
@@ -1126,6 +1142,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
+            dw3: None,
             pairs: false,
             input_offset: q.input_offset as i16,
         })
@@ -1155,6 +1172,7 @@ impl DwI8 {
             w,
             rq,
             w8: Vec::new(),
+            dw3: None,
             pairs: false,
             input_offset: q.input_offset as i16,
         })
@@ -1220,6 +1238,7 @@ impl DwI8 {
             taps,
             w: Vec::new(),
             w8,
+            dw3: None,
             pairs: false,
             rq,
             input_offset: q.input_offset as i16,
@@ -1258,13 +1277,154 @@ impl DwI8 {
     }
 
     pub fn bytes(&self) -> usize {
-        self.w.len() * 2 + self.w8.len() + self.rq.bytes()
+        let dw3 = self.dw3.as_ref().map_or(0, |d| {
+            d.w.len() + d.rq.bytes() + d.stage.as_ref().map_or(0, Dw3Stage::bytes)
+        });
+        self.w.len() * 2 + self.w8.len() + dw3 + self.rq.bytes()
     }
 
     /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
-    /// per call (`x86::fused_cache`) rather than per pixel.
+    /// per call (`x86::fused_cache`) rather than per pixel; for the 3x3 kernel those of its
+    /// own output stage, then its ring of interleaved input rows ([`DW3_RING_WORDS`]).
     pub fn scratch_i32(&self) -> usize {
-        fused_cache_scratch(self.isa, &self.rq)
+        let dw3 = self
+            .dw3
+            .as_ref()
+            .map_or(0, |d| fused_cache_scratch(self.isa, &d.rq) + DW3_RING_WORDS);
+        fused_cache_scratch(self.isa, &self.rq).max(dw3)
+    }
+}
+
+/// Int8 3x3 depthwise weights for the AVX-512 ring kernel (`x86::dw3x3_i8_rows`), which
+/// interleaves each input row once as `[in(x), in(x + 1), in(x + 2), any]` per channel (offset
+/// to unsigned) and takes one `vpdpbusd` per kernel row.
+///
+/// Blocks of 64 lanes in the channel order of [`DwI8::quad_pos`]: lane (byte) `i` of block `b`
+/// is channel `64 b + i`, except in the last block, whose channels fill 16 or 32 lanes when
+/// they fit ([`Dw3::tail_ppu`] pixels side by side: lane `i` is channel `64 b + i % (64 /
+/// tail_ppu)`).
+#[derive(Clone, Debug)]
+pub(crate) struct Dw3 {
+    /// Block `b`, kernel row `ky`, vector `j` (64 bytes at `((b * 3 + ky) * 4 + j) * 64`): the
+    /// row's three weights as bytes 0-2 of each 32-bit lane (byte 3 zero) of the lanes at
+    /// positions `16 j..16 j + 16` ([`DwI8::quad_pos`]).
+    pub(crate) w: Vec<i8>,
+    /// The output stage in position order, with `(input_offset - 128) * sum(w)` in the bias
+    /// (padding reads the zero point, so the kernel adds nothing for it).
+    pub(crate) rq: Requant,
+    /// Output pixels per 64 lanes of the last block: 1, 2 or 4.
+    pub(crate) tail_ppu: usize,
+    /// `rq` in the unsigned-product form, where it applies.
+    pub(crate) stage: Option<Dw3Stage>,
+}
+
+/// A fused output stage ([`Requant::fused`]) as `x86::RqU16` computes it, per position.
+///
+/// With `x` the accumulator plus bias, `m` the multiplier, `e >= 1` the right shift and `K =
+/// Requant::fused_add(e, off)`, the fused form is `((p + K) >> 31 - [x < 0]) >> e` with `p = x
+/// m` (`[p < 0] = [x < 0]` for `m > 0`; for `m = 0` both give the offset). With `y = x ^ 2^31`
+/// (`x + 2^31` as unsigned, what accumulating from `bias + 2^31` leaves) the 32x32-bit unsigned
+/// product `y * 2m = 2p + 2^32 m`, so `T = y * 2m + (2K - 2^32 (m + 1))` is `2 (p + K) - 2^32`
+/// (modulo 2^64, exact as `|p + K| + 2^32 < 2^62`, checked here from the bias and the largest
+/// 3x3 sum), whose high half is `(p + K) >> 31 - 1`; adding the top bit of `y` (`1 - [x < 0]`)
+/// gives the first shift's result, then `>> e`: nine vector operations per 16 outputs where
+/// `x86::Rq16` takes eleven (the sign's correction moves from two 64-bit compares and masked
+/// adds to one 32-bit shift and add, and the offset to unsigned into the bias).
+#[derive(Clone, Debug)]
+pub(crate) struct Dw3Stage {
+    /// `bias + 2^31` (wrapping).
+    pub(crate) bias: Vec<i32>,
+    /// `2 m` as unsigned.
+    pub(crate) m2: Vec<u32>,
+    /// `2K - 2^32 (m + 1)` modulo 2^64.
+    pub(crate) add: Vec<i64>,
+    pub(crate) e: Vec<u32>,
+}
+
+impl Dw3Stage {
+    fn new(rq: &Requant) -> Option<Dw3Stage> {
+        if !rq.fused {
+            return None;
+        }
+        let n = rq.bias.len();
+        let mut st = Dw3Stage {
+            bias: Vec::with_capacity(n),
+            m2: Vec::with_capacity(n),
+            add: Vec::with_capacity(n),
+            e: Vec::with_capacity(n),
+        };
+        for p in 0..n {
+            let (m, e, bias) = (rq.mult[p], -i32::from(rq.shift[p]), rq.bias[p]);
+            if m < 0 || e < 1 {
+                return None;
+            }
+            let k = Requant::fused_add(e, rq.out_offset);
+            // |x| <= |bias| + 9 * 255 * 128 (nine taps of unsigned input times int8 weights).
+            let x_max = (i128::from(bias).abs() + 9 * 255 * 128).min(1 << 31);
+            if x_max * i128::from(m) + k.abs() + (1 << 32) >= 1 << 62 {
+                return None;
+            }
+            st.bias.push(bias.wrapping_add(i32::MIN));
+            st.m2.push(2 * m as u32);
+            st.add.push((2 * k - ((i128::from(m) + 1) << 32)) as i64);
+            st.e.push(e as u32);
+        }
+        Some(st)
+    }
+
+    fn bytes(&self) -> usize {
+        self.bias.len() * 4 + self.m2.len() * 4 + self.add.len() * 8 + self.e.len() * 4
+    }
+}
+
+impl Dw3 {
+    fn pack(filter: &[i8], c: usize, bias: Option<&[i32]>, q: &OutputStage) -> Option<Dw3> {
+        let blocks = c.div_ceil(64);
+        let last = c - 64 * (blocks - 1);
+        let tail_ppu = match last {
+            ..=16 => 4,
+            17..=32 => 2,
+            _ => 1,
+        };
+        // The channel at position p (None for unused lanes).
+        let at = |p: usize| {
+            let (b, lane) = (p / 64, DwI8::quad_pos(p % 64));
+            let width = if b + 1 == blocks { 64 / tail_ppu } else { 64 };
+            Some(64 * b + lane % width).filter(|&ch| ch < c)
+        };
+        let padded = blocks * 64;
+        let mut w = vec![0i8; blocks * 768];
+        for p in 0..padded {
+            let Some(ch) = at(p) else { continue };
+            let (b, j, lane) = (p / 64, p % 64 / 16, p % 16);
+            for t in 0..9 {
+                w[((b * 3 + t / 3) * 4 + j) * 64 + lane * 4 + t % 3] = filter[t * c + ch];
+            }
+        }
+        // Unused positions get a harmless stage (their outputs are never stored).
+        let qp = OutputStage {
+            multipliers: (0..padded)
+                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
+                .collect(),
+            shifts: (0..padded)
+                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
+                .collect(),
+            ..q.clone()
+        };
+        let off = q.input_offset - 128;
+        let rq = Requant::new(&qp, padded, |p| {
+            at(p).map_or(0, |ch| {
+                let wsum: i32 = (0..9).map(|t| i32::from(filter[t * c + ch])).sum();
+                bias.map_or(0, |b| b[ch])
+                    .wrapping_add(off.wrapping_mul(wsum))
+            })
+        })?;
+        Some(Dw3 {
+            w,
+            stage: Dw3Stage::new(&rq),
+            rq,
+            tail_ppu,
+        })
     }
 }
 
@@ -2742,6 +2902,99 @@ mod tests {
                     &mut scratch_for(0, dw.scratch_i32()),
                 );
                 assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+            }
+        }
+    }
+
+    /// 3x3 windows (the AVX-512 ring kernel for stride 1, dilation 1): channel counts around
+    /// the 16-, 32- and 64-channel blocks, rows wider than a strip of `DW3_STRIP` units, padding
+    /// of 0-2 on every side (unequal), stride 1 and 2, right shifts only (the fused form) or
+    /// some left shifts, random input zero points, several row blocks.
+    #[test]
+    fn depthwise3x3_i8_matches_portable() {
+        let mut rng = Rng(7);
+        let cs = [1, 8, 16, 24, 31, 32, 40, 64, 72, 136, 144, 200];
+        for isa in isas() {
+            for case in 0..72usize {
+                let c = cs[case % cs.len()];
+                let stride = if case % 5 == 4 { 2 } else { 1 };
+                let (h, w) = (
+                    1 + rng.below(9),
+                    1 + rng.below(if case % 3 == 0 || case % 4 == 0 {
+                        150
+                    } else {
+                        20
+                    }),
+                );
+                let [pt, pl, pb, pr] = [0; 4].map(|_| rng.below(3));
+                if h + pt + pb < 3 || w + pl + pr < 3 {
+                    continue;
+                }
+                let (oh, ow) = (
+                    (h + pt + pb - 3) / stride + 1,
+                    (w + pl + pr - 3) / stride + 1,
+                );
+                let p = DepthwiseParams {
+                    stride_h: stride,
+                    stride_w: stride,
+                    dilation_h: 1,
+                    dilation_w: 1,
+                    pad_top: pt,
+                    pad_left: pl,
+                    depth_multiplier: 1,
+                    activation: Activation::None,
+                };
+                let b = 1 + case % 2;
+                let (is, fs, os) = ([b, h, w, c], [1, 3, 3, c], [b, oh, ow, c]);
+                let input = rng.i8s(is.iter().product());
+                let filter = rng.i8s(9 * c);
+                // Some biases near the i32 limits: the unsigned-product form's bound fails for
+                // some channels (then the whole stage takes Rq16) or holds near its edge.
+                let big = case % 7 == 6;
+                let bias: Vec<i32> = (0..c)
+                    .map(|_| match rng.u() as i32 {
+                        // (Sums may wrap, as in the reference.)
+                        b if big && b < 0 => i32::MIN + (b & 0xF_FFFF),
+                        b if big => i32::MAX - (b & 0xF_FFFF),
+                        b => b >> 14,
+                    })
+                    .collect();
+                let mut q = rng.stage(c, 9, false);
+                if case % 3 != 0 {
+                    // Right shifts only: the fused requantization.
+                    for ch in 0..c {
+                        // With the big biases, multipliers near 2^31 and shifts to 17, for which
+                        // the unsigned-product form fails its bound with large output offsets.
+                        let top = if big && rng.below(2) == 0 {
+                            999_999
+                        } else {
+                            rng.below(1000) * 1000
+                        };
+                        let real = (1.0 + top as f64 / 1e6) / 64.0;
+                        let e = rng.below(if big { 12 } else { 6 });
+                        let (m, sh) = quantize_multiplier(real / (1 << e) as f64);
+                        (q.multipliers[ch], q.shifts[ch]) = (m, sh);
+                    }
+                }
+                let mut want = vec![0i8; os.iter().product()];
+                let mut acc = vec![0i32; c];
+                depthwise_conv::depthwise_conv2d_i8(
+                    &input,
+                    is,
+                    &filter,
+                    fs,
+                    Some(&bias),
+                    &p,
+                    &q,
+                    &mut acc,
+                    &mut want,
+                    os,
+                );
+                let dw = DwI8::pack(isa, &filter, 9, c, Some(&bias), &q).unwrap();
+                let mut got = vec![0i8; want.len()];
+                let mut s = scratch_for(0, dw.scratch_i32());
+                depthwise_i8(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s);
+                assert_eq!(got, want, "{isa:?} case {case}: {is:?} {os:?} {p:?}");
             }
         }
     }
