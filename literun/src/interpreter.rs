@@ -219,7 +219,9 @@ impl Fast {
                 q,
                 ..
             } if params.depth_multiplier == 1 => {
-                DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q).map(Fast::DepthwiseI8)
+                let dil = [params.dilation_h, params.dilation_w];
+                DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q)
+                    .map(|dw| Fast::DepthwiseI8(dw.for_window(*kh, *kw, dil)))
             }
             Kind::Conv {
                 params,

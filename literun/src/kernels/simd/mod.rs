@@ -1286,6 +1286,19 @@ impl DwI8 {
     /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
     /// per call (`x86::fused_cache`) rather than per pixel; for the 3x3 kernel those of its
     /// own output stage, then its ring of interleaved input rows ([`DW3_RING_WORDS`]).
+    /// Keeps only the layout that windows of `kh x kw` with dilation `dil` run: the 3x3 ring
+    /// kernel's ([`Dw3`]) for 3x3 windows without dilation, else the general one. Each is
+    /// the size of the filter, so keeping both would double the prepacked weights.
+    pub fn for_window(mut self, kh: usize, kw: usize, dil: [usize; 2]) -> DwI8 {
+        if [kh, kw, dil[0], dil[1]] == [3, 3, 1, 1] && self.dw3.is_some() {
+            self.w = Vec::new();
+            self.w8 = Vec::new();
+        } else {
+            self.dw3 = None;
+        }
+        self
+    }
+
     pub fn scratch_i32(&self) -> usize {
         let dw3 = self
             .dw3
