@@ -1562,10 +1562,11 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
     assert!(ring.len() == DW3_RING_BYTES && ring.as_ptr().align_offset(64) == 0);
     // The padding row: the zero point offset to unsigned.
     ring[3 * DW3_STRIP * 256..].fill(k.zero_point ^ i8::MIN);
-    // Stride 1 with one pixel per unit: one ring unit of four columns serves two pixels (not
-    // for narrow odd rows, where the last unit's second pixel, computed and dropped, costs
-    // more than the interleaving saved).
-    let share = k.stride[1] == 1 && (k.out_w.is_multiple_of(2) || k.out_w >= 16);
+    // Stride 1: one ring unit of four columns per lane group serves two output units (not for
+    // narrow rows that leave the last unit part empty, where the dropped pixels cost more than
+    // the interleaving saved).
+    let share =
+        |ppu: usize| k.stride[1] == 1 && (k.out_w.is_multiple_of(2 * ppu) || k.out_w >= 16 * ppu);
     // The output stage's form, a copy of the block each (without per-vector checks of it).
     let form = match k.dw3.stage {
         Some(_) if k.dw3.rq.clamp => DW3_U_CLAMP,
@@ -1574,7 +1575,7 @@ fn dw3x3_i8_rows_avx512(k: &Dw3Call, out: &mut [i8], ring: &mut [i8]) {
     };
     for b in 0..blocks {
         let ppu = if b + 1 == blocks { k.dw3.tail_ppu } else { 1 };
-        let ring = ring.as_mut_ptr();
+        let (ring, share) = (ring.as_mut_ptr(), share(ppu));
         // SAFETY: this function's features; the asserts above are the blocks' requirements,
         // and the form is the stage's.
         unsafe {
@@ -1665,8 +1666,10 @@ unsafe fn dw3x3_block_ppu(
         match (ppu, share) {
             (1, true) => dw3x3_block::<1, true>(k, b, out, ring, start, rq),
             (1, false) => dw3x3_block::<1, false>(k, b, out, ring, start, rq),
-            (2, _) => dw3x3_block::<2, false>(k, b, out, ring, start, rq),
-            _ => dw3x3_block::<4, false>(k, b, out, ring, start, rq),
+            (2, true) => dw3x3_block::<2, true>(k, b, out, ring, start, rq),
+            (2, false) => dw3x3_block::<2, false>(k, b, out, ring, start, rq),
+            (_, true) => dw3x3_block::<4, true>(k, b, out, ring, start, rq),
+            (_, false) => dw3x3_block::<4, false>(k, b, out, ring, start, rq),
         }
     }
 }
@@ -1769,7 +1772,6 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
     // Channels per pixel in this block.
     let n = (c - 64 * b).min(64 / PPU);
     let mask: __mmask64 = if n == 64 { !0 } else { (1u64 << n) - 1 };
-    let units = out_w.div_ceil(PPU);
     let flip = _mm512_set1_epi8(i8::MIN);
     let zp = _mm512_set1_epi8(k.zero_point);
     // The block's `n` channels at column x of input row iy in the low 64 / PPU bytes (the
@@ -1789,9 +1791,10 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
             }
         }
     };
-    // Tap column t of unit u's pixels, offset to unsigned (t any column offset).
-    let taps = |iy: usize, u: usize, t: usize| -> __m512i {
-        let col = |p: usize| ((u * PPU + p) * stride_w + t).wrapping_sub(pad_left);
+    // The unit's pixels' columns base + step p + t of row iy (before the padding), offset to
+    // unsigned.
+    let taps = |iy: usize, base: usize, step: usize, t: usize| -> __m512i {
+        let col = |p: usize| (base + step * p + t).wrapping_sub(pad_left);
         let v = match PPU {
             1 => chunk(iy, col(0)),
             2 => _mm512_inserti64x4::<1>(
@@ -1829,26 +1832,50 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
     };
     // Interleaves input row iy, ring units q0..q0 + qn, into ring row slot.
     let interleave = |iy: usize, q0: usize, qn: usize, slot: usize| {
-        if SHARE {
+        if SHARE && PPU == 1 {
             // Four columns from 2 q - pad_left; the next unit's first two are this one's last
             // two, so their unpacks too.
             let x0 = 2 * q0;
-            let (a0, a1) = (taps(iy, 0, x0), taps(iy, 0, x0 + 1));
+            let (a0, a1) = (taps(iy, x0, 0, 0), taps(iy, x0, 0, 1));
             let mut pair01 = [_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1)];
             for q in 0..qn {
                 let x = x0 + 2 * q + 2;
-                let (a2, a3) = (taps(iy, 0, x), taps(iy, 0, x + 1));
+                let (a2, a3) = (taps(iy, x, 0, 0), taps(iy, x, 0, 1));
                 let pair23 = [_mm512_unpacklo_epi8(a2, a3), _mm512_unpackhi_epi8(a2, a3)];
                 store(slot, q, [pair01[0], pair01[1], pair23[0], pair23[1]]);
                 pair01 = pair23;
             }
             return;
         }
+        if SHARE {
+            // Lane group p: four columns from 2 PPU q + 2 p - pad_left.
+            for q in 0..qn {
+                let base = 2 * PPU * (q0 + q);
+                // (Calls rather than an array map, whose closure was not inlined.)
+                let a = [
+                    taps(iy, base, 2, 0),
+                    taps(iy, base, 2, 1),
+                    taps(iy, base, 2, 2),
+                    taps(iy, base, 2, 3),
+                ];
+                let (lo01, hi01) = (
+                    _mm512_unpacklo_epi8(a[0], a[1]),
+                    _mm512_unpackhi_epi8(a[0], a[1]),
+                );
+                let (lo23, hi23) = (
+                    _mm512_unpacklo_epi8(a[2], a[3]),
+                    _mm512_unpackhi_epi8(a[2], a[3]),
+                );
+                store(slot, q, [lo01, hi01, lo23, hi23]);
+            }
+            return;
+        }
         for q in 0..qn {
+            let base = (q0 + q) * PPU * stride_w;
             let (a0, a1, a2) = (
-                taps(iy, q0 + q, 0),
-                taps(iy, q0 + q, 1),
-                taps(iy, q0 + q, 2),
+                taps(iy, base, stride_w, 0),
+                taps(iy, base, stride_w, 1),
+                taps(iy, base, stride_w, 2),
             );
             let (lo01, hi01) = (_mm512_unpacklo_epi8(a0, a1), _mm512_unpackhi_epi8(a0, a1));
             let (lo2, hi2) = (_mm512_unpacklo_epi8(a2, a2), _mm512_unpackhi_epi8(a2, a2));
@@ -1870,9 +1897,9 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
             *v = _mm512_slli_epi32::<8>(*v);
         }
     }
-    // Output units per ring unit.
+    // Output units per ring unit; pixels per ring unit.
     let per = if SHARE { 2 } else { 1 };
-    let ring_units = units.div_ceil(per);
+    let ring_units = out_w.div_ceil(per * PPU);
     let mut q0 = 0;
     while q0 < ring_units {
         let qn = (ring_units - q0).min(DW3_STRIP);
@@ -1907,8 +1934,14 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
                     }
                 }
                 for (h, acc) in acc.iter().enumerate().take(per) {
-                    let u = (q0 + q) * per + h;
-                    if u == units {
+                    // The unit's first pixel; shared units of several pixels hold every other
+                    // one.
+                    let (ox, spacing) = if SHARE {
+                        (2 * PPU * (q0 + q) + h, 2)
+                    } else {
+                        ((q0 + q) * PPU, 1)
+                    };
+                    if ox >= out_w {
                         break;
                     }
                     let mut r = [_mm512_setzero_si512(); 4];
@@ -1919,8 +1952,8 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
                         _mm512_packs_epi32(r[0], r[1]),
                         _mm512_packs_epi32(r[2], r[3]),
                     );
-                    // SAFETY: unit u < units, so pixel (oy, u * PPU) is in `out`.
-                    unsafe { dw3x3_store::<PPU>(k, b, out, row + u * PPU, u * PPU, mask, v) };
+                    // SAFETY: pixel (oy, ox) is in `out` (ox < out_w).
+                    unsafe { dw3x3_store::<PPU>(k, b, out, row, ox, spacing, mask, v) };
                 }
             }
         }
@@ -1928,51 +1961,55 @@ unsafe fn dw3x3_block<const PPU: usize, const SHARE: bool>(
     }
 }
 
-/// Stores the requantized unit `v` of block `b` at output pixel `at` (column `ox` of its row):
-/// the block's channels of the unit's `PPU` pixels, those in the row.
+/// Stores the requantized unit `v` of block `b`: the block's channels of its `PPU` pixels
+/// from column `ox`, `spacing` apart, those in the row, of the output row starting at pixel
+/// `row`.
 ///
 /// # Safety
-/// The CPU has AVX-512 F/BW/VL; `ox < k.out_w` and pixel `at` starts `k.c` bytes of `out`, and
-/// so do the next `PPU - 1` if their columns are below `k.out_w`; `mask` keeps channels
-/// `64 b..` within `k.c`.
+/// The CPU has AVX-512 F/BW/VL; `ox < k.out_w`, and pixels `row..row + k.out_w` have `k.c`
+/// bytes each in `out`; `mask` keeps channels `64 b..` within `k.c`.
+#[allow(clippy::too_many_arguments)]
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 unsafe fn dw3x3_store<const PPU: usize>(
     k: &Dw3Call,
     b: usize,
     out: &mut [i8],
-    at: usize,
+    row: usize,
     ox: usize,
+    spacing: usize,
     mask: __mmask64,
     v: __m512i,
 ) {
     let c = k.c;
-    // SAFETY: the masks keep the stores to channels 64 b..64 b + n of pixel at and of the
-    // unit's next pixels that are in the row (the caller's contract).
-    unsafe {
-        let o = out.as_mut_ptr().add(at * c + 64 * b);
-        match PPU {
-            1 => _mm512_mask_storeu_epi8(o, mask, v),
-            2 => {
-                let m = mask as __mmask32;
-                _mm256_mask_storeu_epi8(o, m, _mm512_castsi512_si256(v));
-                if ox + 1 < k.out_w {
-                    _mm256_mask_storeu_epi8(o.add(c), m, _mm512_extracti64x4_epi64::<1>(v));
+    let parts: [__m128i; 4] = if PPU == 4 {
+        [
+            _mm512_castsi512_si128(v),
+            _mm512_extracti32x4_epi32::<1>(v),
+            _mm512_extracti32x4_epi32::<2>(v),
+            _mm512_extracti32x4_epi32::<3>(v),
+        ]
+    } else {
+        [_mm_setzero_si128(); 4]
+    };
+    for (p, part) in parts.into_iter().enumerate().take(PPU) {
+        let x = ox + spacing * p;
+        if p > 0 && x >= k.out_w {
+            break;
+        }
+        // SAFETY: pixel row + x is in the row (x < out_w, the caller's contract), and the
+        // masks keep the stores to channels 64 b..64 b + n of it.
+        unsafe {
+            let o = out.as_mut_ptr().add((row + x) * c + 64 * b);
+            match PPU {
+                1 => _mm512_mask_storeu_epi8(o, mask, v),
+                2 if p == 0 => {
+                    _mm256_mask_storeu_epi8(o, mask as __mmask32, _mm512_castsi512_si256(v))
                 }
-            }
-            _ => {
-                let m = mask as __mmask16;
-                let parts = [
-                    _mm512_castsi512_si128(v),
-                    _mm512_extracti32x4_epi32::<1>(v),
-                    _mm512_extracti32x4_epi32::<2>(v),
-                    _mm512_extracti32x4_epi32::<3>(v),
-                ];
-                for (p, part) in parts.into_iter().enumerate() {
-                    if ox + p < k.out_w {
-                        _mm_mask_storeu_epi8(o.add(p * c), m, part);
-                    }
+                2 => {
+                    _mm256_mask_storeu_epi8(o, mask as __mmask32, _mm512_extracti64x4_epi64::<1>(v))
                 }
+                _ => _mm_mask_storeu_epi8(o, mask as __mmask16, part),
             }
         }
     }
