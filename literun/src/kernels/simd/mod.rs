@@ -1045,9 +1045,9 @@ pub(crate) fn fully_connected_i8(
 /// Largest kernel (taps) of the fast depthwise paths.
 pub(crate) const DW_MAX_TAPS: usize = 64;
 
-/// Units (output pixels, or pixel pairs with `DwI8::pairs`) per strip of the int8 3x3
-/// stride-1 depthwise kernel, whose ring of interleaved input rows (three rows and a padding
-/// row, 256 bytes per unit and row) should stay in L1.
+/// Ring units (of 1, 2 or 4 output pixels, or twice that when one unit serves two) per strip
+/// of the int8 3x3 depthwise ring kernel, whose ring of interleaved input rows (three rows and a
+/// padding row, 256 bytes per unit and row) should stay in L1.
 pub(crate) const DW3_STRIP: usize = 32;
 
 /// i32 words of that ring, plus 15 to align it to 64 bytes.
@@ -1283,9 +1283,6 @@ impl DwI8 {
         self.w.len() * 2 + self.w8.len() + dw3 + self.rq.bytes()
     }
 
-    /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
-    /// per call (`x86::fused_cache`) rather than per pixel; for the 3x3 kernel those of its
-    /// own output stage, then its ring of interleaved input rows ([`DW3_RING_WORDS`]).
     /// Keeps only the layout that windows of `kh x kw` with dilation `dil` run: the 3x3 ring
     /// kernel's ([`Dw3`]) for 3x3 windows without dilation, else the general one. Each is
     /// the size of the filter, so keeping both would double the prepacked weights.
@@ -1299,6 +1296,9 @@ impl DwI8 {
         self
     }
 
+    /// i32 words of scratch the AVX-512 kernels use: the fused form's constants, derived once
+    /// per call (`x86::fused_cache`) rather than per pixel; for the 3x3 kernel those of its
+    /// own output stage, then its ring of interleaved input rows (`DW3_RING_WORDS`).
     pub fn scratch_i32(&self) -> usize {
         let dw3 = self
             .dw3
@@ -1308,8 +1308,8 @@ impl DwI8 {
     }
 }
 
-/// Int8 3x3 depthwise weights for the AVX-512 ring kernel (`x86::dw3x3_i8_rows`), which
-/// interleaves each input row once as `[in(x), in(x + 1), in(x + 2), any]` per channel (offset
+/// Int8 3x3 depthwise weights for the AVX-512 ring kernel (`x86::dw3x3_i8_rows_avx512`), which
+/// interleaves each input row once as `[in(x), in(x + 1), in(x + 2), *]` per channel (offset
 /// to unsigned) and takes one `vpdpbusd` per kernel row.
 ///
 /// Blocks of 64 lanes in the channel order of [`DwI8::quad_pos`]: lane (byte) `i` of block `b`
@@ -2919,10 +2919,11 @@ mod tests {
         }
     }
 
-    /// 3x3 windows (the AVX-512 ring kernel for stride 1, dilation 1): channel counts around
-    /// the 16-, 32- and 64-channel blocks, rows wider than a strip of `DW3_STRIP` units, padding
-    /// of 0-2 on every side (unequal), stride 1 and 2, right shifts only (the fused form) or
-    /// some left shifts, random input zero points, several row blocks.
+    /// 3x3 windows (the AVX-512 ring kernel, without dilation): channel counts around the 16-,
+    /// 32- and 64-channel blocks, odd and even rows wider than a strip of `DW3_STRIP` units,
+    /// padding of 0-2 on every side (unequal), stride 1 and 2, right shifts only (the fused and
+    /// unsigned-product forms) or some left shifts, activation clamps, random input zero
+    /// points, biases near the i32 limits, several row blocks.
     #[test]
     fn depthwise3x3_i8_matches_portable() {
         let mut rng = Rng(7);
