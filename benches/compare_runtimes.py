@@ -19,7 +19,8 @@ random weights) and a conv-heavy 3x3 CNN at 112x112) it
                 times `run()` (includes copying the input/output, a few µs)
       tract     `litecvt bench FILE.onnx --json` (tract 0.23 optimized plan, times `run`)
     interleaved: each round runs every engine on every file `--runs` times, so drifts in clock
-    speed or load hit all of them alike. Reports median and p90 over all rounds, the ratio of
+    speed or load hit all of them alike. `litecvt bench` is a new process every round, so it
+    first warms up for ~0.1 s; the in-process engines stay warm between rounds. Reports median and p90 over all rounds, the ratio of
     each engine's median to literun's on the same file, and the arena bytes of literun and
     LiteRT (span of LiteRT's non-constant tensor addresses with its builtin kernels).
 Writes the raw numbers to --json-out if given.
@@ -145,21 +146,35 @@ def run(cmd: list[str]) -> str:
 
 
 class LiteCvtBench:
-    """`litecvt bench --json`: literun on .lite files, tract on .onnx files."""
+    """`litecvt bench --json`: literun on .lite files, tract on .onnx files.
+
+    Each measurement is a new process, while the in-process engines (LiteRT, ORT) stay warm
+    from one round to the next; so every process first warms up for about `WARMUP_S` (caches,
+    branch predictors, page faults, clock), the number of runs taken from a first probe."""
+
+    WARMUP_S = 0.1
 
     def __init__(self, litecvt: str, path: Path, input_npy: Path, runs: int, isa: str | None = None):
-        self.cmd = [litecvt, "bench", str(path), "--input", str(input_npy), "--runs", str(runs),
-                    "--warmup", "3", "--json"]
+        self.cmd = [litecvt, "bench", str(path), "--input", str(input_npy), "--json"]
+        self.runs = runs
+        self.warmup: int | None = None
         self.env = dict(os.environ)
         if isa:
             self.env["LITERUN_ISA"] = isa
         self.last = None
 
-    def measure(self) -> list[float]:
-        p = subprocess.run(self.cmd, capture_output=True, text=True, env=self.env)
+    def _run(self, runs: int, warmup: int) -> dict:
+        cmd = [*self.cmd, "--runs", str(runs), "--warmup", str(warmup)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env)
         if p.returncode != 0:
-            sys.exit(f"failed: {' '.join(self.cmd)}\n{p.stderr}")
-        self.last = json.loads(p.stdout)
+            sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
+        return json.loads(p.stdout)
+
+    def measure(self) -> list[float]:
+        if self.warmup is None:
+            probe = float(np.median(self._run(3, 3)["latencies_us"]))
+            self.warmup = int(min(10_000, max(3, self.WARMUP_S * 1e6 / max(probe, 1.0))))
+        self.last = self._run(self.runs, self.warmup)
         return self.last["latencies_us"]
 
 
