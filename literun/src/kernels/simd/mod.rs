@@ -1326,6 +1326,7 @@ pub(crate) struct Dw3 {
     /// (padding reads the zero point, so the kernel adds nothing for it).
     pub(crate) rq: Requant,
     /// Output pixels per 64 lanes of the last block: 1, 2 or 4.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // (read by the x86 kernel only)
     pub(crate) tail_ppu: usize,
     /// `rq` in the unsigned-product form, where it applies.
     pub(crate) stage: Option<Dw3Stage>,
