@@ -74,6 +74,20 @@ pub struct BenchReport {
     /// With `profile`: (operator name, count, median µs per run of all operators of that
     /// name), slowest first.
     pub profile: Vec<(String, usize, f64)>,
+    /// With `profile`: every operator that runs, slowest first (which layer to look at).
+    #[serde(default)]
+    pub operators: Vec<OperatorTime>,
+}
+
+/// One operator's median time per run (`BenchReport::operators`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct OperatorTime {
+    /// Index in the model's operator list.
+    pub index: usize,
+    pub name: String,
+    /// Shape of its first output.
+    pub output_shape: Vec<usize>,
+    pub median_us: f64,
 }
 
 fn yes() -> bool {
@@ -130,6 +144,7 @@ pub fn summarize(engine: &str, threads: usize, lat: Vec<f64>) -> BenchReport {
         isa: String::new(),
         winograd: true,
         profile: Vec::new(),
+        operators: Vec::new(),
     }
 }
 
@@ -239,15 +254,16 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
         lat.push(t0.elapsed().as_secs_f64() * 1e6);
     }
-    let profile = if opts.profile {
+    let (profile, operators) = if opts.profile {
         profile_ops(&mut interp, &model, &feeds, opts.runs).map_err(|e| anyhow!("{label}: {e}"))?
     } else {
-        Vec::new()
+        Default::default()
     };
     let mut r = summarize("literun", opts.threads, lat);
     r.isa = interp.isa().name().to_string();
     r.winograd = opts.winograd;
     r.profile = profile;
+    r.operators = operators;
     r.file_bytes = bytes.len();
     r.arena_bytes = interp.arena_bytes();
     r.prepacked_bytes = interp.prepacked_bytes();
@@ -291,12 +307,16 @@ fn set_inputs(interp: &mut literun::Interpreter<'_>, feeds: &[Feed<'_>]) -> lite
 }
 
 /// Time per operator name (median over `runs` of the per-run sum), slowest first.
+/// What `--profile` finds: the time per operator type (name, count, median µs per run) and
+/// per operator.
+type Profile = (Vec<(String, usize, f64)>, Vec<OperatorTime>);
+
 fn profile_ops(
     interp: &mut literun::Interpreter<'_>,
     model: &literun::Model<'_>,
     feeds: &[Feed<'_>],
     runs: usize,
-) -> literun::Result<Vec<(String, usize, f64)>> {
+) -> literun::Result<Profile> {
     let ops = model.operators();
     let mut names: Vec<String> = Vec::new();
     let mut slot = Vec::with_capacity(ops.len());
@@ -312,6 +332,7 @@ fn profile_ops(
         slot.push(i);
     }
     let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut per_op: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
     for _ in 0..runs {
         set_inputs(interp, feeds)?;
         let mut sums = vec![0f64; names.len()];
@@ -319,24 +340,45 @@ fn profile_ops(
         // Called after each operator that runs (PADs folded into their convolution do not).
         interp.invoke_timed(&mut |op| {
             let now = Instant::now();
-            sums[slot[op]] += (now - last).as_secs_f64() * 1e6;
+            let us = (now - last).as_secs_f64() * 1e6;
+            sums[slot[op]] += us;
+            per_op[op].push(us);
             last = Instant::now();
         })?;
         for (v, s) in per_run.iter_mut().zip(sums) {
             v.push(s);
         }
     }
-    let mut out: Vec<(String, usize, f64)> = names
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        percentile(&v, 50.0)
+    };
+    let mut by_type: Vec<(String, usize, f64)> = names
         .into_iter()
         .zip(count)
         .zip(per_run)
-        .map(|((n, c), mut v)| {
-            v.sort_by(|a, b| a.total_cmp(b));
-            (n, c, percentile(&v, 50.0))
+        .map(|((n, c), v)| (n, c, median(v)))
+        .collect();
+    by_type.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let tensors = model.tensors();
+    let mut operators: Vec<OperatorTime> = per_op
+        .into_iter()
+        .enumerate()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(index, v)| OperatorTime {
+            index,
+            name: ops[index].name(),
+            output_shape: ops[index]
+                .outputs
+                .first()
+                .and_then(|&t| tensors.get(t))
+                .map(|t| t.shape.clone())
+                .unwrap_or_default(),
+            median_us: median(v),
         })
         .collect();
-    out.sort_by(|a, b| b.2.total_cmp(&a.2));
-    Ok(out)
+    operators.sort_by(|a, b| b.median_us.total_cmp(&a.median_us));
+    Ok((by_type, operators))
 }
 
 /// Bytes in KiB or MiB for people.
@@ -409,8 +451,31 @@ pub fn report_text(r: &BenchReport, label: &str, warmup: usize) -> String {
             );
         }
     }
+    if !r.operators.is_empty() {
+        let total: f64 = r.operators.iter().map(|o| o.median_us).sum();
+        let shown = r.operators.len().min(SLOWEST_SHOWN);
+        let _ = writeln!(
+            s,
+            "  slowest operators (median µs per run; {shown} of {}, all in --json):",
+            r.operators.len()
+        );
+        for o in &r.operators[..shown] {
+            let _ = writeln!(
+                s,
+                "    #{:<4} {:<24} out {:<20} {:>10.1} µs  {:>5.1}%",
+                o.index,
+                o.name,
+                format!("{:?}", o.output_shape),
+                o.median_us,
+                100.0 * o.median_us / total.max(1e-9)
+            );
+        }
+    }
     s
 }
+
+/// Operators the text report lists with `--profile`.
+const SLOWEST_SHOWN: usize = 12;
 
 #[cfg(test)]
 mod tests {

@@ -46,6 +46,18 @@ fn json_report_of_a_float_model() {
     );
     assert!(r.arena_bytes > 0 && r.weights_bytes > 0);
     assert!(r.profile.iter().any(|(name, _, _)| name == "CONV_2D"));
+    // Every operator that ran, once, slowest first, with its output shape.
+    let ops = &r.operators;
+    assert!(ops
+        .iter()
+        .any(|o| o.name == "CONV_2D" && o.output_shape.len() == 4));
+    assert!(ops.windows(2).all(|w| w[0].median_us >= w[1].median_us));
+    let mut idx: Vec<usize> = ops.iter().map(|o| o.index).collect();
+    idx.sort_unstable();
+    idx.dedup();
+    assert_eq!(idx.len(), ops.len());
+    let per_type: usize = r.profile.iter().map(|p| p.1).sum();
+    assert!(!ops.is_empty() && ops.len() <= per_type);
     assert_eq!(r.process, "literun-bench");
     if cfg!(target_os = "linux") {
         let (start, peak) = (r.start_rss_bytes.unwrap(), r.peak_rss_bytes.unwrap());
