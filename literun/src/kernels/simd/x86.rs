@@ -306,32 +306,29 @@ fn pack_conv_rows_avx512(
             i += 64;
         }
     };
-    // A window row of at most 64 bytes inside the input is one masked copy (the 3-channel
-    // stem: 9 bytes); windows inside the input in both directions take it for every row.
-    // Rows of at most 16 bytes copy through 16-byte registers: a 64-byte masked access at an
-    // unaligned address spans two cache lines even when few of its bytes are enabled.
+    // Windows inside the input take their rows as whole copies (`run`); rows of at most 16
+    // bytes (the 3-channel stem: 9) through 16-byte registers, as a 64-byte masked access at
+    // an unaligned address spans two cache lines even when few of its bytes are enabled.
     let span_h = (k_h - 1) * p.dilation_h + 1;
     let wrow = k_w * c;
-    let one = (p.dilation_w == 1 && wrow <= 64).then(|| lanes(wrow));
+    let short = lanes(wrow) as __mmask16;
     let flip16 = _mm_set1_epi8(-128);
     // The window at input byte `at` (inside the input) to packed row `row`.
-    let window = |at: usize, row: *mut u8, m: __mmask64| {
+    let window = |at: usize, row: *mut u8| {
         for ky in 0..k_h {
             let at = at + ky * p.dilation_h * in_w * c;
             let o = ky * wrow;
+            if wrow > 16 {
+                run(Some(at), wrow, row.wrapping_add(o));
+                continue;
+            }
             // SAFETY: the window is inside the input (the callers check y0 + span_h <= in_h and
             // x0 + k_w <= in_w), so its row's wrow bytes at `at` are; the store's wrow bytes
-            // are inside the packed row (o + wrow <= k <= groups * 4). The masks keep both
+            // are inside the packed row (o + wrow <= k <= groups * 4). The mask keeps both
             // accesses to those bytes.
             unsafe {
-                if wrow <= 16 {
-                    let m = m as __mmask16;
-                    let v = _mm_maskz_loadu_epi8(m, input.as_ptr().add(at));
-                    _mm_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm_xor_si128(v, flip16));
-                } else {
-                    let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at));
-                    _mm512_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm512_xor_si512(v, flip));
-                }
+                let v = _mm_maskz_loadu_epi8(short, input.as_ptr().add(at));
+                _mm_mask_storeu_epi8(row.add(o) as *mut i8, short, _mm_xor_si128(v, flip16));
             }
         }
     };
@@ -344,7 +341,7 @@ fn pack_conv_rows_avx512(
         let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
         let contiguous = p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w;
         let y0 = (oy * p.stride_h).wrapping_sub(p.pad_top);
-        if let Some(m) = one.filter(|_| contiguous && y0 < in_h && in_h - y0 >= span_h) {
+        if contiguous && y0 < in_h && in_h - y0 >= span_h {
             // This and the following windows of the output row that are inside the input:
             // the same copies at a fixed step.
             let last_x0 = in_w - k_w; // x0 <= last_x0 here
@@ -354,7 +351,7 @@ fn pack_conv_rows_avx512(
             let at0 = (y0 * in_w + x0) * c;
             for i in 0..run {
                 let row = row.wrapping_add(i * groups * 4);
-                window(at0 + i * p.stride_w * c, row, m);
+                window(at0 + i * p.stride_w * c, row);
                 // The last word's missing bytes (their weights are zero).
                 for o in k..groups * 4 {
                     // SAFETY: o < groups * 4, inside row r + i (r + i < count).
