@@ -419,6 +419,17 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// The defaults with the fast kernels of `isa` (e.g. `Isa::Portable` for the reference
+    /// kernels alone).
+    pub fn with_isa(isa: Isa) -> Options {
+        Options {
+            isa,
+            ..Options::default()
+        }
+    }
+}
+
 /// The activation arena: owned, or lent by the application.
 enum Arena<'m> {
     Owned(Vec<u128>),

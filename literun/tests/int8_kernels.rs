@@ -1031,14 +1031,7 @@ fn squared_difference_int8_fast_matches_portable_on_every_pair() {
     use literun::{Isa, Options};
     let run = |bytes: &AlignedBytes, isa: Isa, a: &[i8], b: &[i8]| -> Vec<i8> {
         let model = Model::from_bytes(bytes).unwrap();
-        let mut it = Interpreter::with_options(
-            &model,
-            Options {
-                isa,
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let mut it = Interpreter::with_options(&model, Options::with_isa(isa)).unwrap();
         it.input_mut(0)
             .unwrap()
             .as_i8_mut()

@@ -199,14 +199,7 @@ fn input(c: &Case) -> Vec<u8> {
 /// Runs the model: (output 0 bytes, folded PADs).
 fn run(bytes: &[u8], isa: Isa, x: &[u8]) -> (Vec<u8>, usize) {
     let model = Model::from_bytes(bytes).unwrap();
-    let mut it = Interpreter::with_options(
-        &model,
-        Options {
-            isa,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let mut it = Interpreter::with_options(&model, Options::with_isa(isa)).unwrap();
     it.input_mut(0).unwrap().bytes_mut().copy_from_slice(x);
     it.invoke().unwrap();
     (it.output(0).unwrap().bytes().to_vec(), it.folded_pads())

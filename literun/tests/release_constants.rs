@@ -84,21 +84,15 @@ fn conv3x3() -> (literun::AlignedBytes, [usize; 2]) {
 fn released(model: &Model<'_>, isa: Isa) -> Vec<usize> {
     let mut got: Vec<usize> = Vec::new();
     let tensors = model.tensors();
-    let _interp = Interpreter::with_options_releasing(
-        model,
-        Options {
-            isa,
-            ..Options::default()
-        },
-        &mut |bytes| {
+    let _interp =
+        Interpreter::with_options_releasing(model, Options::with_isa(isa), &mut |bytes| {
             let t = tensors
                 .iter()
                 .position(|t| t.data.is_some_and(|d| core::ptr::eq(d, bytes)))
                 .expect("a released buffer is a constant tensor's data");
             got.push(t);
-        },
-    )
-    .unwrap();
+        })
+        .unwrap();
     got
 }
 
@@ -168,14 +162,7 @@ fn a_constant_dequantized_only_for_prepacked_weights_is_not_kept() {
     let float = Model::from_bytes(&float_bytes).unwrap();
     let x: Vec<f32> = (0..48).map(|i| (i as f32 * 0.61).cos()).collect();
     let run = |model: &Model<'_>, isa: Isa| {
-        let mut it = Interpreter::with_options(
-            model,
-            Options {
-                isa,
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let mut it = Interpreter::with_options(model, Options::with_isa(isa)).unwrap();
         it.input_f32_mut(0).unwrap().copy_from_slice(&x);
         it.invoke().unwrap();
         let out = it.output(0).unwrap().as_f32().unwrap().to_vec();
@@ -198,14 +185,7 @@ fn a_constant_dequantized_only_for_prepacked_weights_is_not_kept() {
         assert_eq!(got, want);
         assert_eq!((packed, held), (float_packed, 0));
         // Observing the run skips it rather than showing an empty tensor.
-        let mut it = Interpreter::with_options(
-            &half,
-            Options {
-                isa,
-                ..Options::default()
-            },
-        )
-        .unwrap();
+        let mut it = Interpreter::with_options(&half, Options::with_isa(isa)).unwrap();
         it.input_f32_mut(0).unwrap().copy_from_slice(&x);
         let mut seen = Vec::new();
         it.invoke_observed(&mut |_, t, v| seen.push((t, v.bytes().len())))
