@@ -2878,6 +2878,42 @@ mod tests {
         ([b, h, w, c], [1, kh, kw, c], [b, oh, ow, c], p)
     }
 
+    /// The int8 depthwise kernel packed for `isa` against the portable one, bit for bit.
+    #[allow(clippy::too_many_arguments)]
+    fn check_depthwise_i8(
+        isa: Isa,
+        input: &[i8],
+        is: [usize; 4],
+        filter: &[i8],
+        fs: [usize; 4],
+        bias: &[i32],
+        p: &DepthwiseParams,
+        q: &OutputStage,
+        os: [usize; 4],
+        what: &str,
+    ) {
+        let c = is[3];
+        let mut want = vec![0i8; os.iter().product()];
+        let mut acc = vec![0i32; c];
+        depthwise_conv::depthwise_conv2d_i8(
+            input,
+            is,
+            filter,
+            fs,
+            Some(bias),
+            p,
+            q,
+            &mut acc,
+            &mut want,
+            os,
+        );
+        let dw = DwI8::pack(isa, filter, fs[1] * fs[2], c, Some(bias), q).unwrap();
+        let mut got = vec![0i8; want.len()];
+        let mut s = scratch_for(0, dw.scratch_i32());
+        depthwise_i8(&dw, input, is, [fs[1], fs[2]], p, &mut got, os, &mut s);
+        assert_eq!(got, want, "{what} {p:?}");
+    }
+
     #[test]
     fn depthwise_i8_matches_portable() {
         let mut rng = Rng(3);
@@ -2889,33 +2925,8 @@ mod tests {
                 let filter = rng.i8s(fs.iter().product());
                 let bias: Vec<i32> = (0..c).map(|_| rng.u() as i32 >> 14).collect();
                 let q = rng.stage(c, fs[1] * fs[2], false);
-                let mut want = vec![0i8; os.iter().product()];
-                let mut acc = vec![0i32; c];
-                depthwise_conv::depthwise_conv2d_i8(
-                    &input,
-                    is,
-                    &filter,
-                    fs,
-                    Some(&bias),
-                    &p,
-                    &q,
-                    &mut acc,
-                    &mut want,
-                    os,
-                );
-                let dw = DwI8::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), &q).unwrap();
-                let mut got = vec![0i8; want.len()];
-                depthwise_i8(
-                    &dw,
-                    &input,
-                    is,
-                    [fs[1], fs[2]],
-                    &p,
-                    &mut got,
-                    os,
-                    &mut scratch_for(0, dw.scratch_i32()),
-                );
-                assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+                let what = format!("{isa:?} case {case}: {is:?} {fs:?}");
+                check_depthwise_i8(isa, &input, is, &filter, fs, &bias, &p, &q, os, &what);
             }
         }
     }
@@ -2991,25 +3002,8 @@ mod tests {
                         (q.multipliers[ch], q.shifts[ch]) = (m, sh);
                     }
                 }
-                let mut want = vec![0i8; os.iter().product()];
-                let mut acc = vec![0i32; c];
-                depthwise_conv::depthwise_conv2d_i8(
-                    &input,
-                    is,
-                    &filter,
-                    fs,
-                    Some(&bias),
-                    &p,
-                    &q,
-                    &mut acc,
-                    &mut want,
-                    os,
-                );
-                let dw = DwI8::pack(isa, &filter, 9, c, Some(&bias), &q).unwrap();
-                let mut got = vec![0i8; want.len()];
-                let mut s = scratch_for(0, dw.scratch_i32());
-                depthwise_i8(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s);
-                assert_eq!(got, want, "{isa:?} case {case}: {is:?} {os:?} {p:?}");
+                let what = format!("{isa:?} case {case}: {is:?} {os:?}");
+                check_depthwise_i8(isa, &input, is, &filter, fs, &bias, &p, &q, os, &what);
             }
         }
     }
