@@ -3369,7 +3369,6 @@ fn dw3x3_f32_cols(
     if oys.is_empty() {
         return;
     }
-    let ncols = DW_STRIP + 2;
     let clamp = !matches!(dw.act, Activation::None | Activation::Tanh);
     let (lo, hi) = clamp512(dw.act);
     let g = Dw3Walk {
@@ -3395,24 +3394,13 @@ fn dw3x3_f32_cols(
         let mut ox = 0;
         while ox < out_w {
             let np = (out_w - ox).min(DW_STRIP);
-            let x0 = ox.wrapping_sub(pad_left);
-            // All ncols columns inside the input: no per-column checks.
-            let inside = ox >= pad_left && x0 + ncols <= in_w;
             let mut cb = 0;
             while cb < c {
                 let mask = lanes16(c - cb);
-                let (w, bias) = dw3x3_block_weights(dw, cb, mask);
-                let s = Dw3Strip {
-                    x0,
-                    ox,
-                    np,
-                    cb,
-                    mask,
-                    w,
-                    bias,
-                };
-                // SAFETY: this function's features; the strip is as `walk` needs (inside checked
-                // above).
+                let wb = dw3x3_block_weights(dw, cb, mask);
+                let (s, inside) = g.strip(ox, np, pad_left, cb, mask, wb);
+                // SAFETY: this function's features; the strip is as `walk` needs (`inside` as
+                // `strip` found it).
                 unsafe {
                     if inside {
                         g.walk::<false>(rows.clone(), &s);
@@ -3459,6 +3447,34 @@ struct Dw3Strip {
 }
 
 impl Dw3Walk {
+    /// The strip of `np` (at most [`DW_STRIP`]) output columns from `ox` in the 16-channel
+    /// block `cb` (lanes `mask`, weights and bias `wb` of [`dw3x3_block_weights`]), and whether
+    /// all its `DW_STRIP + 2` input columns are inside the input (then the kernels skip the
+    /// per-column checks).
+    #[inline]
+    fn strip(
+        &self,
+        ox: usize,
+        np: usize,
+        pad_left: usize,
+        cb: usize,
+        mask: __mmask16,
+        (w, bias): ([__m512; 9], __m512),
+    ) -> (Dw3Strip, bool) {
+        let x0 = ox.wrapping_sub(pad_left);
+        let inside = ox >= pad_left && x0 + DW_STRIP + 2 <= self.in_w;
+        let s = Dw3Strip {
+            x0,
+            ox,
+            np,
+            cb,
+            mask,
+            w,
+            bias,
+        };
+        (s, inside)
+    }
+
     /// The six input vectors of input row `y` (wrapping: above or below the input
     /// gives None) from the strip's column `x0`; columns outside the input are zero (checked
     /// only when `EDGE`).
@@ -3567,23 +3583,13 @@ impl Dw3Walk {
             let mut cb = 0;
             while cb < c {
                 let mask = lanes16(c - cb);
-                let (w, bias) = dw3x3_block_weights(dw, cb, mask);
+                let wb = dw3x3_block_weights(dw, cb, mask);
                 let mut ox = 0;
                 while ox < out_w {
                     let np = (out_w - ox).min(DW_STRIP);
-                    let x0 = ox.wrapping_sub(pad_left);
-                    let inside = ox >= pad_left && x0 + DW_STRIP + 2 <= self.in_w;
-                    let s = Dw3Strip {
-                        x0,
-                        ox,
-                        np,
-                        cb,
-                        mask,
-                        w,
-                        bias,
-                    };
-                    // SAFETY: the contract; the strip is as `band` needs (inside checked
-                    // above).
+                    let (s, inside) = self.strip(ox, np, pad_left, cb, mask, wb);
+                    // SAFETY: the contract; the strip is as `band` needs (`inside` as `strip`
+                    // found it).
                     unsafe {
                         if inside {
                             self.band::<false>(oys.clone(), &s);
