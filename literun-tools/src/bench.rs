@@ -332,7 +332,8 @@ fn profile_ops(
         slot.push(i);
     }
     let mut per_run: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
-    let mut per_op: Vec<Vec<f64>> = vec![Vec::new(); ops.len()];
+    // Room for every run up front: no allocation between an operator and its timestamp.
+    let mut per_op: Vec<Vec<f64>> = (0..ops.len()).map(|_| Vec::with_capacity(runs)).collect();
     for _ in 0..runs {
         set_inputs(interp, feeds)?;
         let mut sums = vec![0f64; names.len()];
