@@ -92,8 +92,8 @@ pub enum Command {
         /// Also time every operator and print the totals per operator type.
         #[arg(long)]
         profile: bool,
-        /// No Winograd for float 3x3 convolutions (literun::Options::winograd): prepacked
-        /// weights the size of the file's (not 16/9 of it), for about 1.5x their time.
+        /// No Winograd for float 3x3 convolutions (literun::Options::winograd): the direct
+        /// convolution only, 1.6-1.9x the time of those layers.
         #[arg(long)]
         no_winograd: bool,
     },

@@ -1939,31 +1939,10 @@ impl GemmF32 {
         let (n, k) = (self.n, self.k);
         let o = &mut out[..ms.len() * n];
         match *rows {
-            // Rows in place at a fixed stride: one loop over the row blocks in x86, without
-            // the segments' per-block bookkeeping (1x1 convolutions, dense, Winograd). Up to
-            // two panels take the strided path's taller tiles.
-            Rows::Direct { data, stride } if n <= 2 * NR_F32 => {
-                let (rows, at) = (ms.len(), ms.start * stride);
-                let (b, bias) = (&self.b, &self.bias);
-                x86::gemm_strided_f32_avx512(
-                    data,
-                    &[(0, at)],
-                    k,
-                    stride,
-                    rows,
-                    b,
-                    bias,
-                    n,
-                    k,
-                    self.act,
-                    o,
-                );
-            }
-            Rows::Direct { data, stride } => {
-                x86::gemm_direct_f32_avx512(
-                    data, stride, ms, &self.b, &self.bias, n, k, self.act, o,
-                );
-            }
+            // Rows in place at a fixed stride, without the segments' per-block bookkeeping.
+            Rows::Direct { data, stride } => gemm_packed_direct_f32_avx512(
+                &self.b, &self.bias, n, k, self.act, data, stride, ms, o,
+            ),
             // Up to two panels (tall tiles): windows in place at a fixed stride per output
             // row. Wider outputs keep the gathered 6-row blocks across output rows (no gain
             // measured from the strided path there, and no short tiles at row ends).
@@ -2226,22 +2205,63 @@ pub(crate) fn conv2d_f32(
     }
 }
 
-/// Tiles of one Winograd chunk: their transformed inputs and products (16 positions each)
-/// stay in L2 between the transforms and the 16 GEMMs.
+/// `out[m - ms.start, :] = act(data[m * stride..][..k] · Wᵀ + bias)` for `m` in `ms`, with
+/// `W` (`n x k`) packed as [`GemmF32::b`] (AVX-512): the rows are read in place at a fixed
+/// stride, in one loop over the row blocks (1x1 convolutions, dense, Winograd); up to two
+/// panels take the strided path's taller tiles.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_packed_direct_f32_avx512(
+    b: &[f32],
+    bias: &[f32],
+    n: usize,
+    k: usize,
+    act: Activation,
+    data: &[f32],
+    stride: usize,
+    ms: Range<usize>,
+    out: &mut [f32],
+) {
+    if n <= 2 * NR_F32 {
+        let (rows, at) = (ms.len(), ms.start * stride);
+        x86::gemm_strided_f32_avx512(data, &[(0, at)], k, stride, rows, b, bias, n, k, act, out);
+    } else {
+        x86::gemm_direct_f32_avx512(data, stride, ms, b, bias, n, k, act, out);
+    }
+}
+
+/// Tiles of one Winograd chunk: their transformed inputs and products (four positions each)
+/// stay in L2 between the transforms and the GEMMs.
 pub(crate) const WINO_TILES: usize = 36;
 
+/// Fewest 2x2 output tiles per image for which Winograd beats the direct convolution: it
+/// builds its transformed weights on every call, which the tiles must amortize (measured on
+/// 128 and 256 channels, single thread: 1.5x slower at 16 tiles, even at 25, 1.6x faster at 49).
+pub const WINO_MIN_TILES: usize = 32;
+
 /// Constant float weights of a 3x3, stride 1, dilation 1 CONV_2D for Winograd F(2x2, 3x3)
-/// (AVX-512): `U = G g Gᵀ` of every (output, input) channel pair, one [`GemmF32`] per
-/// position of the 4x4 transformed tile. A 2x2 output tile then costs 16 multiply-adds per
-/// channel pair instead of 36; transforms are additions only, so results stay within the
-/// float tolerance of the direct convolution.
+/// (AVX-512). A 2x2 output tile costs 16 multiply-adds per channel pair instead of 36;
+/// transforms are additions (and halvings) only, so results stay within the float tolerance
+/// of the direct convolution.
+///
+/// The nine taps `g[:, ky, kx, :]` are kept as they are, each packed for the float GEMM: as
+/// many bytes as the file's weights. The transformed weights `U = G g Gᵀ` (16/9 of them) are
+/// built at run time, one row of four positions at a time, into `4 * cin * cout` floats of
+/// scratch: a linear combination of the packed taps, so they come out packed. Keeping all
+/// sixteen instead would hold 7/9 of the weights more for the model's lifetime (1.2 MiB on a
+/// convnet of 1.8 MiB of weights), for the ~1% of a layer's time the transform takes.
 #[derive(Clone, Debug)]
 pub struct WinoF32 {
     pub(crate) cin: usize,
     pub(crate) cout: usize,
-    pub(crate) u: Vec<GemmF32>,
+    /// Tap `3 * ky + kx` in [`GemmF32`]'s packed layout (`cout` outputs, `cin` deep), at
+    /// `tap * tap_len`.
+    pub(crate) taps: Vec<f32>,
+    pub(crate) tap_len: usize,
     /// Bias padded to whole 16-channel panels.
     pub(crate) bias: Vec<f32>,
+    /// The GEMMs' bias (the products have none; the output transform adds `bias`).
+    pub(crate) zeros: Vec<f32>,
     pub(crate) act: Activation,
 }
 
@@ -2264,29 +2284,16 @@ impl WinoF32 {
         {
             return None;
         }
-        // U = G g Gᵀ (4 x 4) of channel pair (o, i).
-        let transform = |o: usize, i: usize| -> [[f32; 4]; 4] {
-            let g = |ky: usize, kx: usize| filter[((o * 3 + ky) * 3 + kx) * cin + i];
-            let [g0, g1, g2] = [0, 1, 2].map(|ky| [0, 1, 2].map(|kx| g(ky, kx)));
-            let gg: [[f32; 3]; 4] = [
-                g0,
-                [0, 1, 2].map(|x| 0.5 * (g0[x] + g1[x] + g2[x])),
-                [0, 1, 2].map(|x| 0.5 * (g0[x] - g1[x] + g2[x])),
-                g2,
-            ];
-            gg.map(|[g0, g1, g2]| [g0, 0.5 * (g0 + g1 + g2), 0.5 * (g0 - g1 + g2), g2])
-        };
-        // One position at a time through one buffer: sixteen unpacked copies would be 16/9 of
-        // the weights again, freed after preparing but still resident in the allocator.
+        let tap_len = cout.div_ceil(NR_F32) * NR_F32 * cin;
+        let mut taps = Vec::with_capacity(9 * tap_len);
         let mut w = vec![0f32; cout * cin];
-        let mut u = Vec::with_capacity(16);
-        for xi in 0..16 {
-            for o in 0..cout {
-                for i in 0..cin {
-                    w[o * cin + i] = transform(o, i)[xi / 4][xi % 4];
-                }
+        for tap in 0..9 {
+            for (o, row) in w.chunks_exact_mut(cin).enumerate() {
+                row.copy_from_slice(&filter[(o * 9 + tap) * cin..][..cin]);
             }
-            u.push(GemmF32::pack(isa, &w, cout, cin, None, Activation::None)?);
+            let g = GemmF32::pack(isa, &w, cout, cin, None, Activation::None)?;
+            debug_assert_eq!(g.b.len(), tap_len);
+            taps.extend_from_slice(&g.b);
         }
         let mut bv = vec![0f32; cout.div_ceil(NR_F32) * NR_F32];
         if let Some(b) = bias {
@@ -2295,25 +2302,29 @@ impl WinoF32 {
         Some(WinoF32 {
             cin,
             cout,
-            u,
+            taps,
+            tap_len,
+            zeros: vec![0f32; bv.len()],
             bias: bv,
             act,
         })
     }
 
     pub fn bytes(&self) -> usize {
-        self.u.iter().map(GemmF32::bytes).sum::<usize>() + self.bias.len() * 4
+        (self.taps.len() + self.bias.len() + self.zeros.len()) * 4
     }
 
-    /// f32 scratch of [`conv2d_wino_f32`]: a chunk's transformed inputs and products, and
-    /// the GEMMs' own scratch.
+    /// f32 scratch of [`conv2d_wino_f32`]: one row of four positions' transformed weights,
+    /// and a chunk's transformed inputs and products at those positions.
     pub fn scratch_f32(&self) -> usize {
-        16 * WINO_TILES * (self.cin + self.cout) + self.u[0].scratch_f32()
+        4 * (self.tap_len + WINO_TILES * (self.cin + self.cout))
     }
 }
 
 /// Float CONV_2D (3x3, stride 1, dilation 1, groups 1) through [`WinoF32`]: output rows in
-/// blocks of whole 2x2 tile rows per worker, tiles in chunks of [`WINO_TILES`].
+/// blocks of whole 2x2 tile rows per worker; per row `r` of the 4x4 transformed tile, its four
+/// positions' weights are built, then the tiles go through in chunks of [`WINO_TILES`]: input
+/// transform, four GEMMs, and the output transform's share of row `r` added to the output.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv2d_wino_f32(
     wf: &WinoF32,
@@ -2327,7 +2338,7 @@ pub(crate) fn conv2d_wino_f32(
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
     assert!(in_c == wf.cin && out_c == wf.cout);
-    let (cin, cout) = (wf.cin, wf.cout);
+    let (cin, cout, len) = (wf.cin, wf.cout, wf.tap_len);
     let tw = out_w.div_ceil(2);
     let (xs_in, xs_out) = (WINO_TILES * cin, WINO_TILES * cout);
     for b in 0..batches {
@@ -2335,35 +2346,43 @@ pub(crate) fn conv2d_wino_f32(
         let outb = &mut output[b * out_h * out_w * cout..(b + 1) * out_h * out_w * cout];
         let work = out_h * out_w * cout * 9 * cin;
         for_row_blocks(out_h, 2, out_w * cout, work, outb, workers, |rows, o, s| {
-            let (v, rest) = s.f32s[..wf.scratch_f32()].split_at_mut(16 * xs_in);
-            let (m, gs) = rest.split_at_mut(16 * xs_out);
+            let (u, rest) = s.f32s[..wf.scratch_f32()].split_at_mut(4 * len);
+            let (v, m) = rest.split_at_mut(4 * xs_in);
             let ty0 = rows.start / 2;
             let tiles = (rows.end.div_ceil(2) - ty0) * tw;
-            let mut t0 = 0;
             #[cfg(not(target_arch = "x86_64"))]
-            let _ = (&v, &m, &gs, tiles, &mut t0, inb, p, &wf.u);
+            let _ = (&u, &v, &m, tiles, inb, p, len, xs_out);
             #[cfg(target_arch = "x86_64")]
-            while t0 < tiles {
-                let chunk = (tiles - t0).min(WINO_TILES);
-                {
+            for r in 0..4 {
+                x86::wino_weights_f32(&wf.taps, len, r, u);
+                let mut t0 = 0;
+                while t0 < tiles {
+                    let chunk = (tiles - t0).min(WINO_TILES);
                     x86::wino_input_f32(
                         inb,
                         [in_h, in_w, cin],
                         [p.pad_top, p.pad_left],
                         [tw, ty0],
                         t0..t0 + chunk,
+                        r,
                         v,
                     );
-                    for (xi, g) in wf.u.iter().enumerate() {
-                        let rows = Rows::Direct {
-                            data: &v[xi * cin..chunk * 16 * cin],
-                            stride: 16 * cin,
+                    for c in 0..4 {
+                        // Positions (0 or 3, 0 or 3) are taps as they are.
+                        let b = match (r % 3, c % 3) {
+                            (0, 0) => &wf.taps[(2 * r + 2 * (c / 3)) * len..][..len],
+                            _ => &u[c * len..(c + 1) * len],
                         };
-                        g.run(
+                        gemm_packed_direct_f32_avx512(
+                            b,
+                            &wf.zeros,
+                            cout,
+                            cin,
+                            Activation::None,
+                            &v[c * cin..chunk * 4 * cin],
+                            4 * cin,
                             0..chunk,
-                            &rows,
-                            gs,
-                            &mut m[xi * xs_out..xi * xs_out + chunk * cout],
+                            &mut m[c * xs_out..c * xs_out + chunk * cout],
                         );
                     }
                     x86::wino_output_f32(
@@ -2375,10 +2394,11 @@ pub(crate) fn conv2d_wino_f32(
                         [out_w, tw, ty0],
                         rows.clone(),
                         t0..t0 + chunk,
+                        r,
                         o,
                     );
+                    t0 += chunk;
                 }
-                t0 += chunk;
             }
             if wf.act == Activation::Tanh {
                 for v in o[..rows.len() * out_w * cout].iter_mut() {
