@@ -1188,6 +1188,38 @@ impl DwI8 {
         b + 16 * j + 4 * l + i
     }
 
+    /// The requantization of a `vpdpbusd` layout, whose kernel offsets the input to unsigned
+    /// (`x + 128`): `(input_offset - 128) * sum(w)` joins the bias, and the parameters are in
+    /// position order, `at(p)` being the channel at position `p` of `padded` (None: unused, a
+    /// harmless stage whose outputs are never stored).
+    fn unsigned_requant(
+        filter: &[i8],
+        taps: usize,
+        c: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+        padded: usize,
+        at: impl Fn(usize) -> Option<usize>,
+    ) -> Option<Requant> {
+        let qp = OutputStage {
+            multipliers: (0..padded)
+                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
+                .collect(),
+            shifts: (0..padded)
+                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
+                .collect(),
+            ..q.clone()
+        };
+        let off = q.input_offset - 128;
+        Requant::new(&qp, padded, |p| {
+            at(p).map_or(0, |ch| {
+                let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
+                bias.map_or(0, |b| b[ch])
+                    .wrapping_add(off.wrapping_mul(wsum))
+            })
+        })
+    }
+
     /// The AVX-512 layout for 64 or more channels: blocks of 64 channels, groups of four taps
     /// (missing taps zero) as four 64-byte vectors per group, vector `j` holding the four taps'
     /// weights of the channels at positions `16 j..16 j + 16` of [`Self::quad_pos`] (byte `t`
@@ -1212,26 +1244,8 @@ impl DwI8 {
                 w8[((b * quads + qd) * 4 + j) * 64 + lane * 4 + byte] = filter[t * c + ch];
             }
         }
-        // The output stage in position order; positions past c get a harmless stage (their
-        // outputs are never stored).
         let at = |pos: usize| Some(Self::quad_pos(pos)).filter(|&ch| ch < c);
-        let qp = OutputStage {
-            multipliers: (0..padded)
-                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
-                .collect(),
-            shifts: (0..padded)
-                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
-                .collect(),
-            ..q.clone()
-        };
-        let off = q.input_offset - 128;
-        let rq = Requant::new(&qp, padded, |p| {
-            at(p).map_or(0, |ch| {
-                let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
-                bias.map_or(0, |b| b[ch])
-                    .wrapping_add(off.wrapping_mul(wsum))
-            })
-        })?;
+        let rq = Self::unsigned_requant(filter, taps, c, bias, q, padded, at)?;
         Some(DwI8 {
             isa: Isa::Avx512Vnni,
             c,
@@ -1415,24 +1429,7 @@ impl Dw3 {
                 w[((b * 3 + t / 3) * 4 + j) * 64 + lane * 4 + t % 3] = filter[t * c + ch];
             }
         }
-        // Unused positions get a harmless stage (their outputs are never stored).
-        let qp = OutputStage {
-            multipliers: (0..padded)
-                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
-                .collect(),
-            shifts: (0..padded)
-                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
-                .collect(),
-            ..q.clone()
-        };
-        let off = q.input_offset - 128;
-        let rq = Requant::new(&qp, padded, |p| {
-            at(p).map_or(0, |ch| {
-                let wsum: i32 = (0..9).map(|t| i32::from(filter[t * c + ch])).sum();
-                bias.map_or(0, |b| b[ch])
-                    .wrapping_add(off.wrapping_mul(wsum))
-            })
-        })?;
+        let rq = DwI8::unsigned_requant(filter, 9, c, bias, q, padded, at)?;
         Some(Dw3 {
             w,
             stage: Dw3Stage::new(&rq),
