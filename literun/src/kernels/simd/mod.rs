@@ -2253,9 +2253,8 @@ pub struct WinoF32 {
     pub(crate) cin: usize,
     pub(crate) cout: usize,
     /// Tap `3 * ky + kx` in [`GemmF32`]'s packed layout (`cout` outputs, `cin` deep), at
-    /// `tap * tap_len`.
+    /// `tap * tap_len()`.
     pub(crate) taps: Vec<f32>,
-    pub(crate) tap_len: usize,
     /// Bias padded to whole 16-channel panels.
     pub(crate) bias: Vec<f32>,
     /// The GEMMs' bias (the products have none; the output transform adds `bias`).
@@ -2301,7 +2300,6 @@ impl WinoF32 {
             cin,
             cout,
             taps,
-            tap_len,
             zeros: vec![0f32; bv.len()],
             bias: bv,
             act,
@@ -2312,10 +2310,15 @@ impl WinoF32 {
         (self.taps.len() + self.bias.len() + self.zeros.len()) * 4
     }
 
+    /// Floats of one packed tap: whole 16-channel panels, `cin` deep.
+    fn tap_len(&self) -> usize {
+        self.taps.len() / 9
+    }
+
     /// f32 scratch of [`conv2d_wino_f32`]: one row of four positions' transformed weights,
     /// and a chunk's transformed inputs and products at those positions.
     pub fn scratch_f32(&self) -> usize {
-        4 * (self.tap_len + WINO_TILES * (self.cin + self.cout))
+        4 * (self.tap_len() + WINO_TILES * (self.cin + self.cout))
     }
 }
 
@@ -2336,7 +2339,7 @@ pub(crate) fn conv2d_wino_f32(
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
     assert!(in_c == wf.cin && out_c == wf.cout);
-    let (cin, cout, len) = (wf.cin, wf.cout, wf.tap_len);
+    let (cin, cout, len) = (wf.cin, wf.cout, wf.tap_len());
     let tw = out_w.div_ceil(2);
     let (xs_in, xs_out) = (WINO_TILES * cin, WINO_TILES * cout);
     for b in 0..batches {

@@ -4034,11 +4034,10 @@ pub(crate) fn wino_output_f32(
     }
 }
 
-/// How row `r` of `A` (4 x 2, `[[1, 0], [1, 1], [1, -1], [0, -1]]`) reaches one output row.
+/// How row `r` of `A` (4 x 2, `[[1, 0], [1, 1], [1, -1], [0, -1]]`) reaches one output row
+/// (`None`: not at all).
 #[derive(Clone, Copy)]
 enum WinoStep {
-    /// Not at all.
-    Skip,
     /// First: `bias + s`.
     Start,
     /// `out + s`, or `out - s`; `last`: then clamped.
@@ -4060,32 +4059,13 @@ unsafe fn wino_output_avx512(
     out: &mut [f32],
 ) {
     use WinoStep::*;
+    let add = |last| Some(Add { minus: false, last });
+    let sub = |last| Some(Add { minus: true, last });
     let steps = [
-        [Start, Skip],
-        [
-            Add {
-                minus: false,
-                last: false,
-            },
-            Start,
-        ],
-        [
-            Add {
-                minus: false,
-                last: true,
-            },
-            Add {
-                minus: true,
-                last: false,
-            },
-        ],
-        [
-            Skip,
-            Add {
-                minus: true,
-                last: true,
-            },
-        ],
+        [Some(Start), None],
+        [add(false), Some(Start)],
+        [add(true), sub(false)],
+        [None, sub(true)],
     ][r];
     let clamp = !matches!(act, Activation::None | Activation::Tanh);
     let (lo, hi) = clamp512(act);
@@ -4107,9 +4087,9 @@ unsafe fn wino_output_avx512(
             ];
             for (i, step) in steps.iter().enumerate() {
                 let oy = oy0 + i;
-                if matches!(step, Skip) || oy >= rows.end {
+                let Some(step) = step.filter(|_| oy < rows.end) else {
                     continue;
-                }
+                };
                 for (j, s) in s.iter().enumerate() {
                     let ox = ox0 + j;
                     if ox >= ow {
@@ -4120,7 +4100,7 @@ unsafe fn wino_output_avx512(
                     // panels.
                     unsafe {
                         let at = op.add(((oy - rows.start) * ow + ox) * n + ob);
-                        let y = match *step {
+                        let y = match step {
                             Start => _mm512_add_ps(_mm512_loadu_ps(bias.as_ptr().add(ob)), *s),
                             Add { minus, last } => {
                                 let y0 = _mm512_maskz_loadu_ps(mask, at);
@@ -4135,7 +4115,6 @@ unsafe fn wino_output_avx512(
                                     y
                                 }
                             }
-                            Skip => continue,
                         };
                         _mm512_mask_storeu_ps(at, mask, y);
                     }
