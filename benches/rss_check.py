@@ -4,7 +4,7 @@ running a model is at most the file's size + literun's arena + 2 MiB.
 
     python3 benches/rss_check.py --bench PATH/TO/literun-bench FILE.lite [FILE.lite ...]
 
-Use a static `literun-bench` as a device binary would be built (README "Performance"):
+Use a static `literun-bench` as a device binary would be built (docs/performance.md, "Peak RSS"):
     cargo build --profile runner -p literun-tools --bin literun-bench --target x86_64-unknown-linux-musl
 Prints one row per file and exits 1 if any is over.
 """

@@ -39,6 +39,6 @@ fn main() {
         }
     }
     // Sources only: a `literun-bench` built for another target or profile from the same code
-    // (a static one for measuring memory, README "Performance") measures the same literun.
+    // (a static one for measuring memory, docs/performance.md) measures the same literun.
     println!("cargo:rustc-env=LITERUN_TOOLS_BUILD_ID={:016x}", h.finish());
 }

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Footprint of literun on devices (README "On devices"):
+# Footprint of literun on devices (docs/devices.md):
 #  - a stripped aarch64 Linux binary (and the same std program without literun, to subtract) that runs the full-int8 MobileNetV2-style block
 #    (literun/examples/mobilenet_int8.rs, profile min-size), run once under qemu to prove it works,
 #    with default features and with only the kernels that model needs (the goal's build);
 #  - the thumbv7em-none-eabihf firmware example (examples/firmware): flash and RAM by section, and
 #    its "core" = flash minus the embedded model, input and expected output. The firmware builds
 #    literun with only the kernels the digits model needs (`default-features = false` and a few
-#    `ops-*` features, see examples/firmware/Cargo.toml and README "Footprint");
+#    `ops-*` features, see examples/firmware/Cargo.toml and docs/devices.md);
 #  - the arena bytes of each committed fixture model.
 # `--check` fails when the aarch64 goal is missed: literun's share of the aarch64 binary (its size
 # minus the same std program without literun) <= 300 KiB; `--check-firmware` (what .ci/run uses)

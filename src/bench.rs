@@ -10,8 +10,8 @@
 //! at the path in `LITERUN_BENCH`, and built from the same sources: that process holds literun
 //! and the model only, so its peak RSS is what an app pays, where `litecvt` itself starts with
 //! ~8 MiB of tract's code and start-up data. Otherwise it runs here, and the report names
-//! `litecvt` as the process measured. (README "Performance" builds a static `literun-bench`, as
-//! a device binary would be, and points `LITERUN_BENCH` at it.)
+//! `litecvt` as the process measured. (docs/performance.md, "Peak RSS", builds a static
+//! `literun-bench`, as a device binary would be, and points `LITERUN_BENCH` at it.)
 
 pub use literun_tools::bench::{
     find_input, human, peak_rss_bytes, random_input, report_text, summarize, BenchOptions,
