@@ -5,7 +5,12 @@ use crate::ir::{Activation, BinaryOp, ConstData, Graph, Layout, Op};
 
 /// The per-channel vector of a constant that only varies along the channel axis `axis` of an
 /// output of rank `rank` (numpy broadcasting), or None.
-fn per_channel(c: &ConstData, rank: usize, axis: usize, channels: usize) -> Option<Vec<f32>> {
+pub(crate) fn per_channel(
+    c: &ConstData,
+    rank: usize,
+    axis: usize,
+    channels: usize,
+) -> Option<Vec<f32>> {
     let shape = c.shape();
     if shape.len() > rank {
         return None;

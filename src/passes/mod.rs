@@ -7,6 +7,7 @@
 
 pub mod dedup_constants;
 pub mod fold_batchnorm;
+pub mod fold_channel_scale;
 pub mod fold_constants;
 pub mod fuse_activation;
 pub mod fuse_bias;
@@ -64,6 +65,11 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         about:
             "recognise x*Sigmoid(x) as SiLU and x*HardSigmoid(x), x*Clip(x+3,0,6)/6 as HardSwish",
         run: swish::fuse_swish,
+    },
+    Optimization {
+        name: "fold_channel_scale",
+        about: "fold a per-channel Mul after a conv/dense (also across ReLU, or a BN after ReLU) into its weights",
+        run: fold_channel_scale::fold_channel_scale,
     },
     Optimization {
         name: "fold_batchnorm",
