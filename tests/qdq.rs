@@ -500,10 +500,21 @@ fn dynamic_quantized_lstm_converts_to_hybrid_layers() {
         .filter(|op| op.name() == "FULLY_CONNECTED")
         .collect();
     assert!(fcs.len() > 20, "{} FULLY_CONNECTED", fcs.len());
+    // The model's int8 weights are used as they are; weights ONNX Runtime left float stay
+    // float where they are small (as TFLite's dynamic-range quantization leaves them).
     for op in &fcs {
         let w = &lite.tensors()[op.inputs[1].unwrap()];
-        assert_eq!(w.dtype, literun::DType::I8);
+        let elements: usize = w.shape.iter().product();
+        if elements >= 1024 {
+            assert_eq!(w.dtype, literun::DType::I8, "{}", w.name);
+        }
     }
+    assert!(
+        fcs.iter()
+            .filter(|op| lite.tensors()[op.inputs[1].unwrap()].dtype == literun::DType::I8)
+            .count()
+            > 20
+    );
     let d = data("lstm_2layer");
     let ours = run_all(&c.bytes, &d["x"]);
     let vs_ort = error_stats(&ours, &d["dynamic"].to_f32()).snr_db;

@@ -175,6 +175,9 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         },
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         min_snr_db: args.min_snr,
+        accept_snr_miss: args.accept_snr_miss,
+        no_bias_correction: args.no_bias_correction,
+        no_equalize: args.no_equalize,
         images: ImageOptions {
             mean: args.mean.clone(),
             std: args.std.clone(),
@@ -266,6 +269,24 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         for n in &s.notes {
             outln!("    {n}");
         }
+    }
+    if q.equalized > 0 {
+        outln!("  cross-layer equalization: {} tensor(s)", q.equalized);
+    }
+    if let Some(before) = q.snr_before_bias_correction {
+        outln!(
+            "  bias correction: {} layer(s), output SNR {:.1} → {:.1} dB",
+            q.bias_corrected,
+            before,
+            crate::quantize::pipeline::worst_snr(&q.outputs)
+        );
+    }
+    if !q.int16_for_snr.is_empty() {
+        outln!(
+            "  int16 activations to meet --min-snr ({}): {}",
+            q.int16_for_snr.len(),
+            q.int16_for_snr.join(", ")
+        );
     }
     if !q.kept_float_for_snr.is_empty() {
         outln!(

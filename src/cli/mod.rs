@@ -184,8 +184,20 @@ pub struct ConvertArgs {
     pub exclude: Vec<String>,
     /// With full int8: keep the layers that cost the most in float until every output's SNR
     /// against the float model reaches this many dB (automatic mixed precision).
+    /// If the budget cannot be met the conversion fails, naming the best SNR reached.
     #[arg(long, value_name = "DB", requires = "calibration")]
     pub min_snr: Option<f64>,
+    /// With --min-snr: write the best model found even when it misses the budget.
+    #[arg(long, requires = "min_snr")]
+    pub accept_snr_miss: bool,
+    /// With full int8: skip empirical bias correction (by default each conv/dense layer's bias
+    /// absorbs the mean error quantization adds on the calibration data, where that helps).
+    #[arg(long, requires = "calibration")]
+    pub no_bias_correction: bool,
+    /// With full int8: skip cross-layer equalization (by default the channels of a tensor
+    /// between two conv/dense layers are balanced in their weights before calibrating).
+    #[arg(long, requires = "calibration")]
+    pub no_equalize: bool,
     /// With full int8: dense-layer weights per tensor instead of per channel (for TFLite runtimes
     /// older than 2.13, which lack per-channel FULLY_CONNECTED).
     #[arg(long, requires = "calibration")]

@@ -580,12 +580,20 @@ fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
             }
             let keep = in_shape(0).len() > 2;
             spec.version = if keep { 5 } else { 1 };
+            // Hybrid (float input, int8 weights): each input row is quantized with its own
+            // zero point, as TFLite's dynamic-range converter writes it: one more bit for
+            // one-sided (ReLU) inputs than the symmetric scheme (version 9).
+            let hybrid = x_type == DType::F32 && g.tensors[node.inputs[1]].dtype == DType::I8;
+            if hybrid {
+                spec.version = spec.version.max(9);
+            }
             opts!(
                 FullyConnectedOptions,
                 FullyConnectedOptions,
                 fb::FullyConnectedOptionsArgs {
                     fused_activation_function: activation(*act),
                     keep_num_dims: keep,
+                    asymmetric_quantize_inputs: hybrid,
                     ..Default::default()
                 }
             );

@@ -56,6 +56,16 @@ pub fn attr(name: &str, a: Attr) -> AttributeProto {
 }
 
 pub fn value_info(name: &str, dims: &[Option<i64>], params: &[&str]) -> ValueInfoProto {
+    typed_value_info(name, dims, params, 1)
+}
+
+/// [`value_info`] with an ONNX element type (1 float, 6 int32, 7 int64, 9 bool, ...).
+pub fn typed_value_info(
+    name: &str,
+    dims: &[Option<i64>],
+    params: &[&str],
+    elem_type: i32,
+) -> ValueInfoProto {
     let dim = dims
         .iter()
         .enumerate()
@@ -72,7 +82,7 @@ pub fn value_info(name: &str, dims: &[Option<i64>], params: &[&str]) -> ValueInf
         r#type: Some(TypeProto {
             denotation: String::new(),
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: 1,
+                elem_type,
                 shape: Some(TensorShapeProto { dim }),
             })),
         }),
@@ -110,6 +120,14 @@ impl OnnxBuilder {
     pub fn input(&mut self, name: &str, dims: &[i64]) -> &mut Self {
         let d: Vec<Option<i64>> = dims.iter().map(|&x| Some(x)).collect();
         self.g.input.push(value_info(name, &d, &[]));
+        self
+    }
+    /// An input of ONNX element type `elem_type` (9: bool, 7: int64).
+    pub fn typed_input(&mut self, name: &str, dims: &[i64], elem_type: i32) -> &mut Self {
+        let d: Vec<Option<i64>> = dims.iter().map(|&x| Some(x)).collect();
+        self.g
+            .input
+            .push(typed_value_info(name, &d, &[], elem_type));
         self
     }
     pub fn output(&mut self, name: &str) -> &mut Self {

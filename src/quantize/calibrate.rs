@@ -56,8 +56,20 @@ pub struct InputSpec {
     /// The same input in NCHW when the model takes NHWC (`--nhwc-io`): data in the ONNX layout
     /// is accepted and transposed.
     pub nchw_shape: Option<Vec<usize>>,
-    /// An integer input (token ids): integer `.npy` data is accepted (float data too).
-    pub integer: bool,
+    /// What the input holds: integer and bool inputs (token ids, masks) pass through
+    /// calibration as data, never as a range to quantize.
+    pub kind: InputKind,
+}
+
+/// The element type of a model input, as calibration data is read for it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InputKind {
+    #[default]
+    Float,
+    /// Token ids (int32 in the converted model): integer `.npy` data is accepted (float too).
+    Integer,
+    /// Masks and flags: bool `.npy` data (or 0/1 in an integer or float array).
+    Bool,
 }
 
 /// A calibration sample: one float array per model input, in model input order.
@@ -161,8 +173,20 @@ fn npy_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn to_f32(a: &NpyArray, label: &str, integer: bool) -> Result<Vec<f32>> {
+fn to_f32(a: &NpyArray, label: &str, kind: InputKind) -> Result<Vec<f32>> {
+    let integer = kind == InputKind::Integer;
     match &a.data {
+        // Bool inputs travel as 0.0 / 1.0; any other value is an error, not a silent cast.
+        _ if kind == InputKind::Bool => {
+            let v = a.to_f32();
+            if let Some(i) = v.iter().position(|&x| x != 0.0 && x != 1.0) {
+                bail!(
+                    "{label}: element {i} is {}, not a bool (0 or 1) for a bool input",
+                    v[i]
+                );
+            }
+            Ok(v)
+        }
         NpyData::F32(v) => Ok(v.clone()),
         // Integer inputs (token ids: int64 in ONNX, int32 in the converted model) travel as
         // float, exact up to 2^24.
@@ -198,7 +222,7 @@ fn nhwc_from_nchw(v: &[f32], nchw: &[usize]) -> Vec<f32> {
 /// Splits an array into samples for `input`: the input's exact shape (one sample), the shape
 /// without its leading 1 (one sample), or a batch of N along the leading axis.
 fn split_samples(a: &NpyArray, input: &InputSpec, label: &str) -> Result<Vec<Vec<f32>>> {
-    let v = to_f32(a, label, input.integer)?;
+    let v = to_f32(a, label, input.kind)?;
     let per = input.shape.iter().product::<usize>();
     let matches = |shape: &[usize]| -> Option<usize> {
         if a.shape == shape {
@@ -377,6 +401,11 @@ pub(crate) fn feed_input(
         literun::DType::I32 => {
             for (d, &x) in t.bytes_mut().chunks_exact_mut(4).zip(values) {
                 d.copy_from_slice(&(x as i32).to_le_bytes());
+            }
+        }
+        literun::DType::Bool => {
+            for (d, &x) in t.bytes_mut().iter_mut().zip(values) {
+                *d = u8::from(x != 0.0);
             }
         }
         literun::DType::I8 => {
@@ -713,7 +742,7 @@ mod tests {
             name: "x".into(),
             shape: vec![1, 3, 2, 4],
             nchw_shape: None,
-            integer: false,
+            kind: InputKind::Float,
         };
         let v = load_image(&path, &nchw, &opts).unwrap();
         // Channel 0 (red) row 0: 1, 1, -1, -1 after (x - 0.5) / 0.5.
@@ -755,7 +784,7 @@ mod tests {
             name: "x".into(),
             shape: vec![1, 2],
             nchw_shape: None,
-            integer: false,
+            kind: InputKind::Float,
         };
         let a = NpyArray::f32(vec![3, 2], vec![0.0; 6]);
         assert_eq!(split_samples(&a, &inp, "f").unwrap().len(), 3);

@@ -1,12 +1,44 @@
-//! Automatic mixed precision (`--min-snr`): which layers may go back to float when the quantized
-//! model misses its error budget. The search itself (sensitivity of the output to each layer,
-//! then the most sensitive layers back to float until the budget is met) is in `convert`.
+//! Automatic mixed precision (`--min-snr`): which layers leave int8 when the quantized model
+//! misses its error budget, and for what: int16 activations (TFLite's 16x8 kernels) where the
+//! op has one, float where it has not or int16 was not enough.
+//!
+//! A small model (up to `EXHAUSTIVE_CANDIDATES` candidate layers) measures each layer's
+//! sensitivity directly: the output SNR with that layer alone in float, one quantization per
+//! layer; the layers that help most then go to float one by one until the budget is met.
+//!
+//! A larger one reads sensitivity from one per-layer error measurement of the current file: a
+//! layer's *local damage* is how far its output's SNR falls below its inputs' (error it adds, not
+//! error it inherits). The most damaging layers move a few at a time; a step is kept only if the
+//! output SNR improves, so each round costs one quantization and two measurements on the error
+//! samples, not one conversion per layer. Moving a layer to int16 moves the tensor it writes:
+//! its readers run in int16 too where they can, so the value never passes through int8 (a
+//! precision change costs a DEQUANTIZE → QUANTIZE pair).
 
-use super::params::{int8_rule, OutputRule};
+use super::params::{int16_rule, int8_rule, OutputRule};
+use super::pipeline::{Attempt, Quantizer};
+use super::report;
+use super::weights::Activations;
 use crate::ir::Graph;
+use anyhow::Result;
+use std::collections::{HashMap, HashSet};
 
-/// Names of the nodes worth keeping in float: those that compute (a conv, an add, a softmax…),
-/// not those that only move values, whose int8 form adds no error.
+/// Up to this many candidates, each layer's sensitivity is measured on its own.
+const EXHAUSTIVE_CANDIDATES: usize = 32;
+
+/// Rounds of the search (each one quantization and measurement).
+const MAX_ROUNDS: usize = 12;
+
+/// Layers moved per round: this fraction of the candidates (at least one).
+const STEP_FRACTION: usize = 24;
+
+/// Local damage below this (dB) is noise, not a reason to leave int8.
+const MIN_DAMAGE_DB: f64 = 0.5;
+
+/// SNR of a layer whose input SNR is not measured (a float input): what int8 alone could give.
+const UNMEASURED_INPUT_DB: f64 = 60.0;
+
+/// Names of the nodes worth moving: those that compute (a conv, an add, a softmax…), not those
+/// that only move values, whose int8 form adds no error.
 pub fn candidates(g: &Graph) -> Vec<String> {
     let mut names: Vec<String> = g
         .nodes
@@ -21,4 +53,163 @@ pub fn candidates(g: &Graph) -> Vec<String> {
         .collect();
     names.dedup();
     names
+}
+
+/// Each candidate node's local damage in `attempt` (dB), most damaging first.
+fn damage(g: &Graph, layers: &[report::LayerError], candidates: &[String]) -> Vec<(f64, String)> {
+    let snr: HashMap<&str, f64> = layers
+        .iter()
+        .map(|l| {
+            let name = l.tensor.as_str();
+            let name = name
+                .strip_suffix("/int8")
+                .or_else(|| name.strip_suffix("/int16"))
+                .unwrap_or(name);
+            (name, l.snr_db)
+        })
+        .collect();
+    let wanted: HashSet<&str> = candidates.iter().map(String::as_str).collect();
+    let mut out: Vec<(f64, String)> = g
+        .nodes
+        .iter()
+        .filter(|n| wanted.contains(n.name.as_str()))
+        .filter_map(|n| {
+            let out = *snr.get(g.tensors[n.outputs[0]].name.as_str())?;
+            let inputs = n
+                .inputs
+                .iter()
+                .filter(|&&t| !g.tensors[t].is_const())
+                .map(|&t| {
+                    snr.get(g.tensors[t].name.as_str())
+                        .copied()
+                        .unwrap_or(UNMEASURED_INPUT_DB)
+                })
+                .fold(UNMEASURED_INPUT_DB, f64::min);
+            Some((inputs - out, n.name.clone()))
+        })
+        .filter(|(d, _)| *d >= MIN_DAMAGE_DB)
+        .collect();
+    out.sort_by(|a, b| b.0.total_cmp(&a.0));
+    out
+}
+
+/// The nodes that run in int16 when `name` moves there: it and the readers of its output that
+/// have a 16x8 kernel.
+fn int16_island(g: &Graph, name: &str) -> Vec<String> {
+    let Some(n) = g.nodes.iter().find(|n| n.name == name) else {
+        return vec![];
+    };
+    if int16_rule(g, n).is_none() {
+        return vec![];
+    }
+    let mut island = vec![n.name.clone()];
+    island.extend(
+        g.nodes
+            .iter()
+            .filter(|r| r.inputs.iter().any(|t| n.outputs.contains(t)))
+            .filter(|r| int16_rule(g, r).is_some())
+            .map(|r| r.name.clone()),
+    );
+    island
+}
+
+/// Moves layers out of int8 until the worst output SNR reaches `budget` or no step helps;
+/// returns the best attempt found (which may still miss the budget).
+pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> {
+    let all = candidates(&q.float_graph);
+    if best.worst_snr() >= budget {
+        return Ok(best);
+    }
+    if all.len() <= EXHAUSTIVE_CANDIDATES {
+        exhaustive(q, best, budget, &all)
+    } else {
+        by_local_damage(q, best, budget, &all)
+    }
+}
+
+/// Sensitivity of every candidate measured alone (in float), then the most helpful ones to
+/// float in turn until the budget is met.
+fn exhaustive(
+    q: &Quantizer<'_>,
+    mut best: Attempt,
+    budget: f64,
+    all: &[String],
+) -> Result<Attempt> {
+    let mut gains = Vec::new();
+    for name in all {
+        let mut p = best.precision.clone();
+        p.float.push(name.clone());
+        gains.push((q.attempt(&p)?.worst_snr(), name.clone()));
+    }
+    gains.sort_by(|a, b| b.0.total_cmp(&a.0));
+    for (_, name) in gains {
+        if best.worst_snr() >= budget {
+            break;
+        }
+        let mut p = best.precision.clone();
+        p.float.push(name);
+        let trial = q.attempt(&p)?;
+        if trial.worst_snr() > best.worst_snr() {
+            best = trial;
+        }
+    }
+    Ok(best)
+}
+
+/// Rounds of: per-layer errors of the current file, the most locally damaging layers to int16
+/// (or float), kept if the output improves.
+fn by_local_damage(
+    q: &Quantizer<'_>,
+    mut best: Attempt,
+    budget: f64,
+    all: &[String],
+) -> Result<Attempt> {
+    let step = all.len().div_ceil(STEP_FRACTION).max(1);
+    let can_widen = q.int8.activations == Activations::Int8;
+    // Nodes already moved to float, and those tried in int16.
+    let mut tried_float: HashSet<String> = best.precision.float.iter().cloned().collect();
+    let mut tried_int16: HashSet<String> = best.precision.int16.iter().cloned().collect();
+    for _ in 0..MAX_ROUNDS {
+        if best.worst_snr() >= budget {
+            break;
+        }
+        let layers = report::layer_errors(&q.float_bytes, &best.bytes, q.samples, &q.bounded)?;
+        let mut trial = best.precision.clone();
+        let mut moved = 0;
+        for (_, name) in damage(&q.float_graph, &layers, all) {
+            if moved == step {
+                break;
+            }
+            if tried_float.contains(&name) {
+                continue;
+            }
+            // int16 first (smaller and faster than float), float if that was not enough.
+            let island = if can_widen && !tried_int16.contains(&name) {
+                int16_island(&q.float_graph, &name)
+            } else {
+                vec![]
+            };
+            if island.is_empty() {
+                tried_float.insert(name.clone());
+                trial.int16.retain(|n| *n != name);
+                trial.float.push(name);
+            } else {
+                tried_int16.insert(name);
+                for n in island {
+                    if !trial.int16.contains(&n) && !trial.float.contains(&n) {
+                        trial.int16.push(n);
+                    }
+                }
+            }
+            moved += 1;
+        }
+        if moved == 0 {
+            break;
+        }
+        let attempt = q.attempt(&trial)?;
+        if attempt.worst_snr() > best.worst_snr() {
+            best = attempt;
+        }
+    }
+    Ok(best)
 }

@@ -45,7 +45,7 @@ impl Acc {
 
 /// Runs every sample through `model` and calls `f(tensor index, float values)` for each op
 /// output (int8 tensors dequantized).
-fn observe(
+pub(crate) fn observe(
     bytes: &[u8],
     samples: &[Sample],
     mut f: impl FnMut(usize, usize, &[f32]),
@@ -95,6 +95,14 @@ fn observe(
     Ok(())
 }
 
+/// The name of every tensor of a model, by index.
+pub(crate) fn tensor_names(bytes: &[u8]) -> Result<Vec<String>> {
+    Ok(labels(bytes)?
+        .into_iter()
+        .map(|(name, _, _)| name)
+        .collect())
+}
+
 /// (name, producing builtin, is int8) of every tensor of a model.
 fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
     let aligned = literun::AlignedBytes::from_slice(bytes);
@@ -116,8 +124,15 @@ fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
         .collect())
 }
 
-/// Per-layer error of `quantized` against `float` on `samples`, worst (lowest SNR) first.
-pub fn layer_errors(float: &[u8], quantized: &[u8], samples: &[Sample]) -> Result<Vec<LayerError>> {
+/// Per-layer error of `quantized` against `float` on `samples`, worst (lowest SNR) first. A
+/// tensor with an interval in `bounded` (by name) is compared with the float values clamped to
+/// it: what later clipping removes is not an error (`clip_ranges`).
+pub fn layer_errors(
+    float: &[u8],
+    quantized: &[u8],
+    samples: &[Sample],
+    bounded: &HashMap<String, (f32, f32)>,
+) -> Result<Vec<LayerError>> {
     // Float activations of every sample, by tensor name (bounded: the report uses few samples).
     let mut float_values: HashMap<(usize, usize), Vec<f32>> = HashMap::new();
     observe(float, samples, |k, t, v| {
@@ -139,10 +154,23 @@ pub fn layer_errors(float: &[u8], quantized: &[u8], samples: &[Sample]) -> Resul
         let fi = float_index
             .get(name)
             .or_else(|| name.strip_suffix("/int8").and_then(|n| float_index.get(n)));
-        if let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) {
-            if r.len() == v.len() {
-                accs.entry(t).or_default().add(r, v.iter().copied());
+        let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) else {
+            return;
+        };
+        if r.len() != v.len() {
+            return;
+        }
+        let base = name
+            .strip_suffix("/int8")
+            .or_else(|| name.strip_suffix("/int16"))
+            .unwrap_or(name);
+        let acc = accs.entry(t).or_default();
+        match bounded.get(base) {
+            Some(&(a, z)) => {
+                let clamped: Vec<f32> = r.iter().map(|x| x.clamp(a, z)).collect();
+                acc.add(&clamped, v.iter().copied());
             }
+            None => acc.add(r, v.iter().copied()),
         }
     })?;
     let mut out: Vec<LayerError> = accs

@@ -1,0 +1,300 @@
+//! Empirical bias correction: weight and activation rounding shift the mean of a conv or dense
+//! layer's output per channel, and the shift accumulates through the model (a global average
+//! pool or a squeeze-excite gate then sees mostly the shift). Run the float and the quantized
+//! file on calibration samples, measure each layer's per-channel mean error, and subtract it
+//! from the layer's float bias; the int32 bias then carries the correction exactly (AIMET's and
+//! Nagel et al.'s empirical bias correction).
+//!
+//! A fused ReLU / ReLU6 hides the pre-activation mean: the observed shift is divided by the
+//! fraction of outputs in the activation's linear range (channels almost always clipped are
+//! left alone). Each layer is corrected only for the shift it adds itself: the shift it
+//! inherits from its input (the input's per-channel mean error through the layer's weights,
+//! summed over the taps) is subtracted first, so correcting every layer at once does not
+//! correct an upstream shift twice. Corrections are measured again on the file they produce for
+//! a few rounds, and a round is kept only if the output SNR improves.
+
+use super::calibrate::Sample;
+use super::pipeline::{Attempt, Quantizer};
+use crate::ir::{Activation, ConstData, Graph, Op, TensorId};
+use anyhow::Result;
+use std::collections::HashMap;
+
+/// Rounds of measure-and-correct.
+const ROUNDS: usize = 3;
+
+/// Samples the means are measured on.
+const SAMPLES: usize = 32;
+
+/// Channels whose outputs are in the activation's linear range less often than this are left
+/// alone (their pre-activation shift cannot be read from the output).
+const MIN_ACTIVE: f64 = 0.05;
+
+/// A layer whose bias can absorb a correction.
+struct Target {
+    /// The output tensor (its name is the same in the float and the quantized file).
+    name: String,
+    /// The input tensor's name.
+    input: String,
+    in_channels: usize,
+    bias: TensorId,
+    channels: usize,
+    activation: Activation,
+    /// The weights summed over the kernel's taps: `[channels][in_channels]`, or `[channels]`
+    /// for a depthwise layer (output channel `o` reads input channel `o / multiplier`).
+    tap_sums: Vec<f32>,
+    depthwise_multiplier: Option<usize>,
+}
+
+impl Target {
+    /// The mean shift of output channel `o` that an input mean shift `d_in` causes.
+    fn inherited(&self, o: usize, d_in: &[f64]) -> f64 {
+        match self.depthwise_multiplier {
+            Some(m) => f64::from(self.tap_sums[o]) * d_in[o / m],
+            None => self.tap_sums[o * self.in_channels..(o + 1) * self.in_channels]
+                .iter()
+                .zip(d_in)
+                .map(|(&w, &d)| f64::from(w) * d)
+                .sum(),
+        }
+    }
+}
+
+/// Gives every conv and dense layer a float bias of its own (a zero one where it had none; a
+/// copy where constant deduplication shares one between layers), so correcting one layer's bias
+/// changes no other layer.
+fn own_biases(g: &mut Graph) {
+    let uses = g.use_counts();
+    for k in 0..g.nodes.len() {
+        let n = &g.nodes[k];
+        if !matches!(n.op, Op::Conv2d { .. } | Op::FullyConnected { .. }) || n.inputs.len() < 2 {
+            continue;
+        }
+        let out = n.outputs[0];
+        let Some(&channels) = g.shape(out).last() else {
+            continue;
+        };
+        let name = format!("{}/bias", g.tensors[out].name);
+        let data = match n.inputs.get(2) {
+            None => ConstData::F32(ndarray::ArrayD::zeros(ndarray::IxDyn(&[channels]))),
+            Some(&b) if uses.get(&b).is_some_and(|&u| u > 1) => {
+                match g.tensors[b].data.as_ref().and_then(|d| d.as_f32()) {
+                    Some(d) => ConstData::F32(d.clone()),
+                    None => continue,
+                }
+            }
+            Some(_) => continue,
+        };
+        let name = g.fresh_name(&name);
+        let b = g.add_const(name, data);
+        let n = &mut g.nodes[k];
+        if n.inputs.len() == 2 {
+            n.inputs.push(b);
+        } else {
+            n.inputs[2] = b;
+        }
+    }
+}
+
+fn targets(g: &Graph) -> Vec<Target> {
+    g.nodes
+        .iter()
+        .filter_map(|n| {
+            let activation = match n.op {
+                Op::Conv2d { activation, .. } | Op::FullyConnected { activation } => activation,
+                _ => return None,
+            };
+            let &bias = n.inputs.get(2)?;
+            let b = g.tensors[bias].data.as_ref()?.as_f32()?;
+            let w = g.tensors[*n.inputs.get(1)?].data.as_ref()?.as_f32()?;
+            let (x, out) = (n.inputs[0], n.outputs[0]);
+            let channels = *g.shape(out).last()?;
+            let in_channels = *g.shape(x).last()?;
+            if b.len() != channels || channels == 0 || in_channels == 0 {
+                return None;
+            }
+            let wv: Vec<f32> = w.iter().copied().collect();
+            let depthwise = matches!(n.op, Op::Conv2d { group, .. } if group > 1);
+            let (tap_sums, depthwise_multiplier) = if depthwise {
+                // [1, KH, KW, C*M]: channels last.
+                let mut sums = vec![0f32; channels];
+                for row in wv.chunks_exact(channels) {
+                    sums.iter_mut().zip(row).for_each(|(s, w)| *s += w);
+                }
+                (sums, Some((channels / in_channels).max(1)))
+            } else {
+                // [O, KH, KW, I] or [O, I]: input channels last.
+                if !wv.len().is_multiple_of(channels * in_channels) {
+                    return None;
+                }
+                let per_out = wv.len() / channels;
+                let mut sums = vec![0f32; channels * in_channels];
+                for (o, taps) in wv.chunks_exact(per_out).enumerate() {
+                    for tap in taps.chunks_exact(in_channels) {
+                        for (i, w) in tap.iter().enumerate() {
+                            sums[o * in_channels + i] += w;
+                        }
+                    }
+                }
+                (sums, None)
+            };
+            Some(Target {
+                name: g.tensors[out].name.clone(),
+                input: g.tensors[x].name.clone(),
+                in_channels,
+                bias,
+                channels,
+                activation,
+                tap_sums,
+                depthwise_multiplier,
+            })
+        })
+        .collect()
+}
+
+/// Per-channel sums of a tensor's values over the samples (channels last).
+#[derive(Clone, Default)]
+struct ChannelStats {
+    sum: Vec<f64>,
+    /// Values in the linear range of the layer's activation (float run only).
+    active: Vec<u64>,
+    count: u64,
+}
+
+impl ChannelStats {
+    fn mean(&self, c: usize) -> f64 {
+        self.sum[c] / (self.count.max(1) as f64)
+    }
+}
+
+fn linear(a: Activation, x: f32) -> bool {
+    match a {
+        Activation::None => true,
+        Activation::Relu => x > 0.0,
+        Activation::Relu6 => x > 0.0 && x < 6.0,
+        Activation::ReluN1To1 => x > -1.0 && x < 1.0,
+        // Not a piecewise-linear clip: the shift passes scaled by the slope; treat as linear
+        // where the slope is not tiny.
+        Activation::Tanh => x.abs() < 0.9,
+    }
+}
+
+/// Per-channel statistics, by tensor name, of every target's output and input in `bytes` over
+/// `samples` (an int8 copy of a float input, `x/int8`, counts as `x`).
+fn measure(
+    bytes: &[u8],
+    samples: &[Sample],
+    targets: &[Target],
+    bounded: &HashMap<String, (f32, f32)>,
+) -> Result<HashMap<String, ChannelStats>> {
+    // name → (channels, activation whose linear range is counted)
+    let mut wanted: HashMap<&str, (usize, Activation)> = HashMap::new();
+    for t in targets {
+        wanted.insert(t.name.as_str(), (t.channels, t.activation));
+        wanted
+            .entry(t.input.as_str())
+            .or_insert((t.in_channels, Activation::None));
+    }
+    let names = super::report::tensor_names(bytes)?;
+    let mut stats: HashMap<String, ChannelStats> = HashMap::new();
+    super::report::observe(bytes, samples, |_, t, v| {
+        let Some(name) = names.get(t) else { return };
+        let base = name.strip_suffix("/int8").unwrap_or(name);
+        let Some(&(c, activation)) = wanted.get(base) else {
+            return;
+        };
+        // A value that later clipping removes is no error: compare what survives it.
+        let (lo, hi) = bounded
+            .get(base)
+            .copied()
+            .unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
+        if !v.len().is_multiple_of(c) {
+            return;
+        }
+        let s = stats
+            .entry(base.to_string())
+            .or_insert_with(|| ChannelStats {
+                sum: vec![0.0; c],
+                active: vec![0; c],
+                count: 0,
+            });
+        for row in v.chunks_exact(c) {
+            for (k, &x) in row.iter().enumerate() {
+                let x = x.clamp(lo, hi);
+                s.sum[k] += f64::from(x);
+                if linear(activation, x) {
+                    s.active[k] += 1;
+                }
+            }
+        }
+        s.count += (v.len() / c) as u64;
+    })?;
+    Ok(stats)
+}
+
+/// Corrects the biases of `q`'s float graph against the quantized attempt `best`. Returns the
+/// corrected float graph, how many layers changed and the attempt made from it, or `None` when
+/// no round improved the output SNR.
+pub fn correct(
+    q: &Quantizer<'_>,
+    best: &Attempt,
+    samples: &[Sample],
+) -> Result<Option<(Graph, usize, Attempt)>> {
+    let samples = &samples[..samples.len().min(SAMPLES)];
+    let mut graph = q.float_graph.clone();
+    own_biases(&mut graph);
+    let targets = targets(&graph);
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let float = measure(&q.float_bytes, samples, &targets, &q.bounded)?;
+    let mut current = best.clone();
+    let mut found = None;
+    for _ in 0..ROUNDS {
+        let quantized = measure(&current.bytes, samples, &targets, &q.bounded)?;
+        let mut trial = graph.clone();
+        let mut changed = 0;
+        for t in &targets {
+            let (Some(f), Some(qs)) = (float.get(&t.name), quantized.get(&t.name)) else {
+                continue;
+            };
+            let Some(b) = trial.tensors[t.bias].data.as_ref().and_then(|d| d.as_f32()) else {
+                continue;
+            };
+            // The input's mean error per channel (none known: assume none).
+            let d_in: Vec<f64> = match (float.get(&t.input), quantized.get(&t.input)) {
+                (Some(fi), Some(qi)) if fi.sum.len() == t.in_channels => (0..t.in_channels)
+                    .map(|c| qi.mean(c) - fi.mean(c))
+                    .collect(),
+                _ => vec![0.0; t.in_channels],
+            };
+            let mut b = b.clone();
+            let mut any = false;
+            for (c, v) in b.iter_mut().enumerate() {
+                let active = f.active[c] as f64 / f.count.max(1) as f64;
+                if active < MIN_ACTIVE {
+                    continue;
+                }
+                let shift = (qs.mean(c) - f.mean(c)) / active - t.inherited(c, &d_in);
+                if shift.is_finite() && shift != 0.0 {
+                    *v -= shift as f32;
+                    any = true;
+                }
+            }
+            if any {
+                trial.tensors[t.bias].data = Some(ConstData::F32(b));
+                changed += 1;
+            }
+        }
+        if changed == 0 {
+            break;
+        }
+        let attempt = q.attempt_with(&trial, &current.precision)?;
+        if attempt.worst_snr() <= current.worst_snr() {
+            break;
+        }
+        graph = trial;
+        current = attempt;
+        found = Some(changed);
+    }
+    Ok(found.map(|n| (graph, n, current)))
+}

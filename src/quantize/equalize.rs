@@ -1,0 +1,285 @@
+//! Cross-layer equalization of activations (the precondition stage, before calibration): where
+//! a conv or dense layer's output feeds only another conv or dense layer, with nothing or a
+//! ReLU between, channel `c` of the tensor between them can be divided by `s[c] > 0` in the
+//! first layer's weights and bias and multiplied back in the second layer's weights for input
+//! channel `c` — exact in real arithmetic (ReLU is positively homogeneous). Int8 gives the
+//! tensor one range for all channels, so a tensor whose channels span ranges 20x apart (a
+//! depthwise layer's output after its batch norm was folded in) rounds its small channels to a
+//! few steps; equalized, every channel uses the range.
+//!
+//! `s[c] = sqrt(a[c] / w[c])` (Nagel et al. 2019 and SmoothQuant with α = ½): `a[c]` the
+//! channel's largest |value| on calibration samples, `w[c]` the largest |weight| the second
+//! layer applies to it, so the activation's and the weights' ranges meet halfway (per-channel
+//! weights of the second layer then lose little). Not across ReLU6, HardSwish or other clipping
+//! or non-homogeneous activations, where the rewrite would not be exact.
+
+use super::calibrate::Sample;
+use crate::ir::{Activation, ConstData, Graph, Layout, Op, TensorId};
+use anyhow::Result;
+use std::collections::HashMap;
+
+/// Scales are kept within this factor of their geometric mean (a dead channel would otherwise
+/// ask for an unbounded one).
+const MAX_SCALE: f32 = 64.0;
+
+/// Channels whose largest value differs from the tensor's by less than this factor are left
+/// alone: equalizing them buys nothing.
+const MIN_SPREAD: f32 = 4.0;
+
+/// How a layer's weights hold its output (producer) or input (consumer) channels.
+#[derive(Clone, Copy, Debug)]
+enum Axis {
+    /// The first axis ([O, KH, KW, I], [O, I]: output channels).
+    First,
+    /// The last axis ([1, KH, KW, C·M] depthwise output channels; [O, KH, KW, I] input channels).
+    Last,
+    /// Depthwise input channels: `c` scales output channels `c·M .. (c+1)·M` (last axis).
+    DepthwiseInput { multiplier: usize },
+}
+
+/// A pair of layers and the tensor between them.
+struct Pair {
+    tensor: TensorId,
+    producer: usize,
+    producer_axis: Axis,
+    consumer: usize,
+    consumer_axis: Axis,
+    channels: usize,
+}
+
+fn is_depthwise(g: &Graph, n: &crate::ir::Node) -> bool {
+    matches!(n.op, Op::Conv2d { group, .. } if group > 1 && group == *g.shape(n.inputs[0]).last().unwrap_or(&0))
+}
+
+fn const_f32(g: &Graph, t: TensorId) -> Option<&ndarray::ArrayD<f32>> {
+    g.tensors[t].data.as_ref()?.as_f32()
+}
+
+fn pairs(g: &Graph) -> Vec<Pair> {
+    let uses = g.use_counts();
+    let producers = g.producers();
+    let mut out = Vec::new();
+    for (ci, c) in g.nodes.iter().enumerate() {
+        let consumer_axis = match c.op {
+            Op::Conv2d {
+                layout: Layout::Nhwc,
+                group,
+                ..
+            } => {
+                if is_depthwise(g, c) {
+                    let cin = *g.shape(c.inputs[0]).last().unwrap_or(&1);
+                    let cout = *g.shape(c.outputs[0]).last().unwrap_or(&1);
+                    Axis::DepthwiseInput {
+                        multiplier: (cout / cin.max(1)).max(1),
+                    }
+                } else if group == 1 {
+                    Axis::Last
+                } else {
+                    continue;
+                }
+            }
+            Op::FullyConnected { .. } => Axis::Last,
+            _ => continue,
+        };
+        let t = c.inputs[0];
+        if uses.get(&t) != Some(&1) || g.outputs.contains(&t) || c.inputs.get(1).is_none() {
+            continue;
+        }
+        let Some(&pi) = producers.get(&t) else {
+            continue;
+        };
+        let p = &g.nodes[pi];
+        let producer_axis = match p.op {
+            Op::Conv2d {
+                layout: Layout::Nhwc,
+                activation: Activation::None | Activation::Relu,
+                group,
+                ..
+            } => {
+                if is_depthwise(g, p) {
+                    Axis::Last
+                } else if group == 1 {
+                    Axis::First
+                } else {
+                    continue;
+                }
+            }
+            Op::FullyConnected {
+                activation: Activation::None | Activation::Relu,
+            } => Axis::First,
+            _ => continue,
+        };
+        let channels = *g.shape(t).last().unwrap_or(&0);
+        let weights_ok = const_f32(g, p.inputs[1]).is_some()
+            && const_f32(g, c.inputs[1]).is_some()
+            && p.inputs
+                .get(2)
+                .is_none_or(|&b| const_f32(g, b).is_some_and(|b| b.len() == channels))
+            && uses.get(&p.inputs[1]) == Some(&1)
+            && uses.get(&c.inputs[1]) == Some(&1)
+            && p.inputs.get(2).is_none_or(|b| uses.get(b) == Some(&1));
+        if channels < 2 || !weights_ok {
+            continue;
+        }
+        out.push(Pair {
+            tensor: t,
+            producer: pi,
+            producer_axis,
+            consumer: ci,
+            consumer_axis,
+            channels,
+        });
+    }
+    out
+}
+
+/// Largest |weight| per channel along `axis` (`channels` of them).
+fn channel_absmax(w: &ndarray::ArrayD<f32>, axis: Axis, channels: usize) -> Vec<f32> {
+    let mut m = vec![0f32; channels];
+    let v: Vec<f32> = w.iter().copied().collect();
+    match axis {
+        Axis::First => {
+            let per = v.len() / channels.max(1);
+            for (c, row) in v.chunks_exact(per.max(1)).enumerate().take(channels) {
+                m[c] = row.iter().fold(0f32, |a, &x| a.max(x.abs()));
+            }
+        }
+        Axis::Last => {
+            for row in v.chunks_exact(channels) {
+                for (c, &x) in row.iter().enumerate() {
+                    m[c] = m[c].max(x.abs());
+                }
+            }
+        }
+        Axis::DepthwiseInput { multiplier } => {
+            for row in v.chunks_exact(channels * multiplier) {
+                for (k, &x) in row.iter().enumerate() {
+                    m[k / multiplier] = m[k / multiplier].max(x.abs());
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Multiplies channel `c` along `axis` by `f[c]`.
+fn scale_channels(w: &ndarray::ArrayD<f32>, axis: Axis, f: &[f32]) -> ndarray::ArrayD<f32> {
+    let channels = f.len();
+    let mut out = w.as_standard_layout().into_owned();
+    let v = out.as_slice_mut().expect("standard layout");
+    match axis {
+        Axis::First => {
+            let per = v.len() / channels.max(1);
+            for (c, row) in v.chunks_exact_mut(per.max(1)).enumerate().take(channels) {
+                row.iter_mut().for_each(|x| *x *= f[c]);
+            }
+        }
+        Axis::Last => {
+            for row in v.chunks_exact_mut(channels) {
+                row.iter_mut().zip(f).for_each(|(x, s)| *x *= s);
+            }
+        }
+        Axis::DepthwiseInput { multiplier } => {
+            for row in v.chunks_exact_mut(channels * multiplier) {
+                for (k, x) in row.iter_mut().enumerate() {
+                    *x *= f[k / multiplier];
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Largest |value| per channel (last axis) of every `wanted` tensor of the float file, by name.
+fn activation_absmax(
+    float_bytes: &[u8],
+    samples: &[Sample],
+    wanted: &HashMap<String, usize>,
+) -> Result<HashMap<String, Vec<f32>>> {
+    let names = super::report::tensor_names(float_bytes)?;
+    let mut out: HashMap<String, Vec<f32>> = HashMap::new();
+    super::report::observe(float_bytes, samples, |_, t, v| {
+        let Some(name) = names.get(t) else { return };
+        let Some(&c) = wanted.get(name) else { return };
+        if c == 0 || !v.len().is_multiple_of(c) {
+            return;
+        }
+        let m = out.entry(name.clone()).or_insert_with(|| vec![0.0; c]);
+        for row in v.chunks_exact(c) {
+            for (k, &x) in row.iter().enumerate() {
+                if x.is_finite() {
+                    m[k] = m[k].max(x.abs());
+                }
+            }
+        }
+    })?;
+    Ok(out)
+}
+
+/// Equalizes every eligible pair of layers of `g` (whose float file is `float_bytes`) on
+/// `samples`. Returns how many tensors were equalized.
+pub fn equalize(g: &mut Graph, float_bytes: &[u8], samples: &[Sample]) -> Result<usize> {
+    let pairs = pairs(g);
+    if pairs.is_empty() {
+        return Ok(0);
+    }
+    let wanted: HashMap<String, usize> = pairs
+        .iter()
+        .map(|p| (g.tensors[p.tensor].name.clone(), p.channels))
+        .collect();
+    let act = activation_absmax(float_bytes, samples, &wanted)?;
+    let mut done = 0;
+    for p in &pairs {
+        let Some(a) = act.get(&g.tensors[p.tensor].name) else {
+            continue;
+        };
+        let (pn, cn) = (&g.nodes[p.producer], &g.nodes[p.consumer]);
+        let (w1, w2) = (pn.inputs[1], cn.inputs[1]);
+        let bias = pn.inputs.get(2).copied();
+        let w = channel_absmax(
+            const_f32(g, w2).expect("checked"),
+            p.consumer_axis,
+            p.channels,
+        );
+        let top = a.iter().fold(0f32, |m, &x| m.max(x));
+        let live: Vec<f32> = a.iter().copied().filter(|&x| x > 0.0).collect();
+        if live.is_empty() || live.iter().all(|&x| x * MIN_SPREAD >= top) {
+            continue;
+        }
+        let mut s: Vec<f32> = a
+            .iter()
+            .zip(&w)
+            .map(|(&a, &w)| {
+                if a > 0.0 && w > 0.0 && a.is_finite() && w.is_finite() {
+                    (a / w).sqrt()
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let known: Vec<f32> = s.iter().copied().filter(|&x| x > 0.0).collect();
+        if known.is_empty() {
+            continue;
+        }
+        let geo = (known.iter().map(|x| f64::from(x.ln())).sum::<f64>() / known.len() as f64).exp()
+            as f32;
+        for x in &mut s {
+            *x = if *x > 0.0 {
+                (*x / geo).clamp(1.0 / MAX_SCALE, MAX_SCALE)
+            } else {
+                1.0
+            };
+        }
+        let inv: Vec<f32> = s.iter().map(|x| 1.0 / x).collect();
+        let new_w1 = scale_channels(const_f32(g, w1).expect("checked"), p.producer_axis, &inv);
+        let new_w2 = scale_channels(const_f32(g, w2).expect("checked"), p.consumer_axis, &s);
+        g.tensors[w1].data = Some(ConstData::F32(new_w1));
+        g.tensors[w2].data = Some(ConstData::F32(new_w2));
+        if let Some(b) = bias {
+            let nb = scale_channels(const_f32(g, b).expect("checked"), Axis::Last, &inv);
+            g.tensors[b].data = Some(ConstData::F32(nb));
+        }
+        done += 1;
+    }
+    Ok(done)
+}

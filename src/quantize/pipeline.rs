@@ -1,0 +1,337 @@
+//! Quantization as the pipeline it is, sequenced here: calibrate the float file → quantize
+//! (emit int8 / int16 ops) → correct biases → measure → choose precision (`--min-snr`). Each
+//! stage lives in its own module; this one only runs them in order and reports.
+
+use super::calibrate::{self, ImageOptions, InputSpec, Method, Sample};
+use super::report::{self, FloatOutputs, LayerError};
+use super::{bias_correction, clip_ranges, equalize, mixed, qdq, weights};
+use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
+use crate::export;
+use crate::ir::Graph;
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// What the quantization stages need from `litecvt convert`'s options.
+#[derive(Clone, Debug)]
+pub struct QuantizeOptions<'a> {
+    /// `--quantize`: `None` keeps float32 (unless the model is already quantized).
+    pub mode: Option<QuantizeMode>,
+    /// Representative data for full int8 (`--calibration`).
+    pub calibration: Option<&'a Path>,
+    pub method: Method,
+    pub int8: &'a FullInt8Options,
+    /// The model's inputs as calibration data is read for them.
+    pub inputs: Vec<InputSpec>,
+    pub images: &'a ImageOptions,
+    /// Show a progress bar while calibrating.
+    pub progress: bool,
+    /// Keep layers in float until every output's SNR vs float reaches this (dB).
+    pub min_snr_db: Option<f64>,
+    /// Write the best file found even when `min_snr_db` is not reached (else an error).
+    pub accept_snr_miss: bool,
+    /// Empirical bias correction of conv/dense layers on the calibration data.
+    pub bias_correction: bool,
+    /// Cross-layer equalization of the tensors between conv/dense layers before calibrating.
+    pub equalize: bool,
+}
+
+/// Quantization summary with the measured error.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuantReport {
+    #[serde(flatten)]
+    pub summary: QuantSummary,
+    pub calibration_samples: usize,
+    /// Samples the errors below were measured on.
+    pub error_samples: usize,
+    /// End-to-end error of each output, quantized vs the float file.
+    pub outputs: Vec<LayerError>,
+    /// Per int8 tensor, worst first.
+    pub layers: Vec<LayerError>,
+    /// Nodes `--min-snr` left in float, in the order they were chosen.
+    pub kept_float_for_snr: Vec<String>,
+    /// Nodes `--min-snr` moved to int16 activations (int16x8), in the order they were chosen.
+    pub int16_for_snr: Vec<String>,
+    /// Tensors between two layers whose channels cross-layer equalization balanced.
+    pub equalized: usize,
+    /// Layers whose bias empirical bias correction changed.
+    pub bias_corrected: usize,
+    /// Output SNR (worst output, dB) before bias correction, where it ran.
+    pub snr_before_bias_correction: Option<f64>,
+}
+
+impl QuantReport {
+    fn without_measurements(summary: QuantSummary) -> QuantReport {
+        QuantReport {
+            summary,
+            calibration_samples: 0,
+            error_samples: 0,
+            outputs: vec![],
+            layers: vec![],
+            kept_float_for_snr: vec![],
+            int16_for_snr: vec![],
+            equalized: 0,
+            bias_corrected: 0,
+            snr_before_bias_correction: None,
+        }
+    }
+}
+
+/// Samples used to measure error (all activations of these are held at once).
+const ERROR_SAMPLES: usize = 8;
+
+/// The lowest SNR over a model's outputs.
+pub fn worst_snr(outputs: &[LayerError]) -> f64 {
+    outputs
+        .iter()
+        .map(|o| o.snr_db)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Quantizes the lowered float graph as `opts` asks.
+pub fn quantize_graph(
+    graph: &mut Graph,
+    label: &str,
+    opts: &QuantizeOptions<'_>,
+) -> Result<Option<QuantReport>> {
+    // An already-quantized model's parameters (never written on float tensors).
+    let model = qdq::take(graph);
+    // A QDQ model converts to full int8 with its own parameters unless asked otherwise (fp16);
+    // a dynamic-quantized one to int8 weights-only.
+    let mode = match opts.mode {
+        None | Some(QuantizeMode::Int8Weights) if model.is_static() => Some(QuantizeMode::Int8Full),
+        None if !model.is_empty() => Some(QuantizeMode::Int8Weights),
+        m => m,
+    };
+    let Some(mode) = mode else {
+        if opts.int8.io_type == IoType::Integer {
+            bail!(
+                "--io-type int8 needs full int8: --quantize int8 --calibration DATA, or a QDQ \
+                 model"
+            );
+        }
+        return Ok(None);
+    };
+    let full = matches!(mode, QuantizeMode::Int8Full | QuantizeMode::Int16x8);
+    if opts.calibration.is_some() && !full {
+        bail!("--calibration is only used with --quantize int8 or int16x8");
+    }
+    if mode == QuantizeMode::Int16x8 && opts.calibration.is_none() {
+        bail!("--quantize int16x8 needs --calibration DATA (activation ranges)");
+    }
+    let full_only = opts.int8.io_type == IoType::Integer
+        || opts.int8.strict
+        || !opts.int8.exclude_nodes.is_empty()
+        || !opts.int8.exclude_ops.is_empty();
+    if full_only && !full {
+        bail!(
+            "--io-type int8, --strict-int8 and --exclude(-op) need full int8: --quantize int8 \
+             --calibration DATA, or a QDQ model"
+        );
+    }
+    let summary = match mode {
+        QuantizeMode::Fp16 => super::fp16_weights(graph),
+        QuantizeMode::Int8Weights => {
+            let mut s = super::int8_weights_with(graph, &model);
+            if !model.is_empty() {
+                s.mode = "int8 weights-only (the model's int8 weights)".into();
+            }
+            s
+        }
+        QuantizeMode::Int8Full if opts.calibration.is_none() && model.is_static() => {
+            let mut int8 = opts.int8.clone();
+            int8.qdq = model;
+            let mut summary = super::full_int8(graph, &Ranges::new(), &int8)
+                .with_context(|| label.to_string())?;
+            summary.mode = "int8 (the QDQ model's parameters)".into();
+            summary
+        }
+        QuantizeMode::Int8Full | QuantizeMode::Int16x8 => {
+            return calibrated(graph, label, opts, mode, model).map(Some);
+        }
+    };
+    Ok(Some(QuantReport::without_measurements(summary)))
+}
+
+/// One quantized version of the float graph and what it measured.
+#[derive(Clone)]
+pub struct Attempt {
+    pub graph: Graph,
+    pub summary: QuantSummary,
+    pub bytes: Vec<u8>,
+    /// Error of each output against the float file.
+    pub outputs: Vec<LayerError>,
+    /// Which nodes left the default activation type.
+    pub precision: Precision,
+}
+
+/// Per-node departures from the default activation type (mixed precision).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Precision {
+    /// Nodes kept in float (beyond `--exclude`), in the order they were chosen.
+    pub float: Vec<String>,
+    /// Nodes run with int16 activations, in the order they were chosen.
+    pub int16: Vec<String>,
+}
+
+impl Attempt {
+    pub fn worst_snr(&self) -> f64 {
+        worst_snr(&self.outputs)
+    }
+}
+
+/// Makes quantized versions of one calibrated float graph: what the precision search and bias
+/// correction vary.
+pub struct Quantizer<'a> {
+    pub label: &'a str,
+    pub float_graph: Graph,
+    /// The float graph as a file (what calibration and the error measurements run).
+    pub float_bytes: Vec<u8>,
+    pub ranges: Ranges,
+    pub int8: FullInt8Options,
+    pub reference: FloatOutputs,
+    /// The samples errors are measured on.
+    pub samples: &'a [Sample],
+    /// Useful intervals of clipped tensors, by name (what layer errors are measured within).
+    pub bounded: HashMap<String, (f32, f32)>,
+}
+
+impl Quantizer<'_> {
+    /// The graph quantized with the nodes `precision` names in float or int16.
+    pub fn attempt(&self, precision: &Precision) -> Result<Attempt> {
+        self.attempt_with(&self.float_graph, precision)
+    }
+
+    /// [`Self::attempt`] from another float graph (the same tensors, other constants).
+    pub fn attempt_with(&self, float_graph: &Graph, precision: &Precision) -> Result<Attempt> {
+        let mut g = float_graph.clone();
+        let mut int8 = self.int8.clone();
+        int8.exclude_nodes.extend(precision.float.iter().cloned());
+        int8.int16_nodes.extend(precision.int16.iter().cloned());
+        let summary = super::full_int8(&mut g, &self.ranges, &int8)
+            .with_context(|| self.label.to_string())?;
+        let bytes = export::planned_tflite(&g, self.label)?;
+        let outputs = report::output_errors(&self.reference, &bytes, self.samples)
+            .with_context(|| format!("{}: measuring quantization error", self.label))?;
+        Ok(Attempt {
+            graph: g,
+            summary,
+            bytes,
+            outputs,
+            precision: precision.clone(),
+        })
+    }
+}
+
+/// Full int8 / int16x8 from calibration data.
+fn calibrated(
+    graph: &mut Graph,
+    label: &str,
+    opts: &QuantizeOptions<'_>,
+    mode: QuantizeMode,
+    model: qdq::Annotations,
+) -> Result<QuantReport> {
+    let activations = if mode == QuantizeMode::Int16x8 {
+        weights::Activations::Int16
+    } else {
+        weights::Activations::Int8
+    };
+    let data = opts
+        .calibration
+        .ok_or_else(|| anyhow::anyhow!("full int8 needs --calibration DATA"))?;
+    let samples = calibrate::load(data, &opts.inputs, opts.images)?;
+    let mut float = export::planned_tflite(graph, label)?;
+    // Precondition: float-exact rewrites that make ranges quantizable (not for a QDQ model,
+    // whose parameters belong to its own weights).
+    let mut equalized = 0;
+    if opts.equalize && !model.is_static() {
+        let few = &samples[..samples.len().min(ERROR_SAMPLES)];
+        equalized = equalize::equalize(graph, &float, few)
+            .with_context(|| format!("{label}: equalizing"))?;
+        if equalized > 0 {
+            float = export::planned_tflite(graph, label)?;
+        }
+    }
+    let ranges = calibrate::collect_ranges(&float, &samples, opts.method, opts.progress)
+        .with_context(|| format!("{label}: calibration"))?;
+    let mut ranges: Ranges = ranges
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.map(|r| (i, r)))
+        .filter(|&(i, _)| i < graph.tensors.len())
+        .collect();
+    clip_ranges::narrow(graph, &mut ranges);
+    let few = &samples[..samples.len().min(ERROR_SAMPLES)];
+    let reference = FloatOutputs::new(&float, few)
+        .with_context(|| format!("{label}: measuring quantization error"))?;
+    let mut int8 = opts.int8.clone();
+    int8.activations = activations;
+    // int16x8 is calibrated: an int8 QDQ model's parameters do not apply.
+    if activations == weights::Activations::Int8 {
+        int8.qdq = model.clone();
+    }
+    let mut q = Quantizer {
+        label,
+        float_graph: graph.clone(),
+        float_bytes: float,
+        ranges,
+        int8,
+        reference,
+        samples: few,
+        bounded: clip_ranges::bounded_by_name(graph),
+    };
+    let mut best = q.attempt(&Precision::default())?;
+    // Bias correction changes the float graph's biases for every later attempt; it is kept only
+    // where it measurably helps.
+    let (mut bias_corrected, mut snr_before) = (0, None);
+    if opts.bias_correction && !model.is_static() {
+        let before = best.worst_snr();
+        if let Some((corrected, n, attempt)) =
+            bias_correction::correct(&q, &best, &samples).with_context(|| label.to_string())?
+        {
+            q.float_graph = corrected;
+            best = attempt;
+            bias_corrected = n;
+            snr_before = Some(before);
+        }
+    }
+    if let Some(budget) = opts.min_snr_db {
+        best = mixed::search(&q, best, budget)?;
+        if best.worst_snr() < budget && !opts.accept_snr_miss {
+            bail!(
+                "{label}: --min-snr {budget}: the best quantized model reached {:.1} dB (with {} \
+                 layer(s) in float and {} in int16); lower the budget, add representative \
+                 calibration data, or pass --accept-snr-miss to write it anyway",
+                best.worst_snr(),
+                best.precision.float.len(),
+                best.precision.int16.len()
+            );
+        }
+    }
+    let Attempt {
+        graph: g,
+        mut summary,
+        bytes,
+        outputs,
+        precision,
+    } = best;
+    if model.is_static() {
+        summary.mode = "int8 (the QDQ model's parameters, calibration elsewhere)".into();
+    }
+    *graph = g;
+    let layers = report::layer_errors(&q.float_bytes, &bytes, few, &q.bounded)
+        .with_context(|| format!("{label}: measuring quantization error"))?;
+    Ok(QuantReport {
+        summary,
+        calibration_samples: samples.len(),
+        error_samples: few.len(),
+        outputs,
+        layers,
+        kept_float_for_snr: precision.float,
+        int16_for_snr: precision.int16,
+        equalized,
+        bias_corrected,
+        snr_before_bias_correction: snr_before,
+    })
+}

@@ -1,0 +1,252 @@
+//! What makes full int8 survive trained models: float-exact rewrites before calibration (a
+//! per-channel scale after a ReLU moved into the conv), empirical bias correction, the
+//! `--min-snr` search and its honest failure, and calibration with non-float inputs.
+
+use litecvt::convert::{convert_bytes, Conversion, ConvertOptions};
+use litecvt::import::builder::{ftensor, OnnxBuilder};
+use litecvt::npy::{self, NpyArray, NpyData};
+use litecvt::passes::PassSelection;
+use litecvt::quantize::QuantizeMode;
+use litecvt::runtime::{error_stats, run_lite};
+use std::path::Path;
+
+/// Deterministic values in [-0.5, 0.5).
+fn noise(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        })
+        .collect()
+}
+
+/// Two blocks of Conv3x3 → ReLU → per-channel Mul → per-channel Add (batch norm after the
+/// activation, as some U-Nets are exported). Channel c of each conv is scaled by 1/s[c] and the
+/// Mul multiplies by s[c], s spanning 5e-4 to 31: the conv outputs' raw ranges span five orders
+/// of magnitude while the normalised ones are alike.
+fn relu_then_scale_model() -> Vec<u8> {
+    let c = 8usize;
+    let s: Vec<f32> = (0..c)
+        .map(|i| 5e-4f32 * (31.0f32 / 5e-4).powf(i as f32 / (c - 1) as f32))
+        .collect();
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, 3, 16, 16]);
+    let mut x = "input".to_string();
+    let mut cin = 3usize;
+    for k in 0..2 {
+        let mut w = noise(c * cin * 9, 10 + k);
+        for (i, v) in w.iter_mut().enumerate() {
+            *v /= s[i / (cin * 9)];
+        }
+        let names = [
+            format!("w{k}"),
+            format!("b{k}"),
+            format!("s{k}"),
+            format!("t{k}"),
+        ];
+        b.init(ftensor(&names[0], &[c as i64, cin as i64, 3, 3], w));
+        let bias: Vec<f32> = noise(c, 20 + k)
+            .iter()
+            .zip(&s)
+            .map(|(v, s)| v / s)
+            .collect();
+        b.init(ftensor(&names[1], &[c as i64], bias));
+        b.init(ftensor(&names[2], &[1, c as i64, 1, 1], s.clone()));
+        b.init(ftensor(&names[3], &[1, c as i64, 1, 1], noise(c, 30 + k)));
+        let (conv, relu, mul, add) = (
+            format!("conv{k}"),
+            format!("relu{k}"),
+            format!("mul{k}"),
+            if k == 1 {
+                "output".to_string()
+            } else {
+                format!("add{k}")
+            },
+        );
+        b.node(
+            "Conv",
+            &conv,
+            &[&x, &names[0], &names[1]],
+            &[&conv],
+            vec![
+                ("pads", litecvt::import::builder::Attr::Is(vec![1, 1, 1, 1])),
+                (
+                    "kernel_shape",
+                    litecvt::import::builder::Attr::Is(vec![3, 3]),
+                ),
+            ],
+        );
+        b.node("Relu", &relu, &[&conv], &[&relu], vec![]);
+        b.node("Mul", &mul, &[&relu, &names[2]], &[&mul], vec![]);
+        b.node("Add", &add, &[&mul, &names[3]], &[&add], vec![]);
+        x = add;
+        cin = c;
+    }
+    b.output("output");
+    b.bytes()
+}
+
+/// `n` samples of shape `shape` in `dir`, one `.npy` each.
+fn write_samples(dir: &Path, shape: &[usize], n: usize, seed: u32) {
+    let len: usize = shape.iter().product();
+    for k in 0..n {
+        let v = noise(len, seed + k as u32)
+            .iter()
+            .map(|x| x * 4.0)
+            .collect();
+        npy::write(
+            &dir.join(format!("{k:03}.npy")),
+            &NpyArray::f32(shape.to_vec(), v),
+        )
+        .unwrap();
+    }
+}
+
+fn run(bytes: &[u8], input: &NpyArray) -> Vec<f32> {
+    run_lite(bytes, "model", &[(None, input.clone())]).expect("runs")[0]
+        .1
+        .to_f32()
+}
+
+fn convert(model: &[u8], opts: &ConvertOptions) -> Conversion {
+    convert_bytes(model, "model.onnx", opts).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+fn all_passes_but(name: &str) -> PassSelection {
+    PassSelection::Only(
+        litecvt::passes::optimization_names()
+            .into_iter()
+            .filter(|&n| n != name)
+            .map(String::from)
+            .collect(),
+    )
+}
+
+fn full_int8(calibration: &Path) -> ConvertOptions {
+    ConvertOptions {
+        quantize: Some(QuantizeMode::Int8Full),
+        calibration: Some(calibration.to_path_buf()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_scale_after_relu_moves_into_the_conv_and_int8_keeps_the_small_channels() {
+    let model = relu_then_scale_model();
+    let float = convert(&model, &ConvertOptions::default());
+    // The two Muls are gone (their scales are in the convs); the Adds stay.
+    assert_eq!(float.ops_after.get("MUL"), None, "{:?}", float.ops_after);
+    let unrewritten = convert(
+        &model,
+        &ConvertOptions {
+            passes: all_passes_but("fold_channel_scale"),
+            ..Default::default()
+        },
+    );
+    assert_eq!(unrewritten.ops_after.get("MUL"), Some(&2));
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 3, 16, 16], 16, 1);
+    let input = NpyArray::f32(
+        vec![1, 3, 16, 16],
+        noise(768, 99).iter().map(|x| x * 4.0).collect(),
+    );
+    let reference = run(&unrewritten.bytes, &input);
+    // Float-exact: the same outputs up to float rounding.
+    let s = error_stats(&run(&float.bytes, &input), &reference);
+    assert!(s.snr_db > 100.0, "rewritten float model: SNR {}", s.snr_db);
+    let mut opts = full_int8(dir.path());
+    let with = convert(&model, &opts);
+    opts.passes = all_passes_but("fold_channel_scale");
+    let without = convert(&model, &opts);
+    let (snr_with, snr_without) = (
+        error_stats(&run(&with.bytes, &input), &reference).snr_db,
+        error_stats(&run(&without.bytes, &input), &reference).snr_db,
+    );
+    println!("full int8: {snr_with:.1} dB with the rewrite, {snr_without:.1} dB without");
+    assert!(snr_with > 30.0, "{snr_with}");
+    assert!(snr_with > snr_without + 10.0, "{snr_with} vs {snr_without}");
+}
+
+#[test]
+fn min_snr_that_cannot_be_met_fails_naming_the_best_reached_unless_accepted() {
+    let model = litecvt::import::builder::deep_cnn_with_channels(4, 16);
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 16, 32, 32], 8, 7);
+    let mut opts = full_int8(dir.path());
+    opts.min_snr_db = Some(400.0);
+    let e =
+        convert_bytes(&model, "deep.onnx", &opts).expect_err("an unreachable budget is an error");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("deep.onnx") && msg.contains("--min-snr 400") && msg.contains("dB"),
+        "{msg}"
+    );
+    opts.accept_snr_miss = true;
+    let c = convert(&model, &opts);
+    let q = c.quantization.unwrap();
+    assert!(q.outputs[0].snr_db < 400.0);
+    // The search moved layers to float on the way.
+    assert!(!q.kept_float_for_snr.is_empty());
+}
+
+#[test]
+fn bias_correction_never_makes_the_output_worse() {
+    let model = litecvt::import::builder::deep_cnn_with_channels(6, 16);
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 16, 32, 32], 8, 3);
+    let mut opts = full_int8(dir.path());
+    let with = convert(&model, &opts).quantization.unwrap();
+    opts.no_bias_correction = true;
+    let without = convert(&model, &opts).quantization.unwrap();
+    let (a, b) = (with.outputs[0].snr_db, without.outputs[0].snr_db);
+    println!(
+        "bias correction: {a:.2} dB ({} layers) vs {b:.2} dB without",
+        with.bias_corrected
+    );
+    assert!(a >= b, "{a} < {b}");
+    if let Some(before) = with.snr_before_bias_correction {
+        assert!((before - b).abs() < 1e-9, "{before} vs {b}");
+        assert!(with.bias_corrected > 0);
+    }
+}
+
+#[test]
+fn bool_inputs_pass_through_calibration() {
+    // y = Where(mask, x, 0) * 2
+    let mut b = OnnxBuilder::new(13);
+    b.input("x", &[1, 16]);
+    b.typed_input("mask", &[1, 16], 9);
+    b.init(ftensor("zero", &[1], vec![0.0]))
+        .init(ftensor("two", &[1], vec![2.0]))
+        .node("Where", "sel", &["mask", "x", "zero"], &["sel"], vec![])
+        .node("Mul", "mul", &["sel", "two"], &["output"], vec![])
+        .output("output");
+    let dir = tempfile::tempdir().unwrap();
+    for (name, data) in [
+        ("x", NpyArray::f32(vec![4, 16], noise(64, 5))),
+        (
+            "mask",
+            NpyArray {
+                shape: vec![4, 16],
+                data: NpyData::Bool((0..64).map(|i| i % 3 != 0).collect()),
+            },
+        ),
+    ] {
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        npy::write(&dir.path().join(name).join("all.npy"), &data).unwrap();
+    }
+    let c = convert(&b.bytes(), &full_int8(dir.path()));
+    let q = c.quantization.unwrap();
+    assert_eq!(q.calibration_samples, 4);
+    assert!(q.outputs[0].snr_db > 30.0, "{}", q.outputs[0].snr_db);
+    // A value that is not a bool is an error naming the file.
+    npy::write(
+        &dir.path().join("mask").join("all.npy"),
+        &NpyArray::f32(vec![4, 16], vec![0.5; 64]),
+    )
+    .unwrap();
+    let e =
+        convert_bytes(&b.bytes(), "m.onnx", &full_int8(dir.path())).expect_err("0.5 is not a bool");
+    assert!(format!("{e:#}").contains("all.npy"), "{e:#}");
+}
