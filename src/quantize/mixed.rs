@@ -15,12 +15,15 @@
 //! precision change costs a DEQUANTIZE → QUANTIZE pair).
 
 use super::params::{int16_rule, int8_rule, OutputRule};
-use super::pipeline::{Attempt, Quantizer};
+use super::pipeline::{Attempt, Precision, Quantizer};
 use super::report;
 use super::weights::Activations;
 use crate::ir::Graph;
 use anyhow::Result;
 use std::collections::{HashMap, HashSet};
+
+/// Further than this below the budget (dB), the search starts from int16 everywhere it can.
+const FAR_FROM_BUDGET_DB: f64 = 6.0;
 
 /// Up to this many candidates, each layer's sensitivity is measured on its own.
 const EXHAUSTIVE_CANDIDATES: usize = 32;
@@ -120,11 +123,42 @@ pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> 
     if best.worst_snr() >= budget {
         return Ok(best);
     }
+    // Far from the budget, errors that many layers add a little each dominate: start from every
+    // layer with a 16x8 kernel in int16 (the rest of the computing layers in float, as
+    // whole-model int16x8 runs them) if that is better.
+    let mut best = best;
+    let far = budget - best.worst_snr() > FAR_FROM_BUDGET_DB;
+    if far && q.int8.activations == Activations::Int8 {
+        let trial = q.attempt(&wide(&q.float_graph, &best.precision, &all))?;
+        if trial.worst_snr() > best.worst_snr() {
+            best = trial;
+        }
+    }
+    if best.worst_snr() >= budget {
+        return Ok(best);
+    }
     if all.len() <= EXHAUSTIVE_CANDIDATES {
         exhaustive(q, best, budget, &all)
     } else {
         by_local_damage(q, best, budget, &all)
     }
+}
+
+/// `precision` with every node that has a 16x8 kernel in int16 (those that only move values
+/// too, so no value passes through int8) and the other candidates in float.
+fn wide(g: &Graph, precision: &Precision, all: &[String]) -> Precision {
+    let mut wide = precision.clone();
+    for n in &g.nodes {
+        if wide.float.contains(&n.name) || wide.int16.contains(&n.name) {
+            continue;
+        }
+        if int16_rule(g, n).is_some() {
+            wide.int16.push(n.name.clone());
+        } else if all.contains(&n.name) {
+            wide.float.push(n.name.clone());
+        }
+    }
+    wide
 }
 
 /// Sensitivity of every candidate measured alone (in float), then the most helpful ones to
@@ -137,13 +171,16 @@ fn exhaustive(
 ) -> Result<Attempt> {
     let mut gains = Vec::new();
     for name in all {
+        if q.out_of_time() {
+            break;
+        }
         let mut p = best.precision.clone();
         p.float.push(name.clone());
         gains.push((q.attempt(&p)?.worst_snr(), name.clone()));
     }
     gains.sort_by(|a, b| b.0.total_cmp(&a.0));
     for (_, name) in gains {
-        if best.worst_snr() >= budget {
+        if best.worst_snr() >= budget || q.out_of_time() {
             break;
         }
         let mut p = best.precision.clone();
@@ -170,7 +207,7 @@ fn by_local_damage(
     let mut tried_float: HashSet<String> = best.precision.float.iter().cloned().collect();
     let mut tried_int16: HashSet<String> = best.precision.int16.iter().cloned().collect();
     for _ in 0..MAX_ROUNDS {
-        if best.worst_snr() >= budget {
+        if best.worst_snr() >= budget || q.out_of_time() {
             break;
         }
         let layers = report::layer_errors(&q.float_bytes, &best.bytes, q.samples, &q.bounded)?;

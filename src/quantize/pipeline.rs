@@ -12,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;
+use std::time::Instant;
 
 /// What the quantization stages need from `litecvt convert`'s options.
 #[derive(Clone, Debug)]
@@ -77,6 +78,9 @@ impl QuantReport {
         }
     }
 }
+
+/// How many times the calibrated conversion's own time the `--min-snr` search may take.
+const SEARCH_TIME_FACTOR: u32 = 4;
 
 /// Samples used to measure error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
@@ -195,9 +199,16 @@ pub struct Quantizer<'a> {
     pub samples: &'a [Sample],
     /// Useful intervals of clipped tensors, by name (what layer errors are measured within).
     pub bounded: HashMap<String, (f32, f32)>,
+    /// When searches (`--min-snr`, bias correction) stop starting new attempts.
+    pub deadline: Option<Instant>,
 }
 
 impl Quantizer<'_> {
+    /// Whether a search should stop trying.
+    pub fn out_of_time(&self) -> bool {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
     /// The graph quantized with the nodes `precision` names in float or int16.
     pub fn attempt(&self, precision: &Precision) -> Result<Attempt> {
         self.attempt_with(&self.float_graph, precision)
@@ -240,6 +251,7 @@ fn calibrated(
     let data = opts
         .calibration
         .ok_or_else(|| anyhow::anyhow!("full int8 needs --calibration DATA"))?;
+    let started = Instant::now();
     let samples = calibrate::load(data, &opts.inputs, opts.images)?;
     let mut float = export::planned_tflite(graph, label)?;
     // Precondition: float-exact rewrites that make ranges quantizable (not for a QDQ model,
@@ -280,6 +292,7 @@ fn calibrated(
         reference,
         samples: few,
         bounded: clip_ranges::bounded_by_name(graph),
+        deadline: None,
     };
     let mut best = q.attempt(&Precision::default())?;
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
@@ -297,6 +310,9 @@ fn calibrated(
         }
     }
     if let Some(budget) = opts.min_snr_db {
+        // The search may take SEARCH_TIME_FACTOR times what calibrating and one quantization
+        // took: --min-snr costs a bounded multiple of a plain conversion, not minutes.
+        q.deadline = Some(Instant::now() + started.elapsed() * SEARCH_TIME_FACTOR);
         best = mixed::search(&q, best, budget)?;
         if best.worst_snr() < budget && !opts.accept_snr_miss {
             bail!(
