@@ -95,7 +95,7 @@ fn quantize_graph(
     let q = QuantizeOptions {
         mode: opts.quantize,
         calibration: opts.calibration.as_deref(),
-        method: opts.calibration_method.unwrap_or(Method::MinMax),
+        method: opts.calibration_method,
         int8: &opts.int8,
         inputs: input_specs(graph, opts),
         images: &opts.images,

@@ -164,7 +164,11 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         passes,
         quantize,
         calibration: args.calibration.clone(),
-        calibration_method: Some(Method::parse(&args.calibration_method)?),
+        calibration_method: args
+            .calibration_method
+            .as_deref()
+            .map(Method::parse)
+            .transpose()?,
         int8: FullInt8Options {
             io_type,
             strict: args.strict_int8,
@@ -296,8 +300,9 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
     }
     if q.calibration_samples > 0 {
         outln!(
-            "  calibrated on {} sample(s); error vs float measured on {}:",
+            "  calibrated on {} sample(s) (ranges: {}); error vs float measured on {}:",
             q.calibration_samples,
+            q.calibration_method,
             q.error_samples
         );
         for o in &q.outputs {

@@ -164,14 +164,11 @@ pub struct ConvertArgs {
         requires = "calibration"
     )]
     pub resize: Option<Vec<u32>>,
-    /// How activation ranges are chosen: minmax, percentile[:P] (default 99.99), mse, entropy.
-    #[arg(
-        long,
-        value_name = "METHOD",
-        default_value = "minmax",
-        requires = "calibration"
-    )]
-    pub calibration_method: String,
+    /// How activation ranges are chosen: minmax, percentile[:P] (default 99.99), mse, entropy,
+    /// or auto (per tensor, the candidate with the least expected error on its histogram).
+    /// Without it: whichever of minmax and auto gives the better output on the samples.
+    #[arg(long, value_name = "METHOD", requires = "calibration")]
+    pub calibration_method: Option<String>,
     /// Element type of the model's inputs and outputs with full int8 (--calibration, or a QDQ
     /// model): int8; with int16x8: int16.
     #[arg(long, value_name = "TYPE", value_parser = ["float", "int8", "int16"], default_value = "float")]

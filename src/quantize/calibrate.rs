@@ -20,6 +20,10 @@ pub enum Method {
     /// The clipping range minimising the KL divergence between the float and quantized
     /// distributions (TensorRT's "entropy" calibration).
     Entropy,
+    /// Per tensor, whichever of the min/max, the 99.9 and 99.99 percentiles and the MSE clip
+    /// has the least expected squared error (clipping + rounding) on the tensor's histogram:
+    /// one tensor's outliers are clipped, another's tail is kept (the default).
+    Auto,
 }
 
 impl Method {
@@ -29,6 +33,7 @@ impl Method {
             None if s == "minmax" => Ok(Method::MinMax),
             None if s == "mse" => Ok(Method::Mse),
             None if s == "entropy" => Ok(Method::Entropy),
+            None if s == "auto" => Ok(Method::Auto),
             None if s == "percentile" => Ok(Method::Percentile(99.99)),
             Some(("percentile", p)) => {
                 let p: f64 = p
@@ -39,7 +44,20 @@ impl Method {
                 }
                 Ok(Method::Percentile(p))
             }
-            _ => bail!("unknown calibration method '{s}' (minmax, percentile[:P], mse, entropy)"),
+            _ => bail!(
+                "unknown calibration method '{s}' (auto, minmax, percentile[:P], mse, entropy)"
+            ),
+        }
+    }
+
+    /// The method's `--calibration-method` spelling.
+    pub fn name(self) -> String {
+        match self {
+            Method::MinMax => "minmax".into(),
+            Method::Percentile(p) => format!("percentile:{p}"),
+            Method::Mse => "mse".into(),
+            Method::Entropy => "entropy".into(),
+            Method::Auto => "auto".into(),
         }
     }
 
@@ -492,6 +510,25 @@ impl Stat {
         }
     }
 
+    /// The expected squared error (summed over the histogram) of int8 with range [lo, hi]:
+    /// clipping of the values outside, plus rounding (step² / 12) of every value.
+    fn expected_error(&self, (lo, hi): (f32, f32)) -> f64 {
+        let w = (self.max - self.min) / BINS as f32;
+        // int8 represents 0 exactly: the range always includes it.
+        let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+        let step = ((hi - lo) / 255.0).max(f32::MIN_POSITIVE) as f64;
+        let mut err = 0f64;
+        for (b, &c) in self.hist.iter().enumerate() {
+            if c == 0 {
+                continue;
+            }
+            let x = (self.min + w * b as f32 + w / 2.0) as f64;
+            let clipped = x.clamp(lo as f64, hi as f64);
+            err += c as f64 * ((x - clipped).powi(2) + step * step / 12.0);
+        }
+        err
+    }
+
     /// The chosen [lo, hi].
     fn range(&self, method: Method) -> (f32, f32) {
         if self.min.is_nan() || self.max.is_nan() || self.min > self.max {
@@ -505,6 +542,17 @@ impl Stat {
         let edge = |b: usize| self.min + w * b as f32;
         match method {
             Method::MinMax => (self.min, self.max),
+            Method::Auto => [
+                Method::MinMax,
+                Method::Percentile(99.9),
+                Method::Percentile(99.99),
+                Method::Mse,
+            ]
+            .into_iter()
+            .map(|m| self.range(m))
+            .map(|r| (self.expected_error(r), r))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or((self.min, self.max), |(_, r)| r),
             Method::Percentile(p) => {
                 let cut = ((1.0 - p / 100.0) * total as f64).floor() as u64;
                 let (mut acc, mut lo_b) = (0u64, 0usize);
@@ -526,17 +574,7 @@ impl Stat {
                 for k in 0..=40 {
                     let f = 1.0 - k as f32 * 0.02;
                     let (lo, hi) = (self.min.min(0.0) * f, self.max.max(0.0) * f);
-                    let step = ((hi - lo) / 255.0).max(f32::MIN_POSITIVE) as f64;
-                    let mut err = 0f64;
-                    for (b, &c) in self.hist.iter().enumerate() {
-                        if c == 0 {
-                            continue;
-                        }
-                        let x = (edge(b) + w / 2.0) as f64;
-                        let clipped = x.clamp(lo as f64, hi as f64);
-                        let e = (x - clipped).powi(2) + step * step / 12.0;
-                        err += c as f64 * e;
-                    }
+                    let err = self.expected_error((lo, hi));
                     if err < best.0 {
                         best = (err, lo, hi);
                     }
@@ -600,6 +638,20 @@ impl Stat {
     }
 }
 
+/// Range statistics of every tensor of a float file, indexed by tensor index in the file.
+pub struct Stats(Vec<Stat>);
+
+impl Stats {
+    /// Each observed tensor's range chosen by `method` (which the statistics must support:
+    /// collected with a histogram unless `method` is min/max).
+    pub fn ranges(&self, method: Method) -> Vec<Option<(f32, f32)>> {
+        self.0
+            .iter()
+            .map(|s| (s.min <= s.max).then(|| s.range(method)))
+            .collect()
+    }
+}
+
 /// Runs `samples` through the float model and returns each observed tensor's chosen range,
 /// indexed by tensor index in the file. Model inputs are included.
 pub fn collect_ranges(
@@ -608,10 +660,21 @@ pub fn collect_ranges(
     method: Method,
     progress: bool,
 ) -> Result<Vec<Option<(f32, f32)>>> {
+    Ok(collect_stats(model_bytes, samples, method.needs_histogram(), progress)?.ranges(method))
+}
+
+/// Runs `samples` through the float model: every tensor's min/max and, with `histogram`, a
+/// histogram over that range (a second pass).
+pub fn collect_stats(
+    model_bytes: &[u8],
+    samples: &[Sample],
+    histogram: bool,
+    progress: bool,
+) -> Result<Stats> {
     let aligned = literun::AlignedBytes::from_slice(model_bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let nt = model.tensors().len();
-    let passes = if method.needs_histogram() { 2 } else { 1 };
+    let passes = if histogram { 2 } else { 1 };
     let bar = if progress {
         let bar = indicatif::ProgressBar::new((samples.len() * passes) as u64);
         bar.set_style(
@@ -684,10 +747,7 @@ pub fn collect_ranges(
         stats = merged;
     }
     bar.finish_and_clear();
-    Ok(stats
-        .iter()
-        .map(|s| (s.min <= s.max).then(|| s.range(method)))
-        .collect())
+    Ok(Stats(stats))
 }
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ pub struct QuantizeOptions<'a> {
     pub mode: Option<QuantizeMode>,
     /// Representative data for full int8 (`--calibration`).
     pub calibration: Option<&'a Path>,
-    pub method: Method,
+    /// How ranges are chosen; `None`: per model, whichever of min/max and the per-tensor
+    /// choice (`Method::Auto`) gives the better output.
+    pub method: Option<Method>,
     pub int8: &'a FullInt8Options,
     /// The model's inputs as calibration data is read for them.
     pub inputs: Vec<InputSpec>,
@@ -50,6 +52,8 @@ pub struct QuantReport {
     pub outputs: Vec<LayerError>,
     /// Per int8 tensor, worst first.
     pub layers: Vec<LayerError>,
+    /// How activation ranges were chosen (`--calibration-method`, or the better of two).
+    pub calibration_method: String,
     /// Nodes `--min-snr` left in float, in the order they were chosen.
     pub kept_float_for_snr: Vec<String>,
     /// Nodes `--min-snr` moved to int16 activations (int16x8), in the order they were chosen.
@@ -70,6 +74,7 @@ impl QuantReport {
             error_samples: 0,
             outputs: vec![],
             layers: vec![],
+            calibration_method: String::new(),
             kept_float_for_snr: vec![],
             int16_for_snr: vec![],
             equalized: 0,
@@ -265,15 +270,24 @@ fn calibrated(
             float = export::planned_tflite(graph, label)?;
         }
     }
-    let ranges = calibrate::collect_ranges(&float, &samples, opts.method, opts.progress)
+    let methods = match opts.method {
+        Some(m) => vec![m],
+        None => vec![Method::MinMax, Method::Auto],
+    };
+    let histogram = methods.iter().any(|m| *m != Method::MinMax);
+    let stats = calibrate::collect_stats(&float, &samples, histogram, opts.progress)
         .with_context(|| format!("{label}: calibration"))?;
-    let mut ranges: Ranges = ranges
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.map(|r| (i, r)))
-        .filter(|&(i, _)| i < graph.tensors.len())
-        .collect();
-    clip_ranges::narrow(graph, &mut ranges);
+    let ranges_by = |m: Method| -> Ranges {
+        let mut ranges: Ranges = stats
+            .ranges(m)
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.map(|r| (i, r)))
+            .filter(|&(i, _)| i < graph.tensors.len())
+            .collect();
+        clip_ranges::narrow(graph, &mut ranges);
+        ranges
+    };
     let few = &samples[..samples.len().min(ERROR_SAMPLES)];
     let reference = FloatOutputs::new(&float, few)
         .with_context(|| format!("{label}: measuring quantization error"))?;
@@ -287,7 +301,7 @@ fn calibrated(
         label,
         float_graph: graph.clone(),
         float_bytes: float,
-        ranges,
+        ranges: ranges_by(methods[0]),
         int8,
         reference,
         samples: few,
@@ -295,6 +309,19 @@ fn calibrated(
         deadline: None,
     };
     let mut best = q.attempt(&Precision::default())?;
+    // Without a method given, the better of the candidates on the error samples.
+    let mut method = methods[0];
+    for &m in &methods[1..] {
+        let ranges = ranges_by(m);
+        let previous = std::mem::replace(&mut q.ranges, ranges);
+        let attempt = q.attempt(&Precision::default())?;
+        if attempt.worst_snr() > best.worst_snr() {
+            best = attempt;
+            method = m;
+        } else {
+            q.ranges = previous;
+        }
+    }
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
     let (mut bias_corrected, mut snr_before) = (0, None);
@@ -342,6 +369,7 @@ fn calibrated(
         summary,
         calibration_samples: samples.len(),
         error_samples: few.len(),
+        calibration_method: method.name(),
         outputs,
         layers,
         kept_float_for_snr: precision.float,
