@@ -33,6 +33,37 @@ pub struct FullInt8Options {
     pub int16_nodes: Vec<String>,
 }
 
+/// Tensors that are model outputs, or reach one only through ops that move values.
+fn output_heads(g: &Graph) -> HashSet<TensorId> {
+    let mut heads: HashSet<TensorId> = g.outputs.iter().copied().collect();
+    let readers = {
+        let mut r: HashMap<TensorId, Vec<usize>> = HashMap::new();
+        for (i, n) in g.nodes.iter().enumerate() {
+            for &t in &n.inputs {
+                r.entry(t).or_default().push(i);
+            }
+        }
+        r
+    };
+    for n in g.nodes.iter().rev() {
+        for &o in &n.outputs {
+            if heads.contains(&o) {
+                continue;
+            }
+            let rs = readers.get(&o).map(Vec::as_slice).unwrap_or(&[]);
+            if !rs.is_empty()
+                && rs.iter().all(|&r| {
+                    let r = &g.nodes[r];
+                    params::moves_values(&r.op) && r.outputs.iter().all(|t| heads.contains(t))
+                })
+            {
+                heads.insert(o);
+            }
+        }
+    }
+    heads
+}
+
 fn is_quantized(d: DType) -> bool {
     matches!(d, DType::I8 | DType::I16)
 }
@@ -233,6 +264,9 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
     }
+    let float_outputs = opts.io_type == IoType::Float && !opts.strict;
+    let output_heads = output_heads(g);
+    let mut float_heads: HashSet<TensorId> = HashSet::new();
     let old_nodes = std::mem::take(&mut g.nodes);
     let is_f32 = |g: &Graph, t: TensorId| g.tensors[t].dtype == DType::F32;
     for (mut node, (node_act, rule)) in old_nodes.into_iter().zip(rules) {
@@ -250,7 +284,24 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         }
         let excluded = opts.exclude_nodes.contains(&node.name)
             || opts.exclude_ops.iter().any(|o| o == node.op.name());
-        let mut rule = if excluded { None } else { rule };
+        // A fixed-scale activation whose values are a model output (sigmoid scores, softmax
+        // probabilities) is computed in float from its quantized input: int8 would round every
+        // score under 1/512 to 0 (a detector's or wake-word model's usual output), and the
+        // output is float anyway. So are the value-moving ops between it and the output.
+        let float_output = float_outputs
+            && node.outputs.iter().all(|o| output_heads.contains(o))
+            && match &rule {
+                Some(OutputRule::Fixed(_)) => true,
+                Some(_) => {
+                    params::moves_values(&node.op)
+                        && node.inputs.iter().any(|t| float_heads.contains(t))
+                }
+                None => false,
+            };
+        if float_output {
+            float_heads.extend(node.outputs.iter().copied());
+        }
+        let mut rule = if excluded || float_output { None } else { rule };
         // TFLite's int8 comparisons need every input scale below 1 (a range under 255).
         if rule == Some(OutputRule::Unquantized) && matches!(node.op, Op::Compare { .. }) {
             for &t in &node.inputs {
@@ -280,6 +331,8 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             if !matches!(node.op, Op::Dequantize | Op::Quantize) {
                 let why = if excluded {
                     "excluded".to_string()
+                } else if float_output {
+                    "model output, computed in float from the quantized input".to_string()
                 } else if unknown {
                     "no quantization parameters in the model".to_string()
                 } else {

@@ -147,6 +147,20 @@ pub fn int16_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
     int8_rule(g, node)
 }
 
+/// Whether `op` only moves or selects values (its output is some of its input's values).
+pub fn moves_values(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Split { .. }
+            | Op::Concat { .. }
+            | Op::Gather { .. }
+            | Op::Expand { .. }
+    )
+}
+
 /// LiteRT's int8 BATCH_MATMUL takes ranks 2 to 5.
 fn batch_rank_ok(g: &Graph, node: &Node) -> bool {
     node.inputs
