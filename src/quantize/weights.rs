@@ -9,10 +9,15 @@ pub fn to_f16(d: &ConstData) -> ConstData {
     d.cast(crate::ir::DType::F16)
 }
 
-/// Scale for symmetric int8 of values with this max |w|: max ↦ 127. An all-zero channel gets
-/// scale 1 (any positive scale represents it exactly; zero would be an invalid parameter).
+/// Weights whose largest |value| is below this are a dead channel (a batch norm scale of ~0
+/// folded in): quantized to zeros, since a scale this small times an activation scale would
+/// underflow f32 and make the bias scale 0, which runtimes reject.
+const DEAD_CHANNEL: f32 = 1e-20;
+
+/// Scale for symmetric int8 of values with this max |w|: max ↦ 127. An all-zero (or dead)
+/// channel gets scale 1 (any positive scale represents it; zero would be an invalid parameter).
 pub fn symmetric_scale(max_abs: f32) -> f32 {
-    if max_abs > 0.0 && max_abs.is_finite() {
+    if max_abs > DEAD_CHANNEL && max_abs.is_finite() {
         max_abs / 127.0
     } else {
         1.0
@@ -172,6 +177,22 @@ pub fn quantize_asymmetric(x: &ArrayD<f32>, q: &QuantParams) -> ConstData {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dead_channel_gets_a_bias_scale_a_runtime_accepts() {
+        // A channel a ~0 batch-norm scale was folded into: 1e-38 / 127 times a typical int16
+        // activation scale underflows to 0.
+        let w = ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1e-38f32, -1e-38, 0.5, -0.25]).unwrap();
+        let (q, p) = quantize_symmetric(&w, Some(0));
+        assert_eq!(q.to_i64_vec(), vec![0, 0, 127, -64]);
+        let b = ArrayD::from_shape_vec(IxDyn(&[2]), vec![0.0f32, 1.0]).unwrap();
+        let (_, bp) = quantize_bias(&b, 3e-5, &p.scale, true);
+        assert!(
+            bp.scale.iter().all(|&s| s > 0.0 && s.is_normal()),
+            "{:?}",
+            bp.scale
+        );
+    }
 
     #[test]
     fn symmetric_per_channel_maps_each_max_to_127() {
