@@ -418,6 +418,21 @@ def worst(rows, key, lowest=False):
     return min(vals) if lowest else max(vals)
 
 
+def make_inputs(m, cache, seed):
+    """One set of inputs for model m (one array per input), deterministic for a given seed."""
+    rng = np.random.default_rng(seed)
+    return [np.asarray(gen(cache, rng)) for (_, _, gen) in m["inputs"]]
+
+
+def write_calibration(m, calib, seed, arrays):
+    """Saves one calibration sample where `litecvt convert --calibration CALIB` reads it:
+    CALIB/sample_SSS.npy, or CALIB/<input name>/sample_SSS.npy when the model has several inputs."""
+    for (name, _, _), a in zip(m["inputs"], arrays):
+        d = calib / name if len(m["inputs"]) > 1 else calib
+        d.mkdir(parents=True, exist_ok=True)
+        np.save(d / f"sample_{seed:03d}.npy", a)
+
+
 def check_model(m, args, cache):
     litecvt = args.litecvt
     work = cache / "work" / m["id"]
@@ -446,11 +461,7 @@ def check_model(m, args, cache):
         res["onnx_load_error"] = str(e)
 
     # Inputs: seed 0 for the evaluation, 1..N for calibration.
-    def make(seed):
-        rng = np.random.default_rng(seed)
-        return [np.asarray(gen(cache, rng)) for (_, _, gen) in m["inputs"]]
-
-    eval_arrays = make(0)
+    eval_arrays = make_inputs(m, cache, 0)
     eval_files = []
     for (name, _, _), a in zip(m["inputs"], eval_arrays):
         f = work / f"input_{len(eval_files)}.npy"
@@ -458,11 +469,7 @@ def check_model(m, args, cache):
         eval_files.append(f)
     calib = work / "calibration"
     for s in range(1, args.samples + 1):
-        for i, ((name, _, _), a) in enumerate(zip(m["inputs"], make(s))):
-            # Several inputs: one subdirectory per input, named as the input.
-            d = calib / name if len(m["inputs"]) > 1 else calib
-            d.mkdir(parents=True, exist_ok=True)
-            np.save(d / f"sample_{s:03d}.npy", a)
+        write_calibration(m, calib, s, make_inputs(m, cache, s))
 
     # Float.
     flt = work / "float.lite"
