@@ -157,27 +157,26 @@ impl Int8Builder<'_> {
             Some(w) => w.clone(),
             None => self.params(g, t)?,
         };
-        let name = g.fresh_name(&format!(
-            "{}/{}",
-            g.tensors[t].name,
-            self.act.dtype().name()
-        ));
-        let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), self.act.dtype());
-        g.tensors[q].quant = Some(params);
-        self.nodes.push(Node {
-            name: format!("{name}/quantize"),
-            op: Op::Quantize,
-            inputs: vec![t],
-            outputs: vec![q],
-        });
-        self.quantize_ops += 1;
+        let suffix = self.act.dtype().name();
+        let q = self.quantize_op(g, t, suffix, params);
         self.int8_of.insert((t, self.act.dtype()), q);
         Ok(q)
     }
 
     /// Quantized → quantized with new parameters (QUANTIZE requantizes).
     fn requantize(&mut self, g: &mut Graph, t: TensorId, params: QuantParams) -> TensorId {
-        let name = g.fresh_name(&format!("{}/requantized", g.tensors[t].name));
+        self.quantize_op(g, t, "requantized", params)
+    }
+
+    /// A QUANTIZE of `t` into a new tensor named `<t>/<suffix>` with `params`.
+    fn quantize_op(
+        &mut self,
+        g: &mut Graph,
+        t: TensorId,
+        suffix: &str,
+        params: QuantParams,
+    ) -> TensorId {
+        let name = g.fresh_name(&format!("{}/{suffix}", g.tensors[t].name));
         let q = g.add_tensor(name.clone(), g.tensors[t].shape.clone(), self.act.dtype());
         g.tensors[q].quant = Some(params);
         self.nodes.push(Node {

@@ -204,7 +204,7 @@ pub struct Quantizer<'a> {
     pub samples: &'a [Sample],
     /// Useful intervals of clipped tensors, by name (what layer errors are measured within).
     pub bounded: HashMap<String, (f32, f32)>,
-    /// When searches (`--min-snr`, bias correction) stop starting new attempts.
+    /// When the `--min-snr` search stops starting new attempts.
     pub deadline: Option<Instant>,
 }
 
