@@ -84,8 +84,11 @@ impl QuantReport {
     }
 }
 
-/// How many times the calibrated conversion's own time the `--min-snr` search may take.
+/// How many times the calibrated conversion's own time the `--min-snr` search may take...
 const SEARCH_TIME_FACTOR: u32 = 4;
+
+/// ...or this long, for models that convert in well under a second.
+const MIN_SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Samples used to measure error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
@@ -339,7 +342,8 @@ fn calibrated(
     if let Some(budget) = opts.min_snr_db {
         // The search may take SEARCH_TIME_FACTOR times what calibrating and one quantization
         // took: --min-snr costs a bounded multiple of a plain conversion, not minutes.
-        q.deadline = Some(Instant::now() + started.elapsed() * SEARCH_TIME_FACTOR);
+        let allowed = (started.elapsed() * SEARCH_TIME_FACTOR).max(MIN_SEARCH_TIME);
+        q.deadline = Some(Instant::now() + allowed);
         best = mixed::search(&q, best, budget)?;
         if best.worst_snr() < budget && !opts.accept_snr_miss {
             bail!(
