@@ -263,7 +263,8 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             }
         }
     }
-    let float_outputs = opts.io_type == IoType::Float && !opts.strict;
+    // (Not for an already-quantized model: it states its own quantization of such outputs.)
+    let float_outputs = opts.io_type == IoType::Float && !opts.strict && !opts.qdq.is_static();
     let output_heads = output_heads(g);
     let mut float_heads: HashSet<TensorId> = HashSet::new();
     let old_nodes = std::mem::take(&mut g.nodes);
