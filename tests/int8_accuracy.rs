@@ -202,12 +202,12 @@ fn bias_correction_never_makes_the_output_worse() {
     let (a, b) = (with.outputs[0].snr_db, without.outputs[0].snr_db);
     println!(
         "bias correction: {a:.2} dB ({} layers) vs {b:.2} dB without",
-        with.bias_corrected
+        with.bias_corrected.len()
     );
     assert!(a >= b, "{a} < {b}");
     if let Some(before) = with.snr_before_bias_correction {
         assert!((before - b).abs() < 1e-9, "{before} vs {b}");
-        assert!(with.bias_corrected > 0);
+        assert!(!with.bias_corrected.is_empty());
     }
 }
 

@@ -274,15 +274,22 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
             outln!("    {n}");
         }
     }
-    if q.equalized > 0 {
-        outln!("  cross-layer equalization: {} tensor(s)", q.equalized);
+    if !q.equalized.is_empty() {
+        outln!(
+            "  cross-layer equalization: {} tensor(s){}",
+            q.equalized.len(),
+            if verbose {
+                format!(": {}", q.equalized.join(", "))
+            } else {
+                String::new()
+            }
+        );
     }
     if let Some(before) = q.snr_before_bias_correction {
         outln!(
-            "  bias correction: {} layer(s), output SNR {:.1} → {:.1} dB",
-            q.bias_corrected,
-            before,
-            crate::quantize::pipeline::worst_snr(&q.outputs)
+            "  bias correction: {} layer(s) (output SNR {:.1} dB without it)",
+            q.bias_corrected.len(),
+            before
         );
     }
     if !q.int16_for_snr.is_empty() {

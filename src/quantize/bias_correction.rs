@@ -232,13 +232,13 @@ fn measure(
 }
 
 /// Corrects the biases of `q`'s float graph against the quantized attempt `best`. Returns the
-/// corrected float graph, how many layers changed and the attempt made from it, or `None` when
-/// no round improved the output SNR.
+/// corrected float graph, the layers (output tensor names) whose bias changed and the attempt
+/// made from it, or `None` when no round improved the output SNR.
 pub fn correct(
     q: &Quantizer<'_>,
     best: &Attempt,
     samples: &[Sample],
-) -> Result<Option<(Graph, usize, Attempt)>> {
+) -> Result<Option<(Graph, Vec<String>, Attempt)>> {
     let samples = &samples[..samples.len().min(SAMPLES)];
     let mut graph = q.float_graph.clone();
     own_biases(&mut graph);
@@ -248,11 +248,11 @@ pub fn correct(
     }
     let float = measure(&q.float_bytes, samples, &targets, &q.bounded)?;
     let mut current = best.clone();
-    let mut found = None;
+    let mut found: Option<Vec<String>> = None;
     for _ in 0..ROUNDS {
         let quantized = measure(&current.bytes, samples, &targets, &q.bounded)?;
         let mut trial = graph.clone();
-        let mut changed = 0;
+        let mut changed: Vec<String> = Vec::new();
         for t in &targets {
             let (Some(f), Some(qs)) = (float.get(&t.name), quantized.get(&t.name)) else {
                 continue;
@@ -282,10 +282,10 @@ pub fn correct(
             }
             if any {
                 trial.tensors[t.bias].data = Some(ConstData::F32(b));
-                changed += 1;
+                changed.push(t.name.clone());
             }
         }
-        if changed == 0 {
+        if changed.is_empty() {
             break;
         }
         let attempt = q.attempt_with(&trial, &current.precision)?;
@@ -294,7 +294,14 @@ pub fn correct(
         }
         graph = trial;
         current = attempt;
-        found = Some(changed);
+        let mut all = found.take().unwrap_or_default();
+        all.extend(
+            changed
+                .into_iter()
+                .filter(|n| !all.contains(n))
+                .collect::<Vec<_>>(),
+        );
+        found = Some(all);
     }
     Ok(found.map(|n| (graph, n, current)))
 }

@@ -217,18 +217,18 @@ fn activation_absmax(
 }
 
 /// Equalizes every eligible pair of layers of `g` (whose float file is `float_bytes`) on
-/// `samples`. Returns how many tensors were equalized.
-pub fn equalize(g: &mut Graph, float_bytes: &[u8], samples: &[Sample]) -> Result<usize> {
+/// `samples`. Returns the names of the tensors it equalized.
+pub fn equalize(g: &mut Graph, float_bytes: &[u8], samples: &[Sample]) -> Result<Vec<String>> {
     let pairs = pairs(g);
     if pairs.is_empty() {
-        return Ok(0);
+        return Ok(vec![]);
     }
     let wanted: HashMap<String, usize> = pairs
         .iter()
         .map(|p| (g.tensors[p.tensor].name.clone(), p.channels))
         .collect();
     let act = activation_absmax(float_bytes, samples, &wanted)?;
-    let mut done = 0;
+    let mut done = Vec::new();
     for p in &pairs {
         let Some(a) = act.get(&g.tensors[p.tensor].name) else {
             continue;
@@ -279,7 +279,7 @@ pub fn equalize(g: &mut Graph, float_bytes: &[u8], samples: &[Sample]) -> Result
             let nb = scale_channels(const_f32(g, b).expect("checked"), Axis::Last, &inv);
             g.tensors[b].data = Some(ConstData::F32(nb));
         }
-        done += 1;
+        done.push(g.tensors[p.tensor].name.clone());
     }
     Ok(done)
 }

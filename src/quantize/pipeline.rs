@@ -59,9 +59,9 @@ pub struct QuantReport {
     /// Nodes `--min-snr` moved to int16 activations (int16x8), in the order they were chosen.
     pub int16_for_snr: Vec<String>,
     /// Tensors between two layers whose channels cross-layer equalization balanced.
-    pub equalized: usize,
-    /// Layers whose bias empirical bias correction changed.
-    pub bias_corrected: usize,
+    pub equalized: Vec<String>,
+    /// Layers (by output tensor) whose bias empirical bias correction changed.
+    pub bias_corrected: Vec<String>,
     /// Output SNR (worst output, dB) before bias correction, where it ran.
     pub snr_before_bias_correction: Option<f64>,
 }
@@ -77,8 +77,8 @@ impl QuantReport {
             calibration_method: String::new(),
             kept_float_for_snr: vec![],
             int16_for_snr: vec![],
-            equalized: 0,
-            bias_corrected: 0,
+            equalized: vec![],
+            bias_corrected: vec![],
             snr_before_bias_correction: None,
         }
     }
@@ -264,12 +264,12 @@ fn calibrated(
     let mut float = export::planned_tflite(graph, label)?;
     // Precondition: float-exact rewrites that make ranges quantizable (not for a QDQ model,
     // whose parameters belong to its own weights).
-    let mut equalized = 0;
+    let mut equalized = vec![];
     if opts.equalize && !model.is_static() {
         let few = &samples[..samples.len().min(ERROR_SAMPLES)];
         equalized = equalize::equalize(graph, &float, few)
             .with_context(|| format!("{label}: equalizing"))?;
-        if equalized > 0 {
+        if !equalized.is_empty() {
             float = export::planned_tflite(graph, label)?;
         }
     }
@@ -327,7 +327,7 @@ fn calibrated(
     }
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
-    let (mut bias_corrected, mut snr_before) = (0, None);
+    let (mut bias_corrected, mut snr_before) = (vec![], None);
     if opts.bias_correction && !model.is_static() {
         let before = best.worst_snr();
         if let Some((corrected, n, attempt)) =
