@@ -168,6 +168,71 @@ fn a_scale_after_relu_moves_into_the_conv_and_int8_keeps_the_small_channels() {
     assert!(snr_with > snr_without + 10.0, "{snr_with} vs {snr_without}");
 }
 
+/// HardSwish → Mul(s) → Add(t) → Conv1x1 → Mul(s2) → Conv3x3 (padded): PP-LCNet's learnable
+/// affine blocks.
+fn affine_before_conv_model() -> Vec<u8> {
+    use litecvt::import::builder::Attr;
+    let c = 6usize;
+    let ci = c as i64;
+    let mut b = OnnxBuilder::new(14);
+    b.input("input", &[1, ci, 8, 8]);
+    b.init(ftensor(
+        "s",
+        &[1, ci, 1, 1],
+        (0..c).map(|i| 0.3 + i as f32).collect(),
+    ));
+    b.init(ftensor("t", &[1, ci, 1, 1], noise(c, 3)));
+    b.init(ftensor("w1", &[ci, ci, 1, 1], noise(c * c, 4)));
+    b.init(ftensor("b1", &[ci], noise(c, 5)));
+    b.init(ftensor("s2", &[1], vec![1.7]));
+    b.init(ftensor("w2", &[ci, ci, 3, 3], noise(c * c * 9, 6)));
+    b.node("HardSwish", "hs", &["input"], &["hs"], vec![])
+        .node("Mul", "mul", &["hs", "s"], &["mul"], vec![])
+        .node("Add", "add", &["mul", "t"], &["add"], vec![])
+        .node("Conv", "pw", &["add", "w1", "b1"], &["pw"], vec![])
+        .node("Mul", "mul2", &["pw", "s2"], &["mul2"], vec![])
+        .node(
+            "Conv",
+            "conv",
+            &["mul2", "w2"],
+            &["output"],
+            vec![
+                ("pads", Attr::Is(vec![1, 1, 1, 1])),
+                ("kernel_shape", Attr::Is(vec![3, 3])),
+            ],
+        )
+        .output("output");
+    b.bytes()
+}
+
+#[test]
+fn an_affine_a_conv_reads_folds_into_it_exactly() {
+    let model = affine_before_conv_model();
+    let folded = convert(&model, &ConvertOptions::default());
+    let plain = convert(
+        &model,
+        &ConvertOptions {
+            passes: all_passes_but("fold_input_affine"),
+            ..Default::default()
+        },
+    );
+    // The Mul and Add before the 1x1 conv and the Mul before the padded 3x3 conv are gone (the
+    // last Mul folds into the 1x1 conv's outputs, the others into the conv reading them).
+    assert_eq!(folded.ops_after.get("MUL"), None, "{:?}", folded.ops_after);
+    assert_eq!(folded.ops_after.get("ADD"), None, "{:?}", folded.ops_after);
+    assert!(
+        plain.ops_after.get("MUL").is_some(),
+        "{:?}",
+        plain.ops_after
+    );
+    let input = NpyArray::f32(
+        vec![1, 6, 8, 8],
+        noise(384, 8).iter().map(|x| x * 8.0).collect(),
+    );
+    let s = error_stats(&run(&folded.bytes, &input), &run(&plain.bytes, &input));
+    assert!(s.snr_db > 100.0, "folded vs not: SNR {}", s.snr_db);
+}
+
 #[test]
 fn min_snr_that_cannot_be_met_fails_naming_the_best_reached_unless_accepted() {
     let model = litecvt::import::builder::deep_cnn_with_channels(4, 16);

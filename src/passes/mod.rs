@@ -9,6 +9,7 @@ pub mod dedup_constants;
 pub mod fold_batchnorm;
 pub mod fold_channel_scale;
 pub mod fold_constants;
+pub mod fold_input_affine;
 pub mod fuse_activation;
 pub mod fuse_bias;
 pub mod fuse_pad;
@@ -70,6 +71,11 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         name: "fold_channel_scale",
         about: "fold a per-channel Mul after a conv/dense (also across ReLU, or a BN after ReLU) into its weights",
         run: fold_channel_scale::fold_channel_scale,
+    },
+    Optimization {
+        name: "fold_input_affine",
+        about: "fold a per-channel Mul (and, without padding, Add) that a conv/dense reads into its weights and bias",
+        run: fold_input_affine::fold_input_affine,
     },
     Optimization {
         name: "fold_batchnorm",
