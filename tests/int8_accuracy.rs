@@ -220,11 +220,7 @@ fn an_affine_a_conv_reads_folds_into_it_exactly() {
     // last Mul folds into the 1x1 conv's outputs, the others into the conv reading them).
     assert_eq!(folded.ops_after.get("MUL"), None, "{:?}", folded.ops_after);
     assert_eq!(folded.ops_after.get("ADD"), None, "{:?}", folded.ops_after);
-    assert!(
-        plain.ops_after.get("MUL").is_some(),
-        "{:?}",
-        plain.ops_after
-    );
+    assert!(plain.ops_after.contains_key("MUL"), "{:?}", plain.ops_after);
     let input = NpyArray::f32(
         vec![1, 6, 8, 8],
         noise(384, 8).iter().map(|x| x * 8.0).collect(),
