@@ -68,16 +68,6 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         run: swish::fuse_swish,
     },
     Optimization {
-        name: "fold_channel_scale",
-        about: "fold a per-channel Mul after a conv/dense (also across ReLU, or a BN after ReLU) into its weights",
-        run: fold_channel_scale::fold_channel_scale,
-    },
-    Optimization {
-        name: "fold_input_affine",
-        about: "fold a per-channel Mul (and, without padding, Add) that a conv/dense reads into its weights and bias",
-        run: fold_input_affine::fold_input_affine,
-    },
-    Optimization {
         name: "fold_batchnorm",
         about: "fold BatchNorm into the preceding conv/dense layer",
         run: fold_batchnorm::fold_batchnorm,
@@ -101,6 +91,32 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
         name: "dedup_constants",
         about: "share identical constant tensors",
         run: dedup_constants::dedup_constants,
+    },
+];
+
+/// Run after the pattern recognizers (LayerNorm, swish, GELU) are done, so folding a constant
+/// Mul or Add into a layer never takes a piece out of a pattern (GELU's final `* 0.5` is read by
+/// the next dense layer): until none of them changes anything.
+pub const FOLD_INTO_LAYERS: &[Optimization] = &[
+    Optimization {
+        name: "fold_channel_scale",
+        about: "fold a per-channel Mul after a conv/dense (also across ReLU, or a BN after ReLU) into its weights",
+        run: fold_channel_scale::fold_channel_scale,
+    },
+    Optimization {
+        name: "fold_input_affine",
+        about: "fold a per-channel Mul (and, without padding, Add) that a conv/dense reads into its weights and bias",
+        run: fold_input_affine::fold_input_affine,
+    },
+    Optimization {
+        name: "fuse_bias",
+        about: "fold bias Add and per-channel Mul/Add into conv/dense weights",
+        run: fuse_bias::fuse_bias,
+    },
+    Optimization {
+        name: "prune",
+        about: "remove nodes and tensors no output depends on",
+        run: prune,
     },
 ];
 
@@ -162,6 +178,7 @@ impl PassSelection {
 pub fn optimization_names() -> BTreeSet<&'static str> {
     BEFORE_LAYOUT
         .iter()
+        .chain(FOLD_INTO_LAYERS)
         .chain(AFTER_LOWERING)
         .map(|o| o.name)
         .collect()
@@ -270,6 +287,7 @@ pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineRep
     r.fixed_point(g, BEFORE_LAYOUT, &opts.passes)?;
     // Required: TFLite has no Erf, so GELU must be recognised for the model to be expressible.
     r.record("gelu", g, |g| Ok(gelu::fuse_gelu(g)))?;
+    r.fixed_point(g, FOLD_INTO_LAYERS, &opts.passes)?;
     let layout_opts = opts.layout;
     r.record("layout", g, |g| {
         let lr = layout::to_nhwc(g, layout_opts)?;
