@@ -5,9 +5,9 @@
 //! shape subgraphs PyTorch exports. Unsupported ops are collected and reported all at once.
 
 use super::fold;
-#[path = "qdq.rs"]
+#[path = "../qdq.rs"]
 mod qdq;
-#[path = "recurrent.rs"]
+#[path = "../recurrent.rs"]
 mod recurrent;
 use super::proto::{
     cast_dtype, checked_elements, decode_tensor, dim_value, dim_values, norm_axis, runtime_dtype,
