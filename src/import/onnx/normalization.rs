@@ -1,0 +1,135 @@
+//! BatchNormalization, LayerNormalization and InstanceNormalization.
+
+use super::{bad, bin, unsup, Importer, R};
+use crate::import::proto::{norm_axis, Attrs};
+use crate::ir::{BinaryOp, Layout, Op, ReduceOp, UnaryOp};
+use tract_onnx::pb::NodeProto;
+
+impl Importer<'_> {
+    /// InstanceNormalization: per-sample, per-channel normalization over the spatial axes,
+    /// written out with Reduce/Sub/Mul/Add/Sqrt/Div.
+    pub(super) fn instance_norm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let scale = self.req(n, 1, "scale")?;
+        let bias = self.req(n, 2, "B")?;
+        let xs = self.shape(x);
+        if xs.len() < 3 {
+            return bad(format!("expects data of rank ≥ 3, got {xs:?}"));
+        }
+        let c = xs[1];
+        for (id, what) in [(scale, "scale"), (bias, "B")] {
+            if self.shape(id).iter().product::<usize>() != c {
+                return bad(format!(
+                    "{what} {:?} does not have {c} values",
+                    self.shape(id)
+                ));
+            }
+        }
+        let dt = self.dtype(x);
+        let epsilon = a.float_or("epsilon", 1e-5)?;
+        let axes: Vec<usize> = (2..xs.len()).collect();
+        let mean_op = Op::Reduce {
+            op: ReduceOp::Mean,
+            axes,
+            keep_dims: true,
+        };
+        let mut cshape = vec![c];
+        cshape.extend(std::iter::repeat_n(1, xs.len() - 2));
+        let out = self.out0(n)?;
+        let mean = self.emit_tmp(mean_op.clone(), &[x], "mean")?;
+        let d = self.emit_tmp(bin(BinaryOp::Sub), &[x, mean], "centered")?;
+        let sq = self.emit_tmp(bin(BinaryOp::Mul), &[d, d], "squared")?;
+        let var = self.emit_tmp(mean_op, &[sq], "var")?;
+        let eps = self.scalar(epsilon, dt, "epsilon");
+        let ve = self.emit_tmp(bin(BinaryOp::Add), &[var, eps], "var_eps")?;
+        let sd = self.emit_tmp(Op::Unary(UnaryOp::Sqrt), &[ve], "std")?;
+        let nrm = self.emit_tmp(bin(BinaryOp::Div), &[d, sd], "normalized")?;
+        let reshape = Op::Reshape { shape: cshape };
+        let sc = self.emit_tmp(reshape.clone(), &[scale], "scale")?;
+        let bi = self.emit_tmp(reshape, &[bias], "bias")?;
+        let y = self.emit_tmp(bin(BinaryOp::Mul), &[nrm, sc], "scaled")?;
+        self.emit_to(bin(BinaryOp::Add), &[y, bi], out)?;
+        Ok(())
+    }
+
+    pub(super) fn batchnorm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        let xs = self.shape(x);
+        if xs.len() < 2 {
+            return bad(format!("expects X of rank ≥ 2 (N, C, ...), got {xs:?}"));
+        }
+        let c = xs[1];
+        let mut ins = vec![x];
+        for (i, what) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
+            let id = self.req(n, i, what)?;
+            if self.cst(id).is_none() {
+                return bad("scale, bias, mean and var must be constant");
+            }
+            if self.shape(id) != [c] {
+                return bad(format!(
+                    "{what} has shape {:?}, expected [{c}] (X's channels)",
+                    self.shape(id)
+                ));
+            }
+            ins.push(id);
+        }
+        if a.int_or("spatial", 1)? == 0 {
+            return unsup("spatial=0 is not supported");
+        }
+        let epsilon = a.float_or("epsilon", 1e-5)?;
+        let training = a.int_or("training_mode", 0)? != 0;
+        let extra: Vec<&String> = n.output.iter().skip(1).filter(|o| !o.is_empty()).collect();
+        for o in &extra {
+            if self.node_uses.get(o.as_str()).copied().unwrap_or(0) > 0 {
+                return unsup(format!(
+                    "the training-mode output '{o}' is used by another node"
+                ));
+            }
+        }
+        if training || !extra.is_empty() {
+            eprintln!(
+                "warning: {}: node '{}' (BatchNormalization): training-mode batch normalization \
+                 imported as inference (uses the running mean and variance)",
+                self.file, self.cur
+            );
+        }
+        for o in extra {
+            if self.graph_outputs.contains(o.as_str()) {
+                eprintln!(
+                    "warning: {}: graph output '{o}' (a training statistic of '{}') dropped",
+                    self.file, self.cur
+                );
+                self.dropped_outputs.insert(o.clone());
+            }
+        }
+        let out = self.out0(n)?;
+        self.emit_to(
+            Op::BatchNorm {
+                epsilon,
+                layout: Layout::Nchw,
+            },
+            &ins,
+            out,
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn layernorm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        let scale = self.req(n, 1, "Scale")?;
+        let b = self.inp(n, 2)?;
+        for o in n.output.iter().skip(1) {
+            if self.used(o) {
+                return unsup(format!("the Mean/InvStdDev output '{o}' is used"));
+            }
+        }
+        let rank = self.shape(x).len();
+        let axis = norm_axis(a.int_or("axis", -1)?, rank)?;
+        let epsilon = a.float_or("epsilon", 1e-5)?;
+        let mut ins = vec![x, scale];
+        ins.extend(b);
+        let out = self.out0(n)?;
+        self.emit_to(Op::LayerNorm { axis, epsilon }, &ins, out)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,112 @@
+//! ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ArgMax, ArgMin and TopK.
+
+use super::{bad, unsup, Importer, R};
+use crate::import::proto::{norm_axis, Attrs};
+use crate::ir::{DType, Op, ReduceOp};
+use tract_onnx::pb::NodeProto;
+
+impl Importer<'_> {
+    /// Sorted, unique, non-negative axes.
+    pub(super) fn norm_axes(axes: &[i64], rank: usize) -> R<Vec<usize>> {
+        let mut v = axes
+            .iter()
+            .map(|&x| norm_axis(x, rank))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        v.sort_unstable();
+        v.dedup();
+        Ok(v)
+    }
+
+    pub(super) fn reduce(&mut self, n: &NodeProto, a: &Attrs, op: ReduceOp) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let rank = self.shape(x).len();
+        let axes_from_input = self.opset >= 18 || (op == ReduceOp::Sum && self.opset >= 13);
+        let axes = if axes_from_input {
+            self.const_ints(n, 1, "axes")?
+        } else {
+            a.ints("axes")?
+        };
+        let keep_dims = a.int_or("keepdims", 1)? != 0;
+        let out = self.out0(n)?;
+        let axes = match axes.filter(|v| !v.is_empty()) {
+            Some(v) => Self::norm_axes(&v, rank)?,
+            None if a.int_or("noop_with_empty_axes", 0)? != 0 => {
+                let x = self.req(n, 0, "data")?;
+                self.bind(out, x);
+                return Ok(());
+            }
+            None => (0..rank).collect(),
+        };
+        self.emit_to(
+            Op::Reduce {
+                op,
+                axes,
+                keep_dims,
+            },
+            &[x],
+            out,
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn argmax(&mut self, n: &NodeProto, a: &Attrs, min: bool) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let rank = self.shape(x).len();
+        let axis = norm_axis(a.int_or("axis", 0)?, rank)?;
+        let keep_dims = a.int_or("keepdims", 1)? != 0;
+        if a.int_or("select_last_index", 0)? != 0 {
+            return unsup("select_last_index=1 is not supported");
+        }
+        let out = self.out0(n)?;
+        let op = if min {
+            Op::ArgMin { axis, keep_dims }
+        } else {
+            Op::ArgMax { axis, keep_dims }
+        };
+        self.emit_to(op, &[x], out)?;
+        Ok(())
+    }
+
+    /// TopK (opset 10+: k is input 1; opset 1: attribute): largest, sorted only.
+    pub(super) fn topk(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        let xs = self.shape(x);
+        let axis = norm_axis(a.int_or("axis", -1)?, xs.len())?;
+        if a.int_or("largest", 1)? != 1 {
+            return unsup("largest=0 (smallest k) is not supported");
+        }
+        if a.int_or("sorted", 1)? != 1 {
+            return unsup("sorted=0 is not supported");
+        }
+        let k = if self.opset >= 10 {
+            match self.const_ints(n, 1, "K")? {
+                Some(v) if v.len() == 1 => v[0],
+                Some(v) => return bad(format!("K must have one element, has {}", v.len())),
+                None => return bad("K is required"),
+            }
+        } else {
+            match a.int("k")? {
+                Some(k) => k,
+                None => return bad("attribute k is required"),
+            }
+        };
+        let k = match usize::try_from(k) {
+            Ok(k) if k <= xs[axis] => k,
+            _ => return bad(format!("K = {k} is out of range for axis {axis} of {xs:?}")),
+        };
+        if !matches!(self.dtype(x), DType::F32 | DType::I32 | DType::I64) {
+            return unsup(format!("TopK of {} is not supported", self.dtype(x).name()));
+        }
+        let names: Vec<String> = (0..2)
+            .map(|i| match n.output.get(i).filter(|o| !o.is_empty()) {
+                Some(o) => o.clone(),
+                None => self.tmp(if i == 0 { "values" } else { "indices" }),
+            })
+            .collect();
+        let ids = self.emit(Op::TopK { axis, k }, &[x], names.clone())?;
+        for (name, id) in names.iter().zip(ids) {
+            self.bind(name, id);
+        }
+        Ok(())
+    }
+}

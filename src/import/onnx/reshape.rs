@@ -1,0 +1,203 @@
+//! Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile and Shape.
+
+use super::{bad, Importer, R};
+use crate::import::proto::{
+    checked_elements, dim_value, dim_values, norm_axis, size_values, Attrs,
+};
+use crate::ir::{shape, ConstData, Op};
+use tract_onnx::pb::NodeProto;
+
+impl Importer<'_> {
+    pub(super) fn reshape(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let target = if self.opset >= 5 {
+            match self.const_ints(n, 1, "shape")? {
+                Some(s) => s,
+                None => return bad("shape is required"),
+            }
+        } else {
+            match a.ints("shape")? {
+                Some(s) => s,
+                None => return bad("shape is required"),
+            }
+        };
+        let allowzero = a.int_or("allowzero", 0)? != 0;
+        let xs = self.shape(x);
+        let shape = resolve_reshape(&xs, &target, allowzero)?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape }, &[x], out)?;
+        Ok(())
+    }
+
+    pub(super) fn flatten(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let xs = self.shape(x);
+        let axis = norm_axis(a.int_or("axis", 1)?, xs.len() + 1)?;
+        let shape = vec![
+            xs[..axis].iter().product::<usize>(),
+            xs[axis..].iter().product::<usize>(),
+        ];
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape }, &[x], out)?;
+        Ok(())
+    }
+
+    fn axes_arg(&mut self, n: &NodeProto, a: &Attrs) -> R<Option<Vec<i64>>> {
+        if self.opset >= 13 {
+            self.const_ints(n, 1, "axes")
+        } else {
+            Ok(a.ints("axes")?)
+        }
+    }
+
+    pub(super) fn squeeze(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let xs = self.shape(x);
+        let axes = match self.axes_arg(n, a)? {
+            Some(v) => Self::norm_axes(&v, xs.len())?,
+            None => (0..xs.len()).filter(|&i| xs[i] == 1).collect(),
+        };
+        if let Some(&bad_axis) = axes.iter().find(|&&i| xs[i] != 1) {
+            return bad(format!(
+                "cannot squeeze axis {bad_axis} of size {} (shape {xs:?})",
+                xs[bad_axis]
+            ));
+        }
+        let shape: Vec<usize> = (0..xs.len())
+            .filter(|i| !axes.contains(i))
+            .map(|i| xs[i])
+            .collect();
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape }, &[x], out)?;
+        Ok(())
+    }
+
+    pub(super) fn unsqueeze(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let xs = self.shape(x);
+        let Some(axes) = self.axes_arg(n, a)? else {
+            return bad("axes is required");
+        };
+        let out_rank = xs.len() + axes.len();
+        let norm = Self::norm_axes(&axes, out_rank)?;
+        if norm.len() != axes.len() {
+            return bad(format!("axes {axes:?} repeat an axis"));
+        }
+        let mut it = xs.iter();
+        let shape: Vec<usize> = (0..out_rank)
+            .map(|i| {
+                if norm.contains(&i) {
+                    1
+                } else {
+                    *it.next().unwrap_or(&1)
+                }
+            })
+            .collect();
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape }, &[x], out)?;
+        Ok(())
+    }
+
+    pub(super) fn transpose(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let rank = self.shape(x).len();
+        let perm = match a.ints("perm")? {
+            Some(p) => {
+                let mut v = Vec::with_capacity(p.len());
+                for &i in &p {
+                    v.push(norm_axis(i, rank)?);
+                }
+                v
+            }
+            None => (0..rank).rev().collect(),
+        };
+        let out = self.out0(n)?;
+        self.emit_to(Op::Transpose { perm }, &[x], out)?;
+        Ok(())
+    }
+
+    pub(super) fn expand(&mut self, n: &NodeProto) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let Some(target) = self.const_ints(n, 1, "shape")? else {
+            return bad("shape is required");
+        };
+        let target = dim_values(&target, "shape dimension")?;
+        let shape = shape::broadcast(&self.shape(x), &target)?;
+        checked_elements(&shape)?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Expand { shape }, &[x], out)?;
+        Ok(())
+    }
+
+    pub(super) fn tile(&mut self, n: &NodeProto) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let Some(reps) = self.const_ints(n, 1, "repeats")? else {
+            return bad("repeats is required");
+        };
+        let reps = size_values(&reps, "repeat")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Tile { reps }, &[x], out)?;
+        Ok(())
+    }
+
+    pub(super) fn shape_op(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let xs = self.shape(x);
+        let r = xs.len() as i64;
+        let clampi = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+        let start = clampi(a.int_or("start", 0)?);
+        let end = clampi(a.int_or("end", r)?);
+        let v: Vec<i64> = if start < end {
+            xs[start..end].iter().map(|&d| d as i64).collect()
+        } else {
+            vec![]
+        };
+        let out = self.out0(n)?;
+        self.out_const(out, ConstData::from_i64(&[v.len()], v))
+    }
+}
+
+/// ONNX Reshape's target → a fully resolved shape (0 copies the input dim unless `allowzero`;
+/// one -1 is inferred).
+fn resolve_reshape(
+    input: &[usize],
+    target: &[i64],
+    allowzero: bool,
+) -> std::result::Result<Vec<usize>, String> {
+    let total = checked_elements(input)?;
+    let mut out = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &v) in target.iter().enumerate() {
+        match v {
+            -1 => {
+                if infer.replace(i).is_some() {
+                    return Err(format!("shape {target:?} has more than one -1"));
+                }
+                out.push(1);
+            }
+            0 if !allowzero => match input.get(i) {
+                Some(&d) => out.push(d),
+                None => {
+                    return Err(format!(
+                        "shape {target:?} copies dimension {i}, which {input:?} does not have"
+                    ))
+                }
+            },
+            v if v < 0 => return Err(format!("shape {target:?} has invalid dimension {v}")),
+            v => out.push(dim_value(v, "dimension")?),
+        }
+    }
+    let known = out
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .ok_or_else(|| format!("shape {target:?} is too large"))?;
+    if let Some(i) = infer {
+        if known == 0 || total % known != 0 {
+            return Err(format!("cannot reshape {input:?} to {target:?}"));
+        }
+        out[i] = total / known;
+    } else if known != total {
+        return Err(format!("cannot reshape {input:?} to {target:?}"));
+    }
+    Ok(out)
+}

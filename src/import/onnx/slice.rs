@@ -1,0 +1,244 @@
+//! Concat, Split, Slice, Gather and Pad.
+
+use super::{bad, unsup, Importer, R};
+use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
+use crate::ir::{ConstData, DType, Op, PadMode};
+use std::collections::HashSet;
+use tract_onnx::pb::NodeProto;
+
+impl Importer<'_> {
+    pub(super) fn concat(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let mut ins = Vec::new();
+        for i in 0..n.input.len() {
+            if let Some(id) = self.inp(n, i)? {
+                ins.push(id);
+            }
+        }
+        let Some(&first) = ins.first() else {
+            return bad("needs at least one input");
+        };
+        let Some(axis) = a.int("axis")? else {
+            return bad("axis is required");
+        };
+        let axis = norm_axis(axis, self.shape(first).len())?;
+        let out = self.out0(n)?;
+        if ins.len() == 1 {
+            self.bind(out, first);
+            return Ok(());
+        }
+        self.emit_to(Op::Concat { axis }, &ins, out)?;
+        Ok(())
+    }
+
+    pub(super) fn split(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let xs = self.shape(x);
+        let axis = norm_axis(a.int_or("axis", 0)?, xs.len())?;
+        let d = xs[axis];
+        let k = n.output.len();
+        if k == 0 {
+            return bad("the node has no outputs");
+        }
+        let split = if self.opset >= 13 {
+            self.const_ints(n, 1, "split")?
+        } else {
+            a.ints("split")?
+        };
+        let sizes = match split.filter(|v| !v.is_empty()) {
+            Some(v) => {
+                if v.len() != k {
+                    return bad(format!("split {v:?} does not match {k} outputs"));
+                }
+                dim_values(&v, "split size")?
+            }
+            None => {
+                if self.opset >= 18 && a.has("num_outputs") {
+                    let chunk = d.div_ceil(k);
+                    let sizes: Vec<usize> = (0..k)
+                        .map(|i| d.saturating_sub(i * chunk).min(chunk))
+                        .collect();
+                    if sizes.contains(&0) && d >= k {
+                        return bad(format!("cannot split {d} into {k} chunks"));
+                    }
+                    sizes
+                } else {
+                    if !d.is_multiple_of(k) {
+                        return bad(format!("cannot split {d} evenly into {k} outputs"));
+                    }
+                    vec![d / k; k]
+                }
+            }
+        };
+        let names: Vec<String> = n
+            .output
+            .iter()
+            .map(|o| {
+                if o.is_empty() {
+                    self.tmp("split")
+                } else {
+                    o.clone()
+                }
+            })
+            .collect();
+        let ids = self.emit(Op::Split { axis, sizes }, &[x], names)?;
+        for (o, id) in n.output.iter().zip(ids) {
+            self.bind(o, id);
+        }
+        Ok(())
+    }
+
+    pub(super) fn slice(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let xs = self.shape(x);
+        let rank = xs.len();
+        let (starts, ends, axes, steps) = if self.opset >= 10 {
+            let Some(s) = self.const_ints(n, 1, "starts")? else {
+                return bad("starts is required");
+            };
+            let Some(e) = self.const_ints(n, 2, "ends")? else {
+                return bad("ends is required");
+            };
+            (
+                s,
+                e,
+                self.const_ints(n, 3, "axes")?,
+                self.const_ints(n, 4, "steps")?,
+            )
+        } else {
+            let (Some(s), Some(e)) = (a.ints("starts")?, a.ints("ends")?) else {
+                return bad("starts and ends are required");
+            };
+            (s, e, a.ints("axes")?, None)
+        };
+        let k = starts.len();
+        let axes = axes.unwrap_or_else(|| (0..k as i64).collect());
+        let steps = steps.unwrap_or_else(|| vec![1; k]);
+        if ends.len() != k || axes.len() != k || steps.len() != k {
+            return bad("starts, ends, axes and steps must have the same length");
+        }
+        let mut begins = vec![0i64; rank];
+        let mut endv: Vec<i64> = xs.iter().map(|&d| d as i64).collect();
+        let mut stepv = vec![1i64; rank];
+        let mut seen = HashSet::new();
+        for i in 0..k {
+            let ax = norm_axis(axes[i], rank)?;
+            if !seen.insert(ax) {
+                return bad(format!("axis {} is sliced twice", axes[i]));
+            }
+            if steps[i] == 0 {
+                return bad("slice step 0");
+            }
+            // Steps longer than the axis take one element, like a step of the axis length.
+            let lim = (xs[ax] as i64).max(1);
+            begins[ax] = starts[i];
+            endv[ax] = ends[i];
+            stepv[ax] = steps[i].clamp(-lim, lim);
+        }
+        let out = self.out0(n)?;
+        self.emit_to(
+            Op::Slice {
+                begins,
+                ends: endv,
+                steps: stepv,
+            },
+            &[x],
+            out,
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn gather(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let mut idx = self.req(n, 1, "indices")?;
+        let xs = self.shape(x);
+        let axis = norm_axis(a.int_or("axis", 0)?, xs.len())?;
+        if matches!(self.dtype(idx), DType::F32 | DType::F16 | DType::Bool) {
+            return bad("indices must be integers");
+        }
+        if let Some(d) = self.cst(idx) {
+            let dim = xs[axis] as i64;
+            let v = d
+                .to_i64_vec()
+                .into_iter()
+                .map(|i| {
+                    let j = if i < 0 { i + dim } else { i };
+                    if (0..dim).contains(&j) {
+                        Ok(j)
+                    } else {
+                        Err(format!(
+                            "index {i} is out of range for axis {axis} of length {dim}"
+                        ))
+                    }
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let nd = ConstData::from_i64(&d.shape(), v);
+            if Some(&nd) != self.cst(idx) {
+                let name = format!("{}_normalized", self.g.tensors[idx].name);
+                idx = self.add_const(&name, nd);
+            }
+        }
+        let out = self.out0(n)?;
+        self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    pub(super) fn pad(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let rank = self.shape(x).len();
+        let mode = match a.string_or("mode", "constant")?.as_str() {
+            "constant" => PadMode::Constant,
+            "reflect" => PadMode::Reflect,
+            other => return unsup(format!("mode '{other}' is not supported")),
+        };
+        let (pads, value, axes) = if self.opset >= 11 {
+            let Some(p) = self.const_ints(n, 1, "pads")? else {
+                return bad("pads is required");
+            };
+            let v = self.const_scalar(n, 2, "constant_value")?.unwrap_or(0.0);
+            (p, v, self.const_ints(n, 3, "axes")?)
+        } else {
+            let p = match a.ints("pads")? {
+                Some(p) => p,
+                None => a.ints("paddings")?.unwrap_or_default(),
+            };
+            (p, a.float_or("value", 0.0)?, None)
+        };
+        let axes = match axes {
+            Some(v) => {
+                let mut out = Vec::with_capacity(v.len());
+                for &ax in &v {
+                    out.push(norm_axis(ax, rank)?);
+                }
+                out
+            }
+            None => (0..rank).collect(),
+        };
+        if pads.len() != 2 * axes.len() {
+            return bad(format!("pads {pads:?} must have {} values", 2 * axes.len()));
+        }
+        if pads.iter().any(|&p| p < 0) {
+            return unsup(format!(
+                "negative pads {pads:?} (cropping) are not supported"
+            ));
+        }
+        let p = size_values(&pads, "pad")?;
+        let (mut before, mut after) = (vec![0; rank], vec![0; rank]);
+        let k = axes.len();
+        for (i, &ax) in axes.iter().enumerate() {
+            before[ax] = p[i];
+            after[ax] = p[i + k];
+        }
+        let out = self.out0(n)?;
+        self.emit_to(
+            Op::Pad {
+                before,
+                after,
+                mode,
+                value,
+            },
+            &[x],
+            out,
+        )?;
+        Ok(())
+    }
+}
