@@ -7,6 +7,13 @@
 //! y = n [* gamma] [+ beta]               (gamma, beta constant along the last axis)
 //! ```
 //!
+//! and as JAX's LayerNorm reaches ONNX through jax2tf and tf2onnx, from the moments:
+//!
+//! ```text
+//! m = ReduceSum(x, [-1]) * (1/k)          v = Max(ReduceSum(x * x, [-1]) * (1/k) - m * m, 0)
+//! n = (x - Expand(Reshape(m))) * (1 / Sqrt(Expand(Reshape(v)) + eps) [* gamma])   [+ beta]
+//! ```
+//!
 //! becomes one `LayerNorm { axis: last }` (inputs x, gamma or ones, optional beta). Only exact
 //! matches fold: every intermediate has exactly the consumers of the pattern and is no graph
 //! output, eps is a finite constant scalar, and no constant broadcasts a value to a new shape.
@@ -24,6 +31,7 @@ struct View<'g> {
     g: &'g Graph,
     /// Consumer nodes of each tensor (a node reading a tensor twice appears twice).
     consumers: HashMap<TensorId, Vec<usize>>,
+    producers: HashMap<TensorId, usize>,
 }
 
 impl<'g> View<'g> {
@@ -34,7 +42,15 @@ impl<'g> View<'g> {
                 consumers.entry(t).or_default().push(i);
             }
         }
-        View { g, consumers }
+        View {
+            g,
+            consumers,
+            producers: g.producers(),
+        }
+    }
+
+    fn producer(&self, t: TensorId) -> Option<&'g Node> {
+        self.producers.get(&t).map(|&i| &self.g.nodes[i])
     }
 
     fn consumers(&self, t: TensorId) -> &[usize] {
@@ -248,13 +264,166 @@ fn match_at(v: &View, mi: usize) -> Option<Found> {
     })
 }
 
+/// `t = ReduceSum(x, [last]) * (1/k)`: the mean over the last axis as jax2tf writes it. Returns x.
+fn mean_of(v: &View, t: TensorId) -> Option<TensorId> {
+    let g = v.g;
+    let mul = v.producer(t)?;
+    if !is_bin(mul, BinaryOp::Mul) {
+        return None;
+    }
+    let (s, c) = match (v.scalar(mul.inputs[0]), v.scalar(mul.inputs[1])) {
+        (None, Some(c)) => (mul.inputs[0], c),
+        (Some(c), None) => (mul.inputs[1], c),
+        _ => return None,
+    };
+    let sum = v.producer(s)?;
+    let x = *sum.inputs.first()?;
+    let rank = g.shape(x).len();
+    let k = *g.shape(x).last()? as f32;
+    let sum_last = matches!(&sum.op, Op::Reduce { op: ReduceOp::Sum, axes, .. } if rank > 0 && axes.as_slice() == [rank - 1]);
+    (sum_last && v.sole(s).is_some() && (c * k - 1.0).abs() < 1e-5).then_some(x)
+}
+
+/// Follows `t` through the Reshape/Expand nodes that are its only readers.
+fn through_shape_ops(v: &View, mut t: TensorId) -> TensorId {
+    while let Some((_, n)) = v.sole(t) {
+        if !matches!(n.op, Op::Reshape { .. } | Op::Expand { .. }) || n.inputs[0] != t {
+            break;
+        }
+        t = n.outputs[0];
+    }
+    t
+}
+
+/// The moments form (see the module doc), anchored at the variance's `Sub` node `si`.
+fn match_moments_at(v: &View, si: usize) -> Option<Found> {
+    let g = v.g;
+    let sub = &g.nodes[si];
+    if !is_bin(sub, BinaryOp::Sub) {
+        return None;
+    }
+    let (e2, mm) = (sub.inputs[0], sub.inputs[1]);
+    let sq_mean = v.producer(mm)?;
+    if !is_bin(sq_mean, BinaryOp::Mul) || sq_mean.inputs[0] != sq_mean.inputs[1] {
+        return None;
+    }
+    let m = sq_mean.inputs[0];
+    let x = mean_of(v, m)?;
+    let sq = mean_of(v, e2)?;
+    let sqn = v.producer(sq)?;
+    let shape = g.shape(x);
+    let rank = shape.len();
+    let k = shape[rank - 1];
+    if !is_bin(sqn, BinaryOp::Mul)
+        || sqn.inputs != [x, x]
+        || g.tensors[x].dtype != DType::F32
+        || v.sole(sq).is_none()
+        || v.sole(e2).is_none()
+        || v.sole(mm).is_none()
+    {
+        return None;
+    }
+    // The variance: optionally clamped at 0, reshaped back to [.., 1], plus eps.
+    let mut t = sub.outputs[0];
+    let (_, n) = v.sole(t)?;
+    if is_bin(n, BinaryOp::Max) && other(n, t).and_then(|c| v.scalar(c)) == Some(0.0) {
+        t = n.outputs[0];
+    }
+    let t = through_shape_ops(v, t);
+    let (_, an) = v.sole(t)?;
+    let epsilon = other(an, t)
+        .and_then(|c| v.scalar(c))
+        .filter(|e| e.is_finite())?;
+    if !is_bin(an, BinaryOp::Add) {
+        return None;
+    }
+    let ve = an.outputs[0];
+    // 1 / sqrt(ve), or rsqrt(ve).
+    let (_, sn) = v.sole(ve)?;
+    let s = sn.outputs[0];
+    let r = match &sn.op {
+        Op::Unary(UnaryOp::Sqrt) => {
+            let (_, dn) = v.sole(s)?;
+            if !(is_bin(dn, BinaryOp::Div)
+                && dn.inputs[1] == s
+                && v.scalar(dn.inputs[0]) == Some(1.0))
+            {
+                return None;
+            }
+            dn.outputs[0]
+        }
+        Op::Unary(UnaryOp::Rsqrt) => s,
+        _ => return None,
+    };
+    let stat_shape = g.shape(r);
+    if stat_shape.len() != rank
+        || stat_shape[rank - 1] != 1
+        || stat_shape[..rank - 1] != shape[..rank - 1]
+    {
+        return None;
+    }
+    // Optional gamma on the reciprocal.
+    let (_, gn) = v.sole(r)?;
+    let (scale, gamma) = match other(gn, r)
+        .and_then(|c| g.const_data(c))
+        .and_then(|cd| per_last_axis(cd, rank, k))
+    {
+        Some(gv) if is_bin(gn, BinaryOp::Mul) => (gn.outputs[0], Some(gv)),
+        _ => (r, None),
+    };
+    // The mean's other reader: reshaped back to [.., 1], subtracted from x.
+    let mut mean_readers: Vec<usize> = v.consumers(m).to_vec();
+    let sq_mean_index = *v.producers.get(&mm)?;
+    mean_readers.retain(|&i| i != sq_mean_index);
+    let [mr] = mean_readers.as_slice() else {
+        return None;
+    };
+    let rn = &g.nodes[*mr];
+    if !matches!(rn.op, Op::Reshape { .. } | Op::Expand { .. }) || g.outputs.contains(&m) {
+        return None;
+    }
+    let mb = through_shape_ops(v, rn.outputs[0]);
+    let (_, dn) = v.sole(mb)?;
+    if !is_bin(dn, BinaryOp::Sub) || dn.inputs != [x, mb] || g.shape(dn.outputs[0]) != shape {
+        return None;
+    }
+    let d = dn.outputs[0];
+    let (yi, yn) = v.sole(d)?;
+    if !is_bin(yn, BinaryOp::Mul) || other(yn, d) != Some(scale) || v.sole(scale)?.0 != yi {
+        return None;
+    }
+    let mut last = yi;
+    let mut beta = None;
+    let y = yn.outputs[0];
+    if g.shape(y) != shape {
+        return None;
+    }
+    if let Some((bi, bn)) = v.sole(y) {
+        if let Some(bv) = other(bn, y)
+            .and_then(|c| g.const_data(c))
+            .and_then(|cd| per_last_axis(cd, rank, k))
+            .filter(|_| is_bin(bn, BinaryOp::Add) && g.shape(bn.outputs[0]) == shape)
+        {
+            beta = Some(bv);
+            last = bi;
+        }
+    }
+    Some(Found {
+        last,
+        x,
+        epsilon,
+        gamma,
+        beta,
+    })
+}
+
 /// Replaces every decomposed LayerNorm by one `LayerNorm` op; returns how many.
 pub fn fuse_layernorm(g: &mut Graph) -> usize {
     let mut fused = 0;
     loop {
         let found = {
             let v = View::new(g);
-            (0..g.nodes.len()).find_map(|i| match_at(&v, i))
+            (0..g.nodes.len()).find_map(|i| match_at(&v, i).or_else(|| match_moments_at(&v, i)))
         };
         let Some(f) = found else { break };
         let rank = g.shape(f.x).len();
@@ -518,6 +687,71 @@ mod tests {
         for (x, y) in a.iter().zip(b) {
             assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{a:?} vs {b:?}");
         }
+    }
+
+    /// JAX's LayerNorm through jax2tf/tf2onnx: from the moments, with Reshapes back to [.., 1].
+    fn from_moments() -> Graph {
+        let mut b = B {
+            g: Graph::default(),
+        };
+        let (shape, red, kept) = ([2, 3, 4], [2, 3], [2, 3, 1]);
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![2],
+            keep_dims: false,
+        };
+        let reshape = || Op::Reshape {
+            shape: vec![2, 3, 1],
+        };
+        let x = b.g.add_tensor("x", shape.to_vec(), DType::F32);
+        let inv_k = b.c(&[], vec![0.25]);
+        let s1 = b.node(sum.clone(), vec![x], &red);
+        let m = b.node(bin(BinaryOp::Mul), vec![s1, inv_k], &red);
+        let sq = b.node(bin(BinaryOp::Mul), vec![x, x], &shape);
+        let s2 = b.node(sum, vec![sq], &red);
+        let e2 = b.node(bin(BinaryOp::Mul), vec![s2, inv_k], &red);
+        let mm = b.node(bin(BinaryOp::Mul), vec![m, m], &red);
+        let v0 = b.node(bin(BinaryOp::Sub), vec![e2, mm], &red);
+        let zero = b.c(&[], vec![0.0]);
+        let v = b.node(bin(BinaryOp::Max), vec![zero, v0], &red);
+        let vr = b.node(reshape(), vec![v], &kept);
+        let eps = b.c(&[], vec![1e-6]);
+        let ve = b.node(bin(BinaryOp::Add), vec![vr, eps], &kept);
+        let sd = b.node(Op::Unary(UnaryOp::Sqrt), vec![ve], &kept);
+        let one = b.c(&[], vec![1.0]);
+        let r = b.node(bin(BinaryOp::Div), vec![one, sd], &kept);
+        let gamma = b.c(&[1, 1, 4], vec![0.5, 1.0, 1.5, 2.0]);
+        let rg = b.node(bin(BinaryOp::Mul), vec![r, gamma], &shape);
+        let mr = b.node(reshape(), vec![m], &kept);
+        let d = b.node(bin(BinaryOp::Sub), vec![x, mr], &shape);
+        let y = b.node(bin(BinaryOp::Mul), vec![d, rg], &shape);
+        let beta = b.c(&[1, 1, 4], vec![0.1, -0.2, 0.3, 0.0]);
+        let y = b.node(bin(BinaryOp::Add), vec![y, beta], &shape);
+        b.g.inputs = vec![x];
+        b.g.outputs = vec![y];
+        b.g
+    }
+
+    #[test]
+    fn the_jax2tf_moments_form_becomes_one_layernorm() {
+        let mut g = from_moments();
+        let want = run(&g, &input());
+        assert_eq!(fuse_layernorm(&mut g), 1);
+        assert_eq!(g.nodes.len(), 1, "{:?}", g.nodes);
+        assert_eq!(
+            g.nodes[0].op,
+            Op::LayerNorm {
+                axis: 2,
+                epsilon: 1e-6
+            }
+        );
+        assert_close(&run(&g, &input()), &want);
+        // Over another axis than the last it is not a LayerNorm: left alone.
+        let mut g = from_moments();
+        if let Op::Reduce { axes, .. } = &mut g.nodes[0].op {
+            *axes = vec![1];
+        }
+        assert_eq!(fuse_layernorm(&mut g), 0);
     }
 
     #[test]
