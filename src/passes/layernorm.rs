@@ -689,6 +689,16 @@ mod tests {
         }
     }
 
+    /// Fuses `g` into one last-axis LayerNorm with `epsilon` computing what `g` computed.
+    fn assert_becomes_one_layernorm(mut g: Graph, epsilon: f32) -> Graph {
+        let want = run(&g, &input());
+        assert_eq!(fuse_layernorm(&mut g), 1);
+        assert_eq!(g.nodes.len(), 1, "{:?}", g.nodes);
+        assert_eq!(g.nodes[0].op, Op::LayerNorm { axis: 2, epsilon });
+        assert_close(&run(&g, &input()), &want);
+        g
+    }
+
     /// JAX's LayerNorm through jax2tf/tf2onnx: from the moments, with Reshapes back to [.., 1].
     fn from_moments() -> Graph {
         let mut b = B {
@@ -734,18 +744,7 @@ mod tests {
 
     #[test]
     fn the_jax2tf_moments_form_becomes_one_layernorm() {
-        let mut g = from_moments();
-        let want = run(&g, &input());
-        assert_eq!(fuse_layernorm(&mut g), 1);
-        assert_eq!(g.nodes.len(), 1, "{:?}", g.nodes);
-        assert_eq!(
-            g.nodes[0].op,
-            Op::LayerNorm {
-                axis: 2,
-                epsilon: 1e-6
-            }
-        );
-        assert_close(&run(&g, &input()), &want);
+        assert_becomes_one_layernorm(from_moments(), 1e-6);
         // Over another axis than the last it is not a LayerNorm: left alone.
         let mut g = from_moments();
         if let Op::Reduce { axes, .. } = &mut g.nodes[0].op {
@@ -757,19 +756,8 @@ mod tests {
     #[test]
     fn the_pytorch_decomposition_becomes_one_layernorm() {
         for by_mul in [false, true] {
-            let mut g = decomposed(2, by_mul);
-            let want = run(&g, &input());
-            assert_eq!(fuse_layernorm(&mut g), 1);
-            assert_eq!(g.nodes.len(), 1, "{:?}", g.nodes);
-            assert_eq!(
-                g.nodes[0].op,
-                Op::LayerNorm {
-                    axis: 2,
-                    epsilon: 1e-5
-                }
-            );
+            let g = assert_becomes_one_layernorm(decomposed(2, by_mul), 1e-5);
             assert_eq!(g.nodes[0].inputs.len(), 3);
-            assert_close(&run(&g, &input()), &want);
         }
     }
 

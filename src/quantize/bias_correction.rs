@@ -198,7 +198,7 @@ fn measure(
     let mut stats: HashMap<String, ChannelStats> = HashMap::new();
     super::report::observe(bytes, samples, |_, t, v| {
         let Some(name) = names.get(t) else { return };
-        let base = name.strip_suffix("/int8").unwrap_or(name);
+        let base = super::report::float_name(name);
         let Some(&(c, activation)) = wanted.get(base) else {
             return;
         };

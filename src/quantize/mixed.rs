@@ -62,14 +62,7 @@ pub fn candidates(g: &Graph) -> Vec<String> {
 fn damage(g: &Graph, layers: &[report::LayerError], candidates: &[String]) -> Vec<(f64, String)> {
     let snr: HashMap<&str, f64> = layers
         .iter()
-        .map(|l| {
-            let name = l.tensor.as_str();
-            let name = name
-                .strip_suffix("/int8")
-                .or_else(|| name.strip_suffix("/int16"))
-                .unwrap_or(name);
-            (name, l.snr_db)
-        })
+        .map(|l| (report::float_name(&l.tensor), l.snr_db))
         .collect();
     let wanted: HashSet<&str> = candidates.iter().map(String::as_str).collect();
     let mut out: Vec<(f64, String)> = g

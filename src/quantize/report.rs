@@ -95,6 +95,14 @@ pub(crate) fn observe(
     Ok(())
 }
 
+/// The float tensor a quantized file's tensor stands for: a QUANTIZE of float tensor `x` writes
+/// `x/int8` (or `x/int16`); other tensors keep their name.
+pub(crate) fn float_name(name: &str) -> &str {
+    name.strip_suffix("/int8")
+        .or_else(|| name.strip_suffix("/int16"))
+        .unwrap_or(name)
+}
+
 /// The name of every tensor of a model, by index.
 pub(crate) fn tensor_names(bytes: &[u8]) -> Result<Vec<String>> {
     Ok(labels(bytes)?
@@ -150,20 +158,14 @@ pub fn layer_errors(
         if !int8 {
             return;
         }
-        // A QUANTIZE of float tensor `x` writes `x/int8`: compare it with `x`.
-        let fi = float_index
-            .get(name)
-            .or_else(|| name.strip_suffix("/int8").and_then(|n| float_index.get(n)));
+        let base = float_name(name);
+        let fi = float_index.get(name).or_else(|| float_index.get(base));
         let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) else {
             return;
         };
         if r.len() != v.len() {
             return;
         }
-        let base = name
-            .strip_suffix("/int8")
-            .or_else(|| name.strip_suffix("/int16"))
-            .unwrap_or(name);
         let acc = accs.entry(t).or_default();
         match bounded.get(base) {
             Some(&(a, z)) => {
