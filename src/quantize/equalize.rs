@@ -28,7 +28,7 @@ const MIN_SPREAD: f32 = 4.0;
 
 /// How a layer's weights hold its output (producer) or input (consumer) channels.
 #[derive(Clone, Copy, Debug)]
-enum Axis {
+pub(super) enum Axis {
     /// The first axis ([O, KH, KW, I], [O, I]: output channels).
     First,
     /// The last axis ([1, KH, KW, C·M] depthwise output channels; [O, KH, KW, I] input channels).
@@ -47,11 +47,11 @@ struct Pair {
     channels: usize,
 }
 
-fn is_depthwise(g: &Graph, n: &crate::ir::Node) -> bool {
+pub(super) fn is_depthwise(g: &Graph, n: &crate::ir::Node) -> bool {
     matches!(n.op, Op::Conv2d { group, .. } if group > 1 && group == *g.shape(n.inputs[0]).last().unwrap_or(&0))
 }
 
-fn const_f32(g: &Graph, t: TensorId) -> Option<&ndarray::ArrayD<f32>> {
+pub(super) fn const_f32(g: &Graph, t: TensorId) -> Option<&ndarray::ArrayD<f32>> {
     g.tensors[t].data.as_ref()?.as_f32()
 }
 

@@ -6,12 +6,14 @@
 pub mod bias_correction;
 pub mod calibrate;
 pub mod clip_ranges;
+pub mod downstream;
 pub mod equalize;
 mod full_int8;
 pub mod mixed;
 pub mod params;
 pub mod pipeline;
 pub mod qdq;
+pub mod range_stats;
 pub mod report;
 pub mod weights;
 

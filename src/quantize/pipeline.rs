@@ -4,7 +4,7 @@
 
 use super::calibrate::{self, ImageOptions, InputSpec, Method, Sample};
 use super::report::{self, FloatOutputs, LayerError};
-use super::{bias_correction, clip_ranges, equalize, mixed, qdq, weights};
+use super::{bias_correction, clip_ranges, downstream, equalize, mixed, qdq, range_stats, weights};
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
 use crate::ir::Graph;
@@ -273,16 +273,24 @@ fn calibrated(
             float = export::planned_tflite(graph, label)?;
         }
     }
-    let methods = match opts.method {
-        Some(m) => vec![m],
-        None => vec![Method::MinMax, Method::Auto],
+    // Candidate range choices: (method, judged by downstream-weighted error).
+    let mut methods = match opts.method {
+        Some(m) => vec![(m, true)],
+        None => vec![(Method::MinMax, false), (Method::Auto, true)],
     };
-    let histogram = methods.iter().any(|m| *m != Method::MinMax);
-    let stats = calibrate::collect_stats(&float, &samples, histogram, opts.progress)
+    let histogram = methods.iter().any(|(m, _)| *m != Method::MinMax);
+    // Tensor indices of the file are the graph's.
+    let weights = downstream::channel_weights(graph);
+    let stats = range_stats::collect_stats(&float, &samples, histogram, &weights, opts.progress)
         .with_context(|| format!("{label}: calibration"))?;
-    let ranges_by = |m: Method| -> Ranges {
+    if opts.method.is_none() && stats.has_downstream_weights() {
+        // The weighted error sees only the next layer; some models do better judged by the
+        // tensor's own error, so the unweighted choice is measured too.
+        methods.push((Method::Auto, false));
+    }
+    let ranges_by = |(m, downstream): (Method, bool)| -> Ranges {
         let mut ranges: Ranges = stats
-            .ranges(m)
+            .ranges(m, downstream)
             .into_iter()
             .enumerate()
             .filter_map(|(i, r)| r.map(|r| (i, r)))
@@ -373,7 +381,12 @@ fn calibrated(
         summary,
         calibration_samples: samples.len(),
         error_samples: few.len(),
-        calibration_method: method.name(),
+        calibration_method: match method {
+            (m, true) if histogram && stats.has_downstream_weights() && m != Method::MinMax => {
+                format!("{}, downstream-weighted", m.name())
+            }
+            (m, _) => m.name(),
+        },
         outputs,
         layers,
         kept_float_for_snr: precision.float,

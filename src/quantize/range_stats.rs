@@ -1,0 +1,419 @@
+//! Range statistics of every tensor, gathered by running calibration samples through the float
+//! model: running min/max, then (for the percentile, MSE, entropy and auto methods) a fixed-size
+//! histogram per tensor over that range, so memory stays bounded and activations are never kept.
+//! Each method turns a tensor's statistics into the [lo, hi] its int8 parameters cover.
+
+use super::calibrate::{feed_input, Method, Sample};
+use anyhow::{anyhow, Result};
+use rayon::prelude::*;
+use std::collections::HashMap;
+
+const BINS: usize = 2048;
+
+/// Statistics of one tensor.
+#[derive(Clone, Debug)]
+struct Stat {
+    min: f32,
+    max: f32,
+    hist: Vec<u64>,
+    /// The same histogram with each value counted by its channel's downstream weight
+    /// (`downstream::channel_weights`); empty for tensors whose channels weigh alike.
+    weighted: Vec<f64>,
+}
+
+impl Stat {
+    fn new() -> Stat {
+        Stat {
+            min: f32::INFINITY,
+            max: f32::NEG_INFINITY,
+            hist: Vec::new(),
+            weighted: Vec::new(),
+        }
+    }
+
+    fn observe_range(&mut self, v: &[f32]) {
+        for &x in v {
+            if x.is_finite() {
+                self.min = self.min.min(x);
+                self.max = self.max.max(x);
+            }
+        }
+    }
+
+    /// `channel_weights`: per channel (last axis) downstream weights of the values in `v`.
+    fn observe_hist(&mut self, v: &[f32], channel_weights: Option<&[f32]>) {
+        if self.hist.is_empty() {
+            self.hist = vec![0; BINS];
+        }
+        let (lo, w) = (self.min, (self.max - self.min) / BINS as f32);
+        if w.is_nan() || w <= 0.0 {
+            self.hist[0] += v.len() as u64;
+            return;
+        }
+        let bin = |x: f32| (((x - lo) / w) as usize).min(BINS - 1);
+        for &x in v {
+            if x.is_finite() {
+                self.hist[bin(x)] += 1;
+            }
+        }
+        if let Some(cw) = channel_weights.filter(|cw| !cw.is_empty() && v.len() % cw.len() == 0) {
+            if self.weighted.is_empty() {
+                self.weighted = vec![0.0; BINS];
+            }
+            for row in v.chunks_exact(cw.len()) {
+                for (&x, &k) in row.iter().zip(cw) {
+                    if x.is_finite() {
+                        self.weighted[bin(x)] += k as f64;
+                    }
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, o: &Stat) {
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        if self.hist.is_empty() {
+            self.hist = o.hist.clone();
+        } else {
+            for (a, b) in self.hist.iter_mut().zip(&o.hist) {
+                *a += b;
+            }
+        }
+        if self.weighted.is_empty() {
+            self.weighted = o.weighted.clone();
+        } else {
+            for (a, b) in self.weighted.iter_mut().zip(&o.weighted) {
+                *a += b;
+            }
+        }
+    }
+
+    /// The expected squared error (summed over the histogram) of int8 with range [lo, hi]:
+    /// clipping of the values outside, plus rounding (step² / 12) of every value; each value
+    /// counts by its channel's downstream weight where the tensor has them.
+    fn expected_error(&self, (lo, hi): (f32, f32)) -> f64 {
+        if !self.weighted.is_empty() {
+            return self.error_over(&self.weighted, (lo, hi));
+        }
+        let counts: Vec<f64> = self.hist.iter().map(|&c| c as f64).collect();
+        self.error_over(&counts, (lo, hi))
+    }
+
+    fn error_over(&self, bins: &[f64], (lo, hi): (f32, f32)) -> f64 {
+        let w = (self.max - self.min) / BINS as f32;
+        // int8 represents 0 exactly: the range always includes it.
+        let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+        let step = ((hi - lo) / 255.0).max(f32::MIN_POSITIVE) as f64;
+        let mut err = 0f64;
+        for (b, &c) in bins.iter().enumerate() {
+            if c == 0.0 {
+                continue;
+            }
+            let x = (self.min + w * b as f32 + w / 2.0) as f64;
+            let clipped = x.clamp(lo as f64, hi as f64);
+            // Values within half a step of zero round to it (zero is exact).
+            let rounding = (step * step / 12.0).min(x * x);
+            err += c * ((x - clipped).powi(2) + rounding);
+        }
+        err
+    }
+
+    /// The chosen [lo, hi].
+    fn range(&self, method: Method) -> (f32, f32) {
+        if self.min.is_nan() || self.max.is_nan() || self.min > self.max {
+            return (0.0, 0.0);
+        }
+        let total: u64 = self.hist.iter().sum();
+        if total == 0 || self.max == self.min {
+            return (self.min, self.max);
+        }
+        let w = (self.max - self.min) / BINS as f32;
+        let edge = |b: usize| self.min + w * b as f32;
+        match method {
+            Method::MinMax => (self.min, self.max),
+            Method::Auto => [
+                Method::MinMax,
+                Method::Percentile(99.9),
+                Method::Percentile(99.99),
+                Method::Mse,
+            ]
+            .into_iter()
+            .map(|m| self.range(m))
+            .map(|r| (self.expected_error(r), r))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or((self.min, self.max), |(_, r)| r),
+            Method::Percentile(p) => {
+                let cut = ((1.0 - p / 100.0) * total as f64).floor() as u64;
+                let (mut acc, mut lo_b) = (0u64, 0usize);
+                while lo_b < BINS && acc + self.hist[lo_b] <= cut {
+                    acc += self.hist[lo_b];
+                    lo_b += 1;
+                }
+                let (mut acc, mut hi_b) = (0u64, BINS);
+                while hi_b > lo_b + 1 && acc + self.hist[hi_b - 1] <= cut {
+                    acc += self.hist[hi_b - 1];
+                    hi_b -= 1;
+                }
+                (edge(lo_b).min(0.0f32.max(self.min)), edge(hi_b))
+            }
+            Method::Mse => {
+                // Shrink the range symmetrically around the data toward its centre of zero and
+                // keep the candidate with the least expected error (rounding + clipping).
+                // Downstream-weighted tensors may need far narrower ranges (a large channel
+                // clipped so that small, heavily weighted ones keep their steps): the search
+                // goes on geometrically down to about 1/150 of the range.
+                let deep = if self.weighted.is_empty() { 0 } else { 25 };
+                let factors = (0..=40)
+                    .map(|k| 1.0 - k as f32 * 0.02)
+                    .chain((1..=deep).map(|j| 0.2 * 0.87f32.powi(j)));
+                let mut best = (f64::INFINITY, self.min, self.max);
+                for f in factors {
+                    let (lo, hi) = (self.min.min(0.0) * f, self.max.max(0.0) * f);
+                    let err = self.expected_error((lo, hi));
+                    if err < best.0 {
+                        best = (err, lo, hi);
+                    }
+                }
+                (best.1, best.2)
+            }
+            Method::Entropy => {
+                // KL divergence between the observed distribution (values outside the candidate
+                // range merged into its edge bins) and the same distribution seen through 255
+                // quantization levels; the least divergent candidate wins.
+                let total = total as f64;
+                let mut best = (f64::INFINITY, self.min, self.max);
+                for k in 0..=40 {
+                    let f = 1.0 - k as f32 * 0.02;
+                    let (lo, hi) = (self.min.min(0.0) * f, self.max.max(0.0) * f);
+                    let bin_of = |x: f32| (((x - self.min) / w) as usize).min(BINS - 1);
+                    let (b_lo, b_hi) = (bin_of(lo.max(self.min)), bin_of(hi.min(self.max)));
+                    if b_hi <= b_lo {
+                        continue;
+                    }
+                    let inside: Vec<f64> =
+                        self.hist[b_lo..=b_hi].iter().map(|&c| c as f64).collect();
+                    let below: u64 = self.hist[..b_lo].iter().sum();
+                    let above: u64 = self.hist[b_hi + 1..].iter().sum();
+                    let mut p = inside.clone();
+                    p[0] += below as f64;
+                    let n = p.len();
+                    p[n - 1] += above as f64;
+                    // Q: the in-range values only, each of 255 levels spreading its mass evenly
+                    // over its non-empty bins — so clipped mass shows up as divergence at the edges.
+                    let levels = 255.min(n);
+                    let mut q = vec![0f64; n];
+                    for l in 0..levels {
+                        let (a, b) = (
+                            l * n / levels,
+                            ((l + 1) * n / levels).max(l * n / levels + 1),
+                        );
+                        let mass: f64 = inside[a..b].iter().sum();
+                        let nonzero = p[a..b].iter().filter(|&&v| v > 0.0).count().max(1);
+                        for i in a..b {
+                            if p[i] > 0.0 {
+                                q[i] = mass / nonzero as f64;
+                            }
+                        }
+                    }
+                    let kl: f64 = p
+                        .iter()
+                        .zip(&q)
+                        .filter(|(&pi, _)| pi > 0.0)
+                        .map(|(&pi, &qi)| {
+                            (pi / total) * ((pi / total) / (qi / total).max(1e-12)).ln()
+                        })
+                        .sum();
+                    if kl < best.0 {
+                        best = (kl, lo, hi);
+                    }
+                }
+                (best.1, best.2)
+            }
+        }
+    }
+}
+
+/// Range statistics of every tensor of a float file, indexed by tensor index in the file.
+pub struct Stats(Vec<Stat>);
+
+impl Stats {
+    /// Each observed tensor's range chosen by `method` (which the statistics must support:
+    /// collected with a histogram unless `method` is min/max). With `downstream`, the error a
+    /// range is judged by counts each value by its channel's downstream weight where the
+    /// tensor has them; without, every value alike.
+    pub fn ranges(&self, method: Method, downstream: bool) -> Vec<Option<(f32, f32)>> {
+        self.0
+            .iter()
+            .map(|s| {
+                (s.min <= s.max).then(|| {
+                    if downstream || s.weighted.is_empty() {
+                        s.range(method)
+                    } else {
+                        Stat {
+                            weighted: Vec::new(),
+                            ..s.clone()
+                        }
+                        .range(method)
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Whether any tensor has downstream channel weights.
+    pub fn has_downstream_weights(&self) -> bool {
+        self.0.iter().any(|s| !s.weighted.is_empty())
+    }
+}
+
+/// Runs `samples` through the float model: every tensor's min/max and, with `histogram`, a
+/// histogram over that range (a second pass), also weighted by `channel_weights` (by tensor
+/// index in the file) for the tensors it has.
+pub fn collect_stats(
+    model_bytes: &[u8],
+    samples: &[Sample],
+    histogram: bool,
+    channel_weights: &HashMap<usize, Vec<f32>>,
+    progress: bool,
+) -> Result<Stats> {
+    let aligned = literun::AlignedBytes::from_slice(model_bytes);
+    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let nt = model.tensors().len();
+    let passes = if histogram { 2 } else { 1 };
+    let bar = if progress {
+        let bar = indicatif::ProgressBar::new((samples.len() * passes) as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("  calibrating {bar:30} {pos}/{len} samples")
+                .expect("valid template"),
+        );
+        bar
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut stats = vec![Stat::new(); nt];
+    for pass in 0..passes {
+        let base = stats.clone();
+        let chunk = samples
+            .len()
+            .div_ceil(rayon::current_num_threads().max(1))
+            .max(1);
+        let partial: Vec<Result<Vec<Stat>>> = samples
+            .par_chunks(chunk)
+            .map(|part| {
+                let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+                let mut local = base.clone();
+                for s in &mut local {
+                    s.hist.clear();
+                }
+                for sample in part {
+                    for (i, values) in sample.iter().enumerate() {
+                        let info = &model.inputs()[i];
+                        feed_input(&model, &mut interp, i, values)?;
+                        let st = &mut local[info.tensor];
+                        if pass == 0 {
+                            st.observe_range(values);
+                        } else {
+                            st.observe_hist(
+                                values,
+                                channel_weights.get(&info.tensor).map(Vec::as_slice),
+                            );
+                        }
+                    }
+                    interp
+                        .invoke_observed(&mut |_op, t, view| {
+                            if let Ok(v) = view.as_f32() {
+                                if pass == 0 {
+                                    local[t].observe_range(v);
+                                } else {
+                                    local[t].observe_hist(
+                                        v,
+                                        channel_weights.get(&t).map(Vec::as_slice),
+                                    );
+                                }
+                            }
+                        })
+                        .map_err(|e| anyhow!("{e}"))?;
+                    bar.inc(1);
+                }
+                Ok(local)
+            })
+            .collect();
+        let mut merged = base;
+        for s in &mut merged {
+            s.hist.clear();
+        }
+        for p in partial {
+            for (m, s) in merged.iter_mut().zip(p?) {
+                if pass == 0 {
+                    m.merge(&s);
+                } else {
+                    // The range is fixed after the first pass; only histograms add up.
+                    let (min, max) = (m.min, m.max);
+                    m.merge(&s);
+                    m.min = min;
+                    m.max = max;
+                }
+            }
+        }
+        stats = merged;
+    }
+    bar.finish_and_clear();
+    Ok(Stats(stats))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat_of(v: &[f32]) -> Stat {
+        let mut s = Stat::new();
+        s.observe_range(v);
+        s.observe_hist(v, None);
+        s
+    }
+
+    #[test]
+    fn downstream_weights_clip_a_wide_channel_to_keep_amplified_small_ones() {
+        // Channel 0 reaches 100 (mostly small values, a long tail) and the next layer barely
+        // reads it; channel 1 spans [0, 0.2] and the next layer multiplies it by large weights.
+        let v: Vec<f32> = (0..20000)
+            .map(|i| {
+                let k = (i / 2) as f32 / 10000.0;
+                if i % 2 == 0 {
+                    100.0 * k.powi(4)
+                } else {
+                    0.2 * k
+                }
+            })
+            .collect();
+        let mut s = Stat::new();
+        s.observe_range(&v);
+        s.observe_hist(&v, Some(&[1e-6, 2.0]));
+        let stats = Stats(vec![s]);
+        let (_, plain) = stats.ranges(Method::Auto, false)[0].unwrap();
+        let (_, weighted) = stats.ranges(Method::Auto, true)[0].unwrap();
+        assert!(plain > 90.0, "unweighted: {plain}");
+        assert!(weighted < 30.0, "weighted: {weighted}");
+        assert!(stats.has_downstream_weights());
+    }
+
+    #[test]
+    fn minmax_is_the_observed_range() {
+        let s = stat_of(&[-1.0, 0.5, 3.0]);
+        assert_eq!(s.range(Method::MinMax), (-1.0, 3.0));
+    }
+
+    #[test]
+    fn percentile_and_mse_clip_a_lone_outlier() {
+        let mut v: Vec<f32> = (0..10000).map(|i| (i % 100) as f32 / 100.0).collect();
+        v.push(100.0);
+        let s = stat_of(&v);
+        let (_, hi) = s.range(Method::Percentile(99.9));
+        assert!(hi < 2.0, "percentile kept the outlier: {hi}");
+        let (_, hi) = s.range(Method::Mse);
+        assert!(hi < 100.0, "mse kept the full range: {hi}");
+        let (_, hi) = s.range(Method::Entropy);
+        assert!(hi < 100.0, "entropy kept the full range: {hi}");
+    }
+}
