@@ -56,7 +56,9 @@ impl Stat {
                 self.hist[bin(x)] += 1;
             }
         }
-        if let Some(cw) = channel_weights.filter(|cw| !cw.is_empty() && v.len() % cw.len() == 0) {
+        if let Some(cw) =
+            channel_weights.filter(|cw| !cw.is_empty() && v.len().is_multiple_of(cw.len()))
+        {
             if self.weighted.is_empty() {
                 self.weighted = vec![0.0; BINS];
             }
