@@ -533,6 +533,9 @@ def check_model(m, args, cache):
                     op = n[1] if isinstance(n, list) and len(n) > 1 else str(n)
                     ops[op] = ops.get(op, 0) + 1
                 res["int8_float_ops"] = ops
+                # What rounding only the weights to int8 costs (activations float), measured
+                # by the converter on its error samples: the rest of the loss is the activations'.
+                res["int8_weights_alone_snr"] = q.get("weights_only_snr_db")
             r, _ = run([litecvt, "compare", flt, out, *input_args(m, eval_files)])
             if r.returncode != 0:
                 res[f"{key}_error"] = "compare: " + litecvt_error(r)
@@ -595,6 +598,8 @@ def markdown(results):
             if r.get("int8_float_ops"):
                 kept = ", ".join(f"{o}×{c}" for o, c in sorted(r["int8_float_ops"].items()))
                 i8 += f" ({kept} kept float)"
+            if r.get("int8_weights_alone_snr") is not None:
+                i8 += f"; weights alone {fmt_db(r['int8_weights_alone_snr'])}"
         else:
             i8 = r.get("int8_error", "—").replace("|", "\\|")
         w8 = (fmt_db(r["int8w_snr"]) + agree(r, "int8w") if "int8w_snr" in r

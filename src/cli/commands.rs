@@ -320,6 +320,9 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
                 o.max_abs_error
             );
         }
+        if let Some(w) = q.weights_only_snr_db {
+            outln!("    int8 weights alone (activations float): SNR {w:.1} dB");
+        }
         let shown = if verbose {
             q.layers.len()
         } else {

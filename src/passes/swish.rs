@@ -79,11 +79,15 @@ fn other(n: &Node, t: TensorId) -> Option<TensorId> {
     }
 }
 
-/// A match: node `last` now computes `op(x)`.
+/// A match: node `last` now computes `op(x) * scale`.
 struct Found {
     last: usize,
     x: TensorId,
     op: UnaryOp,
+    /// 1 when the product's constants are exactly the activation's; otherwise the factor left
+    /// over (`simplify` merged the `/ 6` with a following constant Mul, as PP-LCNetV3's
+    /// "learnable affine" after each HardSwish).
+    scale: f32,
 }
 
 fn silu_at(v: &View, si: usize) -> Option<Found> {
@@ -97,6 +101,7 @@ fn silu_at(v: &View, si: usize) -> Option<Found> {
         last: mi,
         x,
         op: UnaryOp::Silu,
+        scale: 1.0,
     })
 }
 
@@ -130,46 +135,68 @@ fn hardswish_at(v: &View, hi: usize) -> Option<Found> {
         return None;
     }
     // Walk the product forward from the gate: at most one factor x (maybe as x * c computed
-    // aside) and constant scalars, by Mul or Div.
+    // aside) and constant scalars, by Mul or Div. The product ends at the first node where its
+    // constants make it the activation, else at the last node of the walk once x is in it
+    // (the activation times a left-over constant).
     let mut cur = h.outputs[0];
     let mut factor = 1.0f32;
     let mut has_x = false;
-    for _ in 0..3 {
-        let (mi, m) = v.sole(cur)?;
-        let o = other(m, cur)?;
-        match bin_op(m)? {
-            BinaryOp::Mul => {
-                if let Some(c) = v.scalar(o) {
-                    factor *= c;
-                } else if o == x && !has_x {
-                    has_x = true;
-                } else {
-                    // x * c (or c * x) computed aside
-                    let p = v.sole_producer(o).filter(|_| !has_x)?;
-                    if bin_op(p)? != BinaryOp::Mul {
-                        return None;
-                    }
-                    let c = v.scalar(other(p, x)?)?;
-                    factor *= c;
-                    has_x = true;
-                }
-            }
-            BinaryOp::Div if m.inputs[0] == cur => factor /= v.scalar(o)?,
-            _ => return None,
-        }
-        cur = m.outputs[0];
+    let mut longest = None;
+    for _ in 0..4 {
+        let Some(step) = product_step(v, cur, x, has_x) else {
+            break;
+        };
+        let (mi, c, with_x) = step;
+        factor *= c;
+        has_x |= with_x;
+        cur = g.nodes[mi].outputs[0];
         if g.shape(cur) != g.shape(x) {
-            return None;
+            break;
         }
         if has_x && close(factor, want) {
             return Some(Found {
                 last: mi,
                 x,
                 op: UnaryOp::HardSwish,
+                scale: 1.0,
             });
         }
+        if has_x {
+            longest = Some((mi, factor / want));
+        }
     }
-    None
+    let (last, scale) = longest?;
+    (scale.is_finite() && scale != 0.0).then_some(Found {
+        last,
+        x,
+        op: UnaryOp::HardSwish,
+        scale,
+    })
+}
+
+/// The node that multiplies (or divides) the product `cur` next: (node, the constant factor it
+/// applies, whether it multiplies by x).
+fn product_step(v: &View, cur: TensorId, x: TensorId, has_x: bool) -> Option<(usize, f32, bool)> {
+    let (mi, m) = v.sole(cur)?;
+    let o = other(m, cur)?;
+    match bin_op(m)? {
+        BinaryOp::Mul => {
+            if let Some(c) = v.scalar(o) {
+                Some((mi, c, false))
+            } else if o == x && !has_x {
+                Some((mi, 1.0, true))
+            } else {
+                // x * c (or c * x) computed aside
+                let p = v.sole_producer(o).filter(|_| !has_x)?;
+                if bin_op(p)? != BinaryOp::Mul {
+                    return None;
+                }
+                Some((mi, v.scalar(other(p, x)?)?, true))
+            }
+        }
+        BinaryOp::Div if m.inputs[0] == cur => Some((mi, 1.0 / v.scalar(o)?, false)),
+        _ => None,
+    }
 }
 
 /// Fuses every SiLU and HardSwish pattern; returns how many.
@@ -182,10 +209,37 @@ pub fn fuse_swish(g: &mut Graph) -> usize {
         };
         let Some(f) = found else { break };
         // x exists before the last node of the pattern, which can take its place.
-        let n = &mut g.nodes[f.last];
-        n.name = format!("{}/{}", n.name, Op::Unary(f.op).name().to_lowercase());
-        n.op = Op::Unary(f.op);
-        n.inputs = vec![f.x];
+        let suffix = Op::Unary(f.op).name().to_lowercase();
+        if f.scale == 1.0 {
+            let n = &mut g.nodes[f.last];
+            n.name = format!("{}/{suffix}", n.name);
+            n.op = Op::Unary(f.op);
+            n.inputs = vec![f.x];
+        } else {
+            // The activation, then the last node multiplies it by the left-over constant.
+            let name = format!("{}/{suffix}", g.nodes[f.last].name);
+            let shape = g.shape(f.x).to_vec();
+            let act = g.add_tensor(name.clone(), shape, DType::F32);
+            let scale = g.add_const(
+                format!("{name}/scale"),
+                crate::ir::ConstData::from_f32(&[], vec![f.scale]),
+            );
+            let n = &mut g.nodes[f.last];
+            n.op = Op::Binary {
+                op: BinaryOp::Mul,
+                activation: Activation::None,
+            };
+            n.inputs = vec![act, scale];
+            g.nodes.insert(
+                f.last,
+                Node {
+                    name,
+                    op: Op::Unary(f.op),
+                    inputs: vec![f.x],
+                    outputs: vec![act],
+                },
+            );
+        }
         g.remove_dead();
         fused += 1;
     }
@@ -338,6 +392,37 @@ mod tests {
         }
     }
 
+    /// x * clip(x + 3, 0, 6) * (a / 6), the `/ 6` merged with a following scale: HardSwish,
+    /// then a Mul by the left-over `a`. Also with the division by another number.
+    #[test]
+    fn a_left_over_constant_becomes_a_mul_after_the_hardswish() {
+        for (op, c) in [(BinaryOp::Mul, 0.3 / 6.0), (BinaryOp::Div, 6.5)] {
+            let mut b = B::new();
+            let three = b.c(3.0);
+            let a = b.bin(BinaryOp::Add, b.x, three);
+            let h = b.node(Op::Clip { min: 0.0, max: 6.0 }, vec![a]);
+            let p = b.bin(BinaryOp::Mul, b.x, h);
+            let c = b.c(c);
+            let y = b.bin(op, p, c);
+            let mut g = b.finish(y);
+            let want = run(&g);
+            assert_eq!(fuse_swish(&mut g), 1);
+            assert_eq!(g.nodes.len(), 2, "{:?}", g.nodes);
+            assert_eq!(g.nodes[0].op, Op::Unary(UnaryOp::HardSwish));
+            assert_eq!(g.nodes[0].inputs, g.inputs);
+            assert!(matches!(
+                g.nodes[1].op,
+                Op::Binary {
+                    op: BinaryOp::Mul,
+                    ..
+                }
+            ));
+            for (a, b) in run(&g).iter().zip(&want) {
+                assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{a} vs {b}");
+            }
+        }
+    }
+
     #[test]
     fn near_misses_are_left_alone() {
         // HardSigmoid with ONNX's default alpha 0.2 is not a hard-swish gate.
@@ -351,14 +436,13 @@ mod tests {
         );
         let y = b.bin(BinaryOp::Mul, h, b.x);
         assert_eq!(fuse_swish(&mut b.finish(y)), 0);
-        // Division by 6.5, or the gate reading x + 3 while the product uses another value.
+        // The gate reading x + 3 while the product uses another value.
         let mut b = B::new();
         let three = b.c(3.0);
         let a = b.bin(BinaryOp::Add, b.x, three);
         let h = b.node(Op::Clip { min: 0.0, max: 6.0 }, vec![a]);
-        let p = b.bin(BinaryOp::Mul, b.x, h);
-        let c = b.c(6.5);
-        let y = b.bin(BinaryOp::Div, p, c);
+        let z = b.node(Op::Unary(UnaryOp::Neg), vec![b.x]);
+        let y = b.bin(BinaryOp::Mul, z, h);
         assert_eq!(fuse_swish(&mut b.finish(y)), 0);
         // Sigmoid output also read elsewhere.
         let mut b = B::new();

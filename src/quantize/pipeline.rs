@@ -64,6 +64,9 @@ pub struct QuantReport {
     pub bias_corrected: Vec<String>,
     /// Output SNR (worst output, dB) before bias correction, where it ran.
     pub snr_before_bias_correction: Option<f64>,
+    /// Output SNR (worst output, dB) with only the weights rounded to int8 and activations
+    /// float: what the weights alone cost.
+    pub weights_only_snr_db: Option<f64>,
 }
 
 impl QuantReport {
@@ -80,6 +83,7 @@ impl QuantReport {
             equalized: vec![],
             bias_corrected: vec![],
             snr_before_bias_correction: None,
+            weights_only_snr_db: None,
         }
     }
 }
@@ -375,6 +379,13 @@ fn calibrated(
         summary.mode = "int8 (the QDQ model's parameters, calibration elsewhere)".into();
     }
     *graph = g;
+    let weights_only = if model.is_static() {
+        None
+    } else {
+        let errors = report::weights_only_errors(&q.float_graph, label, &q.reference, few)
+            .with_context(|| format!("{label}: measuring the weights' share of the error"))?;
+        Some(worst_snr(&errors))
+    };
     let layers = report::layer_errors(&q.float_bytes, &bytes, few, &q.bounded)
         .with_context(|| format!("{label}: measuring quantization error"))?;
     Ok(QuantReport {
@@ -394,5 +405,6 @@ fn calibrated(
         equalized,
         bias_corrected,
         snr_before_bias_correction: snr_before,
+        weights_only_snr_db: weights_only,
     })
 }

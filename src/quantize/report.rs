@@ -3,6 +3,7 @@
 //! float tensor of the same name.
 
 use super::calibrate::Sample;
+use crate::ir::{ConstData, Graph};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -241,4 +242,33 @@ pub fn output_errors(
         });
     }
     Ok(out)
+}
+
+/// End-to-end error of the float graph with only its conv, depthwise, transposed-conv and dense
+/// weights rounded to int8 (per output channel, as full int8 stores them) and every activation
+/// still float: what the weights alone cost, beside which the full-int8 error shows what the
+/// activations add.
+pub fn weights_only_errors(
+    float_graph: &Graph,
+    label: &str,
+    reference: &FloatOutputs,
+    samples: &[Sample],
+) -> Result<Vec<LayerError>> {
+    let mut g = float_graph.clone();
+    for ni in 0..g.nodes.len() {
+        let node = &g.nodes[ni];
+        let (Some(axis), Some(&w)) = (super::weight_channel_axis(&g, node), node.inputs.get(1))
+        else {
+            continue;
+        };
+        let Some(values) = g.tensors[w].data.as_ref().and_then(|d| d.as_f32()) else {
+            continue;
+        };
+        let (q, params) = super::weights::quantize_symmetric(values, Some(axis));
+        let rounded = super::const_values(&q, &params, values.shape()[axis]);
+        let shape = values.shape().to_vec();
+        g.tensors[w].data = Some(ConstData::from_f32(&shape, rounded));
+    }
+    let bytes = crate::export::planned_tflite(&g, label)?;
+    output_errors(reference, &bytes, samples)
 }
