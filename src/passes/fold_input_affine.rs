@@ -160,7 +160,7 @@ fn swap_scale_past_shift(g: &mut Graph) -> bool {
             continue;
         };
         let shifted: Vec<f32> = tv.iter().zip(&sv).map(|(t, s)| t / s).collect();
-        if sv.iter().any(|&x| x == 0.0) || shifted.iter().any(|x| !x.is_finite()) {
+        if sv.contains(&0.0) || shifted.iter().any(|x| !x.is_finite()) {
             continue;
         }
         let mut shape = vec![1; rank];
