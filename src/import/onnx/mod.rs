@@ -147,6 +147,7 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
     let graph = rewritten_q.as_ref().unwrap_or(graph);
     let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
+    imp.training_as_inference = opts.training_as_inference;
     imp.inputs(graph, opts)?;
     for &i in &order {
         imp.run_node(&graph.node[i], i)?;
@@ -173,8 +174,11 @@ struct Importer<'m> {
     /// Nodes skipped because an input comes from an unsupported node, whose op the importer
     /// knows (so they were not checked further).
     unchecked: usize,
-    /// Graph outputs dropped on purpose (training-only BatchNormalization outputs).
+    /// Graph outputs dropped on purpose (training-only BatchNormalization outputs, with
+    /// `training_as_inference`).
     dropped_outputs: HashSet<String>,
+    /// [`ImportOptions::training_as_inference`].
+    training_as_inference: bool,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
     cur: String,
     /// QuantizeLinear/DequantizeLinear bookkeeping (`qdq.rs`).
@@ -219,6 +223,7 @@ impl<'m> Importer<'m> {
             unsupported: Vec::new(),
             unchecked: 0,
             dropped_outputs: HashSet::new(),
+            training_as_inference: false,
             cur: String::new(),
             qdq: Default::default(),
         }
@@ -578,12 +583,7 @@ impl<'m> Importer<'m> {
         }
         match op {
             "Identity" => self.alias(n),
-            "Dropout" => {
-                if n.output.get(1).is_some_and(|m| self.used(m)) {
-                    return unsup("the mask output is used");
-                }
-                self.alias(n)
-            }
+            "Dropout" => self.dropout(n),
             "Add" => self.binary(n, BinaryOp::Add),
             "Sub" => self.binary(n, BinaryOp::Sub),
             "Mul" => self.binary(n, BinaryOp::Mul),

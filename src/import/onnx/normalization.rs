@@ -1,11 +1,41 @@
-//! BatchNormalization, LayerNormalization and InstanceNormalization.
+//! BatchNormalization, LayerNormalization, InstanceNormalization, and Dropout (an identity at
+//! inference).
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{norm_axis, Attrs};
 use crate::ir::{BinaryOp, Layout, Op, ReduceOp, UnaryOp};
 use tract_onnx::pb::NodeProto;
 
+/// How to convert a model exported in training mode all the same.
+const TRAINING_HINT: &str = "export the model in inference mode, or convert it as its \
+    inference form with --training-as-inference";
+
 impl Importer<'_> {
+    /// Dropout in inference mode: the identity. Training mode (opset 12's training_mode input
+    /// true) with a non-zero ratio drops random elements, which a converted model cannot
+    /// reproduce: unsupported unless converting training as inference; the mask output is
+    /// unsupported.
+    pub(super) fn dropout(&mut self, n: &NodeProto) -> R<()> {
+        if n.output.get(1).is_some_and(|m| self.used(m)) {
+            return unsup("the mask output is used");
+        }
+        if self.training_as_inference {
+            return self.alias(n);
+        }
+        if let Some(training) = self.const_input(n, 2, "training_mode")? {
+            if training.to_i64_vec().iter().any(|&t| t != 0) {
+                let ratio = self.const_scalar(n, 1, "ratio")?.unwrap_or(0.5);
+                if ratio != 0.0 {
+                    return unsup(format!(
+                        "training_mode is true with ratio {ratio}: it drops random elements at \
+                         run time; {TRAINING_HINT}"
+                    ));
+                }
+            }
+        }
+        self.alias(n)
+    }
+
     /// InstanceNormalization: per-sample, per-channel normalization over the spatial axes,
     /// written out with Reduce/Sub/Mul/Add/Sqrt/Div.
     pub(super) fn instance_norm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
@@ -77,29 +107,40 @@ impl Importer<'_> {
             return unsup("spatial=0 is not supported");
         }
         let epsilon = a.float_or("epsilon", 1e-5)?;
-        let training = a.int_or("training_mode", 0)? != 0;
+        // Training mode normalizes with the batch's own statistics (and outputs the updated
+        // running ones): opset 14 says so with training_mode=1, opsets 7-13 by asking for more
+        // outputs than Y.
         let extra: Vec<&String> = n.output.iter().skip(1).filter(|o| !o.is_empty()).collect();
-        for o in &extra {
-            if self.node_uses.get(o.as_str()).copied().unwrap_or(0) > 0 {
-                return unsup(format!(
-                    "the training-mode output '{o}' is used by another node"
-                ));
+        if a.int_or("training_mode", 0)? != 0 || !extra.is_empty() {
+            if !self.training_as_inference {
+                let why = match extra.first() {
+                    Some(o) if a.int_or("training_mode", 0)? == 0 => {
+                        format!("the training-mode output '{o}' (batch statistics)")
+                    }
+                    _ => "training_mode=1 (normalizing with the batch's statistics)".to_string(),
+                };
+                return unsup(format!("{why} is not supported; {TRAINING_HINT}"));
             }
-        }
-        if training || !extra.is_empty() {
+            for o in &extra {
+                if self.node_uses.get(o.as_str()).copied().unwrap_or(0) > 0 {
+                    return unsup(format!(
+                        "the training-mode output '{o}' is used by another node"
+                    ));
+                }
+            }
             eprintln!(
                 "warning: {}: node '{}' (BatchNormalization): training-mode batch normalization \
                  imported as inference (uses the running mean and variance)",
                 self.file, self.cur
             );
-        }
-        for o in extra {
-            if self.graph_outputs.contains(o.as_str()) {
-                eprintln!(
-                    "warning: {}: graph output '{o}' (a training statistic of '{}') dropped",
-                    self.file, self.cur
-                );
-                self.dropped_outputs.insert(o.clone());
+            for o in extra {
+                if self.graph_outputs.contains(o.as_str()) {
+                    eprintln!(
+                        "warning: {}: graph output '{o}' (a training statistic of '{}') dropped",
+                        self.file, self.cur
+                    );
+                    self.dropped_outputs.insert(o.clone());
+                }
             }
         }
         let out = self.out0(n)?;

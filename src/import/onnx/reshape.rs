@@ -32,7 +32,15 @@ impl Importer<'_> {
     pub(super) fn flatten(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
         let x = self.req(n, 0, "input")?;
         let xs = self.shape(x);
-        let axis = norm_axis(a.int_or("axis", 1)?, xs.len() + 1)?;
+        // axis is in [-rank, rank]: a negative one counts from the end (axis + rank), and
+        // rank itself puts every dimension in the first factor.
+        let rank = xs.len() as i64;
+        let given = a.int_or("axis", 1)?;
+        let axis = if given < 0 { given + rank } else { given };
+        if !(0..=rank).contains(&axis) {
+            return bad(format!("axis {given} out of range for rank {rank}"));
+        }
+        let axis = axis as usize;
         let shape = vec![
             xs[..axis].iter().product::<usize>(),
             xs[axis..].iter().product::<usize>(),
