@@ -379,3 +379,72 @@ fn an_identity_transpose_keeps_the_input_name() {
     assert_eq!(out[0].0, "transposed");
     assert_eq!(out[0].1.to_f32(), data);
 }
+
+#[test]
+fn depth_to_space_and_space_to_depth_move_blocks_as_onnx_defines() {
+    let (n, c, h, w, b) = (1usize, 8usize, 2usize, 3usize, 2usize);
+    let x: Vec<f32> = (0..n * c * h * w).map(|v| v as f32).collect();
+    let at = |c_: usize, y: usize, x_: usize, (hh, ww): (usize, usize)| (c_ * hh + y) * ww + x_;
+    for mode in ["DCR", "CRD"] {
+        let mut m = B::new(13);
+        m.input("x", &[1, 8, 2, 3])
+            .node(
+                "DepthToSpace",
+                "d2s",
+                &["x"],
+                &["y"],
+                vec![("blocksize", A::I(2)), ("mode", A::S(mode))],
+            )
+            .output("y");
+        let out = run(&m, vec![("x", NpyArray::f32(vec![1, 8, 2, 3], x.clone()))]);
+        let depth = c / (b * b);
+        assert_eq!(out[0].1.shape, vec![1, depth, h * b, w * b]);
+        let mut want = vec![0.0; x.len()];
+        for d in 0..depth {
+            for y in 0..h * b {
+                for x_ in 0..w * b {
+                    let (i, j) = (y % b, x_ % b);
+                    let src = if mode == "DCR" {
+                        (i * b + j) * depth + d
+                    } else {
+                        d * b * b + i * b + j
+                    };
+                    want[at(d, y, x_, (h * b, w * b))] = x[at(src, y / b, x_ / b, (h, w))];
+                }
+            }
+        }
+        assert_eq!(out[0].1.to_f32(), want, "{mode}");
+    }
+    // SpaceToDepth of [1, 2, 4, 6] with blocksize 2, in both channel orders (mode: opset 25).
+    let (c, h, w) = (2usize, 4usize, 6usize);
+    let x: Vec<f32> = (0..c * h * w).map(|v| v as f32).collect();
+    for mode in ["DCR", "CRD"] {
+        let mut m = B::new(25);
+        m.input("x", &[1, 2, 4, 6])
+            .node(
+                "SpaceToDepth",
+                "s2d",
+                &["x"],
+                &["y"],
+                vec![("blocksize", A::I(2)), ("mode", A::S(mode))],
+            )
+            .output("y");
+        let out = run(&m, vec![("x", NpyArray::f32(vec![1, 2, 4, 6], x.clone()))]);
+        assert_eq!(out[0].1.shape, vec![1, c * b * b, h / b, w / b]);
+        let mut want = vec![0.0; x.len()];
+        for ch in 0..c {
+            for y in 0..h {
+                for x_ in 0..w {
+                    let block = (y % b) * b + x_ % b;
+                    let oc = if mode == "DCR" {
+                        block * c + ch
+                    } else {
+                        ch * b * b + block
+                    };
+                    want[at(oc, y / b, x_ / b, (h / b, w / b))] = x[at(ch, y, x_, (h, w))];
+                }
+            }
+        }
+        assert_eq!(out[0].1.to_f32(), want, "{mode}");
+    }
+}

@@ -632,6 +632,8 @@ impl<'m> Importer<'m> {
             "Gather" => self.gather(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
+            "DepthToSpace" => self.depth_space(n, &a, true),
+            "SpaceToDepth" => self.depth_space(n, &a, false),
             "Squeeze" => self.squeeze(n, &a),
             "Unsqueeze" => self.unsqueeze(n, &a),
             "Transpose" => self.transpose(n, &a),
