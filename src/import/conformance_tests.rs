@@ -448,3 +448,78 @@ fn depth_to_space_and_space_to_depth_move_blocks_as_onnx_defines() {
         assert_eq!(out[0].1.to_f32(), want, "{mode}");
     }
 }
+
+#[test]
+fn castlike_casts_to_the_second_inputs_type() {
+    let mut b = B::new(15);
+    b.input("x", &[2, 2])
+        .init(itensor("like", &[1], vec![0]))
+        .node("CastLike", "cast", &["x", "like"], &["y"], vec![])
+        .output("y");
+    let out = run(
+        &b,
+        vec![("x", NpyArray::f32(vec![2, 2], vec![1.7, -2.2, 3.0, 0.4]))],
+    );
+    // int64 narrows to int32 in the converted model; ONNX casts float to int by truncation.
+    assert_eq!(out[0].1.data, NpyData::I32(vec![1, -2, 3, 0]));
+    // Already the type: nothing to do.
+    let mut b = B::new(15);
+    b.input("x", &[2, 2])
+        .init(ftensor("like", &[1], vec![0.0]))
+        .node("CastLike", "cast", &["x", "like"], &["y"], vec![])
+        .node("Relu", "relu", &["y"], &["z"], vec![])
+        .output("z");
+    let g = b.import().unwrap();
+    assert_eq!(g.nodes.len(), 1);
+}
+
+#[test]
+fn composite_reductions_sum_what_onnx_says() {
+    let x = vec![1.0f32, -2.0, 3.0, 0.5, 4.0, -1.5];
+    let rows = |f: &dyn Fn(&[f32]) -> f32| -> Vec<f32> { x.chunks(3).map(f).collect() };
+    let cases: [(&str, Vec<f32>); 4] = [
+        ("ReduceSumSquare", rows(&|r| r.iter().map(|v| v * v).sum())),
+        ("ReduceL1", rows(&|r| r.iter().map(|v| v.abs()).sum())),
+        (
+            "ReduceL2",
+            rows(&|r| r.iter().map(|v| v * v).sum::<f32>().sqrt()),
+        ),
+        (
+            "ReduceLogSum",
+            rows(&|r| r.iter().map(|v| v.abs()).sum::<f32>().ln()),
+        ),
+    ];
+    for (op, want) in cases {
+        let mut b = B::new(13);
+        // ReduceLogSum of |x|: its sums must be positive.
+        let input = if op == "ReduceLogSum" { "a" } else { "x" };
+        b.input("x", &[2, 3])
+            .node("Abs", "abs", &["x"], &["a"], vec![])
+            .node(
+                op,
+                "reduce",
+                &[input],
+                &["y"],
+                vec![("axes", A::Is(vec![1])), ("keepdims", A::I(0))],
+            )
+            .output("y");
+        let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x.clone()))]);
+        assert_eq!(out[0].1.shape, vec![2], "{op}");
+        for (g, w) in out[0].1.to_f32().iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{op}: {g} vs {w}");
+        }
+    }
+    // A reduction over no axes that must leave its input alone is refused, not guessed.
+    let mut b = B::new(18);
+    b.input("x", &[2, 3])
+        .node(
+            "ReduceL2",
+            "reduce",
+            &["x"],
+            &["y"],
+            vec![("noop_with_empty_axes", A::I(1))],
+        )
+        .output("y");
+    let err = refusal(&b);
+    assert!(err.contains("noop_with_empty_axes=1"), "{err}");
+}

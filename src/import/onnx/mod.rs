@@ -626,6 +626,9 @@ impl<'m> Importer<'m> {
             "ReduceMax" => self.reduce(n, &a, ReduceOp::Max),
             "ReduceMin" => self.reduce(n, &a, ReduceOp::Min),
             "ReduceProd" => self.reduce(n, &a, ReduceOp::Prod),
+            "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" => {
+                self.reduce_composite(n, &a)
+            }
             "Concat" => self.concat(n, &a),
             "Split" => self.split(n, &a),
             "Slice" => self.slice(n, &a),
@@ -646,6 +649,7 @@ impl<'m> Importer<'m> {
             "LSTM" => recurrent::lstm(self, n, &a),
             "GRU" => recurrent::gru(self, n, &a),
             "Cast" => self.cast(n, &a),
+            "CastLike" => self.cast_like(n),
             "Resize" | "Upsample" => self.resize(n, &a),
             "Shape" => self.shape_op(n, &a),
             "Size" => {
