@@ -523,3 +523,47 @@ fn composite_reductions_sum_what_onnx_says() {
     let err = refusal(&b);
     assert!(err.contains("noop_with_empty_axes=1"), "{err}");
 }
+
+#[test]
+fn ceil_and_round_half_to_even() {
+    let x = vec![
+        -2.5f32, -1.5, -0.5, 0.5, 1.5, 2.5, 2.4, 2.6, -2.6, 0.49999997, 8388609.0, -0.0,
+    ];
+    for (op, f) in [
+        ("Ceil", f32::ceil as fn(f32) -> f32),
+        ("Round", f32::round_ties_even),
+    ] {
+        let mut b = B::new(13);
+        b.input("x", &[12])
+            .node(op, "r", &["x"], &["y"], vec![])
+            .output("y");
+        let out = run(&b, vec![("x", NpyArray::f32(vec![12], x.clone()))]);
+        let want: Vec<f32> = x.iter().map(|&v| f(v)).collect();
+        assert_eq!(out[0].1.to_f32(), want, "{op}");
+    }
+}
+
+#[test]
+fn rms_normalization_divides_by_the_root_mean_square() {
+    let mut b = B::new(23);
+    b.input("x", &[2, 3])
+        .init(ftensor("scale", &[3], vec![1.0, 2.0, 0.5]))
+        .node(
+            "RMSNormalization",
+            "rms",
+            &["x", "scale"],
+            &["y"],
+            vec![("epsilon", A::F(1e-3))],
+        )
+        .output("y");
+    let x = vec![1.0f32, -2.0, 3.0, 0.5, 4.0, -1.5];
+    let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x.clone()))]);
+    let mut want = Vec::new();
+    for row in x.chunks(3) {
+        let rms = (row.iter().map(|v| v * v).sum::<f32>() / 3.0 + 1e-3).sqrt();
+        want.extend(row.iter().zip([1.0, 2.0, 0.5]).map(|(v, s)| v / rms * s));
+    }
+    for (g, w) in out[0].1.to_f32().iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}

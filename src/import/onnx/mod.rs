@@ -23,6 +23,7 @@ mod recurrent;
 mod reduce;
 mod reshape;
 mod resize;
+mod rounding;
 mod schedule;
 mod slice;
 
@@ -617,6 +618,9 @@ impl<'m> Importer<'m> {
             "MatMul" => self.matmul(n),
             "BatchNormalization" => self.batchnorm(n, &a),
             "LayerNormalization" => self.layernorm(n, &a),
+            "RMSNormalization" => self.rmsnorm(n, &a),
+            "Ceil" => self.ceil(n),
+            "Round" => self.round(n),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),

@@ -1,4 +1,4 @@
-//! BatchNormalization, LayerNormalization, InstanceNormalization, and Dropout (an identity at
+//! BatchNormalization, LayerNormalization, InstanceNormalization, RMSNormalization, and Dropout (an identity at
 //! inference).
 
 use super::{bad, bin, unsup, Importer, R};
@@ -152,6 +152,36 @@ impl Importer<'_> {
             &ins,
             out,
         )?;
+        Ok(())
+    }
+
+    /// RMSNormalization (opset 23): X / sqrt(mean(X², axes axis..) + epsilon) * scale.
+    pub(super) fn rmsnorm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        let scale = self.req(n, 1, "scale")?;
+        let dt = self.dtype(x);
+        if dt != crate::ir::DType::F32 {
+            return unsup(format!(
+                "RMSNormalization of {} is not supported",
+                dt.name()
+            ));
+        }
+        let rank = self.shape(x).len();
+        let axis = norm_axis(a.int_or("axis", -1)?, rank)?;
+        let epsilon = a.float_or("epsilon", 1e-5)?;
+        let sq = self.emit_tmp(bin(BinaryOp::Mul), &[x, x], "squared")?;
+        let mean = Op::Reduce {
+            op: ReduceOp::Mean,
+            axes: (axis..rank).collect(),
+            keep_dims: true,
+        };
+        let ms = self.emit_tmp(mean, &[sq], "mean_square")?;
+        let eps = self.scalar(epsilon, dt, "epsilon");
+        let me = self.emit_tmp(bin(BinaryOp::Add), &[ms, eps], "mean_square_eps")?;
+        let rms = self.emit_tmp(Op::Unary(UnaryOp::Sqrt), &[me], "rms")?;
+        let nrm = self.emit_tmp(bin(BinaryOp::Div), &[x, rms], "normalized")?;
+        let out = self.out0(n)?;
+        self.emit_to(bin(BinaryOp::Mul), &[nrm, scale], out)?;
         Ok(())
     }
 
