@@ -567,3 +567,49 @@ fn rms_normalization_divides_by_the_root_mean_square() {
         assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
     }
 }
+
+#[test]
+fn layernorm_mean_and_inv_std_dev_outputs() {
+    let mut b = B::new(17);
+    b.input("x", &[2, 3])
+        .init(ftensor("scale", &[3], vec![1.0, 2.0, 0.5]))
+        .init(ftensor("bias", &[3], vec![0.1, 0.0, -0.1]))
+        .node(
+            "LayerNormalization",
+            "ln",
+            &["x", "scale", "bias"],
+            &["y", "mean", "inv_std"],
+            vec![("epsilon", A::F(1e-3))],
+        )
+        .output("y")
+        .output("mean")
+        .output("inv_std");
+    let x = vec![1.0f32, -2.0, 3.0, 0.5, 4.0, -1.5];
+    let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x.clone()))]);
+    let (mut y, mut mean, mut inv) = (Vec::new(), Vec::new(), Vec::new());
+    for row in x.chunks(3) {
+        let m = row.iter().sum::<f32>() / 3.0;
+        let var = row.iter().map(|v| (v - m) * (v - m)).sum::<f32>() / 3.0;
+        let i = 1.0 / (var + 1e-3).sqrt();
+        let params = [(1.0, 0.1), (2.0, 0.0), (0.5, -0.1)];
+        y.extend(
+            row.iter()
+                .zip(params)
+                .map(|(v, (s, b))| (v - m) * i * s + b),
+        );
+        mean.push(m);
+        inv.push(i);
+    }
+    let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["y", "mean", "inv_std"]);
+    assert_eq!(out[1].1.shape, vec![2, 1]);
+    for (got, want) in out.iter().zip([y, mean, inv]) {
+        for (g, w) in got.1.to_f32().iter().zip(&want) {
+            assert!(
+                (g - w).abs() <= 1e-5 * w.abs().max(1.0),
+                "{}: {g} vs {w}",
+                got.0
+            );
+        }
+    }
+}

@@ -189,18 +189,67 @@ impl Importer<'_> {
         let x = self.req(n, 0, "X")?;
         let scale = self.req(n, 1, "Scale")?;
         let b = self.inp(n, 2)?;
-        for o in n.output.iter().skip(1) {
-            if self.used(o) {
-                return unsup(format!("the Mean/InvStdDev output '{o}' is used"));
-            }
-        }
         let rank = self.shape(x).len();
         let axis = norm_axis(a.int_or("axis", -1)?, rank)?;
         let epsilon = a.float_or("epsilon", 1e-5)?;
+        if n.output.iter().skip(1).any(|o| self.used(o)) {
+            return self.layernorm_with_statistics(n, [x, scale], b, axis, epsilon);
+        }
         let mut ins = vec![x, scale];
         ins.extend(b);
         let out = self.out0(n)?;
         self.emit_to(Op::LayerNorm { axis, epsilon }, &ins, out)?;
+        Ok(())
+    }
+
+    /// LayerNormalization whose Mean and InvStdDev outputs are used: written out so that both
+    /// are tensors (keeping the reduced axes as 1s, as ONNX shapes them).
+    fn layernorm_with_statistics(
+        &mut self,
+        n: &NodeProto,
+        [x, scale]: [crate::ir::TensorId; 2],
+        bias: Option<crate::ir::TensorId>,
+        axis: usize,
+        epsilon: f32,
+    ) -> R<()> {
+        let dt = self.dtype(x);
+        if dt != crate::ir::DType::F32 {
+            return unsup(format!(
+                "LayerNormalization of {} is not supported",
+                dt.name()
+            ));
+        }
+        let mean_op = Op::Reduce {
+            op: ReduceOp::Mean,
+            axes: (axis..self.shape(x).len()).collect(),
+            keep_dims: true,
+        };
+        let named = |s: &mut Self, i: usize, what: &str| match n.output.get(i) {
+            Some(o) if !o.is_empty() => o.clone(),
+            _ => s.tmp(what),
+        };
+        let mean_name = named(self, 1, "mean");
+        let inv_name = named(self, 2, "inv_std_dev");
+        let mean = self.emit(mean_op.clone(), &[x], vec![mean_name.clone()])?[0];
+        self.bind(&mean_name, mean);
+        let d = self.emit_tmp(bin(BinaryOp::Sub), &[x, mean], "centered")?;
+        let sq = self.emit_tmp(bin(BinaryOp::Mul), &[d, d], "squared")?;
+        let var = self.emit_tmp(mean_op, &[sq], "var")?;
+        let eps = self.scalar(epsilon, dt, "epsilon");
+        let ve = self.emit_tmp(bin(BinaryOp::Add), &[var, eps], "var_eps")?;
+        let sd = self.emit_tmp(Op::Unary(UnaryOp::Sqrt), &[ve], "std")?;
+        let one = self.scalar(1.0, dt, "one");
+        let inv = self.emit(bin(BinaryOp::Div), &[one, sd], vec![inv_name.clone()])?[0];
+        self.bind(&inv_name, inv);
+        let nrm = self.emit_tmp(bin(BinaryOp::Mul), &[d, inv], "normalized")?;
+        let out = self.out0(n)?;
+        match bias {
+            None => self.emit_to(bin(BinaryOp::Mul), &[nrm, scale], out)?,
+            Some(b) => {
+                let y = self.emit_tmp(bin(BinaryOp::Mul), &[nrm, scale], "scaled")?;
+                self.emit_to(bin(BinaryOp::Add), &[y, b], out)?
+            }
+        };
         Ok(())
     }
 }
