@@ -613,3 +613,34 @@ fn layernorm_mean_and_inv_std_dev_outputs() {
         }
     }
 }
+
+#[test]
+fn trilu_keeps_a_triangle() {
+    for (upper, k) in [(1, 0), (1, 1), (0, 0), (0, -1)] {
+        let mut b = B::new(14);
+        b.input("x", &[3, 4])
+            .init(itensor("k", &[], vec![k]))
+            .node(
+                "Trilu",
+                "t",
+                &["x", "k"],
+                &["y"],
+                vec![("upper", A::I(upper))],
+            )
+            .output("y");
+        let x: Vec<f32> = (1..=12).map(|v| v as f32).collect();
+        let out = run(&b, vec![("x", NpyArray::f32(vec![3, 4], x.clone()))]);
+        let want: Vec<f32> = (0..12)
+            .map(|e| {
+                let d = (e % 4) as i64 - (e / 4) as i64;
+                let keep = if upper == 1 { d >= k } else { d <= k };
+                if keep {
+                    x[e]
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        assert_eq!(out[0].1.to_f32(), want, "upper {upper}, k {k}");
+    }
+}

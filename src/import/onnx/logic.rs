@@ -1,8 +1,8 @@
-//! Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not and Where.
+//! Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not, Where and Trilu.
 
 use super::{bad, unsup, Importer, R};
 use crate::import::fold;
-use crate::ir::{DType, Op, TensorId};
+use crate::ir::{ConstData, DType, Op, TensorId};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -104,6 +104,38 @@ impl Importer<'_> {
                 self.emit_to(Op::Where, &[ids[0], x, y], out)?;
             }
         }
+        Ok(())
+    }
+
+    /// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of the last two axes, the
+    /// rest zero: a Where on a constant mask.
+    pub(super) fn trilu(&mut self, n: &NodeProto, a: &crate::import::proto::Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let xs = self.shape(x);
+        if xs.len() < 2 {
+            return bad(format!("expects rank ≥ 2, got {xs:?}"));
+        }
+        let k = match self.const_ints(n, 1, "k")? {
+            Some(v) if v.len() == 1 => v[0],
+            Some(v) => return bad(format!("k must have one element, has {}", v.len())),
+            None => 0,
+        };
+        let upper = a.int_or("upper", 1)? != 0;
+        let (rows, cols) = (xs[xs.len() - 2], xs[xs.len() - 1]);
+        let keep: Vec<i64> = (0..rows)
+            .flat_map(|i| {
+                (0..cols).map(move |j| {
+                    let d = j as i64 - i as i64;
+                    i64::from(if upper { d >= k } else { d <= k })
+                })
+            })
+            .collect();
+        let mask = ConstData::from_i64(&[rows, cols], keep).cast(DType::Bool);
+        let mask = self.add_const(&format!("{}/mask", self.cur), mask);
+        let zero = ConstData::from_i64(&[], vec![0]).cast(self.dtype(x));
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let out = self.out0(n)?;
+        self.emit_to(Op::Where, &[mask, x, zero], out)?;
         Ok(())
     }
 

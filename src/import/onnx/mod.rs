@@ -621,6 +621,7 @@ impl<'m> Importer<'m> {
             "RMSNormalization" => self.rmsnorm(n, &a),
             "Ceil" => self.ceil(n),
             "Round" => self.round(n),
+            "Trilu" => self.trilu(n, &a),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),
