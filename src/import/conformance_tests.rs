@@ -644,3 +644,71 @@ fn trilu_keeps_a_triangle() {
         assert_eq!(out[0].1.to_f32(), want, "upper {upper}, k {k}");
     }
 }
+
+#[test]
+fn argmax_and_argmin_can_select_the_last_tied_index() {
+    let x = vec![1.0f32, 3.0, 3.0, 0.0, 0.0, 2.0, 0.0, 1.0];
+    for (op, last, want) in [
+        ("ArgMax", 1, vec![2, 1]),
+        ("ArgMax", 0, vec![1, 1]),
+        ("ArgMin", 1, vec![3, 2]),
+        ("ArgMin", 0, vec![3, 0]),
+    ] {
+        let mut b = B::new(13);
+        b.input("x", &[2, 4])
+            .node(
+                op,
+                "arg",
+                &["x"],
+                &["y"],
+                vec![
+                    ("axis", A::I(1)),
+                    ("keepdims", A::I(0)),
+                    ("select_last_index", A::I(last)),
+                ],
+            )
+            .output("y");
+        let out = run(&b, vec![("x", NpyArray::f32(vec![2, 4], x.clone()))]);
+        let got: Vec<i64> = out[0].1.to_f32().iter().map(|&v| v as i64).collect();
+        assert_eq!(got, want, "{op} select_last_index={last}");
+    }
+}
+
+#[test]
+fn lp_normalization_and_the_inference_dropout_mask() {
+    let x = vec![1.0f32, -2.0, 3.0, 0.0, 0.0, 0.0];
+    for p in [1, 2] {
+        let mut b = B::new(13);
+        b.input("x", &[2, 3])
+            .node(
+                "LpNormalization",
+                "lp",
+                &["x"],
+                &["y"],
+                vec![("p", A::I(p)), ("axis", A::I(1))],
+            )
+            .output("y");
+        let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x.clone()))]);
+        let mut want = Vec::new();
+        for row in x.chunks(3) {
+            let norm = if p == 1 {
+                row.iter().map(|v| v.abs()).sum::<f32>()
+            } else {
+                row.iter().map(|v| v * v).sum::<f32>().sqrt()
+            };
+            want.extend(row.iter().map(|v| if norm == 0.0 { 0.0 } else { v / norm }));
+        }
+        for (g, w) in out[0].1.to_f32().iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6, "p {p}: {g} vs {w}");
+        }
+    }
+    // Dropout's mask in inference mode keeps everything.
+    let mut b = B::new(13);
+    b.input("x", &[2, 3])
+        .node("Dropout", "drop", &["x"], &["y", "mask"], vec![])
+        .output("y")
+        .output("mask");
+    let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x.clone()))]);
+    assert_eq!(out[0].1.to_f32(), x);
+    assert_eq!(out[1].1.data, NpyData::Bool(vec![true; 6]));
+}

@@ -222,12 +222,13 @@ fn all_unsupported_ops_listed_at_once() {
         .node("Relu", "/m/Relu", &["a"], &["a2"], vec![]) // downstream: skipped silently
         .node("Sin", "/m/Sin", &["x"], &["b"], vec![])
         .node(
-            "ArgMax",
-            "/m/ArgMax",
-            &["x"],
-            &["c"],
-            vec![("select_last_index", A::I(1))],
+            "TopK",
+            "/m/TopK",
+            &["x", "k"],
+            &["c", "ci"],
+            vec![("largest", A::I(0))],
         )
+        .init(itensor("k", &[1], vec![2]))
         .node("Erf", "/m/Erf", &["x"], &["e"], vec![])
         .output("a2")
         .output("b")
@@ -235,16 +236,13 @@ fn all_unsupported_ops_listed_at_once() {
         .output("e");
     let err = b.import().unwrap_err().to_string();
     assert!(
-        err.starts_with("model.onnx: 3 unsupported ops (Cos×1, Sin×1, ArgMax×1): "),
+        err.starts_with("model.onnx: 3 unsupported ops (Cos×1, Sin×1, TopK×1): "),
         "{err}"
     );
     assert!(err.ends_with(" (1 node after them not checked)"), "{err}");
     assert!(err.contains("'/m/Cos' (Cos)"), "{err}");
     assert!(err.contains("'/m/Sin' (Sin)"), "{err}");
-    assert!(
-        err.contains("'/m/ArgMax' (ArgMax): select_last_index"),
-        "{err}"
-    );
+    assert!(err.contains("'/m/TopK' (TopK): largest=0"), "{err}");
     assert!(!err.contains("Relu") && !err.contains("Erf"), "{err}");
 }
 

@@ -619,6 +619,7 @@ impl<'m> Importer<'m> {
             "BatchNormalization" => self.batchnorm(n, &a),
             "LayerNormalization" => self.layernorm(n, &a),
             "RMSNormalization" => self.rmsnorm(n, &a),
+            "LpNormalization" => self.lp_norm(n, &a),
             "Ceil" => self.ceil(n),
             "Round" => self.round(n),
             "Trilu" => self.trilu(n, &a),

@@ -1,9 +1,9 @@
-//! BatchNormalization, LayerNormalization, InstanceNormalization, RMSNormalization, and Dropout (an identity at
-//! inference).
+//! BatchNormalization, LayerNormalization, InstanceNormalization, RMSNormalization,
+//! LpNormalization, and Dropout (an identity at inference).
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{norm_axis, Attrs};
-use crate::ir::{BinaryOp, Layout, Op, ReduceOp, UnaryOp};
+use crate::ir::{BinaryOp, ConstData, Layout, Op, ReduceOp, UnaryOp};
 use tract_onnx::pb::NodeProto;
 
 /// How to convert a model exported in training mode all the same.
@@ -11,29 +11,73 @@ const TRAINING_HINT: &str = "export the model in inference mode, or convert it a
     inference form with --training-as-inference";
 
 impl Importer<'_> {
-    /// Dropout in inference mode: the identity. Training mode (opset 12's training_mode input
-    /// true) with a non-zero ratio drops random elements, which a converted model cannot
-    /// reproduce: unsupported unless converting training as inference; the mask output is
-    /// unsupported.
+    /// Dropout in inference mode: the identity, and a mask of all ones. Training mode (opset
+    /// 12's training_mode input true) with a non-zero ratio drops random elements, which a
+    /// converted model cannot reproduce: unsupported unless converting training as inference.
     pub(super) fn dropout(&mut self, n: &NodeProto) -> R<()> {
-        if n.output.get(1).is_some_and(|m| self.used(m)) {
-            return unsup("the mask output is used");
-        }
-        if self.training_as_inference {
-            return self.alias(n);
-        }
-        if let Some(training) = self.const_input(n, 2, "training_mode")? {
-            if training.to_i64_vec().iter().any(|&t| t != 0) {
-                let ratio = self.const_scalar(n, 1, "ratio")?.unwrap_or(0.5);
-                if ratio != 0.0 {
-                    return unsup(format!(
-                        "training_mode is true with ratio {ratio}: it drops random elements at \
-                         run time; {TRAINING_HINT}"
-                    ));
+        if !self.training_as_inference {
+            if let Some(training) = self.const_input(n, 2, "training_mode")? {
+                if training.to_i64_vec().iter().any(|&t| t != 0) {
+                    let ratio = self.const_scalar(n, 1, "ratio")?.unwrap_or(0.5);
+                    if ratio != 0.0 {
+                        return unsup(format!(
+                            "training_mode is true with ratio {ratio}: it drops random elements \
+                             at run time; {TRAINING_HINT}"
+                        ));
+                    }
                 }
             }
         }
+        if let Some(mask) = n.output.get(1).filter(|m| self.used(m)) {
+            let x = self.req(n, 0, "data")?;
+            let shape = self.shape(x);
+            // bool from opset 10, the data's type before.
+            let dtype = if self.opset >= 10 {
+                crate::ir::DType::Bool
+            } else {
+                self.dtype(x)
+            };
+            let count = shape.iter().product();
+            let ones = ConstData::from_i64(&shape, vec![1; count]).cast(dtype);
+            self.out_const(mask, ones)?;
+        }
         self.alias(n)
+    }
+
+    /// LpNormalization: x / (sum of |x|^p along the axis)^(1/p), for p = 1 or 2 (0 where that
+    /// norm is 0).
+    pub(super) fn lp_norm(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let dt = self.dtype(x);
+        if dt != crate::ir::DType::F32 {
+            return unsup(format!("LpNormalization of {} is not supported", dt.name()));
+        }
+        let axis = norm_axis(a.int_or("axis", -1)?, self.shape(x).len())?;
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![axis],
+            keep_dims: true,
+        };
+        let norm = match a.int_or("p", 2)? {
+            1 => {
+                let abs = self.emit_tmp(Op::Unary(UnaryOp::Abs), &[x], "abs")?;
+                self.emit_tmp(sum, &[abs], "norm")?
+            }
+            2 => {
+                let sq = self.emit_tmp(bin(BinaryOp::Mul), &[x, x], "squared")?;
+                let ss = self.emit_tmp(sum, &[sq], "sum_squares")?;
+                self.emit_tmp(Op::Unary(UnaryOp::Sqrt), &[ss], "norm")?
+            }
+            p => return bad(format!("p = {p} is not 1 or 2")),
+        };
+        // A zero norm gives 0, not 0/0.
+        let divided = self.emit_tmp(bin(BinaryOp::Div), &[x, norm], "divided")?;
+        let zero = self.scalar(0.0, dt, "zero");
+        let eq = crate::ir::CompareOp::Equal;
+        let zero_norm = self.emit_tmp(Op::Compare { op: eq }, &[norm, zero], "zero_norm")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Where, &[zero_norm, zero, divided], out)?;
+        Ok(())
     }
 
     /// InstanceNormalization: per-sample, per-channel normalization over the spatial axes,

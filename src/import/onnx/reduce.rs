@@ -3,7 +3,7 @@
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{norm_axis, Attrs};
-use crate::ir::{BinaryOp, DType, Op, ReduceOp, UnaryOp};
+use crate::ir::{BinaryOp, ConstData, DType, Op, ReduceOp, UnaryOp};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -104,16 +104,27 @@ impl Importer<'_> {
         let rank = self.shape(x).len();
         let axis = norm_axis(a.int_or("axis", 0)?, rank)?;
         let keep_dims = a.int_or("keepdims", 1)? != 0;
-        if a.int_or("select_last_index", 0)? != 0 {
-            return unsup("select_last_index=1 is not supported");
-        }
         let out = self.out0(n)?;
         let op = if min {
             Op::ArgMin { axis, keep_dims }
         } else {
             Op::ArgMax { axis, keep_dims }
         };
-        self.emit_to(op, &[x], out)?;
+        if a.int_or("select_last_index", 0)? == 0 {
+            self.emit_to(op, &[x], out)?;
+            return Ok(());
+        }
+        // The last of tied extremes: the first one along the reversed axis (a Gather with
+        // descending indices), counted back from the end.
+        let len = self.shape(x)[axis];
+        let descending = ConstData::from_i64(&[len], (0..len as i64).rev().collect());
+        let descending = self.add_const(&format!("{}/descending", self.cur), descending);
+        let reversed = self.emit_tmp(Op::Gather { axis }, &[x, descending], "reversed")?;
+        let from_end = self.emit_tmp(op, &[reversed], "index_from_end")?;
+        let dt = self.dtype(from_end);
+        let last = ConstData::from_i64(&[], vec![len as i64 - 1]).cast(dt);
+        let last = self.add_const(&format!("{}/last_index", self.cur), last);
+        self.emit_to(bin(BinaryOp::Sub), &[last, from_end], out)?;
         Ok(())
     }
 
