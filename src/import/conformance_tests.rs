@@ -712,3 +712,39 @@ fn lp_normalization_and_the_inference_dropout_mask() {
     assert_eq!(out[0].1.to_f32(), x);
     assert_eq!(out[1].1.data, NpyData::Bool(vec![true; 6]));
 }
+
+#[test]
+fn isnan_isinf_and_hardmax() {
+    let x = vec![
+        1.0f32,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -3.0,
+        3.0,
+    ];
+    for (op, attrs, want) in [
+        ("IsNaN", vec![], [false, true, false, false, false, false]),
+        ("IsInf", vec![], [false, false, true, true, false, false]),
+        (
+            "IsInf",
+            vec![("detect_negative", A::I(0))],
+            [false, false, true, false, false, false],
+        ),
+    ] {
+        let mut b = B::new(20);
+        b.input("x", &[6])
+            .node(op, "is", &["x"], &["y"], attrs)
+            .output("y");
+        let out = run(&b, vec![("x", NpyArray::f32(vec![6], x.clone()))]);
+        assert_eq!(out[0].1.data, NpyData::Bool(want.to_vec()), "{op}");
+    }
+    // Hardmax: the first of tied maxima.
+    let mut b = B::new(13);
+    b.input("x", &[2, 3])
+        .node("Hardmax", "h", &["x"], &["y"], vec![("axis", A::I(1))])
+        .output("y");
+    let x = vec![1.0f32, 5.0, 5.0, -1.0, -3.0, -2.0];
+    let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x))]);
+    assert_eq!(out[0].1.to_f32(), vec![0., 1., 0., 1., 0., 0.]);
+}

@@ -623,6 +623,8 @@ impl<'m> Importer<'m> {
             "Ceil" => self.ceil(n),
             "Round" => self.round(n),
             "Trilu" => self.trilu(n, &a),
+            "IsNaN" | "IsInf" => self.is_special(n, &a),
+            "Hardmax" => self.hardmax(n, &a),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),
