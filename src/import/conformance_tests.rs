@@ -748,3 +748,23 @@ fn isnan_isinf_and_hardmax() {
     let out = run(&b, vec![("x", NpyArray::f32(vec![2, 3], x))]);
     assert_eq!(out[0].1.to_f32(), vec![0., 1., 0., 1., 0., 0.]);
 }
+
+#[test]
+fn center_crop_pad_crops_and_pads_around_the_center() {
+    // [3, 5] → [2, 8]: rows cropped by one (the extra one at the end), columns padded by 3
+    // (1 before, 2 after).
+    let mut b = B::new(18);
+    b.input("x", &[3, 5])
+        .init(itensor("shape", &[2], vec![2, 8]))
+        .node("CenterCropPad", "ccp", &["x", "shape"], &["y"], vec![])
+        .output("y");
+    let x: Vec<f32> = (1..=15).map(|v| v as f32).collect();
+    let out = run(&b, vec![("x", NpyArray::f32(vec![3, 5], x))]);
+    assert_eq!(out[0].1.shape, vec![2, 8]);
+    #[rustfmt::skip]
+    let want = vec![
+        0., 1., 2., 3., 4., 5., 0., 0.,
+        0., 6., 7., 8., 9., 10., 0., 0.,
+    ];
+    assert_eq!(out[0].1.to_f32(), want);
+}

@@ -625,6 +625,7 @@ impl<'m> Importer<'m> {
             "Trilu" => self.trilu(n, &a),
             "IsNaN" | "IsInf" => self.is_special(n, &a),
             "Hardmax" => self.hardmax(n, &a),
+            "CenterCropPad" => self.center_crop_pad(n, &a),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),

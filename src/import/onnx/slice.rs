@@ -1,4 +1,4 @@
-//! Concat, Split, Slice, Gather and Pad.
+//! Concat, Split, Slice, Gather, Pad and CenterCropPad.
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
@@ -220,6 +220,67 @@ impl Importer<'_> {
                     Op::ArgMax { .. } | Op::ArgMin { .. } | Op::TopK { .. }
                 )
         })
+    }
+
+    /// CenterCropPad: each listed axis cropped (a Slice) or zero-padded (a Pad) to the given
+    /// size around its center; an odd difference puts the extra element at the end.
+    pub(super) fn center_crop_pad(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input_data")?;
+        let xs = self.shape(x);
+        let rank = xs.len();
+        let Some(shape) = self.const_ints(n, 1, "shape")? else {
+            return bad("shape is required");
+        };
+        let axes = match a.ints("axes")? {
+            Some(v) => v,
+            None => (0..rank as i64).collect(),
+        };
+        if axes.len() != shape.len() {
+            return bad(format!("shape {shape:?} does not match axes {axes:?}"));
+        }
+        let sizes = dim_values(&shape, "size")?;
+        let mut begins = vec![0i64; rank];
+        let mut ends: Vec<i64> = xs.iter().map(|&d| d as i64).collect();
+        let (mut before, mut after) = (vec![0; rank], vec![0; rank]);
+        let mut seen = HashSet::new();
+        for (&axis, &size) in axes.iter().zip(&sizes) {
+            let ax = norm_axis(axis, rank)?;
+            if !seen.insert(ax) {
+                return bad(format!("axis {axis} is listed twice"));
+            }
+            let dim = xs[ax];
+            if size < dim {
+                begins[ax] = ((dim - size) / 2) as i64;
+                ends[ax] = begins[ax] + size as i64;
+            } else if size > dim {
+                before[ax] = (size - dim) / 2;
+                after[ax] = size - dim - before[ax];
+            }
+        }
+        let mut y = x;
+        let crops =
+            begins.iter().any(|&b| b != 0) || ends.iter().zip(&xs).any(|(&e, &d)| e != d as i64);
+        if crops {
+            let slice = Op::Slice {
+                begins,
+                ends,
+                steps: vec![1; rank],
+            };
+            y = self.emit_tmp(slice, &[y], "cropped")?;
+        }
+        let out = self.out0(n)?;
+        if before.iter().chain(&after).any(|&p| p != 0) {
+            let pad = Op::Pad {
+                before,
+                after,
+                mode: PadMode::Constant,
+                value: 0.0,
+            };
+            self.emit_to(pad, &[y], out)?;
+        } else {
+            self.bind(out, y);
+        }
+        Ok(())
     }
 
     pub(super) fn pad(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
