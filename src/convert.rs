@@ -21,6 +21,9 @@ pub struct ConvertOptions {
     pub input_values: HashMap<String, Vec<f64>>,
     /// Rank-4 inputs and outputs in NHWC (no transposes at the edges).
     pub nhwc_io: bool,
+    /// Convert training-mode BatchNormalization and Dropout as their inference forms
+    /// (`--training-as-inference`; [`ImportOptions::training_as_inference`]).
+    pub training_as_inference: bool,
     /// Which optional optimizations run.
     pub passes: PassSelection,
     /// `--quantize`: `None` keeps float32.
@@ -132,6 +135,7 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
     let import_opts = ImportOptions {
         input_shapes: opts.input_shapes.clone(),
         input_values: opts.input_values.clone(),
+        training_as_inference: opts.training_as_inference,
     };
     let mut graph = import::import_onnx_bytes(bytes, label, &import_opts)?;
     let warnings = passes::nonfinite_constant_warnings(&graph);

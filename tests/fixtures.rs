@@ -80,6 +80,8 @@ fn options_for(name: &str) -> ConvertOptions {
     }
     ConvertOptions {
         input_shapes,
+        // The training-mode export is converted as its inference form (refused otherwise).
+        training_as_inference: name == "digits_cnn_training",
         ..Default::default()
     }
 }
@@ -316,12 +318,19 @@ fn training_mode_export_converts_like_the_inference_export() {
         &ConvertOptions::default(),
     )
     .unwrap();
-    let b = convert_file(
-        &root().join("fixtures/digits_cnn_training.onnx"),
-        &ConvertOptions::default(),
-    )
-    .unwrap();
+    let training = root().join("fixtures/digits_cnn_training.onnx");
+    let b = convert_file(&training, &options_for("digits_cnn_training")).unwrap();
     assert_eq!(a.ops_after, b.ops_after);
+    // Without --training-as-inference its training-mode nodes are refused, each named.
+    let err = format!(
+        "{:#}",
+        convert_file(&training, &ConvertOptions::default()).unwrap_err()
+    );
+    assert!(
+        err.contains("'/bn1/BatchNormalization' (BatchNormalization): training_mode=1")
+            && err.contains("--training-as-inference"),
+        "{err}"
+    );
 }
 
 #[test]

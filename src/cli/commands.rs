@@ -161,6 +161,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         input_shapes: parse_shapes(&args.input_shapes)?,
         input_values: parse_values(&args.input_values)?,
         nhwc_io: args.nhwc_io,
+        training_as_inference: args.training_as_inference,
         passes,
         quantize,
         calibration: args.calibration.clone(),

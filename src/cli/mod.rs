@@ -116,6 +116,10 @@ pub struct ConvertArgs {
     /// Keep rank-4 inputs and outputs in NHWC instead of the ONNX NCHW layout (no transposes).
     #[arg(long)]
     pub nhwc_io: bool,
+    /// Convert a model exported in training mode as its inference form: BatchNormalization
+    /// with its running statistics (training-only outputs dropped), Dropout as the identity.
+    #[arg(long)]
+    pub training_as_inference: bool,
     /// Print what each optimization pass did and the op histograms.
     #[arg(short, long)]
     pub verbose: bool,

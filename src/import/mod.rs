@@ -1,6 +1,8 @@
 //! Importers: ONNX protobuf → IR (with ONNX semantics, static shapes, constants folded).
 
 pub mod builder;
+#[cfg(test)]
+mod conformance_tests;
 mod fold;
 mod functions;
 mod int64;
@@ -22,6 +24,11 @@ pub struct ImportOptions {
     /// Inputs frozen to constant values (`--input-value sr=16000`): they leave the model's
     /// interface and fold into the graph (e.g. resolving an `If` on a sample rate).
     pub input_values: HashMap<String, Vec<f64>>,
+    /// Convert a model exported in training mode as its inference form: BatchNormalization
+    /// with the running statistics (its training-only outputs dropped), Dropout as the
+    /// identity. Without it such nodes are refused: their training results cannot be
+    /// reproduced.
+    pub training_as_inference: bool,
 }
 
 /// Reads and imports an ONNX file. Errors name the file (and the node and op type, where one is

@@ -171,9 +171,25 @@ pub fn to_nhwc(graph: &mut Graph, opts: LayoutOptions) -> Result<LayoutReport> {
         } else {
             identity(rank)
         };
-        let id = rw.get(output, &want)?;
-        // The model's outputs keep their ONNX names.
+        let mut id = rw.get(output, &want)?;
         let name = graph.tensors[output].name.clone();
+        // An output that became a model input (an identity Transpose between them) or another
+        // output gets its own tensor, so that renaming it below renames nothing else.
+        if rw.new.inputs.contains(&id) || rw.new.outputs.contains(&id) {
+            let shape = rw.new.tensors[id].shape.clone();
+            let dtype = rw.new.tensors[id].dtype;
+            let copy_name = rw.new.fresh_name(&name);
+            let copy = rw.new.add_tensor(copy_name, shape.clone(), dtype);
+            rw.new.tensors[copy].quant = rw.new.tensors[id].quant.clone();
+            rw.new.nodes.push(Node {
+                name: name.clone(),
+                op: Op::Reshape { shape },
+                inputs: vec![id],
+                outputs: vec![copy],
+            });
+            id = copy;
+        }
+        // The model's outputs keep their ONNX names.
         if rw.new.tensors[id].name != name {
             if let Some(clash) = rw.new.tensors.iter().position(|t| t.name == name) {
                 let renamed = rw.new.fresh_name(&format!("{name}_internal"));

@@ -297,6 +297,7 @@ pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineRep
     r.fixed_point(g, AFTER_LOWERING, &opts.passes)?;
     // Dead code is removed even with --no-optimize: the writer needs a clean graph.
     g.remove_dead();
+    check_no_empty_tensors(g)?;
     r.transposes_left = g
         .nodes
         .iter()
@@ -306,6 +307,40 @@ pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineRep
     r.nodes_after = g.nodes.len();
     r.const_bytes_after = g.const_bytes();
     Ok(r)
+}
+
+/// Zero-element tensors may appear while importing (an empty Split piece, an empty shape
+/// vector) but no node of the converted model may read one, and no output be one: TFLite
+/// runtimes reject zero-length buffers and most kernels such shapes.
+fn check_no_empty_tensors(g: &Graph) -> Result<()> {
+    for &o in &g.outputs {
+        let t = &g.tensors[o];
+        if t.shape.contains(&0) {
+            bail!(
+                "graph output '{}' has no elements (shape {:?}); zero-element tensors are not \
+                 supported",
+                t.name,
+                t.shape
+            );
+        }
+    }
+    // Read by a node: an unread piece of a Split may be empty.
+    for n in &g.nodes {
+        for &t in &n.inputs {
+            let t = &g.tensors[t];
+            if t.shape.contains(&0) {
+                bail!(
+                    "node '{}' ({}): tensor '{}' has no elements (shape {:?}); zero-element \
+                     tensors are not supported",
+                    n.name,
+                    n.op.name(),
+                    t.name,
+                    t.shape
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Constants holding NaN or infinity, one warning each (they are legal, but usually a sign of

@@ -1,4 +1,5 @@
-//! Add, Sub, Mul, Div, Pow, Max, Min, Sum, Mean and Cast (one-input ops are mapped in `node`).
+//! Add, Sub, Mul, Div, Pow, Max, Min, Sum, Mean, Cast and CastLike (one-input ops are mapped in
+//! `node`).
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{cast_dtype, Attrs};
@@ -60,6 +61,20 @@ impl Importer<'_> {
             Ok(t) => t,
             Err(e) => return unsup(e),
         };
+        let out = self.out0(n)?;
+        if self.dtype(x) == to {
+            self.bind(out, x);
+            return Ok(());
+        }
+        self.emit_to(Op::Cast { to }, &[x], out)?;
+        Ok(())
+    }
+
+    /// CastLike: Cast to the element type of the second input (whose values are unused).
+    pub(super) fn cast_like(&mut self, n: &NodeProto) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let like = self.req(n, 1, "target_type")?;
+        let to = self.dtype(like);
         let out = self.out0(n)?;
         if self.dtype(x) == to {
             self.bind(out, x);

@@ -85,7 +85,7 @@ impl<'m> Importer<'m> {
                 s.dim
                     .iter()
                     .map(|d| match &d.value {
-                        Some(Dim::DimValue(x)) if *x > 0 => (usize::try_from(*x).ok(), None),
+                        Some(Dim::DimValue(x)) if *x >= 0 => (usize::try_from(*x).ok(), None),
                         Some(Dim::DimParam(p)) if !p.is_empty() => (None, Some(p.clone())),
                         _ => (None, None),
                     })
@@ -144,7 +144,8 @@ impl<'m> Importer<'m> {
             };
             if shape.contains(&0) {
                 bail!(
-                    "{file}: input '{}' has a zero dimension in {shape:?}",
+                    "{file}: input '{}' has a zero dimension in {shape:?}; zero-element \
+                     tensors are not supported",
                     v.name
                 );
             }

@@ -1,8 +1,9 @@
-//! Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not and Where.
+//! Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not, Where, IsNaN, IsInf,
+//! Trilu and Hardmax.
 
 use super::{bad, unsup, Importer, R};
 use crate::import::fold;
-use crate::ir::{DType, Op, TensorId};
+use crate::ir::{CompareOp, ConstData, DType, Op, TensorId};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -104,6 +105,122 @@ impl Importer<'_> {
                 self.emit_to(Op::Where, &[ids[0], x, y], out)?;
             }
         }
+        Ok(())
+    }
+
+    /// IsNaN (x != x) and IsInf (x == +inf and/or x == -inf, as detect_positive/negative say).
+    pub(super) fn is_special(&mut self, n: &NodeProto, a: &crate::import::proto::Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        if self.dtype(x) != DType::F32 {
+            return unsup(format!(
+                "{} of {} is not supported",
+                n.op_type,
+                self.dtype(x).name()
+            ));
+        }
+        let out = self.out0(n)?;
+        let cmp = |op| Op::Compare { op };
+        if n.op_type == "IsNaN" {
+            self.emit_to(cmp(CompareOp::NotEqual), &[x, x], out)?;
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        for (attr, inf) in [
+            ("detect_positive", f32::INFINITY),
+            ("detect_negative", f32::NEG_INFINITY),
+        ] {
+            if a.int_or(attr, 1)? != 0 {
+                let inf =
+                    self.add_const(&format!("{}/{attr}", self.cur), ConstData::scalar_f32(inf));
+                found.push(self.emit_tmp(cmp(CompareOp::Equal), &[x, inf], attr)?);
+            }
+        }
+        match found[..] {
+            [one] => self.bind(out, one),
+            [pos, neg] => {
+                self.emit_to(Op::Logical { and: false }, &[pos, neg], out)?;
+            }
+            _ => {
+                let shape = self.shape(x);
+                let count = shape.iter().product();
+                let none = ConstData::from_i64(&shape, vec![0; count]).cast(DType::Bool);
+                self.out_const(out, none)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Hardmax: 1 at the first maximum along the axis, 0 elsewhere: the ArgMax compared with
+    /// the axis' indices.
+    pub(super) fn hardmax(&mut self, n: &NodeProto, a: &crate::import::proto::Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let xs = self.shape(x);
+        let dt = self.dtype(x);
+        if dt != DType::F32 {
+            return unsup(format!("Hardmax of {} is not supported", dt.name()));
+        }
+        let rank = xs.len();
+        let axis = crate::import::proto::norm_axis(a.int_or("axis", -1)?, rank)?;
+        // Before opset 13 the input is flattened to 2-D at the axis: the same only for the last.
+        if self.opset < 13 && axis + 1 != rank {
+            return unsup("Hardmax before opset 13 over an axis other than the last");
+        }
+        let arg = self.emit_tmp(
+            Op::ArgMax {
+                axis,
+                keep_dims: true,
+            },
+            &[x],
+            "argmax",
+        )?;
+        let mut ishape = vec![1; rank];
+        ishape[axis] = xs[axis];
+        let iota =
+            ConstData::from_i64(&ishape, (0..xs[axis] as i64).collect()).cast(self.dtype(arg));
+        let iota = self.add_const(&format!("{}/indices", self.cur), iota);
+        let hit = self.emit_tmp(
+            Op::Compare {
+                op: CompareOp::Equal,
+            },
+            &[iota, arg],
+            "is_max",
+        )?;
+        let one = self.add_const(&format!("{}/one", self.cur), ConstData::scalar_f32(1.0));
+        let zero = self.add_const(&format!("{}/zero", self.cur), ConstData::scalar_f32(0.0));
+        let out = self.out0(n)?;
+        self.emit_to(Op::Where, &[hit, one, zero], out)?;
+        Ok(())
+    }
+
+    /// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of the last two axes, the
+    /// rest zero: a Where on a constant mask.
+    pub(super) fn trilu(&mut self, n: &NodeProto, a: &crate::import::proto::Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let xs = self.shape(x);
+        if xs.len() < 2 {
+            return bad(format!("expects rank ≥ 2, got {xs:?}"));
+        }
+        let k = match self.const_ints(n, 1, "k")? {
+            Some(v) if v.len() == 1 => v[0],
+            Some(v) => return bad(format!("k must have one element, has {}", v.len())),
+            None => 0,
+        };
+        let upper = a.int_or("upper", 1)? != 0;
+        let (rows, cols) = (xs[xs.len() - 2], xs[xs.len() - 1]);
+        let keep: Vec<i64> = (0..rows)
+            .flat_map(|i| {
+                (0..cols).map(move |j| {
+                    let d = j as i64 - i as i64;
+                    i64::from(if upper { d >= k } else { d <= k })
+                })
+            })
+            .collect();
+        let mask = ConstData::from_i64(&[rows, cols], keep).cast(DType::Bool);
+        let mask = self.add_const(&format!("{}/mask", self.cur), mask);
+        let zero = ConstData::from_i64(&[], vec![0]).cast(self.dtype(x));
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let out = self.out0(n)?;
+        self.emit_to(Op::Where, &[mask, x, zero], out)?;
         Ok(())
     }
 

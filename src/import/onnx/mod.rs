@@ -23,6 +23,7 @@ mod recurrent;
 mod reduce;
 mod reshape;
 mod resize;
+mod rounding;
 mod schedule;
 mod slice;
 
@@ -147,6 +148,7 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
     let graph = rewritten_q.as_ref().unwrap_or(graph);
     let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
+    imp.training_as_inference = opts.training_as_inference;
     imp.inputs(graph, opts)?;
     for &i in &order {
         imp.run_node(&graph.node[i], i)?;
@@ -173,8 +175,11 @@ struct Importer<'m> {
     /// Nodes skipped because an input comes from an unsupported node, whose op the importer
     /// knows (so they were not checked further).
     unchecked: usize,
-    /// Graph outputs dropped on purpose (training-only BatchNormalization outputs).
+    /// Graph outputs dropped on purpose (training-only BatchNormalization outputs, with
+    /// `training_as_inference`).
     dropped_outputs: HashSet<String>,
+    /// [`ImportOptions::training_as_inference`].
+    training_as_inference: bool,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
     cur: String,
     /// QuantizeLinear/DequantizeLinear bookkeeping (`qdq.rs`).
@@ -219,6 +224,7 @@ impl<'m> Importer<'m> {
             unsupported: Vec::new(),
             unchecked: 0,
             dropped_outputs: HashSet::new(),
+            training_as_inference: false,
             cur: String::new(),
             qdq: Default::default(),
         }
@@ -578,12 +584,7 @@ impl<'m> Importer<'m> {
         }
         match op {
             "Identity" => self.alias(n),
-            "Dropout" => {
-                if n.output.get(1).is_some_and(|m| self.used(m)) {
-                    return unsup("the mask output is used");
-                }
-                self.alias(n)
-            }
+            "Dropout" => self.dropout(n),
             "Add" => self.binary(n, BinaryOp::Add),
             "Sub" => self.binary(n, BinaryOp::Sub),
             "Mul" => self.binary(n, BinaryOp::Mul),
@@ -617,6 +618,14 @@ impl<'m> Importer<'m> {
             "MatMul" => self.matmul(n),
             "BatchNormalization" => self.batchnorm(n, &a),
             "LayerNormalization" => self.layernorm(n, &a),
+            "RMSNormalization" => self.rmsnorm(n, &a),
+            "LpNormalization" => self.lp_norm(n, &a),
+            "Ceil" => self.ceil(n),
+            "Round" => self.round(n),
+            "Trilu" => self.trilu(n, &a),
+            "IsNaN" | "IsInf" => self.is_special(n, &a),
+            "Hardmax" => self.hardmax(n, &a),
+            "CenterCropPad" => self.center_crop_pad(n, &a),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),
@@ -626,12 +635,17 @@ impl<'m> Importer<'m> {
             "ReduceMax" => self.reduce(n, &a, ReduceOp::Max),
             "ReduceMin" => self.reduce(n, &a, ReduceOp::Min),
             "ReduceProd" => self.reduce(n, &a, ReduceOp::Prod),
+            "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" => {
+                self.reduce_composite(n, &a)
+            }
             "Concat" => self.concat(n, &a),
             "Split" => self.split(n, &a),
             "Slice" => self.slice(n, &a),
             "Gather" => self.gather(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
+            "DepthToSpace" => self.depth_space(n, &a, true),
+            "SpaceToDepth" => self.depth_space(n, &a, false),
             "Squeeze" => self.squeeze(n, &a),
             "Unsqueeze" => self.unsqueeze(n, &a),
             "Transpose" => self.transpose(n, &a),
@@ -644,6 +658,7 @@ impl<'m> Importer<'m> {
             "LSTM" => recurrent::lstm(self, n, &a),
             "GRU" => recurrent::gru(self, n, &a),
             "Cast" => self.cast(n, &a),
+            "CastLike" => self.cast_like(n),
             "Resize" | "Upsample" => self.resize(n, &a),
             "Shape" => self.shape_op(n, &a),
             "Size" => {

@@ -1,8 +1,9 @@
-//! ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ArgMax, ArgMin and TopK.
+//! ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2,
+//! ReduceLogSum, ArgMax, ArgMin and TopK.
 
-use super::{bad, unsup, Importer, R};
+use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{norm_axis, Attrs};
-use crate::ir::{DType, Op, ReduceOp};
+use crate::ir::{BinaryOp, ConstData, DType, Op, ReduceOp, UnaryOp};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -19,8 +20,51 @@ impl Importer<'_> {
 
     pub(super) fn reduce(&mut self, n: &NodeProto, a: &Attrs, op: ReduceOp) -> R<()> {
         let x = self.req(n, 0, "data")?;
+        self.reduce_of(n, a, op, x, None)
+    }
+
+    /// ReduceSumSquare, ReduceL1, ReduceL2 and ReduceLogSum: a sum of x², |x| or x, then √ or
+    /// log for the last two.
+    pub(super) fn reduce_composite(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        if !matches!(self.dtype(x), DType::F32) {
+            return unsup(format!(
+                "{} of {} is not supported",
+                n.op_type,
+                self.dtype(x).name()
+            ));
+        }
+        let summed = match n.op_type.as_str() {
+            "ReduceSumSquare" | "ReduceL2" => {
+                self.emit_tmp(bin(BinaryOp::Mul), &[x, x], "squared")?
+            }
+            "ReduceL1" => self.emit_tmp(Op::Unary(UnaryOp::Abs), &[x], "abs")?,
+            _ => x,
+        };
+        let post = match n.op_type.as_str() {
+            "ReduceL2" => Some(UnaryOp::Sqrt),
+            "ReduceLogSum" => Some(UnaryOp::Log),
+            _ => None,
+        };
+        self.reduce_of(n, a, ReduceOp::Sum, summed, post)
+    }
+
+    /// Reduces `x` (input 0, or what a composite reduction made of it) as node `n` says, then
+    /// applies `post`.
+    fn reduce_of(
+        &mut self,
+        n: &NodeProto,
+        a: &Attrs,
+        op: ReduceOp,
+        x: crate::ir::TensorId,
+        post: Option<UnaryOp>,
+    ) -> R<()> {
+        let composite = !matches!(
+            n.op_type.as_str(),
+            "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd"
+        );
         let rank = self.shape(x).len();
-        let axes_from_input = self.opset >= 18 || (op == ReduceOp::Sum && self.opset >= 13);
+        let axes_from_input = self.opset >= 18 || (n.op_type == "ReduceSum" && self.opset >= 13);
         let axes = if axes_from_input {
             self.const_ints(n, 1, "axes")?
         } else {
@@ -31,21 +75,27 @@ impl Importer<'_> {
         let axes = match axes.filter(|v| !v.is_empty()) {
             Some(v) => Self::norm_axes(&v, rank)?,
             None if a.int_or("noop_with_empty_axes", 0)? != 0 => {
+                if composite {
+                    return unsup("noop_with_empty_axes=1 is not supported");
+                }
                 let x = self.req(n, 0, "data")?;
                 self.bind(out, x);
                 return Ok(());
             }
             None => (0..rank).collect(),
         };
-        self.emit_to(
-            Op::Reduce {
-                op,
-                axes,
-                keep_dims,
-            },
-            &[x],
-            out,
-        )?;
+        let reduce = Op::Reduce {
+            op,
+            axes,
+            keep_dims,
+        };
+        match post {
+            None => self.emit_to(reduce, &[x], out)?,
+            Some(f) => {
+                let sum = self.emit_tmp(reduce, &[x], "sum")?;
+                self.emit_to(Op::Unary(f), &[sum], out)?
+            }
+        };
         Ok(())
     }
 
@@ -54,16 +104,27 @@ impl Importer<'_> {
         let rank = self.shape(x).len();
         let axis = norm_axis(a.int_or("axis", 0)?, rank)?;
         let keep_dims = a.int_or("keepdims", 1)? != 0;
-        if a.int_or("select_last_index", 0)? != 0 {
-            return unsup("select_last_index=1 is not supported");
-        }
         let out = self.out0(n)?;
         let op = if min {
             Op::ArgMin { axis, keep_dims }
         } else {
             Op::ArgMax { axis, keep_dims }
         };
-        self.emit_to(op, &[x], out)?;
+        if a.int_or("select_last_index", 0)? == 0 {
+            self.emit_to(op, &[x], out)?;
+            return Ok(());
+        }
+        // The last of tied extremes: the first one along the reversed axis (a Gather with
+        // descending indices), counted back from the end.
+        let len = self.shape(x)[axis];
+        let descending = ConstData::from_i64(&[len], (0..len as i64).rev().collect());
+        let descending = self.add_const(&format!("{}/descending", self.cur), descending);
+        let reversed = self.emit_tmp(Op::Gather { axis }, &[x, descending], "reversed")?;
+        let from_end = self.emit_tmp(op, &[reversed], "index_from_end")?;
+        let dt = self.dtype(from_end);
+        let last = ConstData::from_i64(&[], vec![len as i64 - 1]).cast(dt);
+        let last = self.add_const(&format!("{}/last_index", self.cur), last);
+        self.emit_to(bin(BinaryOp::Sub), &[last, from_end], out)?;
         Ok(())
     }
 

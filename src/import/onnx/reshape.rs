@@ -1,4 +1,5 @@
-//! Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile and Shape.
+//! Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile, Shape, DepthToSpace and
+//! SpaceToDepth.
 
 use super::{bad, Importer, R};
 use crate::import::proto::{
@@ -32,13 +33,73 @@ impl Importer<'_> {
     pub(super) fn flatten(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
         let x = self.req(n, 0, "input")?;
         let xs = self.shape(x);
-        let axis = norm_axis(a.int_or("axis", 1)?, xs.len() + 1)?;
+        // axis is in [-rank, rank]: a negative one counts from the end (axis + rank), and
+        // rank itself puts every dimension in the first factor.
+        let rank = xs.len() as i64;
+        let given = a.int_or("axis", 1)?;
+        let axis = if given < 0 { given + rank } else { given };
+        if !(0..=rank).contains(&axis) {
+            return bad(format!("axis {given} out of range for rank {rank}"));
+        }
+        let axis = axis as usize;
         let shape = vec![
             xs[..axis].iter().product::<usize>(),
             xs[axis..].iter().product::<usize>(),
         ];
         let out = self.out0(n)?;
         self.emit_to(Op::Reshape { shape }, &[x], out)?;
+        Ok(())
+    }
+
+    /// DepthToSpace (`to_space`; modes DCR and CRD) and SpaceToDepth, as ONNX defines them:
+    /// a Reshape to 6-D blocks, a Transpose moving the blocks, a Reshape back to 4-D.
+    pub(super) fn depth_space(&mut self, n: &NodeProto, a: &Attrs, to_space: bool) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let xs = self.shape(x);
+        let &[batch, c, h, w] = xs.as_slice() else {
+            return bad(format!("expects a 4-D input, got {xs:?}"));
+        };
+        let Some(block) = a.int("blocksize")? else {
+            return bad("blocksize is required");
+        };
+        let b = match usize::try_from(block) {
+            Ok(b) if b >= 1 => b,
+            _ => return bad(format!("blocksize {block} is not positive")),
+        };
+        let (blocks, perm, shape) = if to_space {
+            if c % (b * b) != 0 {
+                return bad(format!(
+                    "{c} channels are not a multiple of blocksize² = {}",
+                    b * b
+                ));
+            }
+            let depth = c / (b * b);
+            let (blocks, perm) = match a.string_or("mode", "DCR")?.as_str() {
+                "DCR" => (vec![batch, b, b, depth, h, w], vec![0, 3, 4, 1, 5, 2]),
+                "CRD" => (vec![batch, depth, b, b, h, w], vec![0, 1, 4, 2, 5, 3]),
+                other => return bad(format!("mode '{other}' is not DCR or CRD")),
+            };
+            (blocks, perm, vec![batch, depth, h * b, w * b])
+        } else {
+            if h % b != 0 || w % b != 0 {
+                return bad(format!("{h}x{w} is not a multiple of blocksize {b}"));
+            }
+            // SpaceToDepth's mode (opset 25) orders the output channels the same two ways.
+            let perm = match a.string_or("mode", "DCR")?.as_str() {
+                "DCR" => vec![0, 3, 5, 1, 2, 4],
+                "CRD" => vec![0, 1, 3, 5, 2, 4],
+                other => return bad(format!("mode '{other}' is not DCR or CRD")),
+            };
+            (
+                vec![batch, c, h / b, b, w / b, b],
+                perm,
+                vec![batch, c * b * b, h / b, w / b],
+            )
+        };
+        let blocks = self.emit_tmp(Op::Reshape { shape: blocks }, &[x], "blocks")?;
+        let moved = self.emit_tmp(Op::Transpose { perm }, &[blocks], "moved")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape }, &[moved], out)?;
         Ok(())
     }
 

@@ -84,9 +84,19 @@ impl Importer<'_> {
                 if !(s.is_finite() && s > 0.0) {
                     return bad(format!("scale {s} is not positive"));
                 }
-                let v = (xs[ax] as f64 * s).floor();
-                if v > crate::import::proto::MAX_ELEMENTS as f64 {
+                // The size in float32, as ONNX's reference and ONNX Runtime compute it.
+                let v = xs[ax] as f32 * s as f32;
+                if v > crate::import::proto::MAX_ELEMENTS as f32 {
                     return bad(format!("scale {s} is too large"));
+                }
+                // ONNX maps coordinates with the given scale (and the unrounded size), TFLite
+                // with the ratio of the whole sizes: the same only for a whole size.
+                if v.fract() != 0.0 {
+                    return unsup(format!(
+                        "scale {s} gives axis {ax} the fractional size {} × {s} = {v}; TFLite \
+                         resizes by the ratio of whole sizes (give the size with 'sizes' instead)",
+                        xs[ax]
+                    ));
                 }
                 out_shape[ax] = v as usize;
             }

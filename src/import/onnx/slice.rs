@@ -1,8 +1,8 @@
-//! Concat, Split, Slice, Gather and Pad.
+//! Concat, Split, Slice, Gather, Pad and CenterCropPad.
 
-use super::{bad, unsup, Importer, R};
+use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
-use crate::ir::{ConstData, DType, Op, PadMode};
+use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, PadMode, TensorId};
 use std::collections::HashSet;
 use tract_onnx::pb::NodeProto;
 
@@ -21,6 +21,17 @@ impl Importer<'_> {
             return bad("axis is required");
         };
         let axis = norm_axis(axis, self.shape(first).len())?;
+        // Inputs empty along the axis add nothing (an empty Split piece, an empty shape
+        // vector); dropped, they leave no zero-element tensor behind.
+        let non_empty: Vec<TensorId> = ins
+            .iter()
+            .copied()
+            .filter(|&id| self.shape(id).get(axis) != Some(&0))
+            .collect();
+        if !non_empty.is_empty() {
+            ins = non_empty;
+        }
+        let first = ins[0];
         let out = self.out0(n)?;
         if ins.len() == 1 {
             self.bind(out, first);
@@ -176,9 +187,99 @@ impl Importer<'_> {
                 let name = format!("{}_normalized", self.g.tensors[idx].name);
                 idx = self.add_const(&name, nd);
             }
+        } else if self.dtype(idx) != DType::U8 && !self.never_negative(idx) {
+            // ONNX counts a negative index from the end; TFLite GATHER rejects it:
+            // indices < 0 ? indices + dim : indices.
+            let dt = self.dtype(idx);
+            let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
+            let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+            let dim = ConstData::from_i64(&[], vec![xs[axis] as i64]).cast(dt);
+            let dim = self.add_const(&format!("{}/axis_length", self.cur), dim);
+            let negative = self.emit_tmp(
+                Op::Compare {
+                    op: CompareOp::Less,
+                },
+                &[idx, zero],
+                "negative_index",
+            )?;
+            let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, dim], "wrapped_index")?;
+            idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
         }
         let out = self.out0(n)?;
         self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    /// Whether a run-time tensor holds indices that cannot be negative: those ArgMax, ArgMin
+    /// and TopK produce.
+    fn never_negative(&self, id: TensorId) -> bool {
+        self.g.nodes.iter().any(|node| {
+            node.outputs.last() == Some(&id)
+                && matches!(
+                    node.op,
+                    Op::ArgMax { .. } | Op::ArgMin { .. } | Op::TopK { .. }
+                )
+        })
+    }
+
+    /// CenterCropPad: each listed axis cropped (a Slice) or zero-padded (a Pad) to the given
+    /// size around its center; an odd difference puts the extra element at the end.
+    pub(super) fn center_crop_pad(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input_data")?;
+        let xs = self.shape(x);
+        let rank = xs.len();
+        let Some(shape) = self.const_ints(n, 1, "shape")? else {
+            return bad("shape is required");
+        };
+        let axes = match a.ints("axes")? {
+            Some(v) => v,
+            None => (0..rank as i64).collect(),
+        };
+        if axes.len() != shape.len() {
+            return bad(format!("shape {shape:?} does not match axes {axes:?}"));
+        }
+        let sizes = dim_values(&shape, "size")?;
+        let mut begins = vec![0i64; rank];
+        let mut ends: Vec<i64> = xs.iter().map(|&d| d as i64).collect();
+        let (mut before, mut after) = (vec![0; rank], vec![0; rank]);
+        let mut seen = HashSet::new();
+        for (&axis, &size) in axes.iter().zip(&sizes) {
+            let ax = norm_axis(axis, rank)?;
+            if !seen.insert(ax) {
+                return bad(format!("axis {axis} is listed twice"));
+            }
+            let dim = xs[ax];
+            if size < dim {
+                begins[ax] = ((dim - size) / 2) as i64;
+                ends[ax] = begins[ax] + size as i64;
+            } else if size > dim {
+                before[ax] = (size - dim) / 2;
+                after[ax] = size - dim - before[ax];
+            }
+        }
+        let mut y = x;
+        let crops =
+            begins.iter().any(|&b| b != 0) || ends.iter().zip(&xs).any(|(&e, &d)| e != d as i64);
+        if crops {
+            let slice = Op::Slice {
+                begins,
+                ends,
+                steps: vec![1; rank],
+            };
+            y = self.emit_tmp(slice, &[y], "cropped")?;
+        }
+        let out = self.out0(n)?;
+        if before.iter().chain(&after).any(|&p| p != 0) {
+            let pad = Op::Pad {
+                before,
+                after,
+                mode: PadMode::Constant,
+                value: 0.0,
+            };
+            self.emit_to(pad, &[y], out)?;
+        } else {
+            self.bind(out, y);
+        }
         Ok(())
     }
 
