@@ -38,20 +38,16 @@ fn check_depthwise_i8(
     assert_eq!(got, want, "{what} {p:?}");
 }
 
-#[test]
-fn depthwise_i8_matches_portable() {
-    let mut rng = Rng(3);
-    for isa in isas() {
-        for case in 0..60usize {
-            let (is, fs, os, p) = dw_case(&mut rng, case);
-            let c = is[3];
-            let input = rng.i8s(is.iter().product());
-            let filter = rng.i8s(fs.iter().product());
-            let bias: Vec<i32> = (0..c).map(|_| rng.u() as i32 >> 14).collect();
-            let q = rng.stage(c, fs[1] * fs[2], false);
-            let what = format!("{isa:?} case {case}: {is:?} {fs:?}");
-            check_depthwise_i8(isa, &input, is, &filter, fs, &bias, &p, &q, os, &what);
-        }
+fast_vs_portable! {
+    fn depthwise_i8_matches_portable(seed 3, cases 60usize, isa, case, rng) {
+        let (is, fs, os, p) = dw_case(&mut rng, case);
+        let c = is[3];
+        let input = rng.i8s(is.iter().product());
+        let filter = rng.i8s(fs.iter().product());
+        let bias: Vec<i32> = (0..c).map(|_| rng.u() as i32 >> 14).collect();
+        let q = rng.stage(c, fs[1] * fs[2], false);
+        let what = format!("{isa:?} case {case}: {is:?} {fs:?}");
+        check_depthwise_i8(isa, &input, is, &filter, fs, &bias, &p, &q, os, &what);
     }
 }
 

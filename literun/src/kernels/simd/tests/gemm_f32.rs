@@ -53,99 +53,91 @@ fn check_fc_f32(
     cmp(&got, &want, &format!("{isa:?} {what} {b}x{k}x{n}"));
 }
 
-#[test]
-fn conv_and_fc_f32_match_portable() {
-    let mut rng = Rng(4);
-    for isa in isas() {
-        for case in 0..40usize {
-            let k = [1, 3, 1, 5, 2][case % 5];
-            let stride = 1 + rng.below(2);
-            let (cin, cout) = (1 + rng.below(30), 1 + rng.below(40));
-            let (h, w) = (k + rng.below(8), k + rng.below(8));
-            let pad = if case.is_multiple_of(2) { 0 } else { k / 2 };
-            let oh = (h + 2 * pad - k) / stride + 1;
-            let ow = (w + 2 * pad - k) / stride + 1;
-            let is = [1 + case % 2, h, w, cin];
-            let fs = [cout, k, k, cin];
-            let os = [is[0], oh, ow, cout];
-            let act = [
-                Activation::None,
-                Activation::Relu,
-                Activation::Relu6,
-                Activation::ReluN1To1,
-                Activation::Tanh,
-            ][case % 5];
-            let p = Conv2dParams {
-                stride_h: stride,
-                stride_w: stride,
-                pad_top: pad,
-                pad_left: pad,
-                activation: act,
-                ..Default::default()
-            };
-            let what = format!("conv case {case}");
-            check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
-            let kk = k * k * cin;
+fast_vs_portable! {
+    fn conv_and_fc_f32_match_portable(seed 4, cases 40usize, isa, case, rng) {
+        let k = [1, 3, 1, 5, 2][case % 5];
+        let stride = 1 + rng.below(2);
+        let (cin, cout) = (1 + rng.below(30), 1 + rng.below(40));
+        let (h, w) = (k + rng.below(8), k + rng.below(8));
+        let pad = if case.is_multiple_of(2) { 0 } else { k / 2 };
+        let oh = (h + 2 * pad - k) / stride + 1;
+        let ow = (w + 2 * pad - k) / stride + 1;
+        let is = [1 + case % 2, h, w, cin];
+        let fs = [cout, k, k, cin];
+        let os = [is[0], oh, ow, cout];
+        let act = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Relu6,
+            Activation::ReluN1To1,
+            Activation::Tanh,
+        ][case % 5];
+        let p = Conv2dParams {
+            stride_h: stride,
+            stride_w: stride,
+            pad_top: pad,
+            pad_left: pad,
+            activation: act,
+            ..Default::default()
+        };
+        let what = format!("conv case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+        let kk = k * k * cin;
 
-            let (b, n) = (1 + rng.below(7), 1 + rng.below(50) + case % 2 * 100);
-            let what = format!("fc case {case}");
-            check_fc_f32(&mut rng, isa, [b, kk, n], false, act, close, &what);
-        }
+        let (b, n) = (1 + rng.below(7), 1 + rng.below(50) + case % 2 * 100);
+        let what = format!("fc case {case}");
+        check_fc_f32(&mut rng, isa, [b, kk, n], false, act, close, &what);
     }
 }
 
-/// Float convolutions on the shapes the AVX-512 path reads in place or gathers: kernel
-/// height and width apart, dilation, strides up to 3, top/left padding up to the kernel
-/// size (rows and columns wholly in the padding) with any implied bottom/right padding,
-/// channel counts across one to several 64-channel groups with a partial last panel, and
-/// kernels taller than the in-place limit.
-#[test]
-fn conv_f32_windows_match_portable() {
-    let mut rng = Rng(6);
-    for isa in isas() {
-        for case in 0..60usize {
-            let tall = case % 20 == 19;
-            let kh = if tall {
-                MAX_SEGS_F32 + 1
-            } else {
-                1 + rng.below(5)
-            };
-            let kw = 1 + rng.below(5);
-            let (dh, dw) = (1 + rng.below(2), 1 + (case % 3) / 2);
-            let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
-            let (pt, pl) = (rng.below(kh + 1), rng.below(kw + 1));
-            let (pb, pr) = (rng.below(kh + 1), rng.below(kw + 1));
-            let (ekh, ekw) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
-            let h = (ekh + rng.below(9)).saturating_sub(pt + pb).max(1);
-            let w = (ekw + rng.below(9)).saturating_sub(pl + pr).max(1);
-            if h + pt + pb < ekh || w + pl + pr < ekw {
-                continue;
-            }
-            let oh = (h + pt + pb - ekh) / sh + 1;
-            let ow = (w + pl + pr - ekw) / sw + 1;
-            let cin = 1 + rng.below(20);
-            let cout = [
-                1 + rng.below(16),
-                17 + rng.below(60),
-                64,
-                65 + rng.below(90),
-            ][case % 4];
-            let is = [1 + case % 2, h, w, cin];
-            let fs = [cout, kh, kw, cin];
-            let os = [is[0], oh, ow, cout];
-            let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
-            let p = Conv2dParams {
-                stride_h: sh,
-                stride_w: sw,
-                dilation_h: dh,
-                dilation_w: dw,
-                pad_top: pt,
-                pad_left: pl,
-                activation: act,
-            };
-            let what = format!("conv case {case}");
-            check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+fast_vs_portable! {
+    /// Float convolutions on the shapes the AVX-512 path reads in place or gathers: kernel
+    /// height and width apart, dilation, strides up to 3, top/left padding up to the kernel
+    /// size (rows and columns wholly in the padding) with any implied bottom/right padding,
+    /// channel counts across one to several 64-channel groups with a partial last panel, and
+    /// kernels taller than the in-place limit.
+    fn conv_f32_windows_match_portable(seed 6, cases 60usize, isa, case, rng) {
+        let tall = case % 20 == 19;
+        let kh = if tall {
+            MAX_SEGS_F32 + 1
+        } else {
+            1 + rng.below(5)
+        };
+        let kw = 1 + rng.below(5);
+        let (dh, dw) = (1 + rng.below(2), 1 + (case % 3) / 2);
+        let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
+        let (pt, pl) = (rng.below(kh + 1), rng.below(kw + 1));
+        let (pb, pr) = (rng.below(kh + 1), rng.below(kw + 1));
+        let (ekh, ekw) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
+        let h = (ekh + rng.below(9)).saturating_sub(pt + pb).max(1);
+        let w = (ekw + rng.below(9)).saturating_sub(pl + pr).max(1);
+        if h + pt + pb < ekh || w + pl + pr < ekw {
+            continue;
         }
+        let oh = (h + pt + pb - ekh) / sh + 1;
+        let ow = (w + pl + pr - ekw) / sw + 1;
+        let cin = 1 + rng.below(20);
+        let cout = [
+            1 + rng.below(16),
+            17 + rng.below(60),
+            64,
+            65 + rng.below(90),
+        ][case % 4];
+        let is = [1 + case % 2, h, w, cin];
+        let fs = [cout, kh, kw, cin];
+        let os = [is[0], oh, ow, cout];
+        let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
+        let p = Conv2dParams {
+            stride_h: sh,
+            stride_w: sw,
+            dilation_h: dh,
+            dilation_w: dw,
+            pad_top: pt,
+            pad_left: pl,
+            activation: act,
+        };
+        let what = format!("conv case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
     }
 }
 

@@ -5,6 +5,27 @@ use super::*;
 use crate::kernels::{conv, depthwise_conv, fully_connected};
 use crate::quant::quantize_multiplier;
 
+/// A test of one fast path against the portable kernel: `$body` runs for cases `0..$cases` on
+/// every ISA this CPU has ([`isas`]), drawing from one `Rng($seed)` for all of them.
+macro_rules! fast_vs_portable {
+    (
+        $(#[$attr:meta])*
+        fn $name:ident(seed $seed:literal, cases $cases:literal, $isa:ident, $case:ident, $rng:ident)
+        $body:block
+    ) => {
+        $(#[$attr])*
+        #[test]
+        fn $name() {
+            let mut $rng = Rng($seed);
+            for $isa in isas() {
+                for $case in 0..$cases {
+                    $body
+                }
+            }
+        }
+    };
+}
+
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;
