@@ -202,9 +202,10 @@ fn for_each_tap(
     }
 }
 
-/// A quantized activation type of the integer convolutions, with the accumulator its products
-/// sum in: int8 sums `w * (x + input_offset)` in i32, int16 (zero point 0) sums `w * x` in i64.
-/// The reference kernels for the two differ only in these types and the output rescale.
+/// A quantized activation type of the integer convolutions and dense layers, with the
+/// accumulator its products sum in: int8 sums `w * (x + input_offset)` in i32, int16 (zero
+/// point 0) sums `w * x` in i64. The reference kernels for the two differ only in these types
+/// and the output rescale.
 pub(crate) trait ConvAccumulate: Quantized {
     /// The accumulator, and the bias's type.
     type Acc: Copy + Default + AddAssign;
