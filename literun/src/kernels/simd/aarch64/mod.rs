@@ -1,5 +1,6 @@
 //! aarch64 micro-kernels: NEON (`Isa::Neon`) and NEON + `sdot` (`Isa::NeonDot`, through
-//! inline `asm!` since `vdotq_s32` is unstable on stable Rust).
+//! inline `asm!` since `vdotq_s32` is unstable on stable Rust), one module per kernel family as
+//! in `simd`.
 //!
 //! To keep the code small (the aarch64 footprint goal), each tile kernel exists in two sizes
 //! only: one row (FULLY_CONNECTED with batch 1) and the full tile; a partial tile of more than

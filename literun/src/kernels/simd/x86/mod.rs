@@ -1,4 +1,6 @@
-//! x86-64 micro-kernels: AVX2 (+FMA), AVX-VNNI and AVX-512 VNNI.
+//! x86-64 micro-kernels: AVX2 (+FMA), AVX-VNNI and AVX-512 VNNI, one module per kernel family
+//! as in `simd`: each exposes the entry points its family's driver calls (`tile_i8`,
+//! `dw_i8_rows`, `wino_input_f32`, ...), which pick the ISA's kernel.
 //!
 //! Every `unsafe` block here relies on one invariant besides its bounds checks: the packed
 //! weights it is given ([`GemmI8`], [`DwI8`], [`GemmF32`], [`DwF32`]) were built by their
