@@ -2,6 +2,7 @@
 //! and int32 ([`binary_f32`], [`unary_f32`]), quantized ([`BinaryI8`], QUANTIZE, 8-bit lookup
 //! tables).
 
+// What the concern modules use, through `use super::*`.
 use super::Activation;
 use crate::math::{
     erff, exp_fast, expf, floorf, logf, logistic_fast, powf, sqrtf, tanh_fast, tanhf,

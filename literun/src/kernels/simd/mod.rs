@@ -36,6 +36,7 @@
     allow(unused_variables, unused_mut, dead_code)
 )]
 
+// What the family modules use, through `use super::*`.
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;

@@ -13,6 +13,7 @@
 //! `pack` functions for an [`Isa`] whose `available()` returned true on this CPU, and their
 //! fields are private to the crate, so the instructions each kernel uses exist.
 
+// What the family modules use, through `use super::*`.
 use core::arch::aarch64::*;
 use core::arch::asm;
 

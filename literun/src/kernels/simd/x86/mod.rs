@@ -7,6 +7,7 @@
 //! `pack` functions for an [`Isa`] whose `available()` returned true on this CPU, and their
 //! fields are private to the crate, so the instructions each kernel uses exist.
 
+// What the family modules use, through `use super::*`.
 use core::arch::x86_64::*;
 use core::ops::Range;
 
