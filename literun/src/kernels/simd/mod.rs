@@ -19,7 +19,7 @@
 //! micro-kernels live beside them by ISA, one file per family: `x86` (AVX2, AVX-VNNI,
 //! AVX-512) and `aarch64` (NEON, and `sdot` where the CPU has it). This module holds the
 //! ISA detection ([`Isa`]) and what every family shares: the workers' scratch
-//! ([`FastScratch`]) and the split of output rows over them.
+//! (`FastScratch`) and the split of output rows over them.
 //!
 //! # Exactness
 //! The int8 paths compute the same integers as the portable kernels: the accumulation is exact

@@ -3,9 +3,9 @@
 //! `dw_i8_rows`, `wino_input_f32`, ...), which pick the ISA's kernel.
 //!
 //! Every `unsafe` block here relies on one invariant besides its bounds checks: the packed
-//! weights it is given ([`GemmI8`], [`DwI8`], [`GemmF32`], [`DwF32`]) were built by their
-//! `pack` functions for an [`Isa`] whose `available()` returned true on this CPU, and their
-//! fields are private to the crate, so the instructions each kernel uses exist.
+//! weights it is given ([`super::GemmI8`], [`DwI8`], [`super::GemmF32`], [`DwF32`]) were built
+//! by their `pack` functions for an [`Isa`] whose `available()` returned true on this CPU, and
+//! their fields are private to the crate, so the instructions each kernel uses exist.
 
 // What the family modules use, through `use super::*`.
 use core::arch::x86_64::*;
