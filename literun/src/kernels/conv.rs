@@ -6,7 +6,10 @@
 //! Per output element the accumulation order is the reference one (filter row, filter column,
 //! input channel), starting from zero, then `bias` is added and the activation applied.
 
-use super::Activation;
+use core::ops::AddAssign;
+
+use super::{Activation, Quantized};
+use crate::quant::OutputStage;
 
 /// Options of a CONV_2D; padding is already resolved to the top/left amounts (any extra
 /// bottom/right padding is implied by the output size).
@@ -199,6 +202,57 @@ fn for_each_tap(
     }
 }
 
+/// A quantized activation type of the integer convolutions and dense layers, with the
+/// accumulator its products sum in: int8 sums `w * (x + input_offset)` in i32, int16 (zero
+/// point 0) sums `w * x` in i64. The reference kernels for the two differ only in these types
+/// and the output rescale.
+pub(crate) trait ConvAccumulate: Quantized {
+    /// The accumulator, and the bias's type.
+    type Acc: Copy + Default + AddAssign;
+    /// `sum w[i] * (x[i] + input_offset)` over one tap's input channels.
+    fn dot(x: &[Self], w: &[i8], input_offset: i32) -> Self::Acc;
+    /// `acc + bias`, wrapping.
+    fn add_bias(acc: Self::Acc, bias: Self::Acc) -> Self::Acc;
+    /// The output stage of channel `c`.
+    fn requantize(q: &OutputStage, acc: Self::Acc, c: usize) -> Self;
+}
+
+impl ConvAccumulate for i8 {
+    type Acc = i32;
+    #[inline]
+    fn dot(x: &[i8], w: &[i8], input_offset: i32) -> i32 {
+        dot_offset(x, w, input_offset)
+    }
+    #[inline]
+    fn add_bias(acc: i32, bias: i32) -> i32 {
+        acc.wrapping_add(bias)
+    }
+    #[inline]
+    fn requantize(q: &OutputStage, acc: i32, c: usize) -> i8 {
+        q.apply(acc, c)
+    }
+}
+
+impl ConvAccumulate for i16 {
+    type Acc = i64;
+    /// The input offset is 0 (int16 activations are symmetric).
+    #[inline]
+    fn dot(x: &[i16], w: &[i8], _input_offset: i32) -> i64 {
+        x.iter()
+            .zip(w)
+            .map(|(&x, &w)| i64::from(i32::from(x) * i32::from(w)))
+            .sum()
+    }
+    #[inline]
+    fn add_bias(acc: i64, bias: i64) -> i64 {
+        acc.wrapping_add(bias)
+    }
+    #[inline]
+    fn requantize(q: &OutputStage, acc: i64, c: usize) -> i16 {
+        q.apply_16x8(acc, c)
+    }
+}
+
 /// Int8 CONV_2D with per-channel requantization, as TFLite's
 /// `reference_integer_ops::ConvPerChannel`: `acc = sum w * (x + input_offset)` over in-bounds
 /// taps (padding contributes the zero point, i.e. real 0), `+ bias`, requantized per output
@@ -211,7 +265,7 @@ pub fn conv2d_i8(
     filter_shape: [usize; 4],
     bias: Option<&[i32]>,
     p: &Conv2dParams,
-    q: &crate::quant::OutputStage,
+    q: &OutputStage,
     output: &mut [i8],
     out_shape: [usize; 4],
 ) {
@@ -221,6 +275,65 @@ pub fn conv2d_i8(
     debug_assert_eq!(input.len(), batches * in_h * in_w * in_c);
     debug_assert_eq!(filter.len(), out_c * k_h * k_w * f_in);
     debug_assert_eq!(output.len(), batches * out_h * out_w * out_c);
+    conv2d_quantized(
+        input,
+        in_shape,
+        filter,
+        filter_shape,
+        bias,
+        p,
+        q,
+        output,
+        out_shape,
+    );
+}
+
+/// Int16x8 CONV_2D (int16 activations with zero point 0, int8 filter, int64 bias), as
+/// TFLite's `reference_integer_ops::ConvPerChannel<int64_t>`: `acc = sum w * x + bias` in
+/// int64, requantized per output channel ([`OutputStage::apply_16x8`]), clamped.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_16x8(
+    input: &[i16],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[i64]>,
+    p: &Conv2dParams,
+    q: &OutputStage,
+    output: &mut [i16],
+    out_shape: [usize; 4],
+) {
+    conv2d_quantized(
+        input,
+        in_shape,
+        filter,
+        filter_shape,
+        bias,
+        p,
+        q,
+        output,
+        out_shape,
+    );
+}
+
+/// The integer CONV_2D loop nest of [`conv2d_i8`] and [`conv2d_16x8`]: per output channel, the
+/// sum over in-bounds taps (reference order) of [`ConvAccumulate::dot`], then the bias, then
+/// the output stage.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_quantized<T: ConvAccumulate>(
+    input: &[T],
+    in_shape: [usize; 4],
+    filter: &[i8],
+    filter_shape: [usize; 4],
+    bias: Option<&[T::Acc]>,
+    p: &Conv2dParams,
+    q: &OutputStage,
+    output: &mut [T],
+    out_shape: [usize; 4],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [out_c, k_h, k_w, f_in] = filter_shape;
+    let [_, out_h, out_w, _] = out_shape;
     if output.is_empty() {
         return;
     }
@@ -235,70 +348,18 @@ pub fn conv2d_i8(
                 let out_px = &mut output[out_off..out_off + out_c];
                 for (o, ov) in out_px.iter_mut().enumerate() {
                     let g = o / out_per_group;
-                    let mut total = 0i32;
+                    let mut total = T::Acc::default();
                     for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |iy, ix, tap| {
                         let io = (iy * in_w + ix) * in_c + g * f_in;
                         let x = &in_batch[io..io + f_in];
                         let fo = o * fo_stride + tap * f_in;
                         let w = &filter[fo..fo + f_in];
-                        total += dot_offset(x, w, q.input_offset);
+                        total += T::dot(x, w, q.input_offset);
                     });
                     if let Some(bb) = bias {
-                        total = total.wrapping_add(bb[o]);
+                        total = T::add_bias(total, bb[o]);
                     }
-                    *ov = q.apply(total, o);
-                }
-            }
-        }
-    }
-}
-
-/// Int16x8 CONV_2D (int16 activations with zero point 0, int8 filter, int64 bias), as
-/// TFLite's `reference_integer_ops::ConvPerChannel<int64_t>`: `acc = sum w * x + bias` in
-/// int64, requantized per output channel ([`OutputStage::apply_16x8`]), clamped.
-///
-/// [`OutputStage::apply_16x8`]: crate::quant::OutputStage::apply_16x8
-#[allow(clippy::too_many_arguments)]
-pub fn conv2d_16x8(
-    input: &[i16],
-    in_shape: [usize; 4],
-    filter: &[i8],
-    filter_shape: [usize; 4],
-    bias: Option<&[i64]>,
-    p: &Conv2dParams,
-    q: &crate::quant::OutputStage,
-    output: &mut [i16],
-    out_shape: [usize; 4],
-) {
-    let [batches, in_h, in_w, in_c] = in_shape;
-    let [out_c, k_h, k_w, f_in] = filter_shape;
-    let [_, out_h, out_w, _] = out_shape;
-    if output.is_empty() {
-        return;
-    }
-    let groups = in_c.checked_div(f_in).unwrap_or(1).max(1);
-    let out_per_group = (out_c / groups).max(1);
-    let fo_stride = k_h * k_w * f_in;
-    for b in 0..batches {
-        let in_batch = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
-        for oy in 0..out_h {
-            for ox in 0..out_w {
-                let out_off = ((b * out_h + oy) * out_w + ox) * out_c;
-                for (o, ov) in output[out_off..out_off + out_c].iter_mut().enumerate() {
-                    let g = o / out_per_group;
-                    let mut acc = 0i64;
-                    for_each_tap(oy, ox, in_h, in_w, k_h, k_w, p, |iy, ix, tap| {
-                        let io = (iy * in_w + ix) * in_c + g * f_in;
-                        let fo = o * fo_stride + tap * f_in;
-                        let dot: i64 = in_batch[io..io + f_in]
-                            .iter()
-                            .zip(&filter[fo..fo + f_in])
-                            .map(|(&x, &w)| i64::from(i32::from(x) * i32::from(w)))
-                            .sum();
-                        acc += dot;
-                    });
-                    acc = acc.wrapping_add(bias.map_or(0, |bb| bb[o]));
-                    *ov = q.apply_16x8(acc, o);
+                    *ov = T::requantize(q, total, o);
                 }
             }
         }

@@ -4,6 +4,7 @@
 //! contiguous rows, accumulated from zero in order; then `bias` is added and the activation
 //! applied.
 
+use super::conv::ConvAccumulate;
 use super::Activation;
 
 /// `output[b, o] = act(sum_d input[b, d] * weights[o, d] + bias[o])`. `input` holds `batches`
@@ -55,19 +56,17 @@ pub fn fully_connected_i8(
     q: &crate::quant::OutputStage,
     output: &mut [i8],
 ) {
-    if out_depth == 0 {
-        return;
-    }
-    for b in 0..batches {
-        let x = &input[b * in_depth..(b + 1) * in_depth];
-        let out_row = &mut output[b * out_depth..(b + 1) * out_depth];
-        for (o, ov) in out_row.iter_mut().enumerate() {
-            let w = &weights[o * in_depth..(o + 1) * in_depth];
-            let acc = super::conv::dot_offset(x, w, q.input_offset)
-                .wrapping_add(bias.map_or(0, |bb| bb[o]));
-            *ov = q.apply(acc, o);
-        }
-    }
+    fully_connected_quantized(
+        input,
+        batches,
+        in_depth,
+        weights,
+        out_depth,
+        bias,
+        q.input_offset,
+        output,
+        |acc, o| q.apply(acc, o),
+    );
 }
 
 /// Int16x8 FULLY_CONNECTED (int16 input with zero point 0, int8 weights, int64 bias), as
@@ -85,6 +84,34 @@ pub fn fully_connected_16x8(
     q: &crate::quant::OutputStage,
     output: &mut [i16],
 ) {
+    fully_connected_quantized(
+        input,
+        batches,
+        in_depth,
+        weights,
+        out_depth,
+        bias,
+        q.input_offset,
+        output,
+        |acc, o| q.apply_16x8_fc(acc, o),
+    );
+}
+
+/// The integer FULLY_CONNECTED loop nest of [`fully_connected_i8`] and
+/// [`fully_connected_16x8`]: per output, [`ConvAccumulate::dot`] of the input row and the
+/// weights row plus the bias, then `requantize(acc, channel)`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fully_connected_quantized<T: ConvAccumulate>(
+    input: &[T],
+    batches: usize,
+    in_depth: usize,
+    weights: &[i8],
+    out_depth: usize,
+    bias: Option<&[T::Acc]>,
+    input_offset: i32,
+    output: &mut [T],
+    requantize: impl Fn(T::Acc, usize) -> T,
+) {
     if out_depth == 0 {
         return;
     }
@@ -93,12 +120,11 @@ pub fn fully_connected_16x8(
         let out_row = &mut output[b * out_depth..(b + 1) * out_depth];
         for (o, ov) in out_row.iter_mut().enumerate() {
             let w = &weights[o * in_depth..(o + 1) * in_depth];
-            let acc: i64 = x
-                .iter()
-                .zip(w)
-                .map(|(&x, &w)| i64::from(i32::from(x) * i32::from(w)))
-                .sum();
-            *ov = q.apply_16x8_fc(acc.wrapping_add(bias.map_or(0, |bb| bb[o])), o);
+            let acc = T::add_bias(
+                T::dot(x, w, input_offset),
+                bias.map_or(T::Acc::default(), |bb| bb[o]),
+            );
+            *ov = requantize(acc, o);
         }
     }
 }

@@ -1,0 +1,29 @@
+//! Elementwise kernels: binary operators with numpy broadcasting, and unary operators, in float
+//! and int32 ([`binary_f32`], [`unary_f32`]), quantized ([`BinaryI8`], QUANTIZE, 8-bit lookup
+//! tables).
+
+// What the concern modules use, through `use super::*`.
+use super::Activation;
+use crate::math::{
+    erff, exp_fast, expf, floorf, logf, logistic_fast, powf, sqrtf, tanh_fast, tanhf,
+};
+use crate::quant::{
+    downscale_multiplier_to_i16, multiply_by_quantized_multiplier as mbqm,
+    multiply_by_quantized_multiplier_smaller_than_one as mbqm_lt1, quantize_multiplier,
+    quantize_multiplier_smaller_than_one, rounding_divide_by_pot_i16,
+    saturating_rounding_doubling_high_mul_i16 as srdhm16,
+};
+
+mod binary;
+mod broadcast;
+mod lut;
+mod quantize;
+mod quantized;
+mod unary;
+
+pub use binary::*;
+pub use broadcast::*;
+pub use lut::*;
+pub use quantize::*;
+pub use quantized::*;
+pub use unary::*;

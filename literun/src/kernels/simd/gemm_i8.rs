@@ -1,0 +1,352 @@
+//! Int8 CONV_2D and FULLY_CONNECTED through a GEMM over packed weights ([`GemmI8`]): the
+//! tile drivers, the packing, and the choice of ISA kernel for each step.
+
+use super::*;
+
+/// Constant int8 weights `[N, K]` packed for the int8 GEMM of one ISA.
+#[derive(Clone, Debug)]
+pub struct GemmI8 {
+    pub(crate) isa: Isa,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    /// Groups of `kg` values of `k` (the last one zero-padded).
+    pub(crate) groups: usize,
+    /// Panel `p`, group `g`, channel `j`, byte `t` at `((p * groups + g) * nr + j) * kg + t`.
+    pub(crate) b: Vec<i8>,
+    pub(crate) rq: Requant,
+}
+
+impl GemmI8 {
+    /// Packs `weights` (`n` rows of `k`) with `bias` and the output stage `q` (whose
+    /// `input_offset` is folded into the bias). `None` when `isa` has no int8 GEMM here.
+    pub fn pack(
+        isa: Isa,
+        weights: &[i8],
+        n: usize,
+        k: usize,
+        bias: Option<&[i32]>,
+        q: &OutputStage,
+    ) -> Option<GemmI8> {
+        if isa == Isa::Portable
+            || !isa.available()
+            || weights.len() != n * k
+            || q.multipliers.len() != n
+            || n == 0
+            || k == 0
+        {
+            return None;
+        }
+        let (nr, kg) = (isa.nr_i8(), isa.kg_i8());
+        let groups = k.div_ceil(kg);
+        let panels = n.div_ceil(nr);
+        let mut b = vec![0i8; panels * groups * nr * kg];
+        for p in 0..panels {
+            for g in 0..groups {
+                for j in 0..nr {
+                    let ch = p * nr + j;
+                    if ch >= n {
+                        continue;
+                    }
+                    for t in 0..kg {
+                        let kk = g * kg + t;
+                        if kk < k {
+                            b[((p * groups + g) * nr + j) * kg + t] = weights[ch * k + kk];
+                        }
+                    }
+                }
+            }
+        }
+        let off = q.input_offset - if isa.vnni() { 128 } else { 0 };
+        let rq = Requant::new(q, panels * nr, |c| {
+            let wsum: i32 = weights[c * k..(c + 1) * k]
+                .iter()
+                .map(|&v| i32::from(v))
+                .sum();
+            bias.map_or(0, |b| b[c])
+                .wrapping_add(off.wrapping_mul(wsum))
+        })?;
+        Some(GemmI8 {
+            isa,
+            n,
+            k,
+            groups,
+            b,
+            rq,
+        })
+    }
+
+    /// Bytes held (packed weights and per-channel parameters).
+    pub fn bytes(&self) -> usize {
+        self.b.len() + self.rq.bytes()
+    }
+
+    /// i32 words of the scratch [`Self::run`] needs: the packed rows, then (AVX-512 with the
+    /// fused form) the derived requantization constants of every channel.
+    pub fn scratch_i32(&self) -> usize {
+        self.groups * self.isa.mr_i8() + self.fused_cache_words()
+    }
+
+    /// Words of the fused form's constants, derived once per [`Self::run`] (`x86::fused_cache`)
+    /// rather than in every tile: the derivation costs a few instructions per 16 channels,
+    /// which a tile of few rows and a short `k` notices.
+    fn fused_cache_words(&self) -> usize {
+        fused_cache_scratch(self.isa, &self.rq)
+    }
+
+    /// `out[m - ms.start, :] = requant(rows.row(m) · W^T)` for `m` in `ms` (`out` has rows of
+    /// `n`). `row_buf` holds `k` values (for gathered rows), `a_buf` [`Self::scratch_i32`].
+    pub(crate) fn run(
+        &self,
+        ms: Range<usize>,
+        rows: &Rows<'_, i8>,
+        row_buf: &mut [i8],
+        a_buf: &mut [i32],
+        out: &mut [i8],
+    ) {
+        let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
+        let n = self.n;
+        let (a_buf, scratch) = a_buf.split_at_mut(self.groups * mr);
+        // (Only the AVX-512 tile reads it: empty elsewhere.)
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
+        let cache: &[i32] = match fused_cache_in(scratch, self.fused_cache_words()) {
+            #[cfg(target_arch = "x86_64")]
+            Some(cache) => {
+                x86::fused_cache(&self.rq, cache);
+                cache
+            }
+            _ => &[],
+        };
+        let mut tile = [[0i32; 32]; 8];
+        let (base, m_count) = (ms.start, ms.end);
+        let mut m0 = base;
+        while m0 < m_count {
+            let rows_here = (m_count - m0).min(mr);
+            self.pack_rows(rows, m0, rows_here, row_buf, a_buf);
+            for p in 0..n.div_ceil(nr) {
+                let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
+                let c0 = p * nr;
+                let cn = (n - c0).min(nr);
+                let at = (m0 - base) * n + c0;
+                #[cfg(target_arch = "x86_64")]
+                if self.isa == Isa::Avx512Vnni {
+                    x86::tile_rq_i8_avx512(
+                        rows_here,
+                        a_buf,
+                        b,
+                        self.groups,
+                        &self.rq,
+                        cache,
+                        c0,
+                        cn,
+                        &mut out[at..],
+                        n,
+                    );
+                    continue;
+                }
+                tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
+                requant_tile(
+                    self.isa,
+                    &self.rq,
+                    c0,
+                    &tile,
+                    rows_here,
+                    cn,
+                    &mut out[at..],
+                    n,
+                );
+            }
+            m0 += mr;
+        }
+    }
+}
+
+impl GemmI8 {
+    /// Packs rows `m0..m0 + count` of `rows` as rows `0..count` of `a_buf`
+    /// ([`pack_row_i8`]). With `vpdpbusd`, contiguous rows of a multiple of four bytes are one
+    /// block already in the packed layout (one offset-to-unsigned copy for the whole tile),
+    /// and with AVX-512 an im2col row is gathered straight into its packed form.
+    #[inline]
+    fn pack_rows(
+        &self,
+        rows: &Rows<'_, i8>,
+        m0: usize,
+        count: usize,
+        row_buf: &mut [i8],
+        a_buf: &mut [i32],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if self.isa.vnni() {
+            match rows {
+                Rows::Direct { data, stride } if *stride == self.k && self.k.is_multiple_of(4) => {
+                    let block = &data[m0 * self.k..(m0 + count) * self.k];
+                    return x86::pack_row_vnni(block, &mut a_buf[..count * self.groups]);
+                }
+                Rows::Conv {
+                    input,
+                    in_hwc,
+                    k_hw,
+                    out_w,
+                    p,
+                    pad,
+                } if self.isa == Isa::Avx512Vnni => {
+                    let conv = x86::ConvRows {
+                        input,
+                        in_hwc: *in_hwc,
+                        k_hw: *k_hw,
+                        out_w: *out_w,
+                        p,
+                        pad: *pad,
+                    };
+                    return x86::pack_conv_rows_vnni512(&conv, m0, count, self.groups, a_buf);
+                }
+                _ => {}
+            }
+        }
+        for r in 0..count {
+            let row = rows.row(m0 + r, row_buf);
+            pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
+        }
+    }
+}
+
+/// Writes `row` as row `r` of the packed left-hand side, `groups` 32-bit words per row (`kg`
+/// bytes per word: unsigned `x + 128` for `vpdpbusd`, four signed bytes for `sdot`, two
+/// sign-extended i16 for `vpmaddwd` and NEON).
+/// Rows are contiguous, so packing is a vectorizable copy.
+#[inline]
+fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32]) {
+    let dst = &mut a_buf[r * groups..(r + 1) * groups];
+    if isa.kg_i8() == 4 && !isa.vnni() {
+        // Four signed bytes (`sdot`), the last word zero-padded.
+        let mut chunks = row.chunks_exact(4);
+        for (d, c) in dst.iter_mut().zip(&mut chunks) {
+            *d = i32::from_le_bytes([c[0] as u8, c[1] as u8, c[2] as u8, c[3] as u8]);
+        }
+        let rem = chunks.remainder();
+        if !rem.is_empty() {
+            let mut b = [0u8; 4];
+            for (d, &s) in b.iter_mut().zip(rem) {
+                *d = s as u8;
+            }
+            dst[row.len() / 4] = i32::from_le_bytes(b);
+        }
+    } else if isa.vnni() {
+        // The VNNI ISAs (`vpdpbusd`) exist on x86-64 only.
+        #[cfg(target_arch = "x86_64")]
+        x86::pack_row_vnni(row, dst);
+    } else {
+        let mut chunks = row.chunks_exact(2);
+        for (d, c) in dst.iter_mut().zip(&mut chunks) {
+            *d = (u32::from(c[0] as i16 as u16) | (u32::from(c[1] as i16 as u16) << 16)) as i32;
+        }
+        if let [x] = chunks.remainder() {
+            dst[row.len() / 2] = i32::from(*x as i16 as u16);
+        }
+    }
+}
+
+/// `tile[r][j] = sum_g a[g, r] · b[g, j]` for `r < rows`.
+#[inline]
+fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut [[i32; 32]; 8]) {
+    #[cfg(target_arch = "x86_64")]
+    x86::tile_i8(isa, rows, a, b, groups, tile);
+    #[cfg(target_arch = "aarch64")]
+    aarch64::tile_i8(isa, rows, a, b, groups, tile);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        let _ = (isa, rows, a, b, groups, tile);
+        unreachable!("no int8 GEMM for this ISA");
+    }
+}
+
+/// [`requant_row`] for the first `rows` rows of `tile`, row `r` at `out[r * stride..]` (the
+/// AVX-512 GEMM requantizes inside its tile instead: `x86::tile_rq_i8_avx512`).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+fn requant_tile(
+    isa: Isa,
+    rq: &Requant,
+    c0: usize,
+    tile: &[[i32; 32]; 8],
+    rows: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
+        x86::requant_tile(isa, rq, c0, &tile[..rows], cn, out, stride);
+        return;
+    }
+    for (r, acc) in tile.iter().enumerate().take(rows) {
+        requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
+    }
+}
+
+/// Requantizes `out.len()` channels starting at `c0` from `acc`.
+#[inline]
+pub(super) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
+    #[cfg(target_arch = "x86_64")]
+    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
+        let cn = out.len();
+        x86::requant_tile(isa, rq, c0, core::slice::from_ref(acc), cn, out, 0);
+        return;
+    }
+    let _ = isa;
+    for (j, o) in out.iter_mut().enumerate() {
+        *o = rq.apply(acc[j], c0 + j);
+    }
+}
+
+/// Int8 CONV_2D (groups 1) through [`GemmI8`]: 1x1 stride 1 reads the input rows in place,
+/// anything else gathers one im2col row at a time.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv2d_i8(
+    g: &GemmI8,
+    input: &[i8],
+    in_shape: [usize; 4],
+    filter_shape: [usize; 4],
+    p: &Conv2dParams,
+    input_offset: i32,
+    output: &mut [i8],
+    out_shape: [usize; 4],
+    workers: &mut [FastScratch],
+) {
+    let [batches, in_h, in_w, in_c] = in_shape;
+    let [_, out_h, out_w, out_c] = out_shape;
+    let m = out_h * out_w;
+    for b in 0..batches {
+        let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
+        let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
+        let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, (-input_offset) as i8);
+        let work = m * out_c * g.k;
+        for_row_blocks(m, g.isa.mr_i8(), out_c, work, outb, workers, |ms, o, s| {
+            g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o)
+        });
+    }
+}
+
+/// Int8 FULLY_CONNECTED through [`GemmI8`].
+pub(crate) fn fully_connected_i8(
+    g: &GemmI8,
+    input: &[i8],
+    batches: usize,
+    output: &mut [i8],
+    workers: &mut [FastScratch],
+) {
+    let rows = Rows::Direct {
+        data: input,
+        stride: g.k,
+    };
+    let work = batches * g.n * g.k;
+    for_row_blocks(
+        batches,
+        g.isa.mr_i8(),
+        g.n,
+        work,
+        output,
+        workers,
+        |ms, o, s| g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o),
+    );
+}

@@ -1,0 +1,106 @@
+//! Float DEPTHWISE_CONV_2D through [`DwF32`] against the portable kernel.
+
+use super::*;
+
+fast_vs_portable! {
+    fn depthwise_f32_matches_portable(seed 5, cases 40usize, isa, case, rng) {
+        let (is, fs, os, p) = dw_case(&mut rng, case);
+        let c = is[3];
+        let input = rng.f32s(is.iter().product());
+        let filter = rng.f32s(fs.iter().product());
+        let bias = rng.f32s(c);
+        let mut want = vec![0f32; os.iter().product()];
+        depthwise_conv::depthwise_conv2d_f32(
+            &input,
+            is,
+            &filter,
+            fs,
+            Some(&bias),
+            &p,
+            &mut want,
+            os,
+        );
+        let dw =
+            DwF32::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), p.activation).unwrap();
+        let mut got = vec![0f32; want.len()];
+        depthwise_f32(
+            &dw,
+            &input,
+            is,
+            [fs[1], fs[2]],
+            &p,
+            &mut got,
+            os,
+            &mut scratch_for(0, 0),
+        );
+        close(&got, &want, &format!("{isa:?} dw case {case}"));
+    }
+}
+
+fast_vs_portable! {
+    /// The 3x3 float paths (no dilation) on small and odd shapes: inputs down to 1x1, every
+    /// stride pair of 1 and 2, padding 0-1 on each side, channel tails, output widths not a
+    /// multiple of the strip, batches, rows split over workers.
+    fn depthwise3x3_f32_matches_portable(seed 23, cases 300usize, isa, case, rng) {
+        let (sh, sw) = [(1, 1), (2, 2), (1, 2), (2, 1)][case % 4];
+        let (pt, pl) = (rng.below(2), rng.below(2));
+        let (pb, pr) = (rng.below(2), rng.below(2));
+        let wide = if case % 7 == 6 { 40 } else { 9 };
+        // Padded sizes of at least 3 (one window); a few inputs above 2 MiB (the
+        // stride-2 kernel's pass length for inputs beyond L2) and a few stride-1 ones
+        // above 1 MiB (x86's column walk; smaller ones go by bands).
+        let big = case % 75 == 74;
+        let cols = case % 50 == 12 && (sh, sw) == (1, 1);
+        let (h, w, c) = if big {
+            (90 + rng.below(20), 90 + rng.below(20), 70 + rng.below(20))
+        } else if cols {
+            (40 + rng.below(9), 40 + rng.below(9), 170 + rng.below(30))
+        } else {
+            (
+                (1 + rng.below(12)).max(3 - pt - pb),
+                (1 + rng.below(wide)).max(3 - pl - pr),
+                1 + rng.below(if case % 5 == 0 { 70 } else { 40 }),
+            )
+        };
+        let b = 1 + rng.below(3) * (case % 3 == 0) as usize;
+        let (oh, ow) = ((h + pt + pb - 3) / sh + 1, (w + pl + pr - 3) / sw + 1);
+        let p = DepthwiseParams {
+            stride_h: sh,
+            stride_w: sw,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_top: pt,
+            pad_left: pl,
+            depth_multiplier: 1,
+            activation: [Activation::None, Activation::Relu6, Activation::Relu][case % 3],
+        };
+        let (is, os) = ([b, h, w, c], [b, oh, ow, c]);
+        let input = rng.f32s(is.iter().product());
+        let filter = rng.f32s(9 * c);
+        let bias = rng.f32s(c);
+        let mut want = vec![0f32; os.iter().product()];
+        depthwise_conv::depthwise_conv2d_f32(
+            &input,
+            is,
+            &filter,
+            [1, 3, 3, c],
+            Some(&bias),
+            &p,
+            &mut want,
+            os,
+        );
+        let dw = DwF32::pack(isa, &filter, 9, c, Some(&bias), p.activation).unwrap();
+        let mut got = vec![0f32; want.len()];
+        // One worker and three (rows split).
+        for workers in [1, 3] {
+            let mut s = scratch_for(0, 0);
+            s.truncate(workers);
+            depthwise_f32(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s);
+            close(
+                &got,
+                &want,
+                &format!("{isa:?} dw3x3 case {case} {is:?} {os:?} {p:?}"),
+            );
+        }
+    }
+}

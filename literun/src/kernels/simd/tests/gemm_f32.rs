@@ -1,0 +1,192 @@
+//! Float CONV_2D and FULLY_CONNECTED through [`GemmF32`] against the portable kernels.
+
+use super::*;
+
+/// A float convolution of random input, filter and bias (`fs`, `p`) through the packed
+/// kernel for `isa`, against the portable one, compared by `cmp` (`close` or `close_abs`).
+#[allow(clippy::too_many_arguments)]
+fn check_conv_f32(
+    rng: &mut Rng,
+    isa: Isa,
+    is: [usize; 4],
+    fs: [usize; 4],
+    os: [usize; 4],
+    p: &Conv2dParams,
+    cmp: fn(&[f32], &[f32], &str),
+    what: &str,
+) {
+    let input = rng.f32s(is.iter().product());
+    let filter = rng.f32s(fs.iter().product());
+    let bias = rng.f32s(fs[0]);
+    let mut want = vec![0f32; os.iter().product()];
+    conv::conv2d_f32(&input, is, &filter, fs, Some(&bias), p, &mut want, os);
+    let kk = fs[1] * fs[2] * fs[3];
+    let g = GemmF32::pack(isa, &filter, fs[0], kk, Some(&bias), p.activation).unwrap();
+    let mut s = scratch_for(kk, 8);
+    let mut got = vec![0f32; want.len()];
+    conv2d_f32(&g, &input, is, fs, p, &mut got, os, &mut s);
+    cmp(&got, &want, &format!("{isa:?} {what} {is:?} {fs:?} {p:?}"));
+}
+
+/// A dense layer (`b` rows of `k`, `n` outputs, with a bias or without) of random values
+/// through the packed kernel for `isa`, against the portable one, compared by `cmp`.
+#[allow(clippy::too_many_arguments)]
+fn check_fc_f32(
+    rng: &mut Rng,
+    isa: Isa,
+    [b, k, n]: [usize; 3],
+    with_bias: bool,
+    act: Activation,
+    cmp: fn(&[f32], &[f32], &str),
+    what: &str,
+) {
+    let x = rng.f32s(b * k);
+    let wts = rng.f32s(n * k);
+    let bias = with_bias.then(|| rng.f32s(n));
+    let mut want = vec![0f32; b * n];
+    let bias = bias.as_deref();
+    fully_connected::fully_connected_f32(&x, b, k, &wts, n, bias, act, &mut want);
+    let g = GemmF32::pack(isa, &wts, n, k, bias, act).unwrap();
+    let mut s = scratch_for(k, 8);
+    let mut got = vec![0f32; b * n];
+    fully_connected_f32(&g, &x, b, &mut got, &mut s);
+    cmp(&got, &want, &format!("{isa:?} {what} {b}x{k}x{n}"));
+}
+
+fast_vs_portable! {
+    fn conv_and_fc_f32_match_portable(seed 4, cases 40usize, isa, case, rng) {
+        let k = [1, 3, 1, 5, 2][case % 5];
+        let stride = 1 + rng.below(2);
+        let (cin, cout) = (1 + rng.below(30), 1 + rng.below(40));
+        let (h, w) = (k + rng.below(8), k + rng.below(8));
+        let pad = if case.is_multiple_of(2) { 0 } else { k / 2 };
+        let oh = (h + 2 * pad - k) / stride + 1;
+        let ow = (w + 2 * pad - k) / stride + 1;
+        let is = [1 + case % 2, h, w, cin];
+        let fs = [cout, k, k, cin];
+        let os = [is[0], oh, ow, cout];
+        let act = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Relu6,
+            Activation::ReluN1To1,
+            Activation::Tanh,
+        ][case % 5];
+        let p = Conv2dParams {
+            stride_h: stride,
+            stride_w: stride,
+            pad_top: pad,
+            pad_left: pad,
+            activation: act,
+            ..Default::default()
+        };
+        let what = format!("conv case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+        let kk = k * k * cin;
+
+        let (b, n) = (1 + rng.below(7), 1 + rng.below(50) + case % 2 * 100);
+        let what = format!("fc case {case}");
+        check_fc_f32(&mut rng, isa, [b, kk, n], false, act, close, &what);
+    }
+}
+
+fast_vs_portable! {
+    /// Float convolutions on the shapes the AVX-512 path reads in place or gathers: kernel
+    /// height and width apart, dilation, strides up to 3, top/left padding up to the kernel
+    /// size (rows and columns wholly in the padding) with any implied bottom/right padding,
+    /// channel counts across one to several 64-channel groups with a partial last panel, and
+    /// kernels taller than the in-place limit.
+    fn conv_f32_windows_match_portable(seed 6, cases 60usize, isa, case, rng) {
+        let tall = case % 20 == 19;
+        let kh = if tall {
+            MAX_SEGS_F32 + 1
+        } else {
+            1 + rng.below(5)
+        };
+        let kw = 1 + rng.below(5);
+        let (dh, dw) = (1 + rng.below(2), 1 + (case % 3) / 2);
+        let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
+        let (pt, pl) = (rng.below(kh + 1), rng.below(kw + 1));
+        let (pb, pr) = (rng.below(kh + 1), rng.below(kw + 1));
+        let (ekh, ekw) = ((kh - 1) * dh + 1, (kw - 1) * dw + 1);
+        let h = (ekh + rng.below(9)).saturating_sub(pt + pb).max(1);
+        let w = (ekw + rng.below(9)).saturating_sub(pl + pr).max(1);
+        if h + pt + pb < ekh || w + pl + pr < ekw {
+            continue;
+        }
+        let oh = (h + pt + pb - ekh) / sh + 1;
+        let ow = (w + pl + pr - ekw) / sw + 1;
+        let cin = 1 + rng.below(20);
+        let cout = [
+            1 + rng.below(16),
+            17 + rng.below(60),
+            64,
+            65 + rng.below(90),
+        ][case % 4];
+        let is = [1 + case % 2, h, w, cin];
+        let fs = [cout, kh, kw, cin];
+        let os = [is[0], oh, ow, cout];
+        let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
+        let p = Conv2dParams {
+            stride_h: sh,
+            stride_w: sw,
+            dilation_h: dh,
+            dilation_w: dw,
+            pad_top: pt,
+            pad_left: pl,
+            activation: act,
+        };
+        let what = format!("conv case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+    }
+}
+
+/// Float convolutions and dense layers through the strided AVX-512 path: outputs wide
+/// enough for several tall tiles and a remainder (rows not a multiple of any tile
+/// height), output channels around one and two panels and beyond, small odd reduction
+/// sizes, padding on every side (pixels gathered at the left and right edges, kernel rows
+/// skipped at the top and bottom), strides 1 and 2, two batches, every activation.
+#[test]
+fn conv_f32_strided_matches_portable() {
+    let mut rng = Rng(8);
+    let acts = [
+        Activation::None,
+        Activation::Relu,
+        Activation::Relu6,
+        Activation::ReluN1To1,
+        Activation::Tanh,
+    ];
+    for isa in isas() {
+        for case in 0..80usize {
+            let cout = [1, 8, 16, 17, 24, 32, 33, 48, 70][case % 9];
+            let act = acts[case % 5];
+            let (kh, kw) = (1 + rng.below(3), 1 + rng.below(3));
+            let (sh, sw) = (1 + rng.below(2), 1 + rng.below(2));
+            let (pt, pl) = (rng.below(kh), rng.below(kw));
+            let (pb, pr) = (rng.below(kh), rng.below(kw));
+            let h = kh + rng.below(6);
+            let w = kw + rng.below(60);
+            let oh = (h + pt + pb - kh) / sh + 1;
+            let ow = (w + pl + pr - kw) / sw + 1;
+            let cin = 1 + rng.below(5);
+            let is = [1 + case % 2, h, w, cin];
+            let fs = [cout, kh, kw, cin];
+            let os = [is[0], oh, ow, cout];
+            let p = Conv2dParams {
+                stride_h: sh,
+                stride_w: sw,
+                pad_top: pt,
+                pad_left: pl,
+                activation: act,
+                ..Default::default()
+            };
+            let what = format!("conv case {case}");
+            check_conv_f32(&mut rng, isa, is, fs, os, &p, close_abs, &what);
+
+            // Dense rows (the 1x1 path) at a stride of k.
+            let (b, k) = (1 + rng.below(40), 1 + rng.below(40));
+            let what = format!("fc case {case}");
+            check_fc_f32(&mut rng, isa, [b, k, cout], true, act, close_abs, &what);
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Int8 CONV_2D and FULLY_CONNECTED through [`GemmI8`] against the portable kernels.
+
+use super::*;
+
+fast_vs_portable! {
+    fn conv_i8_matches_portable(seed 1, cases 60usize, isa, case, rng) {
+        let k = [1, 1, 3, 3, 5, 2][case % 6];
+        let (kh, kw) = if case.is_multiple_of(7) {
+            (k, 1)
+        } else {
+            (k, k)
+        };
+        let stride = 1 + rng.below(2);
+        let dil = if case.is_multiple_of(9) { 2 } else { 1 };
+        let cin = 1 + rng.below(40);
+        let cout = 1 + rng.below(70);
+        let (h, w) = (kh * dil + rng.below(9), kw * dil + rng.below(9));
+        let pad = if rng.below(2) == 0 {
+            0
+        } else {
+            (kh - 1) * dil / 2
+        };
+        let oh = (h + 2 * pad - (kh - 1) * dil - 1) / stride + 1;
+        let ow = (w + 2 * pad - (kw - 1) * dil - 1) / stride + 1;
+        let batches = 1 + rng.below(2);
+        let is = [batches, h, w, cin];
+        let fs = [cout, kh, kw, cin];
+        let os = [batches, oh, ow, cout];
+        let input = rng.i8s(is.iter().product());
+        let filter = rng.i8s(fs.iter().product());
+        let bias: Vec<i32> = (0..cout).map(|_| rng.u() as i32 >> 12).collect();
+        let bias = if case.is_multiple_of(5) {
+            None
+        } else {
+            Some(&bias[..])
+        };
+        let q = rng.stage(cout, kh * kw * cin, false);
+        let p = Conv2dParams {
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: dil,
+            dilation_w: dil,
+            pad_top: pad,
+            pad_left: pad,
+            activation: Activation::None,
+        };
+        let mut want = vec![0i8; os.iter().product()];
+        conv::conv2d_i8(&input, is, &filter, fs, bias, &p, &q, &mut want, os);
+        let kk = kh * kw * cin;
+        let g = GemmI8::pack(isa, &filter, cout, kk, bias, &q).unwrap();
+        let mut s = scratch_for(kk, g.scratch_i32());
+        let mut got = vec![0i8; want.len()];
+        conv2d_i8(&g, &input, is, fs, &p, q.input_offset, &mut got, os, &mut s);
+        assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+    }
+}
+
+fast_vs_portable! {
+    fn fully_connected_i8_matches_portable(seed 2, cases 40usize, isa, case, rng) {
+        let (b, k, n) = (1 + rng.below(9), 1 + rng.below(300), 1 + rng.below(80));
+        let input = rng.i8s(b * k);
+        let weights = rng.i8s(n * k);
+        let bias: Vec<i32> = (0..n).map(|_| rng.u() as i32 >> 10).collect();
+        let q = rng.stage(n, k, case.is_multiple_of(2));
+        let mut want = vec![0i8; b * n];
+        fully_connected::fully_connected_i8(
+            &input,
+            b,
+            k,
+            &weights,
+            n,
+            Some(&bias),
+            &q,
+            &mut want,
+        );
+        let g = GemmI8::pack(isa, &weights, n, k, Some(&bias), &q).unwrap();
+        let mut s = scratch_for(k, g.scratch_i32());
+        let mut got = vec![0i8; b * n];
+        fully_connected_i8(&g, &input, b, &mut got, &mut s);
+        assert_eq!(got, want, "{isa:?} case {case}: b {b} k {k} n {n}");
+    }
+}

@@ -1,0 +1,180 @@
+//! Every fast path against the portable kernel on random shapes (odd sizes, padding,
+//! strides, dilation), for every ISA this CPU has: int8 bit-exact, float within 1e-5.
+
+use super::*;
+use crate::kernels::{conv, depthwise_conv, fully_connected};
+use crate::quant::quantize_multiplier;
+
+/// A test of one fast path against the portable kernel: `$body` runs for cases `0..$cases` on
+/// every ISA this CPU has ([`isas`]), drawing from one `Rng($seed)` for all of them.
+macro_rules! fast_vs_portable {
+    (
+        $(#[$attr:meta])*
+        fn $name:ident(seed $seed:literal, cases $cases:literal, $isa:ident, $case:ident, $rng:ident)
+        $body:block
+    ) => {
+        $(#[$attr])*
+        #[test]
+        fn $name() {
+            let mut $rng = Rng($seed);
+            for $isa in isas() {
+                for $case in 0..$cases {
+                    $body
+                }
+            }
+        }
+    };
+}
+
+mod depthwise_f32;
+mod depthwise_i8;
+mod elementwise;
+mod gemm_f32;
+mod gemm_i8;
+mod requant;
+mod winograd;
+
+struct Rng(u64);
+impl Rng {
+    fn u(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.u() % n as u64) as usize
+    }
+    fn i8s(&mut self, n: usize) -> Vec<i8> {
+        (0..n).map(|_| (self.u() >> 56) as i8).collect()
+    }
+    fn f32s(&mut self, n: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (self.u() >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+            .collect()
+    }
+    fn stage(&mut self, n: usize, k: usize, single: bool) -> OutputStage {
+        let mut multipliers = Vec::new();
+        let mut shifts = Vec::new();
+        for _ in 0..n {
+            // Typical conv scales (acc ~ 2^15 * k -> int8), and some above 1.
+            let e = -(self.below(14) as i32) - 4 - (k as f64).log2() as i32 / 2;
+            let real = (1.0 + self.below(1000) as f64 / 1000.0) * 2f64.powi(e);
+            let real = if self.below(20) == 0 {
+                real * 4096.0
+            } else {
+                real
+            };
+            let (m, s) = quantize_multiplier(real);
+            multipliers.push(m);
+            shifts.push(s);
+        }
+        let act_min = -128 + self.below(2) as i32 * (self.below(100) as i32);
+        OutputStage {
+            input_offset: -((self.u() >> 56) as i8 as i32),
+            output_offset: (self.u() >> 56) as i8 as i32,
+            multipliers,
+            shifts,
+            act_min,
+            act_max: 127 - self.below(2) as i32 * (self.below(60) as i32),
+            single_rounding: single,
+        }
+    }
+}
+
+fn isas() -> Vec<Isa> {
+    [
+        Isa::Avx2,
+        Isa::AvxVnni,
+        Isa::Avx512Vnni,
+        Isa::Neon,
+        Isa::NeonDot,
+    ]
+    .into_iter()
+    .filter(|i| i.available())
+    .collect()
+}
+
+/// The ISAs the tests above run: on aarch64 NEON at least (it is part of the base
+/// architecture), so the NEON paths are always compared with the portable kernels there.
+#[test]
+fn tested_isas() {
+    let all = isas();
+    #[cfg(feature = "std")]
+    std::eprintln!(
+        "fast paths tested here: {all:?}, detected {:?}",
+        Isa::detect()
+    );
+    if cfg!(target_arch = "aarch64") {
+        assert!(all.contains(&Isa::Neon));
+        assert!(Isa::detect() == Isa::NeonDot || Isa::detect() == Isa::Neon);
+    }
+}
+
+/// Scratch of three workers: with the `threads` feature every case runs split over three
+/// threads (the tests' work threshold is 0), so the split must not change any output.
+fn scratch_for(k: usize, i32s: usize) -> Vec<FastScratch> {
+    let one = || FastScratch {
+        i8s: vec![0; k],
+        i32s: vec![0; i32s],
+        f32s: vec![0.0; (MR_F32 + 1) * k],
+    };
+    vec![one(), one(), one()]
+}
+
+fn dw_case(rng: &mut Rng, case: usize) -> ([usize; 4], [usize; 4], [usize; 4], DepthwiseParams) {
+    let k = [3, 3, 3, 5, 1, 2][case % 6];
+    // Some non-square windows: 2, 3, 6 and 7 taps (every count of taps modulo 4).
+    let (kh, kw) = match case % 8 {
+        3 => (1, 2),
+        5 => (3, 1),
+        7 if case % 16 == 7 => (2, 3),
+        7 => (1, 7),
+        _ => (k, k),
+    };
+    let stride = 1 + case % 2;
+    let dil = if case.is_multiple_of(11) { 2 } else { 1 };
+    // Up to 200 channels: several 64-channel blocks of the AVX-512 layout, odd tails;
+    // rows up to ~93 pixels wide.
+    let c = 1 + rng.below(if case % 3 == 1 { 200 } else { 100 });
+    let wide = if case % 5 == 4 { 90 } else { 10 };
+    let (h, w) = (kh * dil + rng.below(10), kw * dil + rng.below(wide));
+    let pad = if case.is_multiple_of(3) {
+        0
+    } else {
+        (kh.max(kw) - 1) * dil / 2 + rng.below(2)
+    };
+    let oh = (h + 2 * pad - (kh - 1) * dil - 1) / stride + 1;
+    let ow = (w + 2 * pad - (kw - 1) * dil - 1) / stride + 1;
+    let p = DepthwiseParams {
+        stride_h: stride,
+        stride_w: stride,
+        dilation_h: dil,
+        dilation_w: dil,
+        pad_top: pad,
+        pad_left: pad.min(1),
+        depth_multiplier: 1,
+        activation: [Activation::None, Activation::Relu6, Activation::Relu][case % 3],
+    };
+    let b = 1 + case % 2;
+    ([b, h, w, c], [1, kh, kw, c], [b, oh, ow, c], p)
+}
+
+fn close(got: &[f32], want: &[f32], what: &str) {
+    let peak = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (a - b).abs() <= 1e-5 * peak.max(b.abs()),
+            "{what} at {i}: {a} vs {b}"
+        );
+    }
+}
+
+/// [`close`] with an error bound of at least 1e-5 absolute: a few outputs of small sums
+/// may cancel to near zero, where the relative error of the summation order is large.
+fn close_abs(got: &[f32], want: &[f32], what: &str) {
+    let peak = want.iter().fold(1f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!((a - b).abs() <= 1e-5 * peak, "{what} at {i}: {a} vs {b}");
+    }
+}

@@ -1,0 +1,448 @@
+//! The int8 GEMM tiles (AVX2 `vpmaddwd`, AVX-VNNI and AVX-512 `vpdpbusd`), the packing of
+//! their left-hand side, and AVX-512's tile with the requantization fused in.
+
+use super::*;
+
+/// `tile[r][j] = sum_g a[r * groups + g] · b[g][j]` for `r < rows`.
+pub(crate) fn tile_i8(
+    isa: Isa,
+    rows: usize,
+    a: &[i32],
+    b: &[i8],
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mr = isa.mr_i8();
+    let bstride = isa.nr_i8() * isa.kg_i8();
+    assert!(rows >= 1 && rows <= mr && a.len() >= groups * mr && b.len() >= groups * bstride);
+    macro_rules! dispatch {
+        ($f:ident, $($n:literal)*) => {
+            match rows {
+                // SAFETY: the ISA is available (module invariant); `a` has `groups * mr`
+                // words (rows of `groups`) and `b` `groups * bstride` bytes (asserted above),
+                // which is all the kernel reads.
+                $($n => unsafe { $f::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    match isa {
+        Isa::Avx2 => dispatch!(tile_i8_avx2, 1 2 3 4),
+        Isa::AvxVnni => dispatch!(tile_i8_avxvnni, 1 2 3 4 5 6),
+        Isa::Avx512Vnni => dispatch!(tile_i8_avx512vnni, 1 2 3 4 5 6 7 8),
+        Isa::Portable | Isa::Neon | Isa::NeonDot => unreachable!("no int8 GEMM for {isa:?} here"),
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_i8_avx2<const MR: usize>(
+    a: *const i32,
+    row_stride: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [[_mm256_setzero_si256(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: g < groups, so the 32 bytes at b + 32 g and the words a[r * groups + g],
+        // r < MR <= mr, are in bounds (checked by the caller).
+        unsafe {
+            let bp = b.add(g * 32);
+            let b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp as *const __m128i));
+            let b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp.add(16) as *const __m128i));
+            let ap = a.add(g);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_epi32(*ap.add(r * row_stride));
+                acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(av, b0));
+                acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(av, b1));
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes; 16 are written.
+        unsafe {
+            _mm256_storeu_si256(tile[r].as_mut_ptr() as *mut __m256i, acc[0]);
+            _mm256_storeu_si256(tile[r].as_mut_ptr().add(8) as *mut __m256i, acc[1]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avxvnni")]
+unsafe fn tile_i8_avxvnni<const MR: usize>(
+    a: *const i32,
+    row_stride: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [[_mm256_setzero_si256(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: 64 bytes at b + 64 g and a[r * groups + g] are in bounds (checked by the
+        // caller).
+        unsafe {
+            let bp = b.add(g * 64);
+            let b0 = _mm256_loadu_si256(bp as *const __m256i);
+            let b1 = _mm256_loadu_si256(bp.add(32) as *const __m256i);
+            let ap = a.add(g);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_epi32(*ap.add(r * row_stride));
+                acc[0] = _mm256_dpbusd_avx_epi32(acc[0], av, b0);
+                acc[1] = _mm256_dpbusd_avx_epi32(acc[1], av, b1);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes; 16 are written.
+        unsafe {
+            _mm256_storeu_si256(tile[r].as_mut_ptr() as *mut __m256i, acc[0]);
+            _mm256_storeu_si256(tile[r].as_mut_ptr().add(8) as *mut __m256i, acc[1]);
+        }
+    }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_i8_avx512vnni<const MR: usize>(
+    a: *const i32,
+    row_stride: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [[_mm512_setzero_si512(); 2]; MR];
+    for g in 0..groups {
+        // SAFETY: 128 bytes at b + 128 g and a[r * groups + g] are in bounds (checked by the
+        // caller).
+        unsafe {
+            let bp = b.add(g * 128);
+            let b0 = _mm512_loadu_si512(bp as *const __m512i);
+            let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
+            let ap = a.add(g);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_epi32(*ap.add(r * row_stride));
+                acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes, all written.
+        unsafe {
+            _mm512_storeu_si512(tile[r].as_mut_ptr() as *mut __m512i, acc[0]);
+            _mm512_storeu_si512(tile[r].as_mut_ptr().add(16) as *mut __m512i, acc[1]);
+        }
+    }
+}
+
+/// One packed GEMM row for `vpdpbusd`: the bytes of `row` offset to unsigned (`x + 128`, i.e.
+/// `x ^ 0x80`), the last word's missing bytes zero (their weights are zero).
+pub(crate) fn pack_row_vnni(row: &[i8], dst: &mut [i32]) {
+    // SAFETY: the VNNI ISAs are only chosen when the CPU has AVX2 (`available`).
+    unsafe { pack_row_vnni_avx2(row, dst) }
+}
+
+#[target_feature(enable = "avx2")]
+fn pack_row_vnni_avx2(row: &[i8], dst: &mut [i32]) {
+    let n = row.len();
+    let words = n.div_ceil(4);
+    assert!(dst.len() >= words);
+    let flip = _mm256_set1_epi8(-128);
+    let out = dst.as_mut_ptr() as *mut u8;
+    let mut i = 0;
+    while i + 32 <= n {
+        // SAFETY: bytes i..i + 32 are inside row and inside dst (dst has at least n bytes).
+        unsafe {
+            let v = _mm256_loadu_si256(row.as_ptr().add(i) as *const __m256i);
+            _mm256_storeu_si256(out.add(i) as *mut __m256i, _mm256_xor_si256(v, flip));
+        }
+        i += 32;
+    }
+    if i + 16 <= n {
+        // SAFETY: as above, for 16 bytes.
+        unsafe {
+            let v = _mm_loadu_si128(row.as_ptr().add(i) as *const __m128i);
+            let v = _mm_xor_si128(v, _mm256_castsi256_si128(flip));
+            _mm_storeu_si128(out.add(i) as *mut __m128i, v);
+        }
+        i += 16;
+    }
+    while i + 4 <= n {
+        let w = u32::from_le_bytes([
+            row[i] as u8,
+            row[i + 1] as u8,
+            row[i + 2] as u8,
+            row[i + 3] as u8,
+        ]);
+        // SAFETY: bytes i..i + 4 are inside dst (i + 4 <= n <= its byte length).
+        unsafe { (out.add(i) as *mut u32).write_unaligned(w ^ 0x8080_8080) };
+        i += 4;
+    }
+    while i < words * 4 {
+        let b = row.get(i).map_or(0, |&x| x as u8 ^ 0x80);
+        // SAFETY: i < 4 * words <= the byte length of dst (asserted); writing bytes of an i32
+        // slice is sound (every bit pattern is an i32).
+        unsafe { *out.add(i) = b };
+        i += 1;
+    }
+}
+
+/// The im2col rows of a convolution ([`crate::kernels::simd::Rows::Conv`]'s fields).
+pub(crate) struct ConvRows<'a> {
+    pub(crate) input: &'a [i8],
+    pub(crate) in_hwc: [usize; 3],
+    pub(crate) k_hw: [usize; 2],
+    pub(crate) out_w: usize,
+    pub(crate) p: &'a Conv2dParams,
+    pub(crate) pad: i8,
+}
+
+/// Rows `m0..m0 + count` of `conv`'s im2col packed for `vpdpbusd` as rows `0..count` of `dst`
+/// (`groups` words each): what [`pack_row_vnni`] makes of [`crate::kernels::simd::Rows::row`], gathered in
+/// one pass with masked AVX-512 copies (no per-tap `memcpy` calls, no row buffer).
+pub(crate) fn pack_conv_rows_vnni512(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    dst: &mut [i32],
+) {
+    // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512 F/BW/VL.
+    unsafe { pack_conv_rows_avx512(conv, m0, count, groups, dst) }
+}
+
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn pack_conv_rows_avx512(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    dst: &mut [i32],
+) {
+    let [in_h, in_w, c] = conv.in_hwc;
+    let [k_h, k_w] = conv.k_hw;
+    let p = conv.p;
+    let input = conv.input;
+    let k = k_h * k_w * c;
+    assert!(c > 0 && conv.out_w > 0 && k <= groups * 4 && dst.len() >= count * groups);
+    assert!(input.len() >= in_h * in_w * c);
+    let flip = _mm512_set1_epi8(-128);
+    let padv = _mm512_set1_epi8((conv.pad as u8 ^ 0x80) as i8);
+    let lanes = |n: usize| -> __mmask64 {
+        if n >= 64 {
+            !0
+        } else {
+            (1u64 << n) - 1
+        }
+    };
+    // `input[at..at + n] ^ 0x80` (or `n` padding bytes when `at` is None) to `out`.
+    let run = |at: Option<usize>, n: usize, out: *mut u8| {
+        let mut i = 0;
+        while i < n {
+            let m = lanes(n - i);
+            // SAFETY: the mask keeps both accesses to bytes i..n of the run: inside input
+            // (at + n <= input.len(), checked by the callers' index arithmetic below) and inside
+            // the packed row (out + n is at most k bytes into a row of groups * 4 >= k bytes).
+            unsafe {
+                let v = match at {
+                    Some(at) => {
+                        let v = _mm512_maskz_loadu_epi8(m, input.as_ptr().add(at + i));
+                        _mm512_xor_si512(v, flip)
+                    }
+                    None => padv,
+                };
+                _mm512_mask_storeu_epi8(out.add(i) as *mut i8, m, v);
+            }
+            i += 64;
+        }
+    };
+    // Windows inside the input take their rows as whole copies (`run`); rows of at most 16
+    // bytes (the 3-channel stem: 9) through 16-byte registers, as a 64-byte masked access at
+    // an unaligned address spans two cache lines even when few of its bytes are enabled.
+    let span_h = (k_h - 1) * p.dilation_h + 1;
+    let wrow = k_w * c;
+    let short = lanes(wrow) as __mmask16;
+    let flip16 = _mm_set1_epi8(-128);
+    // The window at input byte `at` (inside the input) to packed row `row`.
+    let window = |at: usize, row: *mut u8| {
+        for ky in 0..k_h {
+            let at = at + ky * p.dilation_h * in_w * c;
+            let o = ky * wrow;
+            if wrow > 16 {
+                run(Some(at), wrow, row.wrapping_add(o));
+                continue;
+            }
+            // SAFETY: the window is inside the input (the callers check y0 + span_h <= in_h and
+            // x0 + k_w <= in_w), so its row's wrow bytes at `at` are; the store's wrow bytes
+            // are inside the packed row (o + wrow <= k <= groups * 4). The mask keeps both
+            // accesses to those bytes.
+            unsafe {
+                let v = _mm_maskz_loadu_epi8(short, input.as_ptr().add(at));
+                _mm_mask_storeu_epi8(row.add(o) as *mut i8, short, _mm_xor_si128(v, flip16));
+            }
+        }
+    };
+    let (mut oy, mut ox) = (m0 / conv.out_w, m0 % conv.out_w);
+    let mut r = 0;
+    while r < count {
+        // SAFETY: row r's groups * 4 bytes are inside dst (asserted); any byte pattern is an i32.
+        let row = unsafe { (dst.as_mut_ptr() as *mut u8).add(r * groups * 4) };
+        let mut o = 0;
+        let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
+        let contiguous = p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w;
+        let y0 = (oy * p.stride_h).wrapping_sub(p.pad_top);
+        if contiguous && y0 < in_h && in_h - y0 >= span_h {
+            // This and the following windows of the output row that are inside the input:
+            // the same copies at a fixed step.
+            let last_x0 = in_w - k_w; // x0 <= last_x0 here
+            let run = (count - r)
+                .min(conv.out_w - ox)
+                .min((last_x0 - x0) / p.stride_w + 1);
+            let at0 = (y0 * in_w + x0) * c;
+            for i in 0..run {
+                let row = row.wrapping_add(i * groups * 4);
+                window(at0 + i * p.stride_w * c, row);
+                // The last word's missing bytes (their weights are zero).
+                for o in k..groups * 4 {
+                    // SAFETY: o < groups * 4, inside row r + i (r + i < count).
+                    unsafe { *row.add(o) = 0 };
+                }
+            }
+            r += run;
+            ox += run;
+            if ox == conv.out_w {
+                ox = 0;
+                oy += 1;
+            }
+            continue;
+        }
+        for ky in 0..k_h {
+            let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+            if contiguous && y < in_h {
+                // x0 + k_w <= in_w, so the window row's k_w pixels are inside the input.
+                run(Some((y * in_w + x0) * c), k_w * c, row.wrapping_add(o));
+                o += k_w * c;
+                continue;
+            }
+            for kx in 0..k_w {
+                let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
+                let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
+                run(at, c, row.wrapping_add(o));
+                o += c;
+            }
+        }
+        // The last word's missing bytes (their weights are zero).
+        while o < groups * 4 {
+            // SAFETY: o < groups * 4, inside row r.
+            unsafe { *row.add(o) = 0 };
+            o += 1;
+        }
+        r += 1;
+        ox += 1;
+        if ox == conv.out_w {
+            ox = 0;
+            oy += 1;
+        }
+    }
+}
+
+/// The AVX-512 VNNI tile with its requantization: `out[r * stride + j] = requant(sum_g
+/// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq` (`fused`:
+/// [`fused_cache`] of `rq`, with the fused form). The accumulators go from registers to bytes;
+/// nothing else is written.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_rq_i8_avx512(
+    rows: usize,
+    a: &[i32],
+    b: &[i8],
+    groups: usize,
+    rq: &Requant,
+    fused: &[i32],
+    c0: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+) {
+    assert!((1..=8).contains(&rows) && a.len() >= groups * 8 && b.len() >= groups * 128);
+    assert!((1..=32).contains(&cn) && c0 + 32 <= rq.bias.len());
+    assert!(out.len() >= (rows - 1) * stride + cn);
+    macro_rules! dispatch {
+        ($($n:literal)*) => {
+            match rows {
+                // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
+                // F/BW/VL/VNNI (`available`); `a` has rows of `groups` words and `b`
+                // `groups * 128` bytes, and `out` holds every (row, channel) stored (asserted).
+                $($n => unsafe {
+                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq,
+                        fused, c0, cn, out.as_mut_ptr(), stride)
+                },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6 7 8)
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL/VNNI; `a` readable for `(MR - 1) * row_stride + groups` words, `b` for
+/// `groups * 128` bytes, `rq`'s arrays for channels `c0..c0 + 32`, and `out` writable at
+/// `r * stride + j` for `r < MR`, `j < cn <= 32`.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
+    a: *const i32,
+    row_stride: usize,
+    b: *const i8,
+    groups: usize,
+    rq: &Requant,
+    fused: &[i32],
+    c0: usize,
+    cn: usize,
+    out: *mut i8,
+    stride: usize,
+) {
+    // The accumulators start from the bias (wrapping, as `acc + bias` would).
+    assert!(c0 + 32 <= rq.bias.len());
+    // SAFETY: channels c0..c0 + 32 of the bias (asserted).
+    let (bias0, bias1) = unsafe {
+        (
+            _mm512_loadu_si512(rq.bias.as_ptr().add(c0) as *const __m512i),
+            _mm512_loadu_si512(rq.bias.as_ptr().add(c0 + 16) as *const __m512i),
+        )
+    };
+    let mut acc = [[bias0, bias1]; MR];
+    for g in 0..groups {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let bp = b.add(g * 128);
+            let b0 = _mm512_loadu_si512(bp as *const __m512i);
+            let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
+            let ap = a.add(g);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm512_set1_epi32(*ap.add(r * row_stride));
+                acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+                acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+            }
+        }
+    }
+    let lanes = |n: usize| -> __mmask16 {
+        if n >= 16 {
+            0xFFFF
+        } else {
+            (1u16 << n) - 1
+        }
+    };
+    let p = Rq16::load_cached(rq, fused, c0);
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
+        unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply_biased(acc[0])) };
+    }
+    if cn > 16 {
+        let p = Rq16::load_cached(rq, fused, c0 + 16);
+        for (r, acc) in acc.iter().enumerate() {
+            // SAFETY: row r's channels 16..cn are writable (the caller's contract).
+            unsafe {
+                let v = p.apply_biased(acc[1]);
+                _mm_mask_storeu_epi8(out.add(r * stride + 16), lanes(cn - 16), v)
+            };
+        }
+    }
+}
