@@ -40,6 +40,8 @@ pub struct ConvertOptions {
     pub accept_snr_miss: bool,
     /// Full int8: skip empirical bias correction.
     pub no_bias_correction: bool,
+    /// Full int8: round weights to nearest instead of error-compensating rounding.
+    pub no_weight_rounding: bool,
     /// Full int8: skip cross-layer equalization.
     pub no_equalize: bool,
     /// Preprocessing of image calibration data.
@@ -106,6 +108,7 @@ fn quantize_graph(
         min_snr_db: opts.min_snr_db,
         accept_snr_miss: opts.accept_snr_miss,
         bias_correction: !opts.no_bias_correction,
+        weight_rounding: !opts.no_weight_rounding,
         equalize: !opts.no_equalize,
     };
     pipeline::quantize_graph(graph, label, &q)

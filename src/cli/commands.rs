@@ -182,6 +182,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         min_snr_db: args.min_snr,
         accept_snr_miss: args.accept_snr_miss,
         no_bias_correction: args.no_bias_correction,
+        no_weight_rounding: args.no_weight_rounding,
         no_equalize: args.no_equalize,
         images: ImageOptions {
             mean: args.mean.clone(),
@@ -284,6 +285,12 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
             } else {
                 String::new()
             }
+        );
+    }
+    if q.rounded_weight_layers > 0 {
+        outln!(
+            "  weights of {} layer(s) rounded with error compensation (GPTQ)",
+            q.rounded_weight_layers
         );
     }
     if let Some(before) = q.snr_before_bias_correction {

@@ -195,6 +195,11 @@ pub struct ConvertArgs {
     /// absorbs the mean error quantization adds on the calibration data, where that helps).
     #[arg(long, requires = "calibration")]
     pub no_bias_correction: bool,
+    /// With full int8: round conv/dense weights to nearest (by default each layer's rounding
+    /// errors are compensated in its other weights through the correlations of its inputs on
+    /// the calibration data, GPTQ, where that helps).
+    #[arg(long, requires = "calibration")]
+    pub no_weight_rounding: bool,
     /// With full int8: skip cross-layer equalization (by default the channels of a tensor
     /// between two conv/dense layers are balanced in their weights before calibrating).
     #[arg(long, requires = "calibration")]

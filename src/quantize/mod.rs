@@ -15,6 +15,7 @@ pub mod pipeline;
 pub mod qdq;
 pub mod range_stats;
 pub mod report;
+pub mod weight_rounding;
 pub mod weights;
 
 pub use full_int8::{full_int8, FullInt8Options};

@@ -4,10 +4,13 @@
 
 use super::calibrate::{self, ImageOptions, InputSpec, Method, Sample};
 use super::report::{self, FloatOutputs, LayerError};
-use super::{bias_correction, clip_ranges, downstream, equalize, mixed, qdq, range_stats, weights};
+use super::{
+    bias_correction, clip_ranges, downstream, equalize, mixed, qdq, range_stats, weight_rounding,
+    weights,
+};
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
-use crate::ir::Graph;
+use crate::ir::{ConstData, Graph, TensorId};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -36,6 +39,8 @@ pub struct QuantizeOptions<'a> {
     pub accept_snr_miss: bool,
     /// Empirical bias correction of conv/dense layers on the calibration data.
     pub bias_correction: bool,
+    /// Error-compensating (GPTQ) rounding of conv/dense weights on the calibration data.
+    pub weight_rounding: bool,
     /// Cross-layer equalization of the tensors between conv/dense layers before calibrating.
     pub equalize: bool,
 }
@@ -62,6 +67,8 @@ pub struct QuantReport {
     pub equalized: Vec<String>,
     /// Layers (by output tensor) whose bias empirical bias correction changed.
     pub bias_corrected: Vec<String>,
+    /// How many conv/dense layers kept error-compensating weight rounding.
+    pub rounded_weight_layers: usize,
     /// Output SNR (worst output, dB) before bias correction, where it ran.
     pub snr_before_bias_correction: Option<f64>,
     /// Output SNR (worst output, dB) with only the weights rounded to int8 and activations
@@ -82,6 +89,7 @@ impl QuantReport {
             int16_for_snr: vec![],
             equalized: vec![],
             bias_corrected: vec![],
+            rounded_weight_layers: 0,
             snr_before_bias_correction: None,
             weights_only_snr_db: None,
         }
@@ -213,6 +221,9 @@ pub struct Quantizer<'a> {
     pub bounded: HashMap<String, (f32, f32)>,
     /// When the `--min-snr` search stops starting new attempts.
     pub deadline: Option<Instant>,
+    /// The float values of weights that error-compensating rounding replaced (a layer kept in
+    /// float gets them back).
+    pub unrounded: HashMap<TensorId, ConstData>,
 }
 
 impl Quantizer<'_> {
@@ -229,6 +240,16 @@ impl Quantizer<'_> {
     /// [`Self::attempt`] from another float graph (the same tensors, other constants).
     pub fn attempt_with(&self, float_graph: &Graph, precision: &Precision) -> Result<Attempt> {
         let mut g = float_graph.clone();
+        let float_nodes = |name: &String| {
+            precision.float.contains(name) || self.int8.exclude_nodes.contains(name)
+        };
+        for n in g.nodes.iter().filter(|n| float_nodes(&n.name)) {
+            for t in &n.inputs {
+                if let Some(d) = self.unrounded.get(t) {
+                    g.tensors[*t].data = Some(d.clone());
+                }
+            }
+        }
         let mut int8 = self.int8.clone();
         int8.exclude_nodes.extend(precision.float.iter().cloned());
         int8.int16_nodes.extend(precision.int16.iter().cloned());
@@ -244,6 +265,37 @@ impl Quantizer<'_> {
             outputs,
             precision: precision.clone(),
         })
+    }
+}
+
+/// Rounds the float graph's weights with error compensation and keeps the result (in `q` and
+/// `best`) if the quantized model with `best`'s precision is measurably better; returns how many
+/// layers were rounded that way (0 when not kept).
+fn keep_rounded_weights(q: &mut Quantizer<'_>, best: &mut Attempt) -> Result<usize> {
+    let mut g = q.float_graph.clone();
+    let fixed = weight_rounding::round_weights(&mut g, &q.float_bytes, q.samples)
+        .with_context(|| format!("{}: rounding weights", q.label))?;
+    if fixed.is_empty() {
+        return Ok(0);
+    }
+    let previous = q.int8.qdq.constants.clone();
+    q.int8
+        .qdq
+        .constants
+        .extend(fixed.iter().map(|(&t, p)| (t, p.clone())));
+    let attempt = q.attempt_with(&g, &best.precision)?;
+    if attempt.worst_snr() > best.worst_snr() {
+        *best = attempt;
+        for &t in fixed.keys() {
+            if let Some(d) = q.float_graph.tensors[t].data.take() {
+                q.unrounded.insert(t, d);
+            }
+        }
+        q.float_graph = g;
+        Ok(fixed.len())
+    } else {
+        q.int8.qdq.constants = previous;
+        Ok(0)
     }
 }
 
@@ -322,6 +374,7 @@ fn calibrated(
         samples: few,
         bounded: clip_ranges::bounded_by_name(graph),
         deadline: None,
+        unrounded: HashMap::new(),
     };
     let mut best = q.attempt(&Precision::default())?;
     // Without a method given, the better of the candidates on the error samples.
@@ -336,6 +389,12 @@ fn calibrated(
         } else {
             q.ranges = previous;
         }
+    }
+    // Error-compensating weight rounding, kept only where it measurably helps.
+    let mut rounded_layers = 0;
+    let rounding = opts.weight_rounding && !model.is_static();
+    if rounding {
+        rounded_layers = keep_rounded_weights(&mut q, &mut best)?;
     }
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
@@ -357,6 +416,11 @@ fn calibrated(
         let allowed = (started.elapsed() * SEARCH_TIME_FACTOR).max(MIN_SEARCH_TIME);
         q.deadline = Some(Instant::now() + allowed);
         best = mixed::search(&q, best, budget)?;
+        // With int16 activations where the search put them, the weights' share of the error
+        // grows: rounding them with error compensation may pay now where it did not before.
+        if rounding && rounded_layers == 0 && best.worst_snr() < budget {
+            rounded_layers = keep_rounded_weights(&mut q, &mut best)?;
+        }
         if best.worst_snr() < budget && !opts.accept_snr_miss {
             bail!(
                 "{label}: --min-snr {budget}: the best quantized model reached {:.1} dB (with {} \
@@ -404,6 +468,7 @@ fn calibrated(
         int16_for_snr: precision.int16,
         equalized,
         bias_corrected,
+        rounded_weight_layers: rounded_layers,
         snr_before_bias_correction: snr_before,
         weights_only_snr_db: weights_only,
     })

@@ -1,0 +1,453 @@
+//! Error-compensating weight rounding (GPTQ, Frantar et al. 2022, from Optimal Brain
+//! Quantization): a layer's weights are rounded to int8 one input position at a time, and each
+//! rounding error is spread over the weights not yet rounded, in proportion to how the layer's
+//! inputs correlate (`H = Σ x xᵀ` over the calibration inputs). Round-to-nearest minimizes each
+//! weight's own error; this minimizes the error of the layer's *output* on the data. The scales
+//! stay the per-channel `max|w| / 127` that plain rounding uses, so the file is the same kind of
+//! int8 model; the rounded weights and their scales go to the emit stage as fixed parameters.
+//!
+//! Conv (group 1), depthwise and dense layers are rounded; a layer whose patch is longer than
+//! [`MAX_PATCH`] keeps plain rounding (the inverse of `H` costs `K³`).
+
+use super::calibrate::Sample;
+use super::equalize::{const_f32, is_depthwise};
+use crate::ir::{ConstData, Graph, Layout, Op, QuantParams, TensorId};
+use anyhow::Result;
+use std::collections::HashMap;
+
+/// Longest patch (`KH·KW·C`, or a dense layer's inputs) rounded this way.
+const MAX_PATCH: usize = 1200;
+
+/// Patches (output positions or rows) taken per sample and layer, evenly spaced.
+const PATCHES_PER_SAMPLE: usize = 384;
+
+/// Dampening added to `H`'s diagonal, as a fraction of its mean (GPTQ's default).
+const DAMP: f64 = 0.01;
+
+/// How a layer reads its input.
+#[derive(Clone, Copy)]
+enum Geometry {
+    Dense,
+    Conv {
+        kernel: [usize; 2],
+        strides: [usize; 2],
+        dilations: [usize; 2],
+        pads: [usize; 4],
+        /// Depthwise: output channels per input channel (0 for a regular conv).
+        multiplier: usize,
+    },
+}
+
+struct Layer {
+    weight: TensorId,
+    input: TensorId,
+    geometry: Geometry,
+    /// Patch length: `KH·KW·C` (conv), `KH·KW` (depthwise, per channel), inputs (dense).
+    k: usize,
+    /// `H`: one `k × k` block, or one per input channel for depthwise layers.
+    h: Vec<f64>,
+}
+
+fn layers(g: &Graph) -> Vec<Layer> {
+    let uses = g.use_counts();
+    let mut out = Vec::new();
+    for n in &g.nodes {
+        let (Some(&x), Some(&w)) = (n.inputs.first(), n.inputs.get(1)) else {
+            continue;
+        };
+        let Some(wv) = const_f32(g, w) else { continue };
+        if uses.get(&w) != Some(&1) || g.tensors[x].data.is_some() {
+            continue;
+        }
+        let xs = g.shape(x);
+        let ws = wv.shape();
+        let (geometry, k, blocks) = match &n.op {
+            Op::Conv2d {
+                layout: Layout::Nhwc,
+                group,
+                strides,
+                dilations,
+                pads,
+                ..
+            } if xs.len() == 4 && ws.len() == 4 => {
+                let kernel = [ws[1], ws[2]];
+                if is_depthwise(g, n) && ws[0] == 1 {
+                    let c = xs[3];
+                    let geometry = Geometry::Conv {
+                        kernel,
+                        strides: *strides,
+                        dilations: *dilations,
+                        pads: *pads,
+                        multiplier: ws[3] / c.max(1),
+                    };
+                    (geometry, ws[1] * ws[2], c)
+                } else if *group == 1 && ws[3] == xs[3] {
+                    let geometry = Geometry::Conv {
+                        kernel,
+                        strides: *strides,
+                        dilations: *dilations,
+                        pads: *pads,
+                        multiplier: 0,
+                    };
+                    (geometry, ws[1] * ws[2] * ws[3], 1)
+                } else {
+                    continue;
+                }
+            }
+            Op::FullyConnected { .. } if ws.len() == 2 && xs.last() == Some(&ws[1]) => {
+                (Geometry::Dense, ws[1], 1)
+            }
+            _ => continue,
+        };
+        if k == 0 || k > MAX_PATCH {
+            continue;
+        }
+        out.push(Layer {
+            weight: w,
+            input: x,
+            geometry,
+            k,
+            h: vec![0.0; blocks * k * k],
+        });
+    }
+    out
+}
+
+/// Adds `p pᵀ` to the `k × k` block `h` (upper triangle; mirrored later).
+fn add_outer(h: &mut [f64], p: &[f32]) {
+    let k = p.len();
+    for (i, &a) in p.iter().enumerate() {
+        if a == 0.0 {
+            continue;
+        }
+        let a = f64::from(a);
+        let row = &mut h[i * k..(i + 1) * k];
+        for (r, &b) in row[i..].iter_mut().zip(&p[i..]) {
+            *r += a * f64::from(b);
+        }
+    }
+}
+
+/// Accumulates the layer's `H` from one input value `x` (NHWC or `[.., K]`).
+fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
+    let k = layer.k;
+    match layer.geometry {
+        Geometry::Dense => {
+            let rows = x.len() / k;
+            let step = rows.div_ceil(PATCHES_PER_SAMPLE).max(1);
+            for r in (0..rows).step_by(step) {
+                add_outer(&mut layer.h, &x[r * k..(r + 1) * k]);
+            }
+        }
+        Geometry::Conv {
+            kernel: [kh, kw],
+            strides: [sh, sw],
+            dilations: [dh, dw],
+            pads: [pt, pl, pb, pr],
+            multiplier,
+        } => {
+            let [_, ih, iw, c] = [shape[0], shape[1], shape[2], shape[3]];
+            let span = |i: usize, p: usize, q: usize, kk: usize, d: usize, s: usize| {
+                (i + p + q).checked_sub(d * (kk - 1) + 1).map(|v| v / s + 1)
+            };
+            let (Some(oh), Some(ow)) = (span(ih, pt, pb, kh, dh, sh), span(iw, pl, pr, kw, dw, sw))
+            else {
+                return;
+            };
+            let positions = oh * ow;
+            let step = positions.div_ceil(PATCHES_PER_SAMPLE).max(1);
+            let depthwise = multiplier > 0;
+            let mut patch = vec![0f32; if depthwise { kh * kw * c } else { k }];
+            for pos in (0..positions).step_by(step) {
+                let (oy, ox) = (pos / ow, pos % ow);
+                patch.iter_mut().for_each(|v| *v = 0.0);
+                for ky in 0..kh {
+                    let y = (oy * sh + ky * dh) as isize - pt as isize;
+                    if y < 0 || y >= ih as isize {
+                        continue;
+                    }
+                    for kx in 0..kw {
+                        let xx = (ox * sw + kx * dw) as isize - pl as isize;
+                        if xx < 0 || xx >= iw as isize {
+                            continue;
+                        }
+                        let src = (y as usize * iw + xx as usize) * c;
+                        let dst = (ky * kw + kx) * c;
+                        patch[dst..dst + c].copy_from_slice(&x[src..src + c]);
+                    }
+                }
+                if depthwise {
+                    // Per channel: the k = KH·KW taps of that channel.
+                    let mut taps = vec![0f32; k];
+                    for ch in 0..c {
+                        for (t, v) in taps.iter_mut().enumerate() {
+                            *v = patch[t * c + ch];
+                        }
+                        add_outer(&mut layer.h[ch * k * k..(ch + 1) * k * k], &taps);
+                    }
+                } else {
+                    add_outer(&mut layer.h, &patch);
+                }
+            }
+        }
+    }
+}
+
+/// Lower Cholesky factor of the symmetric positive definite `a` (`k × k`), in place; `false`
+/// if it is not positive definite.
+fn cholesky(a: &mut [f64], k: usize) -> bool {
+    for j in 0..k {
+        let mut d = a[j * k + j];
+        for p in 0..j {
+            d -= a[j * k + p] * a[j * k + p];
+        }
+        if d <= 0.0 || !d.is_finite() {
+            return false;
+        }
+        let d = d.sqrt();
+        a[j * k + j] = d;
+        for i in j + 1..k {
+            let mut s = a[i * k + j];
+            for p in 0..j {
+                s -= a[i * k + p] * a[j * k + p];
+            }
+            a[i * k + j] = s / d;
+        }
+        for p in j + 1..k {
+            a[j * k + p] = 0.0;
+        }
+    }
+    true
+}
+
+/// The upper factor `U` of `H⁻¹ = Uᵀ U` that GPTQ's updates read, from the accumulated `H`
+/// (upper triangle filled); `None` if `H` is degenerate.
+fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
+    let mut a = h.to_vec();
+    for i in 0..k {
+        for j in 0..i {
+            a[i * k + j] = a[j * k + i];
+        }
+    }
+    let mean = (0..k).map(|i| a[i * k + i]).sum::<f64>() / k as f64;
+    if mean <= 0.0 || !mean.is_finite() {
+        return None;
+    }
+    for i in 0..k {
+        // An input that is always zero: any rounding of its weights is as good.
+        if a[i * k + i] == 0.0 {
+            a[i * k + i] = 1.0;
+        }
+        a[i * k + i] += DAMP * mean;
+    }
+    if !cholesky(&mut a, k) {
+        return None;
+    }
+    // L⁻¹ by forward substitution, then H⁻¹ = L⁻ᵀ L⁻¹.
+    let mut inv = vec![0f64; k * k];
+    for col in 0..k {
+        for i in col..k {
+            let mut s = if i == col { 1.0 } else { 0.0 };
+            for p in col..i {
+                s -= a[i * k + p] * inv[p * k + col];
+            }
+            inv[i * k + col] = s / a[i * k + i];
+        }
+    }
+    let mut hinv = vec![0f64; k * k];
+    for i in 0..k {
+        for j in 0..=i {
+            let s: f64 = (i..k).map(|p| inv[p * k + i] * inv[p * k + j]).sum();
+            hinv[i * k + j] = s;
+            hinv[j * k + i] = s;
+        }
+    }
+    if !cholesky(&mut hinv, k) {
+        return None;
+    }
+    // U = Lᵀ of H⁻¹'s factor.
+    let mut u = vec![0f64; k * k];
+    for i in 0..k {
+        for j in 0..=i {
+            u[j * k + i] = hinv[i * k + j];
+        }
+    }
+    Some(u)
+}
+
+/// Rounds `w` (one row: an output channel's `k` weights) to multiples of `scale` within ±127,
+/// each rounding error compensated in the later weights through `u`.
+fn round_row(w: &mut [f32], scale: f32, u: &[f64]) {
+    let k = w.len();
+    let mut v: Vec<f64> = w.iter().map(|&x| f64::from(x)).collect();
+    for j in 0..k {
+        let q = (v[j] / f64::from(scale)).round().clamp(-127.0, 127.0);
+        let e = (v[j] - q * f64::from(scale)) / u[j * k + j];
+        for p in j + 1..k {
+            v[p] -= e * u[j * k + p];
+        }
+        w[j] = q as f32 * scale;
+    }
+}
+
+/// Rounds the weights of every eligible layer of `g` (whose float file is `float_bytes`) with
+/// `H` gathered on `samples`. Returns the rounded tensors' int8 parameters (per output channel),
+/// which the emit stage must use as they are.
+pub fn round_weights(
+    g: &mut Graph,
+    float_bytes: &[u8],
+    samples: &[Sample],
+) -> Result<HashMap<TensorId, QuantParams>> {
+    let mut list = layers(g);
+    if list.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let names = super::report::tensor_names(float_bytes)?;
+    let mut by_input: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, l) in list.iter().enumerate() {
+        by_input
+            .entry(g.tensors[l.input].name.as_str())
+            .or_default()
+            .push(i);
+    }
+    let mut seen = vec![false; list.len()];
+    let shapes: Vec<Vec<usize>> = list.iter().map(|l| g.shape(l.input).to_vec()).collect();
+    super::report::observe(float_bytes, samples, |_, t, v| {
+        let Some(readers) = names.get(t).and_then(|n| by_input.get(n.as_str())) else {
+            return;
+        };
+        for &i in readers {
+            if v.len() == shapes[i].iter().product::<usize>() {
+                observe(&mut list[i], &shapes[i], v);
+                seen[i] = true;
+            }
+        }
+    })?;
+    let mut params = HashMap::new();
+    for (l, seen) in list.iter().zip(seen) {
+        if !seen {
+            continue;
+        }
+        let w = const_f32(g, l.weight).expect("checked").clone();
+        let shape = w.shape().to_vec();
+        let mut v: Vec<f32> = w.iter().copied().collect();
+        let k = l.k;
+        let (scales, axis) = match l.geometry {
+            Geometry::Conv { multiplier, .. } if multiplier > 0 => {
+                // [1, KH, KW, C·M]: output channel oc reads input channel oc / M.
+                let oc_n = shape[3];
+                let mut scales = Vec::with_capacity(oc_n);
+                let factors: Vec<Option<Vec<f64>>> = (0..oc_n / multiplier)
+                    .map(|c| inverse_factor(&l.h[c * k * k..(c + 1) * k * k], k))
+                    .collect();
+                for oc in 0..oc_n {
+                    let mut row: Vec<f32> = (0..k).map(|t| v[t * oc_n + oc]).collect();
+                    let scale = super::weights::symmetric_scale(
+                        row.iter().fold(0f32, |m, x| m.max(x.abs())),
+                    );
+                    scales.push(scale);
+                    let Some(u) = &factors[oc / multiplier] else {
+                        continue;
+                    };
+                    round_row(&mut row, scale, u);
+                    for (t, x) in row.into_iter().enumerate() {
+                        v[t * oc_n + oc] = x;
+                    }
+                }
+                (scales, 3)
+            }
+            _ => {
+                let Some(u) = inverse_factor(&l.h, k) else {
+                    continue;
+                };
+                let scales = v
+                    .chunks_exact_mut(k)
+                    .map(|row| {
+                        let scale = super::weights::symmetric_scale(
+                            row.iter().fold(0f32, |m, x| m.max(x.abs())),
+                        );
+                        round_row(row, scale, &u);
+                        scale
+                    })
+                    .collect();
+                (scales, 0)
+            }
+        };
+        // Channels left unrounded (a degenerate H) get plain rounding with the same scale.
+        let n = scales.len();
+        let p = QuantParams {
+            scale: scales,
+            zero_point: vec![0; n],
+            axis,
+        };
+        let inner: usize = shape[axis + 1..].iter().product();
+        for (i, x) in v.iter_mut().enumerate() {
+            let s = p.scale[(i / inner.max(1)) % n];
+            *x = (*x / s).round().clamp(-127.0, 127.0) * s;
+        }
+        g.tensors[l.weight].data = Some(ConstData::from_f32(&shape, v));
+        params.insert(l.weight, p);
+    }
+    Ok(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two inputs that carry nearly the same value: both weights rounded down to nearest lose
+    /// 0.8 of it; compensated, the second rounds up and the output loses 0.2.
+    #[test]
+    fn compensated_rounding_beats_nearest_on_correlated_inputs() {
+        let k = 2;
+        let xs: Vec<[f32; 2]> = (0..200)
+            .map(|i| {
+                let a = ((i * 37 % 101) as f32 / 50.0) - 1.0;
+                let b = ((i * 53 % 97) as f32 / 48.0) - 1.0;
+                [a, a + 0.01 * b]
+            })
+            .collect();
+        let mut h = vec![0f64; k * k];
+        for x in &xs {
+            add_outer(&mut h, x);
+        }
+        let w = [2.4f32, 2.4];
+        let scale = 1.0;
+        let u = inverse_factor(&h, k).unwrap();
+        let mut gptq = w;
+        round_row(&mut gptq, scale, &u);
+        let nearest: Vec<f32> = w.iter().map(|x| (x / scale).round() * scale).collect();
+        let err = |q: &[f32]| -> f64 {
+            xs.iter()
+                .map(|x| {
+                    let d: f32 = (0..k).map(|i| (w[i] - q[i]) * x[i]).sum();
+                    f64::from(d * d)
+                })
+                .sum()
+        };
+        assert_eq!(nearest, [2.0, 2.0]);
+        assert_eq!(gptq, [2.0, 3.0]);
+        assert!(
+            err(&gptq) < err(&nearest) / 4.0,
+            "{} vs {}",
+            err(&gptq),
+            err(&nearest)
+        );
+    }
+
+    #[test]
+    fn cholesky_inverse_factor_matches_the_inverse() {
+        // H = [[4, 2], [2, 3]] (upper triangle given): H⁻¹ = [[3, -2], [-2, 4]] / 8.
+        let h = [4.0, 2.0, 0.0, 3.0];
+        let u = inverse_factor(&h, 2).unwrap();
+        // Damping adds 1% of the mean diagonal (0.035).
+        let (a, b, d) = (4.035f64, 2.0, 3.035);
+        let det = a * d - b * b;
+        let inv = [d / det, -b / det, -b / det, a / det];
+        // Uᵀ U = H⁻¹
+        let utu = |i: usize, j: usize| (0..2).map(|p| u[p * 2 + i] * u[p * 2 + j]).sum::<f64>();
+        for (i, j) in [(0, 0), (0, 1), (1, 1)] {
+            assert!((utu(i, j) - inv[i * 2 + j]).abs() < 1e-9, "{i}{j}");
+        }
+    }
+}
