@@ -161,26 +161,35 @@ pub fn family_feature(code: B) -> Option<&'static str> {
     })
 }
 
-/// The `ops-*` features of this crate and whether each is compiled in.
-pub const FEATURES: [(&str, bool); 18] = [
-    ("ops-float", cfg!(feature = "ops-float")),
-    ("ops-int8", cfg!(feature = "ops-int8")),
-    ("ops-hybrid", cfg!(feature = "ops-hybrid")),
-    ("ops-conv", cfg!(feature = "ops-conv")),
-    ("ops-depthwise-conv", cfg!(feature = "ops-depthwise-conv")),
-    ("ops-transpose-conv", cfg!(feature = "ops-transpose-conv")),
-    ("ops-fully-connected", cfg!(feature = "ops-fully-connected")),
-    ("ops-batch-matmul", cfg!(feature = "ops-batch-matmul")),
-    ("ops-pool", cfg!(feature = "ops-pool")),
-    ("ops-softmax", cfg!(feature = "ops-softmax")),
-    ("ops-elementwise", cfg!(feature = "ops-elementwise")),
-    ("ops-reshape", cfg!(feature = "ops-reshape")),
-    ("ops-pad", cfg!(feature = "ops-pad")),
-    ("ops-shape", cfg!(feature = "ops-shape")),
-    ("ops-quantize", cfg!(feature = "ops-quantize")),
-    ("ops-reduce", cfg!(feature = "ops-reduce")),
-    ("ops-resize", cfg!(feature = "ops-resize")),
-    ("ops-compare", cfg!(feature = "ops-compare")),
+/// `(name, cfg!(feature = name))` for each listed feature.
+macro_rules! compiled_in {
+    ($($name:literal),* $(,)?) => {
+        [$(($name, cfg!(feature = $name))),*]
+    };
+}
+
+/// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
+/// of `Cargo.toml` but `all-ops`, which only switches on the others).
+pub const FEATURES: [(&str, bool); 19] = compiled_in![
+    "ops-float",
+    "ops-int8",
+    "ops-int16",
+    "ops-hybrid",
+    "ops-conv",
+    "ops-depthwise-conv",
+    "ops-transpose-conv",
+    "ops-fully-connected",
+    "ops-batch-matmul",
+    "ops-pool",
+    "ops-softmax",
+    "ops-elementwise",
+    "ops-reshape",
+    "ops-pad",
+    "ops-shape",
+    "ops-quantize",
+    "ops-reduce",
+    "ops-resize",
+    "ops-compare",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.
@@ -408,5 +417,24 @@ mod tests {
                 None => assert!(!supported, "{code:?}"),
             }
         }
+    }
+
+    /// `FEATURES` lists exactly the `ops-*` features `Cargo.toml` declares, each with whether
+    /// this build has it.
+    #[test]
+    fn features_are_exactly_the_declared_ones() {
+        let manifest = include_str!("../Cargo.toml");
+        let features = &manifest[manifest.find("[features]").unwrap()..];
+        let features = &features[..features.find("\n[").unwrap_or(features.len())];
+        let declared: Vec<&str> = features
+            .lines()
+            .filter_map(|l| l.split_once(" = ").map(|(name, _)| name.trim()))
+            .filter(|name| name.starts_with("ops-"))
+            .collect();
+        let listed: Vec<&str> = FEATURES.iter().map(|f| f.0).collect();
+        assert_eq!(listed, declared);
+        assert_eq!(feature_enabled("ops-int16"), cfg!(feature = "ops-int16"));
+        assert_eq!(feature_enabled("ops-float"), cfg!(feature = "ops-float"));
+        assert!(!feature_enabled("all-ops"));
     }
 }
