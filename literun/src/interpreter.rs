@@ -25,7 +25,11 @@ use crate::kernels::{
 };
 use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
 use crate::plan::{plan_arena, TensorUse};
-use crate::prepare::{fold_pad, pad_folds, prepare_op, Kind, PadFold};
+use crate::prepare::{
+    fold_pad, pad_folds, prepare_op, BatchMatMul, Compare, Conv, Depthwise, Elementwise,
+    FullyConnected, Kind, Pad, PadFold, Pool, Quantize, Reduce, Resize, Shape, Softmax,
+    TransposeConv,
+};
 
 /// The most memory [`Interpreter::new`] allocates for one model: the activation arena, the
 /// prepacked constants and the kernels' scratch together. A file can claim large activation
@@ -198,38 +202,38 @@ impl Fast {
             }
         };
         match kind {
-            Kind::ConvI8 {
+            Kind::Conv(Conv::I8 {
                 in_shape,
                 filter_shape: [o, kh, kw, i],
                 q,
                 ..
-            } if *i == in_shape[3] => {
+            }) if *i == in_shape[3] => {
                 GemmI8::pack(isa, weights_i8()?, *o, kh * kw * i, bias_i32()?, q).map(Fast::ConvI8)
             }
-            Kind::FullyConnectedI8 {
+            Kind::FullyConnected(FullyConnected::I8 {
                 in_depth,
                 out_depth,
                 q,
                 ..
-            } => GemmI8::pack(isa, weights_i8()?, *out_depth, *in_depth, bias_i32()?, q)
+            }) => GemmI8::pack(isa, weights_i8()?, *out_depth, *in_depth, bias_i32()?, q)
                 .map(Fast::FullyConnectedI8),
-            Kind::DepthwiseI8 {
+            Kind::Depthwise(Depthwise::I8 {
                 params,
                 filter_shape: [_, kh, kw, c],
                 q,
                 ..
-            } if params.depth_multiplier == 1 => {
+            }) if params.depth_multiplier == 1 => {
                 let dil = [params.dilation_h, params.dilation_w];
                 DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q)
                     .map(|dw| Fast::DepthwiseI8(dw.for_window(*kh, *kw, dil)))
             }
-            Kind::Conv {
+            Kind::Conv(Conv::F32 {
                 params,
                 in_shape,
                 filter_shape: [o, 3, 3, i],
                 out_shape,
                 ..
-            } if *i == in_shape[3]
+            }) if *i == in_shape[3]
                 && [
                     params.stride_h,
                     params.stride_w,
@@ -248,12 +252,12 @@ impl Fast {
                     None => GemmF32::pack(isa, w, *o, 9 * i, b, params.activation).map(Fast::Conv),
                 }
             }
-            Kind::Conv {
+            Kind::Conv(Conv::F32 {
                 params,
                 in_shape,
                 filter_shape: [o, kh, kw, i],
                 ..
-            } if *i == in_shape[3] => GemmF32::pack(
+            }) if *i == in_shape[3] => GemmF32::pack(
                 isa,
                 weights_f32()?,
                 *o,
@@ -262,12 +266,12 @@ impl Fast {
                 params.activation,
             )
             .map(Fast::Conv),
-            Kind::FullyConnected {
+            Kind::FullyConnected(FullyConnected::F32 {
                 in_depth,
                 out_depth,
                 act,
                 ..
-            } => GemmF32::pack(
+            }) => GemmF32::pack(
                 isa,
                 weights_f32()?,
                 *out_depth,
@@ -276,11 +280,11 @@ impl Fast {
                 *act,
             )
             .map(Fast::FullyConnected),
-            Kind::Depthwise {
+            Kind::Depthwise(Depthwise::F32 {
                 params,
                 filter_shape: [_, kh, kw, c],
                 ..
-            } if params.depth_multiplier == 1 => DwF32::pack(
+            }) if params.depth_multiplier == 1 => DwF32::pack(
                 isa,
                 weights_f32()?,
                 kh * kw,
@@ -289,34 +293,38 @@ impl Fast {
                 params.activation,
             )
             .map(Fast::Depthwise),
-            Kind::BinaryI8 {
+            Kind::Elementwise(Elementwise::BinaryI8 {
                 p: ew::BinaryI8::AddSubTables(t),
                 ..
-            } => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
-            Kind::BinaryI8 {
+            }) => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
+            Kind::Elementwise(Elementwise::BinaryI8 {
                 p: p @ ew::BinaryI8::Mul { .. },
                 ..
-            } => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
+            }) => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
             #[cfg(feature = "ops-elementwise")]
-            Kind::BinaryI8 {
+            Kind::Elementwise(Elementwise::BinaryI8 {
                 p: p @ ew::BinaryI8::SquaredDifference { .. },
                 ..
-            } => Some(Fast::PairTableI8(
+            }) => Some(Fast::PairTableI8(
                 (0..=u16::MAX)
                     .map(|i| p.eval((i >> 8) as u8 as i8, i as u8 as i8))
                     .collect(),
             )),
-            Kind::Quantize { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
+            Kind::Quantize(Quantize::FromFloat { .. }) if simd::has_elementwise(isa) => {
+                Some(Fast::Quantize(isa))
+            }
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-            Kind::Unary { dtype, .. } if *dtype != DType::I32 && simd::has_elementwise(isa) => {
+            Kind::Elementwise(Elementwise::Unary { dtype, .. })
+                if *dtype != DType::I32 && simd::has_elementwise(isa) =>
+            {
                 Some(Fast::Unary(isa))
             }
             #[cfg(feature = "ops-shape")]
-            Kind::Transpose {
+            Kind::Shape(Shape::Transpose {
                 in_shape,
                 perm,
                 size,
-            } if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
+            }) if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
                 Some(Fast::TransposeFewRows(isa))
             }
             _ => None,
@@ -671,9 +679,9 @@ impl<'m> Interpreter<'m> {
             });
             if let (
                 Some((n, data)),
-                Kind::DequantizeF16
-                | Kind::DequantizeAffine { .. }
-                | Kind::DequantizePerChannel { .. },
+                Kind::Quantize(Quantize::DequantizeF16)
+                | Kind::Quantize(Quantize::DequantizeAffine { .. })
+                | Kind::Quantize(Quantize::DequantizePerChannel { .. }),
             ) = (const_input, &p.kind)
             {
                 charge(&mut memory, n.checked_mul(4), "prepacked constants")?;
@@ -1562,13 +1570,13 @@ fn run_fast(
     match (fast, kind) {
         (
             Fast::ConvI8(g),
-            Kind::ConvI8 {
+            Kind::Conv(Conv::I8 {
                 params,
                 in_shape,
                 filter_shape,
                 out_shape,
                 q,
-            },
+            }),
         ) => simd::conv2d_i8(
             g,
             ins.typed(0).ok()?,
@@ -1580,18 +1588,18 @@ fn run_fast(
             *out_shape,
             s,
         ),
-        (Fast::FullyConnectedI8(g), Kind::FullyConnectedI8 { batches, .. }) => {
+        (Fast::FullyConnectedI8(g), Kind::FullyConnected(FullyConnected::I8 { batches, .. })) => {
             simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
         }
         (
             Fast::DepthwiseI8(d),
-            Kind::DepthwiseI8 {
+            Kind::Depthwise(Depthwise::I8 {
                 params,
                 in_shape,
                 filter_shape,
                 out_shape,
                 ..
-            },
+            }),
         ) => simd::depthwise_i8(
             d,
             ins.typed(0).ok()?,
@@ -1604,12 +1612,12 @@ fn run_fast(
         ),
         (
             Fast::Conv(g),
-            Kind::Conv {
+            Kind::Conv(Conv::F32 {
                 params,
                 in_shape,
                 filter_shape,
                 out_shape,
-            },
+            }),
         ) => simd::conv2d_f32(
             g,
             ins.typed(0).ok()?,
@@ -1622,12 +1630,12 @@ fn run_fast(
         ),
         (
             Fast::ConvWino(w),
-            Kind::Conv {
+            Kind::Conv(Conv::F32 {
                 params,
                 in_shape,
                 out_shape,
                 ..
-            },
+            }),
         ) => simd::conv2d_wino_f32(
             w,
             ins.typed(0).ok()?,
@@ -1637,17 +1645,17 @@ fn run_fast(
             *out_shape,
             s,
         ),
-        (Fast::FullyConnected(g), Kind::FullyConnected { batches, .. }) => {
+        (Fast::FullyConnected(g), Kind::FullyConnected(FullyConnected::F32 { batches, .. })) => {
             simd::fully_connected_f32(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
         }
         (
             Fast::Depthwise(d),
-            Kind::Depthwise {
+            Kind::Depthwise(Depthwise::F32 {
                 params,
                 in_shape,
                 filter_shape,
                 out_shape,
-            },
+            }),
         ) => simd::depthwise_f32(
             d,
             ins.typed(0).ok()?,
@@ -1658,13 +1666,15 @@ fn run_fast(
             *out_shape,
             s,
         ),
-        (Fast::PairTableI8(t), Kind::BinaryI8 { bc, .. }) if t.len() == 1 << 16 => {
+        (Fast::PairTableI8(t), Kind::Elementwise(Elementwise::BinaryI8 { bc, .. }))
+            if t.len() == 1 << 16 =>
+        {
             let (a, b) = (ins.typed::<i8>(0).ok()?, ins.typed::<i8>(1).ok()?);
             bc.apply(a, b, cast_out::<i8>(out).ok()?, |x, y| {
                 t[usize::from(x as u8) << 8 | usize::from(y as u8)]
             });
         }
-        (Fast::ArithI8(f), Kind::BinaryI8 { p, bc }) => simd::arith_i8(
+        (Fast::ArithI8(f), Kind::Elementwise(Elementwise::BinaryI8 { p, bc })) => simd::arith_i8(
             f,
             p,
             bc,
@@ -1674,11 +1684,11 @@ fn run_fast(
         ),
         (
             Fast::Quantize(isa),
-            Kind::Quantize {
+            Kind::Quantize(Quantize::FromFloat {
                 scale,
                 zero_point,
                 to,
-            },
+            }),
         ) => {
             let to = match to {
                 DType::I8 => simd::QuantizeTo::I8,
@@ -1689,12 +1699,12 @@ fn run_fast(
             return simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(());
         }
         #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-        (Fast::Unary(isa), Kind::Unary { op, .. }) => {
+        (Fast::Unary(isa), Kind::Elementwise(Elementwise::Unary { op, .. })) => {
             let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
             return simd::unary_f32(*isa, *op, i, o).then_some(());
         }
         #[cfg(feature = "ops-shape")]
-        (Fast::TransposeFewRows(isa), Kind::Transpose { in_shape, perm, .. }) => {
+        (Fast::TransposeFewRows(isa), Kind::Shape(Shape::Transpose { in_shape, perm, .. })) => {
             let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out(out).ok()?);
             return simd::transpose_few_rows_32(*isa, in_shape, perm, i, o).then_some(());
         }
@@ -1714,12 +1724,12 @@ fn run_op<'b>(
 ) -> Result<()> {
     // Multi-output operators handle each output separately.
     #[cfg(feature = "ops-shape")]
-    if let Kind::Split {
+    if let Kind::Shape(Shape::Split {
         input,
         strides,
         parts,
         size,
-    } = &p.kind
+    }) = &p.kind
     {
         for (j, (start, shape)) in parts.iter().enumerate() {
             let (ins, out) = split_io(arena, packed, locs, tensors, op, None, op.outputs[j]);
@@ -1730,7 +1740,7 @@ fn run_op<'b>(
         return Ok(());
     }
     #[cfg(feature = "ops-compare")]
-    if let Kind::TopK { n, k, dtype, .. } = &p.kind {
+    if let Kind::Compare(Compare::TopK { n, k, dtype, .. }) = &p.kind {
         for (j, &out_t) in op.outputs.iter().enumerate().take(2) {
             let (ins, out) = split_io(arena, packed, locs, tensors, op, None, out_t);
             let order: &mut [u32] = bytemuck::cast_slice_mut(scratch.i32s.as_mut_slice());
@@ -1769,14 +1779,14 @@ fn run_one<'b>(
     };
     match &p.kind {
         #[cfg(feature = "ops-shape")]
-        Kind::Split { .. } => {}
+        Kind::Shape(Shape::Split { .. }) => {}
         #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-        Kind::Binary {
+        Kind::Elementwise(Elementwise::Binary {
             op: bop,
             act,
             bc,
             dtype,
-        } => match dtype {
+        }) => match dtype {
             DType::I32 => {
                 let range = ew::activation_range_i32(*act).unwrap_or((i32::MIN, i32::MAX));
                 ew::binary_i32(
@@ -1792,7 +1802,7 @@ fn run_one<'b>(
             _ => ew::binary_f32(*bop, bc, ins.typed(0)?, ins.typed(1)?, *act, cast_out(out)?),
         },
         #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-        Kind::Unary { op: uop, dtype } => match dtype {
+        Kind::Elementwise(Elementwise::Unary { op: uop, dtype }) => match dtype {
             DType::I32 => {
                 ew::unary_i32(*uop, ins.typed(0)?, cast_out(out)?);
             }
@@ -1805,54 +1815,54 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-shape")]
-        Kind::Transpose {
+        Kind::Shape(Shape::Transpose {
             in_shape,
             perm,
             size,
-        } => {
+        }) => {
             by_size!(*size, ins, 0, out, |i, o| so::transpose(
                 i, in_shape, perm, o
             ))
         }
         #[cfg(feature = "ops-shape")]
-        Kind::Strided {
+        Kind::Shape(Shape::Strided {
             start,
             shape,
             strides,
             size,
-        } => {
+        }) => {
             by_size!(*size, ins, 0, out, |i, o| so::strided_copy(
                 i, *start, shape, strides, o
             ))
         }
         #[cfg(feature = "ops-shape")]
-        Kind::BroadcastTo {
+        Kind::Shape(Shape::BroadcastTo {
             in_shape,
             out_shape,
             size,
-        } => {
+        }) => {
             by_size!(*size, ins, 0, out, |i, o| so::broadcast_to(
                 i, in_shape, out_shape, o
             ))
         }
         #[cfg(feature = "ops-shape")]
-        Kind::Tile {
+        Kind::Shape(Shape::Tile {
             in_shape,
             out_shape,
             size,
-        } => {
+        }) => {
             by_size!(*size, ins, 0, out, |i, o| so::tile(
                 i, in_shape, out_shape, o
             ))
         }
         #[cfg(feature = "ops-shape")]
-        Kind::Concat {
+        Kind::Shape(Shape::Concat {
             outer,
             out_chunk,
             parts,
             size,
             act,
-        } => {
+        }) => {
             for (k, &(chunk, offset)) in parts.iter().enumerate() {
                 let cb = chunk * size;
                 let i = ins.bytes(k).unwrap_or(&[]);
@@ -1865,13 +1875,13 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-shape")]
-        Kind::Gather {
+        Kind::Shape(Shape::Gather {
             outer,
             axis_size,
             inner,
             size,
             idx,
-        } => {
+        }) => {
             let r = match idx {
                 DType::I64 => {
                     let ix = ins.typed::<i64>(1)?;
@@ -1905,12 +1915,12 @@ fn run_one<'b>(
             })?;
         }
         #[cfg(feature = "ops-pad")]
-        Kind::MirrorPad {
+        Kind::Pad(Pad::Mirror {
             in_shape,
             before,
             after,
             symmetric,
-        } => so::mirror_pad_f32(
+        }) => so::mirror_pad_f32(
             ins.typed::<f32>(0)?,
             in_shape,
             before,
@@ -1919,13 +1929,13 @@ fn run_one<'b>(
             cast_out(out)?,
         ),
         #[cfg(feature = "ops-pad")]
-        Kind::Pad {
+        Kind::Pad(Pad::Constant {
             in_shape,
             before,
             after,
             size,
             fill,
-        } => {
+        }) => {
             let value = if ins.has(2) {
                 ins.bytes(2).unwrap_or(&[])
             } else {
@@ -1972,14 +1982,14 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-elementwise")]
-        Kind::Cast { from, to } => run_cast(&ins, *from, *to, out)?,
+        Kind::Elementwise(Elementwise::Cast { from, to }) => run_cast(&ins, *from, *to, out)?,
         #[cfg(feature = "ops-compare")]
-        Kind::Compare {
+        Kind::Compare(Compare::Relation {
             op: cop,
             bc,
             dtype,
             q,
-        } => {
+        }) => {
             let o = cast_out::<u8>(out)?;
             match (dtype, q) {
                 (DType::I8, Some((sa, sb))) => {
@@ -1992,13 +2002,13 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-compare")]
-        Kind::Logical { and, bc } => {
+        Kind::Compare(Compare::Logical { and, bc }) => {
             cmp::logical(*and, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
         #[cfg(feature = "ops-compare")]
-        Kind::LogicalNot => cmp::logical_not(ins.typed(0)?, cast_out(out)?),
+        Kind::Compare(Compare::LogicalNot) => cmp::logical_not(ins.typed(0)?, cast_out(out)?),
         #[cfg(feature = "ops-compare")]
-        Kind::Select { plan, size } => {
+        Kind::Compare(Compare::Select { plan, size }) => {
             let c = ins.typed::<u8>(0)?;
             match size {
                 1 => plan.apply(c, ins.typed::<u8>(1)?, ins.typed::<u8>(2)?, cast_out(out)?),
@@ -2017,16 +2027,16 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-compare")]
-        Kind::TopK { .. } => {}
+        Kind::Compare(Compare::TopK { .. }) => {}
         #[cfg(feature = "ops-reduce")]
-        Kind::ArgMinMax {
+        Kind::Reduce(Reduce::ArgMinMax {
             outer,
             axis,
             inner,
             max,
             input,
             output,
-        } => {
+        }) => {
             let go = |store: &mut dyn FnMut(usize, usize)| -> Result<()> {
                 match input {
                     DType::F32 => {
@@ -2065,17 +2075,19 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-quantize")]
-        Kind::DequantizeF16 | Kind::DequantizeAffine { .. } | Kind::DequantizePerChannel { .. } => {
+        Kind::Quantize(Quantize::DequantizeF16)
+        | Kind::Quantize(Quantize::DequantizeAffine { .. })
+        | Kind::Quantize(Quantize::DequantizePerChannel { .. }) => {
             let i = ins.bytes(0).unwrap_or(&[]);
             dequantize(&p.kind, i, cast_out::<f32>(out)?).map_err(|e| op_err(p.index, op, e))?;
         }
         Kind::Precomputed => {}
         #[cfg(feature = "ops-quantize")]
-        Kind::Quantize {
+        Kind::Quantize(Quantize::FromFloat {
             scale,
             zero_point,
             to,
-        } => {
+        }) => {
             let (i, s, z) = (ins.typed::<f32>(0)?, *scale, *zero_point);
             match to {
                 DType::I8 => ew::quantize_f32(i, s, z, (-128, 127), cast_out(out)?, |v| v as i8),
@@ -2085,7 +2097,7 @@ fn run_one<'b>(
         }
         Kind::Lut8 { table } => ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out),
         #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
-        Kind::RsqrtI8 { table, min_input } => {
+        Kind::Elementwise(Elementwise::RsqrtI8 { table, min_input }) => {
             let i = ins.typed::<i8>(0)?;
             if let Some(&v) = i.iter().find(|&&v| v < *min_input) {
                 return Err(op_err(
@@ -2100,22 +2112,22 @@ fn run_one<'b>(
             ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out)
         }
         #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
-        Kind::BinaryI8 { p: bp, bc } => {
+        Kind::Elementwise(Elementwise::BinaryI8 { p: bp, bc }) => {
             ew::binary_quantized::<i8>(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
         #[cfg(all(feature = "ops-elementwise", feature = "ops-int16"))]
-        Kind::BinaryI16 { p: bp, bc } => {
+        Kind::Elementwise(Elementwise::BinaryI16 { p: bp, bc }) => {
             ew::binary_quantized::<i16>(bp, bc, ins.typed(0)?, ins.typed(1)?, cast_out(out)?)
         }
         #[cfg(all(feature = "ops-quantize", feature = "ops-int16"))]
-        Kind::Requantize {
+        Kind::Quantize(Quantize::Requantize {
             multiplier,
             shift,
             in_zero_point,
             out_zero_point,
             from,
             to,
-        } => {
+        }) => {
             // reference_ops::Requantize: MBQM(x - zp_in) + zp_out, saturated to the output.
             let rq = |x: i32| {
                 crate::quant::multiply_by_quantized_multiplier(
@@ -2134,13 +2146,13 @@ fn run_one<'b>(
             }
         }
         #[cfg(all(feature = "ops-conv", feature = "ops-int16"))]
-        Kind::ConvI16 {
+        Kind::Conv(Conv::I16 {
             params,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => conv::conv2d_16x8(
+        }) => conv::conv2d_16x8(
             ins.typed(0)?,
             *in_shape,
             ins.typed(1)?,
@@ -2152,13 +2164,13 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-int16"))]
-        Kind::DepthwiseI16 {
+        Kind::Depthwise(Depthwise::I16 {
             params,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => depthwise_conv::depthwise_conv2d_16x8(
+        }) => depthwise_conv::depthwise_conv2d_16x8(
             ins.typed(0)?,
             *in_shape,
             ins.typed(1)?,
@@ -2170,12 +2182,12 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-fully-connected", feature = "ops-int16"))]
-        Kind::FullyConnectedI16 {
+        Kind::FullyConnected(FullyConnected::I16 {
             batches,
             in_depth,
             out_depth,
             q,
-        } => fully_connected::fully_connected_16x8(
+        }) => fully_connected::fully_connected_16x8(
             ins.typed(0)?,
             *batches,
             *in_depth,
@@ -2186,14 +2198,14 @@ fn run_one<'b>(
             cast_out(out)?,
         ),
         #[cfg(all(feature = "ops-pool", feature = "ops-int16"))]
-        Kind::PoolI16 {
+        Kind::Pool(Pool::I16 {
             max,
             params,
             in_shape,
             out_shape,
             act_min,
             act_max,
-        } => pool::pool_quantized::<i16>(
+        }) => pool::pool_quantized::<i16>(
             *max,
             ins.typed(0)?,
             *in_shape,
@@ -2204,15 +2216,17 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-reduce", feature = "ops-int16"))]
-        Kind::MeanI16(m) => m.run::<i16>(ins.typed(0)?, &mut scratch.i32s, cast_out(out)?),
+        Kind::Reduce(Reduce::MeanI16(m)) => {
+            m.run::<i16>(ins.typed(0)?, &mut scratch.i32s, cast_out(out)?)
+        }
         #[cfg(all(feature = "ops-conv", feature = "ops-int8"))]
-        Kind::ConvI8 {
+        Kind::Conv(Conv::I8 {
             params,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => conv::conv2d_i8(
+        }) => conv::conv2d_i8(
             ins.typed(0)?,
             *in_shape,
             ins.typed(1)?,
@@ -2224,13 +2238,13 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-int8"))]
-        Kind::DepthwiseI8 {
+        Kind::Depthwise(Depthwise::I8 {
             params,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => depthwise_conv::depthwise_conv2d_i8(
+        }) => depthwise_conv::depthwise_conv2d_i8(
             ins.typed(0)?,
             *in_shape,
             ins.typed(1)?,
@@ -2243,12 +2257,12 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-fully-connected", feature = "ops-int8"))]
-        Kind::FullyConnectedI8 {
+        Kind::FullyConnected(FullyConnected::I8 {
             batches,
             in_depth,
             out_depth,
             q,
-        } => fully_connected::fully_connected_i8(
+        }) => fully_connected::fully_connected_i8(
             ins.typed(0)?,
             *batches,
             *in_depth,
@@ -2259,14 +2273,14 @@ fn run_one<'b>(
             cast_out(out)?,
         ),
         #[cfg(all(feature = "ops-conv", feature = "ops-hybrid"))]
-        Kind::ConvHybrid {
+        Kind::Conv(Conv::Hybrid {
             params,
             in_shape,
             filter_shape,
             out_shape,
             scales,
             mode,
-        } => {
+        }) => {
             let n = in_shape[0];
             let mut hs = conv::HybridScratch {
                 quantized: &mut scratch.i8s,
@@ -2288,14 +2302,14 @@ fn run_one<'b>(
             )
         }
         #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-hybrid"))]
-        Kind::DepthwiseHybrid {
+        Kind::Depthwise(Depthwise::Hybrid {
             params,
             in_shape,
             filter_shape,
             out_shape,
             scales,
             mode,
-        } => {
+        }) => {
             let n = in_shape[0];
             let (offsets, acc) = scratch.i32s.split_at_mut(n);
             let mut hs = conv::HybridScratch {
@@ -2319,14 +2333,14 @@ fn run_one<'b>(
             )
         }
         #[cfg(all(feature = "ops-fully-connected", feature = "ops-hybrid"))]
-        Kind::FullyConnectedHybrid {
+        Kind::FullyConnected(FullyConnected::Hybrid {
             batches,
             in_depth,
             out_depth,
             act,
             scales,
             mode,
-        } => {
+        }) => {
             let n = *batches;
             let mut hs = conv::HybridScratch {
                 quantized: &mut scratch.i8s,
@@ -2348,14 +2362,14 @@ fn run_one<'b>(
             )
         }
         #[cfg(all(feature = "ops-pool", feature = "ops-int8"))]
-        Kind::PoolI8 {
+        Kind::Pool(Pool::I8 {
             max,
             params,
             in_shape,
             out_shape,
             act_min,
             act_max,
-        } => pool::pool_quantized::<i8>(
+        }) => pool::pool_quantized::<i8>(
             *max,
             ins.typed(0)?,
             *in_shape,
@@ -2366,13 +2380,13 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-softmax", feature = "ops-int8"))]
-        Kind::SoftmaxI8 {
+        Kind::Softmax(Softmax::I8 {
             table,
             outer,
             depth,
             out_scale,
             out_zero_point,
-        } => softmax::softmax_i8(
+        }) => softmax::softmax_i8(
             ins.typed(0)?,
             *outer,
             *depth,
@@ -2382,14 +2396,16 @@ fn run_one<'b>(
             cast_out(out)?,
         ),
         #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
-        Kind::MeanI8(m) => m.run::<i8>(ins.typed(0)?, &mut scratch.i32s, cast_out(out)?),
+        Kind::Reduce(Reduce::MeanI8(m)) => {
+            m.run::<i8>(ins.typed(0)?, &mut scratch.i32s, cast_out(out)?)
+        }
         #[cfg(all(feature = "ops-conv", feature = "ops-float"))]
-        Kind::Conv {
+        Kind::Conv(Conv::F32 {
             params,
             in_shape,
             filter_shape,
             out_shape,
-        } => conv::conv2d_f32(
+        }) => conv::conv2d_f32(
             ins.typed(0)?,
             *in_shape,
             ins.typed(1)?,
@@ -2400,12 +2416,12 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-depthwise-conv", feature = "ops-float"))]
-        Kind::Depthwise {
+        Kind::Depthwise(Depthwise::F32 {
             params,
             in_shape,
             filter_shape,
             out_shape,
-        } => depthwise_conv::depthwise_conv2d_f32(
+        }) => depthwise_conv::depthwise_conv2d_f32(
             ins.typed(0)?,
             *in_shape,
             ins.typed(1)?,
@@ -2416,12 +2432,12 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-transpose-conv", feature = "ops-float"))]
-        Kind::TransposeConv {
+        Kind::TransposeConv(TransposeConv::F32 {
             params,
             in_shape,
             filter_shape,
             out_shape,
-        } => transpose_conv::transpose_conv_f32(
+        }) => transpose_conv::transpose_conv_f32(
             ins.typed(2)?,
             *in_shape,
             ins.typed(1)?,
@@ -2432,13 +2448,13 @@ fn run_one<'b>(
             *out_shape,
         ),
         #[cfg(all(feature = "ops-transpose-conv", feature = "ops-int8"))]
-        Kind::TransposeConvI8 {
+        Kind::TransposeConv(TransposeConv::I8 {
             params,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => {
+        }) => {
             let n: usize = out_shape.iter().product();
             transpose_conv::transpose_conv_i8(
                 ins.typed(2)?,
@@ -2458,12 +2474,12 @@ fn run_one<'b>(
             )
         }
         #[cfg(all(feature = "ops-fully-connected", feature = "ops-float"))]
-        Kind::FullyConnected {
+        Kind::FullyConnected(FullyConnected::F32 {
             batches,
             in_depth,
             out_depth,
             act,
-        } => fully_connected::fully_connected_f32(
+        }) => fully_connected::fully_connected_f32(
             ins.typed(0)?,
             *batches,
             *in_depth,
@@ -2474,13 +2490,13 @@ fn run_one<'b>(
             cast_out(out)?,
         ),
         #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
-        Kind::BatchMatMul {
+        Kind::BatchMatMul(BatchMatMul::F32 {
             lhs_shape,
             rhs_shape,
             out_shape,
             adj_x,
             adj_y,
-        } => batch_matmul::batch_matmul_f32(
+        }) => batch_matmul::batch_matmul_f32(
             ins.typed(0)?,
             lhs_shape,
             ins.typed(1)?,
@@ -2491,7 +2507,7 @@ fn run_one<'b>(
             out_shape,
         ),
         #[cfg(all(feature = "ops-batch-matmul", feature = "ops-hybrid"))]
-        Kind::BatchMatMulHybrid {
+        Kind::BatchMatMul(BatchMatMul::Hybrid {
             lhs_shape,
             rhs_shape,
             out_shape,
@@ -2499,7 +2515,7 @@ fn run_one<'b>(
             adj_y,
             rhs_scale,
             asymmetric,
-        } => {
+        }) => {
             let lhs = ins.typed::<f32>(0)?;
             let l = lhs_shape.len();
             let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
@@ -2531,7 +2547,7 @@ fn run_one<'b>(
             )
         }
         #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
-        Kind::BatchMatMulI8 {
+        Kind::BatchMatMul(BatchMatMul::I8 {
             lhs_shape,
             rhs_shape,
             out_shape,
@@ -2539,7 +2555,7 @@ fn run_one<'b>(
             adj_y,
             rhs_offset,
             q,
-        } => batch_matmul::batch_matmul_i8(
+        }) => batch_matmul::batch_matmul_i8(
             ins.typed(0)?,
             lhs_shape,
             ins.typed(1)?,
@@ -2557,12 +2573,12 @@ fn run_one<'b>(
             out_shape,
         ),
         #[cfg(all(feature = "ops-pool", feature = "ops-float"))]
-        Kind::Pool {
+        Kind::Pool(Pool::F32 {
             max,
             params,
             in_shape,
             out_shape,
-        } => {
+        }) => {
             if *max {
                 pool::max_pool_f32(ins.typed(0)?, *in_shape, params, cast_out(out)?, *out_shape)
             } else {
@@ -2570,14 +2586,14 @@ fn run_one<'b>(
             }
         }
         #[cfg(feature = "ops-resize")]
-        Kind::Resize {
+        Kind::Resize(Resize {
             bilinear,
             align_corners,
             half_pixel,
             in_shape,
             out_shape,
             int8,
-        } => match (*bilinear, *int8) {
+        }) => match (*bilinear, *int8) {
             (true, false) => resize::resize_bilinear_f32(
                 ins.typed(0)?,
                 *in_shape,
@@ -2612,12 +2628,12 @@ fn run_one<'b>(
             ),
         },
         #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
-        Kind::Softmax {
+        Kind::Softmax(Softmax::F32 {
             outer,
             depth,
             beta,
             log,
-        } => {
+        }) => {
             if *log {
                 softmax::log_softmax_f32(ins.typed(0)?, *outer, *depth, cast_out(out)?)
             } else {
@@ -2625,13 +2641,13 @@ fn run_one<'b>(
             }
         }
         #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
-        Kind::SumI8 {
+        Kind::Reduce(Reduce::SumI8 {
             shape,
             axes,
             count,
             in_q,
             out_q,
-        } => {
+        }) => {
             let o = cast_out::<i8>(out)?;
             let sums = &mut scratch.i32s[..o.len()];
             reduce::sum_quantized::<i8>(ins.typed(0)?, shape, axes, sums);
@@ -2646,11 +2662,11 @@ fn run_one<'b>(
             );
         }
         #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
-        Kind::ReduceMaxMinI8 { shape, axes, max } => {
+        Kind::Reduce(Reduce::MaxMinI8 { shape, axes, max }) => {
             reduce::reduce_max_min_i8(ins.typed(0)?, shape, axes, *max, cast_out(out)?)
         }
         #[cfg(all(feature = "ops-reduce", feature = "ops-float"))]
-        Kind::Reduce { shape, axes, kind } => {
+        Kind::Reduce(Reduce::F32 { shape, axes, kind }) => {
             reduce::reduce_f32(ins.typed(0)?, shape, axes, *kind, cast_out(out)?)
         }
         // Kernels left out by Cargo features (`Interpreter::new` already refused them).
@@ -2750,17 +2766,17 @@ fn bias_i32<'b>(ins: &Ins<'b>) -> Result<Option<&'b [i32]>> {
 fn dequantize(kind: &Kind, input: &[u8], out: &mut [f32]) -> core::result::Result<(), String> {
     let bad = || String::from("input data is misaligned or has the wrong size");
     match kind {
-        Kind::DequantizeF16 => {
+        Kind::Quantize(Quantize::DequantizeF16) => {
             let i: &[u16] = bytemuck::try_cast_slice(input).map_err(|_| bad())?;
             for (o, &h) in out.iter_mut().zip(i) {
                 *o = so::f16_to_f32(h);
             }
         }
-        Kind::DequantizeAffine {
+        Kind::Quantize(Quantize::DequantizeAffine {
             scale,
             zero_point,
             from,
-        } => {
+        }) => {
             // reference_ops::Dequantize: static_cast<float>(double scale * (q - zp)). For 8- and
             // 16-bit values the double product is exact, so rounding it to float equals the
             // float product (one rounding of the exact value), without double arithmetic.
@@ -2782,13 +2798,13 @@ fn dequantize(kind: &Kind, input: &[u8], out: &mut [f32]) -> core::result::Resul
                     .for_each(|(o, &q)| *o = f(i64::from(q))),
             }
         }
-        Kind::DequantizePerChannel {
+        Kind::Quantize(Quantize::DequantizePerChannel {
             scales,
             zero_points,
             channels,
             inner,
             from,
-        } => {
+        }) => {
             // reference_ops::PerChannelDequantize: float (q - zp) * scale.
             let (channels, inner) = (*channels, (*inner).max(1));
             let f = |i: usize, q: i32| {

@@ -38,9 +38,225 @@ use crate::quant::{
 use crate::rawfb::RawTable;
 use crate::schema::{self, BuiltinOperator as B};
 
-/// What `invoke` does for one operator (all sizes and parameters resolved).
+/// What `invoke` does for one operator (all sizes and parameters resolved): the operator
+/// family, holding its own prepared parameters, or a form any family can prepare into.
 #[derive(Debug)]
 pub(crate) enum Kind {
+    Conv(Conv),
+    Depthwise(Depthwise),
+    TransposeConv(TransposeConv),
+    FullyConnected(FullyConnected),
+    BatchMatMul(BatchMatMul),
+    Pool(Pool),
+    Softmax(Softmax),
+    Elementwise(Elementwise),
+    Pad(Pad),
+    Shape(Shape),
+    Quantize(Quantize),
+    Reduce(Reduce),
+    Resize(Resize),
+    Compare(Compare),
+    Copy,
+    /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
+    Precomputed,
+    /// An 8-bit -> 8-bit elementwise operator as a table over the input bytes.
+    Lut8 {
+        table: alloc::boxed::Box<ew::Lut8>,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Conv {
+    /// Int16x8 (int16 activations, int8 weights, int64 bias) layers and int16 operators; the
+    /// fields are those of their int8 counterparts.
+    I16 {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    I8 {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    Hybrid {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        scales: Vec<f32>,
+        mode: HybridInput,
+    },
+    F32 {
+        params: Conv2dParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Depthwise {
+    I16 {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    I8 {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+    Hybrid {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        scales: Vec<f32>,
+        mode: HybridInput,
+    },
+    F32 {
+        params: DepthwiseParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum TransposeConv {
+    F32 {
+        params: TransposeConvParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+    },
+    /// Int8 TRANSPOSE_CONV (per-tensor input/output, per-channel or per-tensor filter, int32
+    /// bias).
+    I8 {
+        params: TransposeConvParams,
+        in_shape: [usize; 4],
+        filter_shape: [usize; 4],
+        out_shape: [usize; 4],
+        q: OutputStage,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum FullyConnected {
+    I16 {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        q: OutputStage,
+    },
+    I8 {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        q: OutputStage,
+    },
+    Hybrid {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        act: Activation,
+        scales: Vec<f32>,
+        mode: HybridInput,
+    },
+    F32 {
+        batches: usize,
+        in_depth: usize,
+        out_depth: usize,
+        act: Activation,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum BatchMatMul {
+    F32 {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+    },
+    /// Hybrid BATCH_MATMUL: float lhs quantized per row at run time, constant int8 rhs.
+    Hybrid {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+        rhs_scale: f32,
+        asymmetric: bool,
+    },
+    /// Int8 x int8 -> int8 BATCH_MATMUL (per-tensor parameters, one multiplier).
+    I8 {
+        lhs_shape: Vec<usize>,
+        rhs_shape: Vec<usize>,
+        out_shape: Vec<usize>,
+        adj_x: bool,
+        adj_y: bool,
+        /// `-rhs_zero_point`.
+        rhs_offset: i32,
+        q: OutputStage,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Pool {
+    I16 {
+        max: bool,
+        params: Pool2dParams,
+        in_shape: [usize; 4],
+        out_shape: [usize; 4],
+        act_min: i32,
+        act_max: i32,
+    },
+    I8 {
+        max: bool,
+        params: Pool2dParams,
+        in_shape: [usize; 4],
+        out_shape: [usize; 4],
+        act_min: i32,
+        act_max: i32,
+    },
+    F32 {
+        max: bool,
+        params: Pool2dParams,
+        in_shape: [usize; 4],
+        out_shape: [usize; 4],
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Softmax {
+    I8 {
+        table: alloc::boxed::Box<[f32; 256]>,
+        outer: usize,
+        depth: usize,
+        out_scale: f32,
+        out_zero_point: i32,
+    },
+    F32 {
+        outer: usize,
+        depth: usize,
+        beta: f32,
+        log: bool,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Elementwise {
     Binary {
         op: ew::BinaryOp,
         act: Activation,
@@ -51,7 +267,47 @@ pub(crate) enum Kind {
         op: ew::UnaryOp,
         dtype: DType,
     },
-    Copy,
+    Cast {
+        from: DType,
+        to: DType,
+    },
+    BinaryI16 {
+        p: ew::BinaryI8,
+        bc: ew::Broadcast,
+    },
+    /// Int8 RSQRT: a table, and an invocation error for stored inputs below `min_input` (the
+    /// input zero point: negative reals), as TFLite.
+    RsqrtI8 {
+        table: alloc::boxed::Box<ew::Lut8>,
+        min_input: i8,
+    },
+    BinaryI8 {
+        p: ew::BinaryI8,
+        bc: ew::Broadcast,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Pad {
+    Constant {
+        in_shape: Vec<usize>,
+        before: Vec<usize>,
+        after: Vec<usize>,
+        size: usize,
+        /// The pad byte when there is no constant-value input (the zero point for 8-bit types).
+        fill: u8,
+    },
+    /// MIRROR_PAD (float32): REFLECT excludes the border, SYMMETRIC repeats it.
+    Mirror {
+        in_shape: Vec<usize>,
+        before: Vec<usize>,
+        after: Vec<usize>,
+        symmetric: bool,
+    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Shape {
     Transpose {
         in_shape: Vec<usize>,
         perm: Vec<usize>,
@@ -93,33 +349,10 @@ pub(crate) enum Kind {
         size: usize,
         idx: DType,
     },
-    Pad {
-        in_shape: Vec<usize>,
-        before: Vec<usize>,
-        after: Vec<usize>,
-        size: usize,
-        /// The pad byte when there is no constant-value input (the zero point for 8-bit types).
-        fill: u8,
-    },
-    /// MIRROR_PAD (float32): REFLECT excludes the border, SYMMETRIC repeats it.
-    MirrorPad {
-        in_shape: Vec<usize>,
-        before: Vec<usize>,
-        after: Vec<usize>,
-        symmetric: bool,
-    },
-    Cast {
-        from: DType,
-        to: DType,
-    },
-    ArgMinMax {
-        outer: usize,
-        axis: usize,
-        inner: usize,
-        max: bool,
-        input: DType,
-        output: DType,
-    },
+}
+
+#[derive(Debug)]
+pub(crate) enum Quantize {
     DequantizeF16,
     DequantizeAffine {
         scale: f32,
@@ -134,10 +367,8 @@ pub(crate) enum Kind {
         inner: usize,
         from: DType,
     },
-    /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
-    Precomputed,
     /// QUANTIZE float32 -> INT8/UINT8/INT16.
-    Quantize {
+    FromFloat {
         scale: f32,
         zero_point: i32,
         to: DType,
@@ -151,114 +382,19 @@ pub(crate) enum Kind {
         from: DType,
         to: DType,
     },
-    /// Int16x8 (int16 activations, int8 weights, int64 bias) layers and int16 operators; the
-    /// fields are those of their int8 counterparts.
-    ConvI16 {
-        params: Conv2dParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    DepthwiseI16 {
-        params: DepthwiseParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    FullyConnectedI16 {
-        batches: usize,
-        in_depth: usize,
-        out_depth: usize,
-        q: OutputStage,
-    },
-    BinaryI16 {
-        p: ew::BinaryI8,
-        bc: ew::Broadcast,
-    },
-    PoolI16 {
+}
+
+#[derive(Debug)]
+pub(crate) enum Reduce {
+    ArgMinMax {
+        outer: usize,
+        axis: usize,
+        inner: usize,
         max: bool,
-        params: Pool2dParams,
-        in_shape: [usize; 4],
-        out_shape: [usize; 4],
-        act_min: i32,
-        act_max: i32,
+        input: DType,
+        output: DType,
     },
     MeanI16(crate::kernels::reduce::QuantizedMean),
-    /// An 8-bit -> 8-bit elementwise operator as a table over the input bytes.
-    Lut8 {
-        table: alloc::boxed::Box<ew::Lut8>,
-    },
-    /// Int8 RSQRT: a table, and an invocation error for stored inputs below `min_input` (the
-    /// input zero point: negative reals), as TFLite.
-    RsqrtI8 {
-        table: alloc::boxed::Box<ew::Lut8>,
-        min_input: i8,
-    },
-    BinaryI8 {
-        p: ew::BinaryI8,
-        bc: ew::Broadcast,
-    },
-    ConvI8 {
-        params: Conv2dParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    DepthwiseI8 {
-        params: DepthwiseParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    FullyConnectedI8 {
-        batches: usize,
-        in_depth: usize,
-        out_depth: usize,
-        q: OutputStage,
-    },
-    ConvHybrid {
-        params: Conv2dParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        scales: Vec<f32>,
-        mode: HybridInput,
-    },
-    DepthwiseHybrid {
-        params: DepthwiseParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        scales: Vec<f32>,
-        mode: HybridInput,
-    },
-    FullyConnectedHybrid {
-        batches: usize,
-        in_depth: usize,
-        out_depth: usize,
-        act: Activation,
-        scales: Vec<f32>,
-        mode: HybridInput,
-    },
-    PoolI8 {
-        max: bool,
-        params: Pool2dParams,
-        in_shape: [usize; 4],
-        out_shape: [usize; 4],
-        act_min: i32,
-        act_max: i32,
-    },
-    SoftmaxI8 {
-        table: alloc::boxed::Box<[f32; 256]>,
-        outer: usize,
-        depth: usize,
-        out_scale: f32,
-        out_zero_point: i32,
-    },
     /// Int8 MEAN (TFLite's `QuantizedMeanOrSum`).
     MeanI8(crate::kernels::reduce::QuantizedMean),
     /// Int8 SUM (LiteRT's builtin float-scaled form).
@@ -270,100 +406,33 @@ pub(crate) enum Kind {
         out_q: ew::Q8,
     },
     /// Int8 REDUCE_MAX / REDUCE_MIN (same input and output quantization).
-    ReduceMaxMinI8 {
+    MaxMinI8 {
         shape: Vec<usize>,
         axes: Vec<usize>,
         max: bool,
     },
-    Conv {
-        params: Conv2dParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-    },
-    Depthwise {
-        params: DepthwiseParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-    },
-    TransposeConv {
-        params: TransposeConvParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-    },
-    /// Int8 TRANSPOSE_CONV (per-tensor input/output, per-channel or per-tensor filter, int32
-    /// bias).
-    TransposeConvI8 {
-        params: TransposeConvParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    FullyConnected {
-        batches: usize,
-        in_depth: usize,
-        out_depth: usize,
-        act: Activation,
-    },
-    BatchMatMul {
-        lhs_shape: Vec<usize>,
-        rhs_shape: Vec<usize>,
-        out_shape: Vec<usize>,
-        adj_x: bool,
-        adj_y: bool,
-    },
-    /// Hybrid BATCH_MATMUL: float lhs quantized per row at run time, constant int8 rhs.
-    BatchMatMulHybrid {
-        lhs_shape: Vec<usize>,
-        rhs_shape: Vec<usize>,
-        out_shape: Vec<usize>,
-        adj_x: bool,
-        adj_y: bool,
-        rhs_scale: f32,
-        asymmetric: bool,
-    },
-    /// Int8 x int8 -> int8 BATCH_MATMUL (per-tensor parameters, one multiplier).
-    BatchMatMulI8 {
-        lhs_shape: Vec<usize>,
-        rhs_shape: Vec<usize>,
-        out_shape: Vec<usize>,
-        adj_x: bool,
-        adj_y: bool,
-        /// `-rhs_zero_point`.
-        rhs_offset: i32,
-        q: OutputStage,
-    },
-    Pool {
-        max: bool,
-        params: Pool2dParams,
-        in_shape: [usize; 4],
-        out_shape: [usize; 4],
-    },
-    Resize {
-        bilinear: bool,
-        align_corners: bool,
-        half_pixel: bool,
-        in_shape: [usize; 4],
-        out_shape: [usize; 4],
-        /// Int8 (same input and output quantization) instead of float32.
-        int8: bool,
-    },
-    Softmax {
-        outer: usize,
-        depth: usize,
-        beta: f32,
-        log: bool,
-    },
-    Reduce {
+    F32 {
         shape: Vec<usize>,
         axes: Vec<usize>,
         kind: ReduceKind,
     },
+}
+
+#[derive(Debug)]
+pub(crate) struct Resize {
+    pub(crate) bilinear: bool,
+    pub(crate) align_corners: bool,
+    pub(crate) half_pixel: bool,
+    pub(crate) in_shape: [usize; 4],
+    pub(crate) out_shape: [usize; 4],
+    /// Int8 (same input and output quantization) instead of float32.
+    pub(crate) int8: bool,
+}
+
+#[derive(Debug)]
+pub(crate) enum Compare {
     /// A comparison with a BOOL output; `q` rescales int8 operands.
-    Compare {
+    Relation {
         op: cmp::CompareOp,
         bc: ew::Broadcast,
         dtype: DType,
@@ -740,7 +809,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         B::LOGICAL_NOT => {
             c.want_dtype(0, &[DType::Bool])?;
             c.check_out(0, c.shape(0)?, DType::Bool)?;
-            Kind::LogicalNot
+            Kind::Compare(Compare::LogicalNot)
         }
         #[cfg(feature = "ops-compare")]
         B::SELECT_V2 => select_v2(c)?,
@@ -795,7 +864,12 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         .ok_or_else(|| c.err(format!("shapes {a:?} and {b:?} do not broadcast")))?;
     c.check_out(0, &out, dtype)?;
     let bc = ew::Broadcast::new(a, b).ok_or_else(|| c.err("bad broadcast"))?;
-    Ok(Kind::Binary { op, act, bc, dtype })
+    Ok(Kind::Elementwise(Elementwise::Binary {
+        op,
+        act,
+        bc,
+        dtype,
+    }))
 }
 
 fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
@@ -844,7 +918,7 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     };
     let dtype = c.want_dtype(0, allowed)?;
     c.check_out(0, c.shape(0)?, dtype)?;
-    Ok(Kind::Unary { op, dtype })
+    Ok(Kind::Elementwise(Elementwise::Unary { op, dtype }))
 }
 
 fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
@@ -953,11 +1027,11 @@ fn transpose(c: &Ctx<'_, '_>) -> Result<Kind> {
     let out: Vec<usize> = perm.iter().map(|&p| s[p]).collect();
     c.check_out(0, &out, dt)?;
     c.same_q(0, 0)?;
-    Ok(Kind::Transpose {
+    Ok(Kind::Shape(Shape::Transpose {
         in_shape: s.to_vec(),
         perm,
         size: dt.size(),
-    })
+    }))
 }
 
 fn concat(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1004,13 +1078,13 @@ fn concat(c: &Ctx<'_, '_>) -> Result<Kind> {
         offset += chunk;
     }
     c.check_out(0, &out, dt)?;
-    Ok(Kind::Concat {
+    Ok(Kind::Shape(Shape::Concat {
         outer,
         out_chunk: offset,
         parts,
         size: dt.size(),
         act,
-    })
+    }))
 }
 
 fn strides_isize(shape: &[usize]) -> Vec<isize> {
@@ -1068,12 +1142,12 @@ fn split(c: &Ctx<'_, '_>, v: bool) -> Result<Kind> {
         parts.push(((off as isize) * strides[ax], os));
         off += sz;
     }
-    Ok(Kind::Split {
+    Ok(Kind::Shape(Shape::Split {
         input,
         strides,
         parts,
         size: dt.size(),
-    })
+    }))
 }
 
 fn slice(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1105,12 +1179,12 @@ fn slice(c: &Ctx<'_, '_>) -> Result<Kind> {
     }
     c.check_out(0, &out, dt)?;
     c.same_q(0, 0)?;
-    Ok(Kind::Strided {
+    Ok(Kind::Shape(Shape::Strided {
         start,
         shape: out,
         strides,
         size: dt.size(),
-    })
+    }))
 }
 
 fn strided_slice(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1236,12 +1310,12 @@ fn strided_slice(c: &Ctx<'_, '_>) -> Result<Kind> {
     if shape.contains(&0) {
         start_off = 0;
     }
-    Ok(Kind::Strided {
+    Ok(Kind::Shape(Shape::Strided {
         start: start_off,
         shape,
         strides,
         size: dt.size(),
-    })
+    }))
 }
 
 fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1266,13 +1340,13 @@ fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
     }
     c.check_out(0, &out, dt)?;
     c.same_q(0, 0)?;
-    Ok(Kind::Gather {
+    Ok(Kind::Shape(Shape::Gather {
         outer: s[..ax].iter().product(),
         axis_size: s[ax],
         inner: s[ax + 1..].iter().product(),
         size: dt.size(),
         idx,
-    })
+    }))
 }
 
 fn pad(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1312,13 +1386,13 @@ fn pad(c: &Ctx<'_, '_>) -> Result<Kind> {
             }
         }
     }
-    Ok(Kind::Pad {
+    Ok(Kind::Pad(Pad::Constant {
         in_shape: s.to_vec(),
         before,
         after,
         size: dt.size(),
         fill,
-    })
+    }))
 }
 
 fn mirror_pad(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1329,12 +1403,12 @@ fn mirror_pad(c: &Ctx<'_, '_>) -> Result<Kind> {
         Some(t) => c.opt(t.i8(schema::MirrorPadOptions::VT_MODE, 0))? == 1,
         None => false,
     };
-    let Kind::Pad {
+    let Kind::Pad(Pad::Constant {
         in_shape,
         before,
         after,
         ..
-    } = pad(c)?
+    }) = pad(c)?
     else {
         return Err(c.err("paddings"));
     };
@@ -1352,12 +1426,12 @@ fn mirror_pad(c: &Ctx<'_, '_>) -> Result<Kind> {
             )));
         }
     }
-    Ok(Kind::MirrorPad {
+    Ok(Kind::Pad(Pad::Mirror {
         in_shape,
         before,
         after,
         symmetric,
-    })
+    }))
 }
 
 fn broadcast_to(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1376,11 +1450,11 @@ fn broadcast_to(c: &Ctx<'_, '_>) -> Result<Kind> {
     }
     c.check_out(0, &out, dt)?;
     c.same_q(0, 0)?;
-    Ok(Kind::BroadcastTo {
+    Ok(Kind::Shape(Shape::BroadcastTo {
         in_shape: s.to_vec(),
         out_shape: out,
         size: dt.size(),
-    })
+    }))
 }
 
 fn tile(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1399,11 +1473,11 @@ fn tile(c: &Ctx<'_, '_>) -> Result<Kind> {
     }
     c.check_out(0, &out, dt)?;
     c.same_q(0, 0)?;
-    Ok(Kind::Tile {
+    Ok(Kind::Shape(Shape::Tile {
         in_shape: s.to_vec(),
         out_shape: out,
         size: dt.size(),
-    })
+    }))
 }
 
 fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1413,7 +1487,7 @@ fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
         return Err(c.err(format!("cast to {} is not supported", to.name())));
     }
     c.check_out(0, c.shape(0)?, to)?;
-    Ok(Kind::Cast { from, to })
+    Ok(Kind::Elementwise(Elementwise::Cast { from, to }))
 }
 
 fn arg_min_max(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
@@ -1437,41 +1511,41 @@ fn arg_min_max(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
     let mut out = s.to_vec();
     out.remove(ax);
     c.check_out(0, &out, output)?;
-    Ok(Kind::ArgMinMax {
+    Ok(Kind::Reduce(Reduce::ArgMinMax {
         outer: s[..ax].iter().product(),
         axis: s[ax],
         inner: s[ax + 1..].iter().product(),
         max,
         input,
         output,
-    })
+    }))
 }
 
 fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
     let i = c.input(0)?;
     c.check_out(0, &i.shape, DType::F32)?;
     match i.dtype {
-        DType::F16 => Ok(Kind::DequantizeF16),
+        DType::F16 => Ok(Kind::Quantize(Quantize::DequantizeF16)),
         DType::I8 | DType::U8 | DType::I16 => {
             let q = i
                 .qparams
                 .as_ref()
                 .ok_or_else(|| c.err("input has no quantization parameters"))?;
             if q.is_per_tensor() {
-                return Ok(Kind::DequantizeAffine {
+                return Ok(Kind::Quantize(Quantize::DequantizeAffine {
                     scale: q.scales[0],
                     zero_point: q.zero_points[0],
                     from: i.dtype,
-                });
+                }));
             }
             let d = q.quantized_dimension;
-            Ok(Kind::DequantizePerChannel {
+            Ok(Kind::Quantize(Quantize::DequantizePerChannel {
                 scales: q.scales.to_vec(),
                 zero_points: q.zero_points.iter().map(|&z| z as i32).collect(),
                 channels: i.shape[d],
                 inner: i.shape[d + 1..].iter().product(),
                 from: i.dtype,
-            })
+            }))
         }
         d => Err(c.err(format!("cannot dequantize {}", d.name()))),
     }
@@ -1483,22 +1557,24 @@ fn quantize(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.check_out(0, &i.shape, o.dtype)?;
     let oq = c.out_q8(0)?;
     match (i.dtype, o.dtype) {
-        (DType::F32, DType::I8 | DType::U8 | DType::I16) => Ok(Kind::Quantize {
-            scale: oq.scale,
-            zero_point: oq.zero_point,
-            to: o.dtype,
-        }),
+        (DType::F32, DType::I8 | DType::U8 | DType::I16) => {
+            Ok(Kind::Quantize(Quantize::FromFloat {
+                scale: oq.scale,
+                zero_point: oq.zero_point,
+                to: o.dtype,
+            }))
+        }
         (DType::I8 | DType::I16, DType::I16) | (DType::I16, DType::I8) => {
             let iq = c.in_q8(0)?;
             let (multiplier, shift) = quantize_scale_ratio([iq.scale, 1.0], oq.scale);
-            Ok(Kind::Requantize {
+            Ok(Kind::Quantize(Quantize::Requantize {
                 multiplier,
                 shift,
                 in_zero_point: iq.zero_point,
                 out_zero_point: oq.zero_point,
                 from: i.dtype,
                 to: o.dtype,
-            })
+            }))
         }
         (DType::I8 | DType::U8, DType::I8 | DType::U8) => {
             let iq = c.in_q8(0)?;
@@ -1581,36 +1657,36 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
         #[cfg(feature = "ops-float")]
         (DType::F32, DType::F32) => {
             c.check_out(0, &os, DType::F32)?;
-            Ok(Kind::Conv {
+            Ok(Kind::Conv(Conv::F32 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
-            })
+            }))
         }
         #[cfg(feature = "ops-int8")]
         (DType::I8, DType::I8) => {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
-            Ok(Kind::ConvI8 {
+            Ok(Kind::Conv(Conv::I8 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
                 q,
-            })
+            }))
         }
         #[cfg(feature = "ops-int16")]
         (DType::I16, DType::I8) => {
             c.check_out(0, &os, DType::I16)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
-            Ok(Kind::ConvI16 {
+            Ok(Kind::Conv(Conv::I16 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
                 q,
-            })
+            }))
         }
         #[cfg(feature = "ops-hybrid")]
         (DType::F32, DType::I8) => {
@@ -1627,14 +1703,14 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
             } else {
                 HybridInput::Symmetric
             };
-            Ok(Kind::ConvHybrid {
+            Ok(Kind::Conv(Conv::Hybrid {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
                 scales,
                 mode,
-            })
+            }))
         }
         (a, b) => Err(c.err(format!(
             "input {} with filter {} is not supported",
@@ -1686,34 +1762,34 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
     match (in_dt, f_dt) {
         (DType::F32, DType::F32) => {
             c.check_out(0, &os, DType::F32)?;
-            Ok(Kind::Depthwise {
+            Ok(Kind::Depthwise(Depthwise::F32 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
-            })
+            }))
         }
         (DType::I8, DType::I8) => {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[3], 3, act, false)?;
-            Ok(Kind::DepthwiseI8 {
+            Ok(Kind::Depthwise(Depthwise::I8 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
                 q,
-            })
+            }))
         }
         (DType::I16, DType::I8) => {
             c.check_out(0, &os, DType::I16)?;
             let q = output_stage(c, fs[3], 3, act, false)?;
-            Ok(Kind::DepthwiseI16 {
+            Ok(Kind::Depthwise(Depthwise::I16 {
                 params,
                 in_shape: is,
                 filter_shape: fs,
                 out_shape: os,
                 q,
-            })
+            }))
         }
         (DType::F32, DType::I8) => {
             c.check_out(0, &os, DType::F32)?;
@@ -1722,7 +1798,7 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
             }
             hybrid_bias(c)?;
             let scales = filter_scales(c, 1, fs[3], 3)?;
-            Ok(Kind::DepthwiseHybrid {
+            Ok(Kind::Depthwise(Depthwise::Hybrid {
                 params,
                 in_shape: is,
                 filter_shape: fs,
@@ -1730,7 +1806,7 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
                 scales,
                 // TFLite's hybrid depthwise always quantizes the input asymmetrically.
                 mode: HybridInput::Asymmetric,
-            })
+            }))
         }
         (a, b) => Err(c.err(format!(
             "input {} with filter {} is not supported",
@@ -1798,20 +1874,20 @@ fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
     };
     if int8 {
         let q = output_stage_at(c, [2, 1, 3], fs[0], 0, act, false)?;
-        return Ok(Kind::TransposeConvI8 {
+        return Ok(Kind::TransposeConv(TransposeConv::I8 {
             params,
             in_shape: is,
             filter_shape: fs,
             out_shape: os,
             q,
-        });
+        }));
     }
-    Ok(Kind::TransposeConv {
+    Ok(Kind::TransposeConv(TransposeConv::F32 {
         params,
         in_shape: is,
         filter_shape: fs,
         out_shape: os,
-    })
+    }))
 }
 
 fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -1860,34 +1936,34 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
         #[cfg(feature = "ops-float")]
         (DType::F32, DType::F32) => {
             c.check_out(0, &out, DType::F32)?;
-            Ok(Kind::FullyConnected {
+            Ok(Kind::FullyConnected(FullyConnected::F32 {
                 batches,
                 in_depth,
                 out_depth,
                 act,
-            })
+            }))
         }
         #[cfg(feature = "ops-int8")]
         (DType::I8, DType::I8) => {
             c.check_out(0, &out, DType::I8)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
-            Ok(Kind::FullyConnectedI8 {
+            Ok(Kind::FullyConnected(FullyConnected::I8 {
                 batches,
                 in_depth,
                 out_depth,
                 q,
-            })
+            }))
         }
         #[cfg(feature = "ops-int16")]
         (DType::I16, DType::I8) => {
             c.check_out(0, &out, DType::I16)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
-            Ok(Kind::FullyConnectedI16 {
+            Ok(Kind::FullyConnected(FullyConnected::I16 {
                 batches,
                 in_depth,
                 out_depth,
                 q,
-            })
+            }))
         }
         #[cfg(feature = "ops-hybrid")]
         (DType::F32, DType::I8) => {
@@ -1900,7 +1976,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
             let asym = t.map_or(Ok(false), |t| {
                 c.opt(t.bool(O::VT_ASYMMETRIC_QUANTIZE_INPUTS, false))
             })?;
-            Ok(Kind::FullyConnectedHybrid {
+            Ok(Kind::FullyConnected(FullyConnected::Hybrid {
                 batches,
                 in_depth,
                 out_depth,
@@ -1911,7 +1987,7 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
                 } else {
                     HybridInput::Symmetric
                 },
-            })
+            }))
         }
         (a, b) => Err(c.err(format!(
             "input {} with weights {} is not supported",
@@ -1971,7 +2047,7 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
             )));
         }
         let (multiplier, shift) = quantize_multiplier(real);
-        return Ok(Kind::BatchMatMulI8 {
+        return Ok(Kind::BatchMatMul(BatchMatMul::I8 {
             lhs_shape: l.to_vec(),
             rhs_shape: r.to_vec(),
             out_shape: out,
@@ -1988,7 +2064,7 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
                 // Measured: LiteRT's builtin and reference int8 BATCH_MATMUL both round twice.
                 single_rounding: false,
             },
-        });
+        }));
     }
     c.check_out(0, &out, DType::F32)?;
     if dts.1 == DType::I8 {
@@ -2028,7 +2104,7 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
                  one batch dimension above 1 per operand (reshape to rank 3 first)"
             )));
         }
-        return Ok(Kind::BatchMatMulHybrid {
+        return Ok(Kind::BatchMatMul(BatchMatMul::Hybrid {
             lhs_shape: l.to_vec(),
             rhs_shape: r.to_vec(),
             out_shape: out,
@@ -2036,15 +2112,15 @@ fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
             adj_y,
             rhs_scale: q.scales[0],
             asymmetric,
-        });
+        }));
     }
-    Ok(Kind::BatchMatMul {
+    Ok(Kind::BatchMatMul(BatchMatMul::F32 {
         lhs_shape: l.to_vec(),
         rhs_shape: r.to_vec(),
         out_shape: out,
         adj_x,
         adj_y,
-    })
+    }))
 }
 
 fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
@@ -2086,31 +2162,31 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
         }
         let (act_min, act_max) = act_range(c, act, qo, dt)?;
         return Ok(if dt == DType::I16 {
-            Kind::PoolI16 {
+            Kind::Pool(Pool::I16 {
                 max,
                 params,
                 in_shape: is,
                 out_shape: os,
                 act_min,
                 act_max,
-            }
+            })
         } else {
-            Kind::PoolI8 {
+            Kind::Pool(Pool::I8 {
                 max,
                 params,
                 in_shape: is,
                 out_shape: os,
                 act_min,
                 act_max,
-            }
+            })
         });
     }
-    Ok(Kind::Pool {
+    Ok(Kind::Pool(Pool::F32 {
         max,
         params,
         in_shape: is,
         out_shape: os,
-    })
+    }))
 }
 
 fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
@@ -2148,14 +2224,14 @@ fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
             )));
         }
     }
-    Ok(Kind::Resize {
+    Ok(Kind::Resize(Resize {
         bilinear,
         align_corners,
         half_pixel,
         in_shape: is,
         out_shape: os,
         int8: dt == DType::I8,
-    })
+    }))
 }
 
 fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
@@ -2178,12 +2254,12 @@ fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
         .ok_or_else(|| c.err("input must have rank >= 1"))?;
     c.check_out(0, &i.shape, DType::F32)?;
     let outer = i.elements.checked_div(depth).unwrap_or(0);
-    Ok(Kind::Softmax {
+    Ok(Kind::Softmax(Softmax::F32 {
         outer,
         depth,
         beta,
         log,
-    })
+    }))
 }
 
 fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
@@ -2240,23 +2316,23 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
                 qi.scale, qi.zero_point, qo.scale, qo.zero_point
             )));
         }
-        return Ok(Kind::ReduceMaxMinI8 {
+        return Ok(Kind::Reduce(Reduce::MaxMinI8 {
             shape: s.to_vec(),
             axes,
             max: kind == ReduceKind::Max,
-        });
+        }));
     }
     if matches!(dt, DType::I8 | DType::I16) {
         let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
         let count = axes.iter().map(|&a| s[a]).product();
         if kind == ReduceKind::Sum {
-            return Ok(Kind::SumI8 {
+            return Ok(Kind::Reduce(Reduce::SumI8 {
                 shape: s.to_vec(),
                 axes,
                 count,
                 in_q: qi,
                 out_q: qo,
-            });
+            }));
         }
         // One formula for every axis set: the reference kernels' (TFLite's reference MEAN over
         // H, W and its general path agree; only the optimized builtin kernel rounds differently).
@@ -2271,16 +2347,16 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             out_zero_point: qo.zero_point,
         };
         return Ok(if dt == DType::I16 {
-            Kind::MeanI16(mean)
+            Kind::Reduce(Reduce::MeanI16(mean))
         } else {
-            Kind::MeanI8(mean)
+            Kind::Reduce(Reduce::MeanI8(mean))
         });
     }
-    Ok(Kind::Reduce {
+    Ok(Kind::Reduce(Reduce::F32 {
         shape: s.to_vec(),
         axes,
         kind,
-    })
+    }))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2357,12 +2433,12 @@ fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind>
         _ => return Err(c.err(format!("this operator has no {} kernel", dt.name()))),
     };
     Ok(if int16 {
-        Kind::BinaryI16 { p, bc }
+        Kind::Elementwise(Elementwise::BinaryI16 { p, bc })
     } else {
-        Kind::BinaryI8 {
+        Kind::Elementwise(Elementwise::BinaryI8 {
             p: p.with_tables(),
             bc,
-        }
+        })
     })
 }
 
@@ -2399,10 +2475,10 @@ fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
                     qi.scale, qo.scale
                 ))
             })?;
-            return Ok(Kind::RsqrtI8 {
+            return Ok(Kind::Elementwise(Elementwise::RsqrtI8 {
                 table: alloc::boxed::Box::new(table),
                 min_input: qi.zero_point as i8,
-            });
+            }));
         }
         _ => {
             return Err(c.err(format!(
@@ -2552,13 +2628,13 @@ fn softmax_i8(c: &Ctx<'_, '_>) -> Result<Kind> {
             qo.scale, qo.zero_point
         )));
     }
-    Ok(Kind::SoftmaxI8 {
+    Ok(Kind::Softmax(Softmax::I8 {
         table: alloc::boxed::Box::new(crate::kernels::softmax::softmax_table(qi.scale, beta)),
         outer: i.elements.checked_div(depth).unwrap_or(0),
         depth,
         out_scale: qo.scale,
         out_zero_point: qo.zero_point,
-    })
+    }))
 }
 
 impl Kind {
@@ -2567,9 +2643,9 @@ impl Kind {
     /// never runs the portable one (`run_one`), and a model with thousands of channels would
     /// hold them twice.
     pub(crate) fn drop_portable_requant(&mut self) {
-        if let Kind::ConvI8 { q, .. }
-        | Kind::FullyConnectedI8 { q, .. }
-        | Kind::DepthwiseI8 { q, .. } = self
+        if let Kind::Conv(Conv::I8 { q, .. })
+        | Kind::FullyConnected(FullyConnected::I8 { q, .. })
+        | Kind::Depthwise(Depthwise::I8 { q, .. }) = self
         {
             q.multipliers = Vec::new();
             q.shifts = Vec::new();
@@ -2579,42 +2655,44 @@ impl Kind {
     /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
     pub(crate) fn scratch(&self) -> (usize, usize, usize) {
         match self {
-            Kind::BatchMatMulI8 {
+            Kind::BatchMatMul(BatchMatMul::I8 {
                 lhs_shape,
                 rhs_shape,
                 adj_x,
                 adj_y,
                 ..
-            } => {
+            }) => {
                 let (i8s, i32s) = crate::kernels::batch_matmul::BmmI8Scratch::sizes(
                     lhs_shape, rhs_shape, *adj_x, *adj_y,
                 );
                 (i8s, 0, i32s)
             }
-            Kind::ConvHybrid { in_shape, .. } => {
+            Kind::Conv(Conv::Hybrid { in_shape, .. }) => {
                 (in_shape.iter().product(), in_shape[0], in_shape[0])
             }
-            Kind::DepthwiseHybrid {
+            Kind::Depthwise(Depthwise::Hybrid {
                 in_shape,
                 filter_shape,
                 ..
-            } => (
+            }) => (
                 in_shape.iter().product(),
                 in_shape[0],
                 in_shape[0] + filter_shape[3],
             ),
-            Kind::FullyConnectedHybrid {
+            Kind::FullyConnected(FullyConnected::Hybrid {
                 batches, in_depth, ..
-            } => (batches * in_depth, *batches, *batches),
-            Kind::DepthwiseI8 { filter_shape, .. } => (0, 0, filter_shape[3]),
-            Kind::TransposeConvI8 { out_shape, .. } => (0, 0, out_shape.iter().product()),
-            Kind::BatchMatMulHybrid {
+            }) => (batches * in_depth, *batches, *batches),
+            Kind::Depthwise(Depthwise::I8 { filter_shape, .. }) => (0, 0, filter_shape[3]),
+            Kind::TransposeConv(TransposeConv::I8 { out_shape, .. }) => {
+                (0, 0, out_shape.iter().product())
+            }
+            Kind::BatchMatMul(BatchMatMul::Hybrid {
                 lhs_shape,
                 rhs_shape,
                 adj_x,
                 adj_y,
                 ..
-            } => {
+            }) => {
                 let (_, k, n) =
                     crate::kernels::batch_matmul::matmul_dims(lhs_shape, rhs_shape, *adj_x, *adj_y)
                         .unwrap_or_default();
@@ -2624,15 +2702,17 @@ impl Kind {
                 let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
                 (lhs_len, rows + k, rows + rhs_mats * n)
             }
-            Kind::MeanI8(m) | Kind::MeanI16(m) => (0, 0, m.output_len()),
-            Kind::SumI8 { shape, axes, .. } => {
+            Kind::Reduce(Reduce::MeanI8(m)) | Kind::Reduce(Reduce::MeanI16(m)) => {
+                (0, 0, m.output_len())
+            }
+            Kind::Reduce(Reduce::SumI8 { shape, axes, .. }) => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))
                     .map(|d| shape[d])
                     .product();
                 (0, 0, out)
             }
-            Kind::TopK { n, .. } => (0, 0, *n),
+            Kind::Compare(Compare::TopK { n, .. }) => (0, 0, *n),
             _ => (0, 0, 0),
         }
     }
@@ -2677,7 +2757,7 @@ fn compare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     } else {
         None
     };
-    Ok(Kind::Compare { op, bc, dtype, q })
+    Ok(Kind::Compare(Compare::Relation { op, bc, dtype, q }))
 }
 
 fn logical(c: &Ctx<'_, '_>, and: bool) -> Result<Kind> {
@@ -2688,7 +2768,7 @@ fn logical(c: &Ctx<'_, '_>, and: bool) -> Result<Kind> {
         .ok_or_else(|| c.err(format!("shapes {a:?} and {b:?} do not broadcast")))?;
     c.check_out(0, &out, DType::Bool)?;
     let bc = ew::Broadcast::new(a, b).ok_or_else(|| c.err("bad broadcast"))?;
-    Ok(Kind::Logical { and, bc })
+    Ok(Kind::Compare(Compare::Logical { and, bc }))
 }
 
 fn select_v2(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -2716,10 +2796,10 @@ fn select_v2(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.same_q(1, 0)?;
     c.same_q(2, 0)?;
     let plan = cmp::Select3::new(s0, s1, s2).ok_or_else(|| c.err("bad broadcast"))?;
-    Ok(Kind::Select {
+    Ok(Kind::Compare(Compare::Select {
         plan,
         size: dt.size(),
-    })
+    }))
 }
 
 fn topk(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -2751,7 +2831,7 @@ fn topk(c: &Ctx<'_, '_>) -> Result<Kind> {
         return Err(c.err(format!("indices output must be INT32, not {}", idx.name())));
     }
     c.check_out(1, &out, DType::I32)?;
-    Ok(Kind::TopK { n, k, dtype })
+    Ok(Kind::Compare(Compare::TopK { n, k, dtype }))
 }
 
 /// A PAD (or PADV2) whose padding the one convolution reading its output can do itself: the
@@ -2909,13 +2989,13 @@ pub(crate) fn pad_folds(model: &Model<'_>) -> Vec<PadFold> {
 /// padded ones, bottom/right included), and the pad value is what those taps stand for (0.0,
 /// or the convolution's input zero point). Returns whether `conv` was changed.
 pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> bool {
-    let Kind::Pad {
+    let Kind::Pad(Pad::Constant {
         in_shape,
         before,
         after,
         size,
         fill,
-    } = pad
+    }) = pad
     else {
         return false;
     };
@@ -2947,12 +3027,12 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
     // (input shape, pad_top, pad_left, [stride, dilation] per axis, filter, output shape,
     // whether the pad value is what out-of-range taps stand for).
     let (padded, p_top, p_left, geo, fs, os, value_ok) = match conv {
-        Kind::Conv {
+        Kind::Conv(Conv::F32 {
             params: p,
             in_shape,
             filter_shape,
             out_shape,
-        } => (
+        }) => (
             in_shape,
             &mut p.pad_top,
             &mut p.pad_left,
@@ -2961,13 +3041,13 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zero_f32,
         ),
-        Kind::ConvI8 {
+        Kind::Conv(Conv::I8 {
             params: p,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => (
+        }) => (
             in_shape,
             &mut p.pad_top,
             &mut p.pad_left,
@@ -2976,13 +3056,13 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zp_i8(q),
         ),
-        Kind::ConvI16 {
+        Kind::Conv(Conv::I16 {
             params: p,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => (
+        }) => (
             in_shape,
             &mut p.pad_top,
             &mut p.pad_left,
@@ -2991,12 +3071,12 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zp_i16(q),
         ),
-        Kind::Depthwise {
+        Kind::Depthwise(Depthwise::F32 {
             params: p,
             in_shape,
             filter_shape,
             out_shape,
-        } => (
+        }) => (
             in_shape,
             &mut p.pad_top,
             &mut p.pad_left,
@@ -3005,13 +3085,13 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zero_f32,
         ),
-        Kind::DepthwiseI8 {
+        Kind::Depthwise(Depthwise::I8 {
             params: p,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => (
+        }) => (
             in_shape,
             &mut p.pad_top,
             &mut p.pad_left,
@@ -3020,13 +3100,13 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zp_i8(q),
         ),
-        Kind::DepthwiseI16 {
+        Kind::Depthwise(Depthwise::I16 {
             params: p,
             in_shape,
             filter_shape,
             out_shape,
             q,
-        } => (
+        }) => (
             in_shape,
             &mut p.pad_top,
             &mut p.pad_left,
