@@ -1,4 +1,4 @@
-//! The operators literun supports and their input/output counts.
+//! The operators literun supports: their names, input/output counts and Cargo features.
 
 use core::ops::RangeInclusive;
 
@@ -203,87 +203,6 @@ pub fn missing_feature(code: B) -> Option<&'static str> {
     family_feature(code).filter(|f| !feature_enabled(f))
 }
 
-/// The feature the kernel of a prepared operator needs that this build lacks: its family's, or
-/// its element type's (`ops-float`, `ops-int8`, `ops-hybrid`). Must match the `cfg`s of the
-/// kernel dispatch in `interpreter::run_op`.
-pub(crate) fn missing_kernel_feature(kind: &crate::prepare::Kind) -> Option<&'static str> {
-    use crate::prepare::{Kind as K, *};
-    // (name, compiled in): constants, so a build keeps only the arms it needs.
-    macro_rules! f {
-        ($name:literal) => {
-            ($name, cfg!(feature = $name))
-        };
-    }
-    const F: (&str, bool) = f!("ops-float");
-    const I: (&str, bool) = f!("ops-int8");
-    const H: (&str, bool) = f!("ops-hybrid");
-    const W: (&str, bool) = f!("ops-int16");
-    let (family, ty) = match kind {
-        K::Conv(Conv::F32 { .. }) => (f!("ops-conv"), Some(F)),
-        K::Conv(Conv::I8 { .. }) => (f!("ops-conv"), Some(I)),
-        K::Conv(Conv::Hybrid { .. }) => (f!("ops-conv"), Some(H)),
-        K::Conv(Conv::I16 { .. }) => (f!("ops-conv"), Some(W)),
-        K::Depthwise(Depthwise::I16 { .. }) => (f!("ops-depthwise-conv"), Some(W)),
-        K::FullyConnected(FullyConnected::I16 { .. }) => (f!("ops-fully-connected"), Some(W)),
-        K::Pool(Pool::I16 { .. }) => (f!("ops-pool"), Some(W)),
-        K::Elementwise(Elementwise::BinaryI16 { .. }) => (f!("ops-elementwise"), Some(W)),
-        K::Reduce(Reduce::MeanI16(_)) => (f!("ops-reduce"), Some(W)),
-        K::Quantize(Quantize::Requantize { .. }) => (f!("ops-quantize"), Some(W)),
-        K::Depthwise(Depthwise::F32 { .. }) => (f!("ops-depthwise-conv"), Some(F)),
-        K::Depthwise(Depthwise::I8 { .. }) => (f!("ops-depthwise-conv"), Some(I)),
-        K::Depthwise(Depthwise::Hybrid { .. }) => (f!("ops-depthwise-conv"), Some(H)),
-        K::TransposeConv(TransposeConv::F32 { .. }) => (f!("ops-transpose-conv"), Some(F)),
-        K::TransposeConv(TransposeConv::I8 { .. }) => (f!("ops-transpose-conv"), Some(I)),
-        K::FullyConnected(FullyConnected::F32 { .. }) => (f!("ops-fully-connected"), Some(F)),
-        K::FullyConnected(FullyConnected::I8 { .. }) => (f!("ops-fully-connected"), Some(I)),
-        K::FullyConnected(FullyConnected::Hybrid { .. }) => (f!("ops-fully-connected"), Some(H)),
-        K::BatchMatMul(BatchMatMul::F32 { .. }) => (f!("ops-batch-matmul"), Some(F)),
-        K::BatchMatMul(BatchMatMul::I8 { .. }) => (f!("ops-batch-matmul"), Some(I)),
-        K::BatchMatMul(BatchMatMul::Hybrid { .. }) => (f!("ops-batch-matmul"), Some(H)),
-        K::Pool(Pool::F32 { .. }) => (f!("ops-pool"), Some(F)),
-        K::Pool(Pool::I8 { .. }) => (f!("ops-pool"), Some(I)),
-        K::Softmax(Softmax::F32 { .. }) => (f!("ops-softmax"), Some(F)),
-        K::Softmax(Softmax::I8 { .. }) => (f!("ops-softmax"), Some(I)),
-        K::Elementwise(Elementwise::Binary { .. }) | K::Elementwise(Elementwise::Unary { .. }) => {
-            (f!("ops-elementwise"), Some(F))
-        }
-        K::Elementwise(Elementwise::BinaryI8 { .. })
-        | K::Elementwise(Elementwise::RsqrtI8 { .. }) => (f!("ops-elementwise"), Some(I)),
-        K::Elementwise(Elementwise::Cast { .. }) => (f!("ops-elementwise"), None),
-        K::Pad(Pad::Constant { .. }) | K::Pad(Pad::Mirror { .. }) => (f!("ops-pad"), None),
-        K::Shape(Shape::Transpose { .. })
-        | K::Shape(Shape::Strided { .. })
-        | K::Shape(Shape::BroadcastTo { .. })
-        | K::Shape(Shape::Tile { .. })
-        | K::Shape(Shape::Split { .. })
-        | K::Shape(Shape::Concat { .. })
-        | K::Shape(Shape::Gather { .. }) => (f!("ops-shape"), None),
-        K::Quantize(Quantize::DequantizeF16)
-        | K::Quantize(Quantize::DequantizeAffine { .. })
-        | K::Quantize(Quantize::DequantizePerChannel { .. })
-        | K::Quantize(Quantize::FromFloat { .. }) => (f!("ops-quantize"), None),
-        K::Reduce(Reduce::F32 { .. }) => (f!("ops-reduce"), Some(F)),
-        K::Reduce(Reduce::MeanI8(_))
-        | K::Reduce(Reduce::SumI8 { .. })
-        | K::Reduce(Reduce::MaxMinI8 { .. }) => (f!("ops-reduce"), Some(I)),
-        K::Reduce(Reduce::ArgMinMax { .. }) => (f!("ops-reduce"), None),
-        K::Resize(Resize { .. }) => (f!("ops-resize"), None),
-        K::Compare(Compare::Relation { .. })
-        | K::Compare(Compare::Logical { .. })
-        | K::Compare(Compare::LogicalNot)
-        | K::Compare(Compare::Select { .. })
-        | K::Compare(Compare::TopK { .. }) => (f!("ops-compare"), None),
-        // Copy, Lut8 and Precomputed are always compiled in.
-        #[allow(unreachable_patterns)]
-        _ => return None,
-    };
-    [Some(family), ty]
-        .into_iter()
-        .flatten()
-        .find(|f| !f.1)
-        .map(|f| f.0)
-}
-
 /// The element-type feature (`ops-float`, `ops-int8`, `ops-int16`, `ops-hybrid`) that CONV_2D and
 /// FULLY_CONNECTED with these input and weight types need, when this build lacks it. Their
 /// preparation compiles its per-type branches by these features, so this is checked before
@@ -428,7 +347,7 @@ mod tests {
     /// this build has it.
     #[test]
     fn features_are_exactly_the_declared_ones() {
-        let manifest = include_str!("../Cargo.toml");
+        let manifest = include_str!("../../Cargo.toml");
         let features = &manifest[manifest.find("[features]").unwrap()..];
         let features = &features[..features.find("\n[").unwrap_or(features.len())];
         let declared: Vec<&str> = features

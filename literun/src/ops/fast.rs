@@ -1,0 +1,429 @@
+//! The SIMD kernels with pre-packed constant weights ([`crate::kernels::simd`]): which prepared
+//! operators have one on this CPU, and running them.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
+
+use super::buffers::{cast_out, Ins};
+use super::conv::Conv;
+use super::depthwise_conv::Depthwise;
+use super::elementwise::Elementwise;
+use super::fully_connected::FullyConnected;
+use super::quantize::Quantize;
+use super::shape::Shape;
+use super::Kind;
+use crate::kernels::simd::{DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa, WinoF32};
+use crate::kernels::{elementwise as ew, simd};
+use crate::model::{DType, OpDesc};
+
+/// An operator's pre-packed constant weights for the fast kernels ([`crate::kernels::simd`]).
+pub(crate) enum Fast {
+    ConvI8(GemmI8),
+    FullyConnectedI8(GemmI8),
+    DepthwiseI8(DwI8),
+    Conv(GemmF32),
+    /// Float 3x3 stride-1 CONV_2D by Winograd F(2x2, 3x3).
+    ConvWino(WinoF32),
+    FullyConnected(GemmF32),
+    Depthwise(DwF32),
+    /// Int8 ADD/SUB/MUL computed in vectors (no weights: the kernel's parameters).
+    ArithI8(simd::ArithI8),
+    /// An int8 binary operator as a table of its 65536 input pairs, `t[(x as u8) << 8 | y as
+    /// u8]`: SQUARED_DIFFERENCE, whose three rescalings per element (and 64-bit products) have
+    /// no vector form here. 64 KiB, so only where the fast kernels run (not on microcontrollers).
+    PairTableI8(alloc::boxed::Box<[i8]>),
+    /// QUANTIZE float32 -> int8/uint8/int16 with this ISA's vector kernel.
+    Quantize(Isa),
+    /// A float unary operator at this ISA's vector width.
+    Unary(Isa),
+    /// TRANSPOSE of 32-bit values from few rows (`simd::transpose_few_rows_32`).
+    TransposeFewRows(Isa),
+}
+
+impl Fast {
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => g.bytes(),
+            Fast::DepthwiseI8(d) => d.bytes(),
+            Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
+            Fast::ConvWino(w) => w.bytes(),
+            Fast::Depthwise(d) => d.bytes(),
+            Fast::PairTableI8(t) => t.len(),
+            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) | Fast::TransposeFewRows(_) => 0,
+        }
+    }
+
+    /// Whether the kernel reads its weights and bias (inputs 1 and 2) only from its packed copy,
+    /// so the model's bytes of them are not read after preparing.
+    pub(crate) fn packs_weights(&self) -> bool {
+        match self {
+            Fast::ConvI8(_)
+            | Fast::FullyConnectedI8(_)
+            | Fast::DepthwiseI8(_)
+            | Fast::Conv(_)
+            | Fast::ConvWino(_)
+            | Fast::FullyConnected(_)
+            | Fast::Depthwise(_) => true,
+            Fast::ArithI8(_)
+            | Fast::PairTableI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_) => false,
+        }
+    }
+
+    /// Scratch for [`FastScratch`]: (i8, i32, f32) values.
+    pub(crate) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
+            Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
+            Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
+            Fast::DepthwiseI8(d) => (0, d.scratch_i32(), 0),
+            Fast::Depthwise(_) => (0, 0, 0),
+            Fast::ArithI8(_)
+            | Fast::PairTableI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_) => (0, 0, 0),
+        }
+    }
+
+    /// Packs the weights of `kind` for `isa` when its weights (and bias) are constant (Winograd
+    /// only with `winograd`).
+    pub(crate) fn prepare<'c>(
+        isa: Isa,
+        winograd: bool,
+        kind: &Kind,
+        op: &OpDesc<'_>,
+        constant: &dyn Fn(usize) -> Option<&'c [u8]>,
+    ) -> Option<Fast> {
+        if isa == Isa::Portable || !simd::FAST_KERNELS {
+            return None;
+        }
+        let input = |k: usize| op.inputs.get(k).copied().flatten();
+        let data = |k: usize| input(k).and_then(constant);
+        let weights_i8 = || -> Option<&'c [i8]> { Some(bytemuck::cast_slice(data(1)?)) };
+        let weights_f32 = || -> Option<&'c [f32]> { bytemuck::try_cast_slice(data(1)?).ok() };
+        // The bias: absent, or constant (a bias computed at run time keeps the portable kernel).
+        let bias_i32 = || -> Option<Option<&'c [i32]>> {
+            match input(2) {
+                None => Some(None),
+                Some(_) => Some(Some(bytemuck::try_cast_slice(data(2)?).ok()?)),
+            }
+        };
+        let bias_f32 = || -> Option<Option<&'c [f32]>> {
+            match input(2) {
+                None => Some(None),
+                Some(_) => Some(Some(bytemuck::try_cast_slice(data(2)?).ok()?)),
+            }
+        };
+        match kind {
+            Kind::Conv(Conv::I8 {
+                in_shape,
+                filter_shape: [o, kh, kw, i],
+                q,
+                ..
+            }) if *i == in_shape[3] => {
+                GemmI8::pack(isa, weights_i8()?, *o, kh * kw * i, bias_i32()?, q).map(Fast::ConvI8)
+            }
+            Kind::FullyConnected(FullyConnected::I8 {
+                in_depth,
+                out_depth,
+                q,
+                ..
+            }) => GemmI8::pack(isa, weights_i8()?, *out_depth, *in_depth, bias_i32()?, q)
+                .map(Fast::FullyConnectedI8),
+            Kind::Depthwise(Depthwise::I8 {
+                params,
+                filter_shape: [_, kh, kw, c],
+                q,
+                ..
+            }) if params.depth_multiplier == 1 => {
+                let dil = [params.dilation_h, params.dilation_w];
+                DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q)
+                    .map(|dw| Fast::DepthwiseI8(dw.for_window(*kh, *kw, dil)))
+            }
+            Kind::Conv(Conv::F32 {
+                params,
+                in_shape,
+                filter_shape: [o, 3, 3, i],
+                out_shape,
+                ..
+            }) if *i == in_shape[3]
+                && [
+                    params.stride_h,
+                    params.stride_w,
+                    params.dilation_h,
+                    params.dilation_w,
+                ] == [1; 4] =>
+            {
+                let w = weights_f32()?;
+                let b = bias_f32()?;
+                let tiles = out_shape[1].div_ceil(2) * out_shape[2].div_ceil(2);
+                let wino = (winograd && tiles >= simd::WINO_MIN_TILES)
+                    .then(|| WinoF32::pack(isa, w, *o, *i, b, params.activation))
+                    .flatten();
+                match wino {
+                    Some(wf) => Some(Fast::ConvWino(wf)),
+                    None => GemmF32::pack(isa, w, *o, 9 * i, b, params.activation).map(Fast::Conv),
+                }
+            }
+            Kind::Conv(Conv::F32 {
+                params,
+                in_shape,
+                filter_shape: [o, kh, kw, i],
+                ..
+            }) if *i == in_shape[3] => GemmF32::pack(
+                isa,
+                weights_f32()?,
+                *o,
+                kh * kw * i,
+                bias_f32()?,
+                params.activation,
+            )
+            .map(Fast::Conv),
+            Kind::FullyConnected(FullyConnected::F32 {
+                in_depth,
+                out_depth,
+                act,
+                ..
+            }) => GemmF32::pack(
+                isa,
+                weights_f32()?,
+                *out_depth,
+                *in_depth,
+                bias_f32()?,
+                *act,
+            )
+            .map(Fast::FullyConnected),
+            Kind::Depthwise(Depthwise::F32 {
+                params,
+                filter_shape: [_, kh, kw, c],
+                ..
+            }) if params.depth_multiplier == 1 => DwF32::pack(
+                isa,
+                weights_f32()?,
+                kh * kw,
+                *c,
+                bias_f32()?,
+                params.activation,
+            )
+            .map(Fast::Depthwise),
+            Kind::Elementwise(Elementwise::BinaryI8 {
+                p: ew::BinaryI8::AddSubTables(t),
+                ..
+            }) => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
+            Kind::Elementwise(Elementwise::BinaryI8 {
+                p: p @ ew::BinaryI8::Mul { .. },
+                ..
+            }) => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
+            #[cfg(feature = "ops-elementwise")]
+            Kind::Elementwise(Elementwise::BinaryI8 {
+                p: p @ ew::BinaryI8::SquaredDifference { .. },
+                ..
+            }) => Some(Fast::PairTableI8(
+                (0..=u16::MAX)
+                    .map(|i| p.eval((i >> 8) as u8 as i8, i as u8 as i8))
+                    .collect(),
+            )),
+            Kind::Quantize(Quantize::FromFloat { .. }) if simd::has_elementwise(isa) => {
+                Some(Fast::Quantize(isa))
+            }
+            #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+            Kind::Elementwise(Elementwise::Unary { dtype, .. })
+                if *dtype != DType::I32 && simd::has_elementwise(isa) =>
+            {
+                Some(Fast::Unary(isa))
+            }
+            #[cfg(feature = "ops-shape")]
+            Kind::Shape(Shape::Transpose {
+                in_shape,
+                perm,
+                size,
+            }) if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
+                Some(Fast::TransposeFewRows(isa))
+            }
+            Kind::Conv(_)
+            | Kind::Depthwise(_)
+            | Kind::TransposeConv(_)
+            | Kind::FullyConnected(_)
+            | Kind::BatchMatMul(_)
+            | Kind::Pool(_)
+            | Kind::Softmax(_)
+            | Kind::Elementwise(_)
+            | Kind::Pad(_)
+            | Kind::Shape(_)
+            | Kind::Quantize(_)
+            | Kind::Reduce(_)
+            | Kind::Resize(_)
+            | Kind::Compare(_)
+            | Kind::Copy
+            | Kind::Lut8 { .. }
+            | Kind::Precomputed => None,
+        }
+    }
+}
+
+/// Runs an operator with its pre-packed weights (`None` if the kinds do not match, which
+/// `Fast::prepare` rules out).
+pub(crate) fn run_fast(
+    fast: &Fast,
+    kind: &Kind,
+    ins: &Ins<'_>,
+    out: &mut [u8],
+    s: &mut [FastScratch],
+) -> Option<()> {
+    match (fast, kind) {
+        (
+            Fast::ConvI8(g),
+            Kind::Conv(Conv::I8 {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+                q,
+            }),
+        ) => simd::conv2d_i8(
+            g,
+            ins.typed(0).ok()?,
+            *in_shape,
+            *filter_shape,
+            params,
+            q.input_offset,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (Fast::FullyConnectedI8(g), Kind::FullyConnected(FullyConnected::I8 { batches, .. })) => {
+            simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
+        }
+        (
+            Fast::DepthwiseI8(d),
+            Kind::Depthwise(Depthwise::I8 {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+                ..
+            }),
+        ) => simd::depthwise_i8(
+            d,
+            ins.typed(0).ok()?,
+            *in_shape,
+            [filter_shape[1], filter_shape[2]],
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (
+            Fast::Conv(g),
+            Kind::Conv(Conv::F32 {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+            }),
+        ) => simd::conv2d_f32(
+            g,
+            ins.typed(0).ok()?,
+            *in_shape,
+            *filter_shape,
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (
+            Fast::ConvWino(w),
+            Kind::Conv(Conv::F32 {
+                params,
+                in_shape,
+                out_shape,
+                ..
+            }),
+        ) => simd::conv2d_wino_f32(
+            w,
+            ins.typed(0).ok()?,
+            *in_shape,
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (Fast::FullyConnected(g), Kind::FullyConnected(FullyConnected::F32 { batches, .. })) => {
+            simd::fully_connected_f32(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
+        }
+        (
+            Fast::Depthwise(d),
+            Kind::Depthwise(Depthwise::F32 {
+                params,
+                in_shape,
+                filter_shape,
+                out_shape,
+            }),
+        ) => simd::depthwise_f32(
+            d,
+            ins.typed(0).ok()?,
+            *in_shape,
+            [filter_shape[1], filter_shape[2]],
+            params,
+            cast_out(out).ok()?,
+            *out_shape,
+            s,
+        ),
+        (Fast::PairTableI8(t), Kind::Elementwise(Elementwise::BinaryI8 { bc, .. }))
+            if t.len() == 1 << 16 =>
+        {
+            let (a, b) = (ins.typed::<i8>(0).ok()?, ins.typed::<i8>(1).ok()?);
+            bc.apply(a, b, cast_out::<i8>(out).ok()?, |x, y| {
+                t[usize::from(x as u8) << 8 | usize::from(y as u8)]
+            });
+        }
+        (Fast::ArithI8(f), Kind::Elementwise(Elementwise::BinaryI8 { p, bc })) => simd::arith_i8(
+            f,
+            p,
+            bc,
+            ins.typed(0).ok()?,
+            ins.typed(1).ok()?,
+            cast_out(out).ok()?,
+        ),
+        (
+            Fast::Quantize(isa),
+            Kind::Quantize(Quantize::FromFloat {
+                scale,
+                zero_point,
+                to,
+            }),
+        ) => {
+            let to = match to {
+                DType::I8 => simd::QuantizeTo::I8,
+                DType::U8 => simd::QuantizeTo::U8,
+                _ => simd::QuantizeTo::I16,
+            };
+            let i = ins.typed::<f32>(0).ok()?;
+            return simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(());
+        }
+        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+        (Fast::Unary(isa), Kind::Elementwise(Elementwise::Unary { op, .. })) => {
+            let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
+            return simd::unary_f32(*isa, *op, i, o).then_some(());
+        }
+        #[cfg(feature = "ops-shape")]
+        (Fast::TransposeFewRows(isa), Kind::Shape(Shape::Transpose { in_shape, perm, .. })) => {
+            let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out(out).ok()?);
+            return simd::transpose_few_rows_32(*isa, in_shape, perm, i, o).then_some(());
+        }
+        _ => return None,
+    }
+    Some(())
+}

@@ -1,0 +1,407 @@
+//! The operators: one module per operator family, each holding its prepared form (a variant
+//! of [`Kind`]), its preparation, its run, and its rewrite rules; [`fast`] selects and runs the
+//! SIMD kernels with pre-packed weights. The table of supported operators (names, input/output
+//! counts, Cargo features) is [`crate::model::registry`], re-exported here.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
+
+use self::batch_matmul::{batch_matmul, BatchMatMul};
+use self::buffers::{Ins, Scratch};
+use self::compare::{compare, logical, select_v2, topk, Compare};
+use self::context::Ctx;
+use self::conv::{conv2d, Conv};
+use self::depthwise_conv::{depthwise, Depthwise};
+use self::elementwise::{binary, cast, unary, Elementwise};
+use self::fully_connected::{fully_connected, FullyConnected};
+use self::pad::{mirror_pad, pad, Pad};
+use self::pool::{pool2d, Pool};
+use self::quantize::{dequantize, quantize, Quantize};
+use self::reduce::{arg_min_max, reduce, Reduce};
+use self::reshape::reshape;
+use self::resize::{resize, Resize};
+use self::shape::{
+    broadcast_to, concat, gather, slice, split, strided_slice, tile, transpose, Shape,
+};
+use self::softmax::{softmax, Softmax};
+use self::transpose_conv::{transpose_conv, TransposeConv};
+use crate::error::{Error, Result};
+use crate::kernels::elementwise as ew;
+use crate::model::{op_err, DType, Model, OpDesc};
+use crate::schema::BuiltinOperator as B;
+use alloc::vec::Vec;
+
+pub(crate) use crate::model::registry::missing_type_feature;
+pub use crate::model::registry::{
+    arity, family_feature, feature_enabled, missing_feature, supported_name, Arity, FEATURES,
+    MAX_VARIADIC,
+};
+
+pub(crate) mod buffers;
+pub(crate) mod context;
+pub(crate) mod fast;
+
+pub(crate) mod batch_matmul;
+pub(crate) mod compare;
+pub(crate) mod conv;
+pub(crate) mod depthwise_conv;
+pub(crate) mod elementwise;
+pub(crate) mod fully_connected;
+pub(crate) mod pad;
+pub(crate) mod pool;
+pub(crate) mod quantize;
+pub(crate) mod reduce;
+pub(crate) mod reshape;
+pub(crate) mod resize;
+pub(crate) mod shape;
+pub(crate) mod softmax;
+pub(crate) mod transpose_conv;
+
+/// What `invoke` does for one operator (all sizes and parameters resolved): the operator
+/// family, holding its own prepared parameters, or a form any family can prepare into.
+#[derive(Debug)]
+pub(crate) enum Kind {
+    Conv(Conv),
+    Depthwise(Depthwise),
+    TransposeConv(TransposeConv),
+    FullyConnected(FullyConnected),
+    BatchMatMul(BatchMatMul),
+    Pool(Pool),
+    Softmax(Softmax),
+    Elementwise(Elementwise),
+    Pad(Pad),
+    Shape(Shape),
+    Quantize(Quantize),
+    Reduce(Reduce),
+    Resize(Resize),
+    Compare(Compare),
+    Copy,
+    /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
+    Precomputed,
+    /// An 8-bit -> 8-bit elementwise operator as a table over the input bytes.
+    Lut8 {
+        table: alloc::boxed::Box<ew::Lut8>,
+    },
+}
+
+/// Prepares operator `index`.
+pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Result<Kind> {
+    let ctx = Ctx {
+        index,
+        op,
+        tensors: model.tensors(),
+    };
+    let c = &ctx;
+    let code = op.code;
+    let r = match code {
+        #[cfg(feature = "ops-elementwise")]
+        B::ADD
+        | B::SUB
+        | B::MUL
+        | B::DIV
+        | B::POW
+        | B::MAXIMUM
+        | B::MINIMUM
+        | B::SQUARED_DIFFERENCE
+        | B::PRELU => binary(c, code)?,
+        #[cfg(feature = "ops-elementwise")]
+        B::ABS
+        | B::NEG
+        | B::EXP
+        | B::LOG
+        | B::SQRT
+        | B::RSQRT
+        | B::RELU
+        | B::RELU6
+        | B::RELU_N1_TO_1
+        | B::LOGISTIC
+        | B::TANH
+        | B::HARD_SWISH
+        | B::GELU
+        | B::LEAKY_RELU
+        | B::FLOOR
+        | B::SQUARE => unary(c, code)?,
+        #[cfg(feature = "ops-reshape")]
+        B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => reshape(c, code)?,
+        #[cfg(feature = "ops-shape")]
+        B::TRANSPOSE => transpose(c)?,
+        #[cfg(feature = "ops-shape")]
+        B::CONCATENATION => concat(c)?,
+        #[cfg(feature = "ops-shape")]
+        B::SPLIT | B::SPLIT_V => split(c, code == B::SPLIT_V)?,
+        #[cfg(feature = "ops-shape")]
+        B::SLICE => slice(c)?,
+        #[cfg(feature = "ops-shape")]
+        B::STRIDED_SLICE => strided_slice(c)?,
+        #[cfg(feature = "ops-shape")]
+        B::GATHER => gather(c)?,
+        #[cfg(feature = "ops-pad")]
+        B::PAD | B::PADV2 => pad(c)?,
+        #[cfg(feature = "ops-pad")]
+        B::MIRROR_PAD => mirror_pad(c)?,
+        #[cfg(feature = "ops-shape")]
+        B::BROADCAST_TO => broadcast_to(c)?,
+        #[cfg(feature = "ops-shape")]
+        B::TILE => tile(c)?,
+        #[cfg(feature = "ops-elementwise")]
+        B::CAST => cast(c)?,
+        #[cfg(feature = "ops-reduce")]
+        B::ARG_MAX | B::ARG_MIN => arg_min_max(c, code == B::ARG_MAX)?,
+        #[cfg(feature = "ops-quantize")]
+        B::DEQUANTIZE => dequantize(c)?,
+        #[cfg(feature = "ops-quantize")]
+        B::QUANTIZE => quantize(c)?,
+        #[cfg(feature = "ops-conv")]
+        B::CONV_2D => conv2d(c)?,
+        #[cfg(feature = "ops-depthwise-conv")]
+        B::DEPTHWISE_CONV_2D => depthwise(c)?,
+        #[cfg(feature = "ops-transpose-conv")]
+        B::TRANSPOSE_CONV => transpose_conv(c)?,
+        #[cfg(feature = "ops-fully-connected")]
+        B::FULLY_CONNECTED => fully_connected(c)?,
+        #[cfg(feature = "ops-batch-matmul")]
+        B::BATCH_MATMUL => batch_matmul(c)?,
+        #[cfg(feature = "ops-pool")]
+        B::MAX_POOL_2D | B::AVERAGE_POOL_2D => pool2d(c, code == B::MAX_POOL_2D)?,
+        #[cfg(feature = "ops-resize")]
+        B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => resize(c, code == B::RESIZE_BILINEAR)?,
+        #[cfg(feature = "ops-softmax")]
+        B::SOFTMAX | B::LOG_SOFTMAX => softmax(c, code == B::LOG_SOFTMAX)?,
+        #[cfg(feature = "ops-reduce")]
+        B::MEAN | B::SUM | B::REDUCE_MAX | B::REDUCE_MIN | B::REDUCE_PROD => reduce(c, code)?,
+        #[cfg(feature = "ops-compare")]
+        B::EQUAL | B::NOT_EQUAL | B::LESS | B::LESS_EQUAL | B::GREATER | B::GREATER_EQUAL => {
+            compare(c, code)?
+        }
+        #[cfg(feature = "ops-compare")]
+        B::LOGICAL_AND | B::LOGICAL_OR => logical(c, code == B::LOGICAL_AND)?,
+        #[cfg(feature = "ops-compare")]
+        B::LOGICAL_NOT => {
+            c.want_dtype(0, &[DType::Bool])?;
+            c.check_out(0, c.shape(0)?, DType::Bool)?;
+            Kind::Compare(Compare::LogicalNot)
+        }
+        #[cfg(feature = "ops-compare")]
+        B::SELECT_V2 => select_v2(c)?,
+        #[cfg(feature = "ops-compare")]
+        B::TOPK_V2 => topk(c)?,
+        _ => return Err(c.err("not supported by the interpreter")),
+    };
+    Ok(r)
+}
+
+impl Kind {
+    /// Frees the per-channel multipliers and shifts of an int8 conv/depthwise/fully-connected
+    /// layer once its fast kernel holds them in its own form: an operator with a fast kernel
+    /// never runs the portable one (`run_one`), and a model with thousands of channels would
+    /// hold them twice.
+    pub(crate) fn drop_portable_requant(&mut self) {
+        if let Kind::Conv(Conv::I8 { q, .. })
+        | Kind::FullyConnected(FullyConnected::I8 { q, .. })
+        | Kind::Depthwise(Depthwise::I8 { q, .. }) = self
+        {
+            q.multipliers = Vec::new();
+            q.shifts = Vec::new();
+        }
+    }
+
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(crate) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Kind::BatchMatMul(BatchMatMul::I8 {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            }) => {
+                let (i8s, i32s) = crate::kernels::batch_matmul::BmmI8Scratch::sizes(
+                    lhs_shape, rhs_shape, *adj_x, *adj_y,
+                );
+                (i8s, 0, i32s)
+            }
+            Kind::Conv(Conv::Hybrid { in_shape, .. }) => {
+                (in_shape.iter().product(), in_shape[0], in_shape[0])
+            }
+            Kind::Depthwise(Depthwise::Hybrid {
+                in_shape,
+                filter_shape,
+                ..
+            }) => (
+                in_shape.iter().product(),
+                in_shape[0],
+                in_shape[0] + filter_shape[3],
+            ),
+            Kind::FullyConnected(FullyConnected::Hybrid {
+                batches, in_depth, ..
+            }) => (batches * in_depth, *batches, *batches),
+            Kind::Depthwise(Depthwise::I8 { filter_shape, .. }) => (0, 0, filter_shape[3]),
+            Kind::TransposeConv(TransposeConv::I8 { out_shape, .. }) => {
+                (0, 0, out_shape.iter().product())
+            }
+            Kind::BatchMatMul(BatchMatMul::Hybrid {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            }) => {
+                let (_, k, n) =
+                    crate::kernels::batch_matmul::matmul_dims(lhs_shape, rhs_shape, *adj_x, *adj_y)
+                        .unwrap_or_default();
+                let r = rhs_shape.len();
+                let lhs_len: usize = lhs_shape.iter().product();
+                let rows = lhs_len.checked_div(k).unwrap_or(0);
+                let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
+                (lhs_len, rows + k, rows + rhs_mats * n)
+            }
+            Kind::Reduce(Reduce::MeanI8(m)) | Kind::Reduce(Reduce::MeanI16(m)) => {
+                (0, 0, m.output_len())
+            }
+            Kind::Reduce(Reduce::SumI8 { shape, axes, .. }) => {
+                let out: usize = (0..shape.len())
+                    .filter(|d| !axes.contains(d))
+                    .map(|d| shape[d])
+                    .product();
+                (0, 0, out)
+            }
+            Kind::Compare(Compare::TopK { n, .. }) => (0, 0, *n),
+            _ => (0, 0, 0),
+        }
+    }
+
+    /// Runs a single-output operator with its portable kernel, reading `ins`, writing `out`.
+    pub(crate) fn run<'b>(
+        &self,
+        index: usize,
+        op: &'b OpDesc<'b>,
+        ins: Ins<'b>,
+        out: &mut [u8],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
+        match self {
+            Kind::Conv(k) => k.run(index, op, ins, out, scratch),
+            Kind::Depthwise(k) => k.run(index, op, ins, out, scratch),
+            Kind::TransposeConv(k) => k.run(index, op, ins, out, scratch),
+            Kind::FullyConnected(k) => k.run(index, op, ins, out, scratch),
+            Kind::BatchMatMul(k) => k.run(index, op, ins, out, scratch),
+            Kind::Pool(k) => k.run(index, op, ins, out, scratch),
+            Kind::Softmax(k) => k.run(index, op, ins, out, scratch),
+            Kind::Elementwise(k) => k.run(index, op, ins, out, scratch),
+            Kind::Pad(k) => k.run(index, op, ins, out, scratch),
+            Kind::Shape(k) => k.run(index, op, ins, out, scratch),
+            Kind::Quantize(k) => k.run(index, op, ins, out, scratch),
+            Kind::Reduce(k) => k.run(index, op, ins, out, scratch),
+            Kind::Resize(k) => k.run(index, op, ins, out, scratch),
+            Kind::Compare(k) => k.run(index, op, ins, out, scratch),
+            Kind::Copy => {
+                let i = ins.bytes(0).unwrap_or(&[]);
+                if i.len() == out.len() {
+                    out.copy_from_slice(i);
+                }
+                Ok(())
+            }
+            Kind::Precomputed => Ok(()),
+            Kind::Lut8 { table } => {
+                ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The error of an operator whose kernel this build leaves out (`Interpreter::new` refuses such
+/// models first, see [`missing_kernel_feature`]). Used only by builds leaving some out.
+#[cfg_attr(all(feature = "all-ops"), allow(dead_code))]
+fn compiled_out(index: usize, op: &OpDesc<'_>) -> Error {
+    op_err(index, op, "kernel not compiled in")
+}
+
+/// The feature the kernel of a prepared operator needs that this build lacks: its family's, or
+/// its element type's (`ops-float`, `ops-int8`, `ops-hybrid`). Must match the `cfg`s of the
+/// kernel dispatch in each family's `run`.
+pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
+    use Kind as K;
+    // (name, compiled in): constants, so a build keeps only the arms it needs.
+    macro_rules! f {
+        ($name:literal) => {
+            ($name, cfg!(feature = $name))
+        };
+    }
+    const F: (&str, bool) = f!("ops-float");
+    const I: (&str, bool) = f!("ops-int8");
+    const H: (&str, bool) = f!("ops-hybrid");
+    const W: (&str, bool) = f!("ops-int16");
+    let (family, ty) = match kind {
+        K::Conv(Conv::F32 { .. }) => (f!("ops-conv"), Some(F)),
+        K::Conv(Conv::I8 { .. }) => (f!("ops-conv"), Some(I)),
+        K::Conv(Conv::Hybrid { .. }) => (f!("ops-conv"), Some(H)),
+        K::Conv(Conv::I16 { .. }) => (f!("ops-conv"), Some(W)),
+        K::Depthwise(Depthwise::I16 { .. }) => (f!("ops-depthwise-conv"), Some(W)),
+        K::FullyConnected(FullyConnected::I16 { .. }) => (f!("ops-fully-connected"), Some(W)),
+        K::Pool(Pool::I16 { .. }) => (f!("ops-pool"), Some(W)),
+        K::Elementwise(Elementwise::BinaryI16 { .. }) => (f!("ops-elementwise"), Some(W)),
+        K::Reduce(Reduce::MeanI16(_)) => (f!("ops-reduce"), Some(W)),
+        K::Quantize(Quantize::Requantize { .. }) => (f!("ops-quantize"), Some(W)),
+        K::Depthwise(Depthwise::F32 { .. }) => (f!("ops-depthwise-conv"), Some(F)),
+        K::Depthwise(Depthwise::I8 { .. }) => (f!("ops-depthwise-conv"), Some(I)),
+        K::Depthwise(Depthwise::Hybrid { .. }) => (f!("ops-depthwise-conv"), Some(H)),
+        K::TransposeConv(TransposeConv::F32 { .. }) => (f!("ops-transpose-conv"), Some(F)),
+        K::TransposeConv(TransposeConv::I8 { .. }) => (f!("ops-transpose-conv"), Some(I)),
+        K::FullyConnected(FullyConnected::F32 { .. }) => (f!("ops-fully-connected"), Some(F)),
+        K::FullyConnected(FullyConnected::I8 { .. }) => (f!("ops-fully-connected"), Some(I)),
+        K::FullyConnected(FullyConnected::Hybrid { .. }) => (f!("ops-fully-connected"), Some(H)),
+        K::BatchMatMul(BatchMatMul::F32 { .. }) => (f!("ops-batch-matmul"), Some(F)),
+        K::BatchMatMul(BatchMatMul::I8 { .. }) => (f!("ops-batch-matmul"), Some(I)),
+        K::BatchMatMul(BatchMatMul::Hybrid { .. }) => (f!("ops-batch-matmul"), Some(H)),
+        K::Pool(Pool::F32 { .. }) => (f!("ops-pool"), Some(F)),
+        K::Pool(Pool::I8 { .. }) => (f!("ops-pool"), Some(I)),
+        K::Softmax(Softmax::F32 { .. }) => (f!("ops-softmax"), Some(F)),
+        K::Softmax(Softmax::I8 { .. }) => (f!("ops-softmax"), Some(I)),
+        K::Elementwise(Elementwise::Binary { .. }) | K::Elementwise(Elementwise::Unary { .. }) => {
+            (f!("ops-elementwise"), Some(F))
+        }
+        K::Elementwise(Elementwise::BinaryI8 { .. })
+        | K::Elementwise(Elementwise::RsqrtI8 { .. }) => (f!("ops-elementwise"), Some(I)),
+        K::Elementwise(Elementwise::Cast { .. }) => (f!("ops-elementwise"), None),
+        K::Pad(Pad::Constant { .. }) | K::Pad(Pad::Mirror { .. }) => (f!("ops-pad"), None),
+        K::Shape(Shape::Transpose { .. })
+        | K::Shape(Shape::Strided { .. })
+        | K::Shape(Shape::BroadcastTo { .. })
+        | K::Shape(Shape::Tile { .. })
+        | K::Shape(Shape::Split { .. })
+        | K::Shape(Shape::Concat { .. })
+        | K::Shape(Shape::Gather { .. }) => (f!("ops-shape"), None),
+        K::Quantize(Quantize::DequantizeF16)
+        | K::Quantize(Quantize::DequantizeAffine { .. })
+        | K::Quantize(Quantize::DequantizePerChannel { .. })
+        | K::Quantize(Quantize::FromFloat { .. }) => (f!("ops-quantize"), None),
+        K::Reduce(Reduce::F32 { .. }) => (f!("ops-reduce"), Some(F)),
+        K::Reduce(Reduce::MeanI8(_))
+        | K::Reduce(Reduce::SumI8 { .. })
+        | K::Reduce(Reduce::MaxMinI8 { .. }) => (f!("ops-reduce"), Some(I)),
+        K::Reduce(Reduce::ArgMinMax { .. }) => (f!("ops-reduce"), None),
+        K::Resize(Resize { .. }) => (f!("ops-resize"), None),
+        K::Compare(Compare::Relation { .. })
+        | K::Compare(Compare::Logical { .. })
+        | K::Compare(Compare::LogicalNot)
+        | K::Compare(Compare::Select { .. })
+        | K::Compare(Compare::TopK { .. }) => (f!("ops-compare"), None),
+        // Always compiled in.
+        K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
+    };
+    [Some(family), ty]
+        .into_iter()
+        .flatten()
+        .find(|f| !f.1)
+        .map(|f| f.0)
+}
