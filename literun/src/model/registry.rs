@@ -16,149 +16,125 @@ pub struct Arity {
 /// Maximum inputs of a variadic operator (CONCATENATION) and outputs of SPLIT.
 pub const MAX_VARIADIC: usize = 1024;
 
-const fn a(i0: usize, i1: usize, req: usize, o0: usize, o1: usize) -> Arity {
-    Arity {
-        inputs: i0..=i1,
-        outputs: o0..=o1,
-        required_inputs: req,
-    }
-}
-
-/// The arity of a supported operator, `None` when literun does not support it.
-pub fn arity(code: B) -> Option<Arity> {
-    Some(match code {
-        B::ADD
-        | B::SUB
-        | B::MUL
-        | B::DIV
-        | B::POW
-        | B::MAXIMUM
-        | B::MINIMUM
-        | B::SQUARED_DIFFERENCE
-        | B::PRELU
-        | B::EQUAL
-        | B::NOT_EQUAL
-        | B::LESS
-        | B::LESS_EQUAL
-        | B::GREATER
-        | B::GREATER_EQUAL
-        | B::LOGICAL_AND
-        | B::LOGICAL_OR => a(2, 2, 2, 1, 1),
-        B::LOGICAL_NOT => a(1, 1, 1, 1, 1),
-        B::SELECT_V2 => a(3, 3, 3, 1, 1),
-        B::TOPK_V2 => a(2, 2, 2, 2, 2),
-        B::ABS
-        | B::NEG
-        | B::EXP
-        | B::LOG
-        | B::SQRT
-        | B::RSQRT
-        | B::RELU
-        | B::RELU6
-        | B::RELU_N1_TO_1
-        | B::LOGISTIC
-        | B::TANH
-        | B::HARD_SWISH
-        | B::GELU
-        | B::LEAKY_RELU
-        | B::FLOOR
-        | B::SQUARE
-        | B::CAST
-        | B::DEQUANTIZE
-        | B::QUANTIZE
-        | B::SQUEEZE => a(1, 1, 1, 1, 1),
-        B::RESHAPE => a(1, 2, 1, 1, 1),
-        B::EXPAND_DIMS | B::TRANSPOSE | B::GATHER | B::PAD | B::BROADCAST_TO | B::TILE => {
-            a(2, 2, 2, 1, 1)
+/// The operator table: every operator literun supports, by family. A family is a module of
+/// [`crate::ops`] (its `prepare` prepares each operator of the family) and an `ops-*` Cargo
+/// feature; each operator has its input and output counts
+/// `(inputs min, max, required, outputs min, max)`. [`arity`], [`family_feature`],
+/// [`supported_name`] and `crate::ops::prepare_op` all come from this table:
+/// `op_table!(callback)` calls `callback!` with it.
+macro_rules! op_table {
+    ($callback:ident) => {
+        $callback! {
+            conv "ops-conv" {
+                CONV_2D: (2, 3, 2, 1, 1);
+            }
+            depthwise_conv "ops-depthwise-conv" {
+                DEPTHWISE_CONV_2D: (2, 3, 2, 1, 1);
+            }
+            transpose_conv "ops-transpose-conv" {
+                TRANSPOSE_CONV: (3, 4, 3, 1, 1);
+            }
+            fully_connected "ops-fully-connected" {
+                FULLY_CONNECTED: (2, 3, 2, 1, 1);
+            }
+            batch_matmul "ops-batch-matmul" {
+                BATCH_MATMUL: (2, 2, 2, 1, 1);
+            }
+            pool "ops-pool" {
+                MAX_POOL_2D AVERAGE_POOL_2D: (1, 1, 1, 1, 1);
+            }
+            softmax "ops-softmax" {
+                SOFTMAX LOG_SOFTMAX: (1, 1, 1, 1, 1);
+            }
+            elementwise "ops-elementwise" {
+                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU: (2, 2, 2, 1, 1);
+                ABS NEG EXP LOG SQRT RSQRT RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH GELU
+                    LEAKY_RELU FLOOR SQUARE CAST: (1, 1, 1, 1, 1);
+            }
+            reshape "ops-reshape" {
+                RESHAPE: (1, 2, 1, 1, 1);
+                SQUEEZE: (1, 1, 1, 1, 1);
+                EXPAND_DIMS: (2, 2, 2, 1, 1);
+            }
+            pad "ops-pad" {
+                PAD MIRROR_PAD: (2, 2, 2, 1, 1);
+                PADV2: (2, 3, 2, 1, 1);
+            }
+            shape "ops-shape" {
+                TRANSPOSE GATHER BROADCAST_TO TILE: (2, 2, 2, 1, 1);
+                CONCATENATION: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
+                SPLIT: (2, 2, 2, 1, MAX_VARIADIC);
+                SPLIT_V: (3, 3, 3, 1, MAX_VARIADIC);
+                SLICE: (3, 3, 3, 1, 1);
+                STRIDED_SLICE: (3, 4, 3, 1, 1);
+            }
+            quantize "ops-quantize" {
+                QUANTIZE DEQUANTIZE: (1, 1, 1, 1, 1);
+            }
+            reduce "ops-reduce" {
+                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
+            }
+            resize "ops-resize" {
+                RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR: (2, 2, 2, 1, 1);
+            }
+            compare "ops-compare" {
+                EQUAL NOT_EQUAL LESS LESS_EQUAL GREATER GREATER_EQUAL LOGICAL_AND LOGICAL_OR:
+                    (2, 2, 2, 1, 1);
+                LOGICAL_NOT: (1, 1, 1, 1, 1);
+                SELECT_V2: (3, 3, 3, 1, 1);
+                TOPK_V2: (2, 2, 2, 2, 2);
+            }
         }
-        B::ARG_MAX | B::ARG_MIN => a(2, 2, 2, 1, 1),
-        B::PADV2 => a(2, 3, 2, 1, 1),
-        B::MIRROR_PAD => a(2, 2, 2, 1, 1),
-        B::CONCATENATION => a(1, MAX_VARIADIC, MAX_VARIADIC, 1, 1),
-        B::SPLIT => a(2, 2, 2, 1, MAX_VARIADIC),
-        B::SPLIT_V => a(3, 3, 3, 1, MAX_VARIADIC),
-        B::SLICE => a(3, 3, 3, 1, 1),
-        B::STRIDED_SLICE => a(3, 4, 3, 1, 1),
-        B::CONV_2D | B::DEPTHWISE_CONV_2D | B::FULLY_CONNECTED => a(2, 3, 2, 1, 1),
-        B::TRANSPOSE_CONV => a(3, 4, 3, 1, 1),
-        B::BATCH_MATMUL => a(2, 2, 2, 1, 1),
-        B::MAX_POOL_2D | B::AVERAGE_POOL_2D | B::SOFTMAX | B::LOG_SOFTMAX => a(1, 1, 1, 1, 1),
-        B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => a(2, 2, 2, 1, 1),
-        B::MEAN | B::SUM | B::REDUCE_MAX | B::REDUCE_MIN | B::REDUCE_PROD => a(2, 2, 2, 1, 1),
-        _ => return None,
-    })
+    };
 }
+pub(crate) use op_table;
 
-/// The Cargo feature of `code`'s operator family (`"ops-conv"`...), `None` for an operator
-/// literun does not support.
-pub fn family_feature(code: B) -> Option<&'static str> {
-    Some(match code {
-        B::CONV_2D => "ops-conv",
-        B::DEPTHWISE_CONV_2D => "ops-depthwise-conv",
-        B::TRANSPOSE_CONV => "ops-transpose-conv",
-        B::FULLY_CONNECTED => "ops-fully-connected",
-        B::BATCH_MATMUL => "ops-batch-matmul",
-        B::MAX_POOL_2D | B::AVERAGE_POOL_2D => "ops-pool",
-        B::SOFTMAX | B::LOG_SOFTMAX => "ops-softmax",
-        B::ADD
-        | B::SUB
-        | B::MUL
-        | B::DIV
-        | B::POW
-        | B::MAXIMUM
-        | B::MINIMUM
-        | B::SQUARED_DIFFERENCE
-        | B::PRELU
-        | B::ABS
-        | B::NEG
-        | B::EXP
-        | B::LOG
-        | B::SQRT
-        | B::RSQRT
-        | B::RELU
-        | B::RELU6
-        | B::RELU_N1_TO_1
-        | B::LOGISTIC
-        | B::TANH
-        | B::HARD_SWISH
-        | B::GELU
-        | B::LEAKY_RELU
-        | B::FLOOR
-        | B::SQUARE
-        | B::CAST => "ops-elementwise",
-        B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => "ops-reshape",
-        B::PAD | B::PADV2 | B::MIRROR_PAD => "ops-pad",
-        B::TRANSPOSE
-        | B::CONCATENATION
-        | B::SPLIT
-        | B::SPLIT_V
-        | B::SLICE
-        | B::STRIDED_SLICE
-        | B::GATHER
-        | B::BROADCAST_TO
-        | B::TILE => "ops-shape",
-        B::QUANTIZE | B::DEQUANTIZE => "ops-quantize",
-        B::MEAN
-        | B::SUM
-        | B::REDUCE_MAX
-        | B::REDUCE_MIN
-        | B::REDUCE_PROD
-        | B::ARG_MAX
-        | B::ARG_MIN => "ops-reduce",
-        B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => "ops-resize",
-        B::EQUAL
-        | B::NOT_EQUAL
-        | B::LESS
-        | B::LESS_EQUAL
-        | B::GREATER
-        | B::GREATER_EQUAL
-        | B::LOGICAL_AND
-        | B::LOGICAL_OR
-        | B::LOGICAL_NOT
-        | B::SELECT_V2
-        | B::TOPK_V2 => "ops-compare",
-        _ => return None,
-    })
+/// The registry's functions from the operator table.
+macro_rules! registry {
+    ($(
+        $family:ident $feature:literal {
+            $( $($op:ident)+ : ($i0:expr, $i1:expr, $req:expr, $o0:expr, $o1:expr); )*
+        }
+    )*) => {
+        /// The arity of a supported operator, `None` when literun does not support it.
+        pub fn arity(code: B) -> Option<Arity> {
+            Some(match code {
+                $($( $(B::$op)|+ => Arity {
+                    inputs: $i0..=$i1,
+                    outputs: $o0..=$o1,
+                    required_inputs: $req,
+                }, )*)*
+                _ => return None,
+            })
+        }
+
+        /// The Cargo feature of `code`'s operator family (`"ops-conv"`...), `None` for an
+        /// operator literun does not support.
+        pub fn family_feature(code: B) -> Option<&'static str> {
+            Some(match code {
+                $( $($(B::$op)|+)|* => $feature, )*
+                _ => return None,
+            })
+        }
+
+        /// The name of an operator literun supports (compiled in or not), e.g. `"CONV_2D"`;
+        /// `None` for others. Without the `error-details` feature, errors name operators with
+        /// this (the schema's full list of names is 4 KiB of firmware); with it, with the
+        /// schema's names.
+        pub fn supported_name(code: B) -> Option<&'static str> {
+            // Codes (all below 256) and space-separated names: a compact table, searched rarely.
+            const CODES: &[u8] = &[$($($(B::$op.0 as u8,)+)*)*];
+            const NAMES: &str = concat!($($($(stringify!($op), " ",)+)*)*);
+            name_in(CODES, NAMES, code)
+        }
+    };
+}
+op_table!(registry);
+
+/// The name of `code` in `names` (space-separated, in the order of `codes`).
+fn name_in(codes: &[u8], names: &'static str, code: B) -> Option<&'static str> {
+    let i = codes.iter().position(|&c| i32::from(c) == code.0)?;
+    names.split(' ').nth(i)
 }
 
 /// `(name, cfg!(feature = name))` for each listed feature.
@@ -224,105 +200,6 @@ pub(crate) fn missing_type_feature(
         _ => return None,
     };
     (!on).then_some(name)
-}
-
-/// The name of an operator literun supports (compiled in or not), e.g. `"CONV_2D"`; `None` for
-/// others. Without the `error-details` feature, errors name operators with this (the schema's
-/// full list of names is 4 KiB of firmware); with it, with the schema's names.
-pub fn supported_name(code: B) -> Option<&'static str> {
-    // Codes (all below 256) and space-separated names: a compact table, searched rarely.
-    macro_rules! names {
-        ($($op:ident),* $(,)?) => {
-            (&[$(B::$op.0 as u8),*], concat!($(stringify!($op), " "),*))
-        };
-    }
-    let (codes, names): (&[u8], &str) = names!(
-        ADD,
-        SUB,
-        MUL,
-        DIV,
-        POW,
-        MAXIMUM,
-        MINIMUM,
-        SQUARED_DIFFERENCE,
-        PRELU,
-        EQUAL,
-        NOT_EQUAL,
-        LESS,
-        LESS_EQUAL,
-        GREATER,
-        GREATER_EQUAL,
-        LOGICAL_AND,
-        LOGICAL_OR,
-        LOGICAL_NOT,
-        SELECT_V2,
-        TOPK_V2,
-        ABS,
-        NEG,
-        EXP,
-        LOG,
-        SQRT,
-        RSQRT,
-        RELU,
-        RELU6,
-        RELU_N1_TO_1,
-        LOGISTIC,
-        TANH,
-        HARD_SWISH,
-        GELU,
-        LEAKY_RELU,
-        FLOOR,
-        SQUARE,
-        CAST,
-        DEQUANTIZE,
-        QUANTIZE,
-        SQUEEZE,
-        RESHAPE,
-        EXPAND_DIMS,
-        TRANSPOSE,
-        GATHER,
-        PAD,
-        BROADCAST_TO,
-        TILE,
-        ARG_MAX,
-        ARG_MIN,
-        PADV2,
-        MIRROR_PAD,
-        CONCATENATION,
-        SPLIT,
-        SPLIT_V,
-        SLICE,
-        STRIDED_SLICE,
-        CONV_2D,
-        DEPTHWISE_CONV_2D,
-        FULLY_CONNECTED,
-        TRANSPOSE_CONV,
-        BATCH_MATMUL,
-        MAX_POOL_2D,
-        AVERAGE_POOL_2D,
-        SOFTMAX,
-        LOG_SOFTMAX,
-        RESIZE_BILINEAR,
-        RESIZE_NEAREST_NEIGHBOR,
-        MEAN,
-        SUM,
-        REDUCE_MAX,
-        REDUCE_MIN,
-        REDUCE_PROD
-    );
-    let i = codes.iter().position(|&c| i32::from(c) == code.0)?;
-    let mut start = 0;
-    let mut k = 0;
-    for (j, &b) in names.as_bytes().iter().enumerate() {
-        if b == b' ' {
-            if k == i {
-                return names.get(start..j);
-            }
-            k += 1;
-            start = j + 1;
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::kernels::{batch_matmul, elementwise as ew};
 use crate::model::{DType, OpDesc};
 use crate::quant::{quantize_multiplier, OutputStage};
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -55,7 +56,13 @@ pub(crate) enum BatchMatMul {
     },
 }
 
-pub(crate) fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares BATCH_MATMUL: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, _code: B) -> Result<Kind> {
+    batch_matmul(c)
+}
+
+fn batch_matmul(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dts = (c.dtype(0)?, c.dtype(1)?);
     match dts {
         (DType::F32, DType::F32) => f32_inputs(c, 2)?,

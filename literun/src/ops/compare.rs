@@ -48,7 +48,24 @@ pub(crate) enum Compare {
     },
 }
 
-pub(crate) fn compare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+/// Prepares a comparison, logical operator, SELECT_V2 or TOPK_V2: this family's entry in the
+/// operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    match code {
+        B::LOGICAL_AND | B::LOGICAL_OR => logical(c, code == B::LOGICAL_AND),
+        B::LOGICAL_NOT => {
+            c.want_dtype(0, &[DType::Bool])?;
+            c.check_out(0, c.shape(0)?, DType::Bool)?;
+            Ok(Kind::Compare(Compare::LogicalNot))
+        }
+        B::SELECT_V2 => select_v2(c),
+        B::TOPK_V2 => topk(c),
+        _ => compare(c, code),
+    }
+}
+
+fn compare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     use cmp::CompareOp as O;
     let op = match code {
         B::EQUAL => O::Equal,
@@ -90,7 +107,7 @@ pub(crate) fn compare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     Ok(Kind::Compare(Compare::Relation { op, bc, dtype, q }))
 }
 
-pub(crate) fn logical(c: &Ctx<'_, '_>, and: bool) -> Result<Kind> {
+fn logical(c: &Ctx<'_, '_>, and: bool) -> Result<Kind> {
     c.want_dtype(0, &[DType::Bool])?;
     c.want_dtype(1, &[DType::Bool])?;
     let (a, b) = (c.shape(0)?, c.shape(1)?);
@@ -101,7 +118,7 @@ pub(crate) fn logical(c: &Ctx<'_, '_>, and: bool) -> Result<Kind> {
     Ok(Kind::Compare(Compare::Logical { and, bc }))
 }
 
-pub(crate) fn select_v2(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn select_v2(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.want_dtype(0, &[DType::Bool])?;
     let dt = c.want_dtype(
         1,
@@ -132,7 +149,7 @@ pub(crate) fn select_v2(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn topk(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn topk(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dtype = c.want_dtype(
         0,
         &[DType::F32, DType::I32, DType::I64, DType::I8, DType::U8],

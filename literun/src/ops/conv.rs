@@ -64,7 +64,13 @@ pub(crate) enum Conv {
     },
 }
 
-pub(crate) fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares CONV_2D: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, _code: B) -> Result<Kind> {
+    conv2d(c)
+}
+
+fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
     #[cfg(feature = "ops-float")]
     if (in_dt, f_dt) == (DType::F32, DType::F32) {

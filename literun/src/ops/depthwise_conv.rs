@@ -25,6 +25,7 @@ use crate::kernels::{conv, depthwise_conv};
 use crate::model::{DType, OpDesc};
 use crate::quant::OutputStage;
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
 #[derive(Debug)]
@@ -59,7 +60,13 @@ pub(crate) enum Depthwise {
     },
 }
 
-pub(crate) fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares DEPTHWISE_CONV_2D: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, _code: B) -> Result<Kind> {
+    depthwise(c)
+}
+
+fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
     if (in_dt, f_dt) == (DType::F32, DType::F32) {
         f32_inputs(c, 3)?;

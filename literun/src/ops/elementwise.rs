@@ -54,7 +54,25 @@ pub(crate) enum Elementwise {
     },
 }
 
-pub(crate) fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+/// Prepares an elementwise operator: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    match code {
+        B::CAST => cast(c),
+        B::ADD
+        | B::SUB
+        | B::MUL
+        | B::DIV
+        | B::POW
+        | B::MAXIMUM
+        | B::MINIMUM
+        | B::SQUARED_DIFFERENCE
+        | B::PRELU => binary(c, code),
+        _ => unary(c, code),
+    }
+}
+
+fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     use ew::BinaryOp as O;
     let (op, tag) = match code {
         B::ADD => (O::Add, Some(tag::ADD)),
@@ -106,7 +124,7 @@ pub(crate) fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     use ew::UnaryOp as U;
     let op = match code {
         B::ABS => U::Abs,
@@ -155,7 +173,7 @@ pub(crate) fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     Ok(Kind::Elementwise(Elementwise::Unary { op, dtype }))
 }
 
-pub(crate) fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
     let from = data_dtype(c, 0)?;
     let to = c.output(0)?.dtype;
     if matches!(to, DType::F16 | DType::I16) {

@@ -23,6 +23,7 @@ use crate::kernels::{conv, fully_connected, Activation};
 use crate::model::{DType, OpDesc};
 use crate::quant::OutputStage;
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -56,7 +57,13 @@ pub(crate) enum FullyConnected {
     },
 }
 
-pub(crate) fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares FULLY_CONNECTED: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, _code: B) -> Result<Kind> {
+    fully_connected(c)
+}
+
+fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (in_dt, f_dt) = (c.dtype(0)?, c.dtype(1)?);
     #[cfg(feature = "ops-float")]
     if (in_dt, f_dt) == (DType::F32, DType::F32) {

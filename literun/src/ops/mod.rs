@@ -15,32 +15,30 @@
     )
 )]
 
-use self::batch_matmul::{batch_matmul, BatchMatMul};
+use self::batch_matmul::BatchMatMul;
 use self::buffers::{Ins, Scratch};
-use self::compare::{compare, logical, select_v2, topk, Compare};
+use self::compare::Compare;
 use self::context::Ctx;
-use self::conv::{conv2d, Conv};
-use self::depthwise_conv::{depthwise, Depthwise};
-use self::elementwise::{binary, cast, unary, Elementwise};
-use self::fully_connected::{fully_connected, FullyConnected};
-use self::pad::{mirror_pad, pad, Pad};
-use self::pool::{pool2d, Pool};
-use self::quantize::{dequantize, quantize, Quantize};
-use self::reduce::{arg_min_max, reduce, Reduce};
-use self::reshape::reshape;
-use self::resize::{resize, Resize};
-use self::shape::{
-    broadcast_to, concat, gather, slice, split, strided_slice, tile, transpose, Shape,
-};
-use self::softmax::{softmax, Softmax};
-use self::transpose_conv::{transpose_conv, TransposeConv};
+use self::conv::Conv;
+use self::depthwise_conv::Depthwise;
+use self::elementwise::Elementwise;
+use self::fully_connected::FullyConnected;
+use self::pad::Pad;
+use self::pool::Pool;
+use self::quantize::Quantize;
+use self::reduce::Reduce;
+use self::resize::Resize;
+use self::shape::Shape;
+use self::softmax::Softmax;
+use self::transpose_conv::TransposeConv;
 use crate::error::{Error, Result};
 use crate::kernels::elementwise as ew;
-use crate::model::{op_err, DType, Model, OpDesc};
+use crate::model::{op_err, Model, OpDesc};
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
 pub(crate) use crate::model::registry::missing_type_feature;
+use crate::model::registry::op_table;
 pub use crate::model::registry::{
     arity, family_feature, feature_enabled, missing_feature, supported_name, Arity, FEATURES,
     MAX_VARIADIC,
@@ -93,110 +91,34 @@ pub(crate) enum Kind {
     },
 }
 
+/// `prepare_family(c, code)`: the `prepare` of `code`'s family, from the operator table.
+macro_rules! prepare_dispatch {
+    ($(
+        $family:ident $feature:literal {
+            $( $($op:ident)+ : $arity:tt; )*
+        }
+    )*) => {
+        fn prepare_family(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+            match code {
+                $(
+                    #[cfg(feature = $feature)]
+                    $($(B::$op)|+)|* => $family::prepare(c, code),
+                )*
+                _ => Err(c.err("not supported by the interpreter")),
+            }
+        }
+    };
+}
+op_table!(prepare_dispatch);
+
 /// Prepares operator `index`.
 pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Result<Kind> {
-    let ctx = Ctx {
+    let c = Ctx {
         index,
         op,
         tensors: model.tensors(),
     };
-    let c = &ctx;
-    let code = op.code;
-    let r = match code {
-        #[cfg(feature = "ops-elementwise")]
-        B::ADD
-        | B::SUB
-        | B::MUL
-        | B::DIV
-        | B::POW
-        | B::MAXIMUM
-        | B::MINIMUM
-        | B::SQUARED_DIFFERENCE
-        | B::PRELU => binary(c, code)?,
-        #[cfg(feature = "ops-elementwise")]
-        B::ABS
-        | B::NEG
-        | B::EXP
-        | B::LOG
-        | B::SQRT
-        | B::RSQRT
-        | B::RELU
-        | B::RELU6
-        | B::RELU_N1_TO_1
-        | B::LOGISTIC
-        | B::TANH
-        | B::HARD_SWISH
-        | B::GELU
-        | B::LEAKY_RELU
-        | B::FLOOR
-        | B::SQUARE => unary(c, code)?,
-        #[cfg(feature = "ops-reshape")]
-        B::RESHAPE | B::SQUEEZE | B::EXPAND_DIMS => reshape(c, code)?,
-        #[cfg(feature = "ops-shape")]
-        B::TRANSPOSE => transpose(c)?,
-        #[cfg(feature = "ops-shape")]
-        B::CONCATENATION => concat(c)?,
-        #[cfg(feature = "ops-shape")]
-        B::SPLIT | B::SPLIT_V => split(c, code == B::SPLIT_V)?,
-        #[cfg(feature = "ops-shape")]
-        B::SLICE => slice(c)?,
-        #[cfg(feature = "ops-shape")]
-        B::STRIDED_SLICE => strided_slice(c)?,
-        #[cfg(feature = "ops-shape")]
-        B::GATHER => gather(c)?,
-        #[cfg(feature = "ops-pad")]
-        B::PAD | B::PADV2 => pad(c)?,
-        #[cfg(feature = "ops-pad")]
-        B::MIRROR_PAD => mirror_pad(c)?,
-        #[cfg(feature = "ops-shape")]
-        B::BROADCAST_TO => broadcast_to(c)?,
-        #[cfg(feature = "ops-shape")]
-        B::TILE => tile(c)?,
-        #[cfg(feature = "ops-elementwise")]
-        B::CAST => cast(c)?,
-        #[cfg(feature = "ops-reduce")]
-        B::ARG_MAX | B::ARG_MIN => arg_min_max(c, code == B::ARG_MAX)?,
-        #[cfg(feature = "ops-quantize")]
-        B::DEQUANTIZE => dequantize(c)?,
-        #[cfg(feature = "ops-quantize")]
-        B::QUANTIZE => quantize(c)?,
-        #[cfg(feature = "ops-conv")]
-        B::CONV_2D => conv2d(c)?,
-        #[cfg(feature = "ops-depthwise-conv")]
-        B::DEPTHWISE_CONV_2D => depthwise(c)?,
-        #[cfg(feature = "ops-transpose-conv")]
-        B::TRANSPOSE_CONV => transpose_conv(c)?,
-        #[cfg(feature = "ops-fully-connected")]
-        B::FULLY_CONNECTED => fully_connected(c)?,
-        #[cfg(feature = "ops-batch-matmul")]
-        B::BATCH_MATMUL => batch_matmul(c)?,
-        #[cfg(feature = "ops-pool")]
-        B::MAX_POOL_2D | B::AVERAGE_POOL_2D => pool2d(c, code == B::MAX_POOL_2D)?,
-        #[cfg(feature = "ops-resize")]
-        B::RESIZE_BILINEAR | B::RESIZE_NEAREST_NEIGHBOR => resize(c, code == B::RESIZE_BILINEAR)?,
-        #[cfg(feature = "ops-softmax")]
-        B::SOFTMAX | B::LOG_SOFTMAX => softmax(c, code == B::LOG_SOFTMAX)?,
-        #[cfg(feature = "ops-reduce")]
-        B::MEAN | B::SUM | B::REDUCE_MAX | B::REDUCE_MIN | B::REDUCE_PROD => reduce(c, code)?,
-        #[cfg(feature = "ops-compare")]
-        B::EQUAL | B::NOT_EQUAL | B::LESS | B::LESS_EQUAL | B::GREATER | B::GREATER_EQUAL => {
-            compare(c, code)?
-        }
-        #[cfg(feature = "ops-compare")]
-        B::LOGICAL_AND | B::LOGICAL_OR => logical(c, code == B::LOGICAL_AND)?,
-        #[cfg(feature = "ops-compare")]
-        B::LOGICAL_NOT => {
-            c.want_dtype(0, &[DType::Bool])?;
-            c.check_out(0, c.shape(0)?, DType::Bool)?;
-            Kind::Compare(Compare::LogicalNot)
-        }
-        #[cfg(feature = "ops-compare")]
-        B::SELECT_V2 => select_v2(c)?,
-        #[cfg(feature = "ops-compare")]
-        B::TOPK_V2 => topk(c)?,
-        _ => return Err(c.err("not supported by the interpreter")),
-    };
-    Ok(r)
+    prepare_family(&c, op.code)
 }
 
 impl Kind {

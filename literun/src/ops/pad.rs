@@ -19,6 +19,7 @@ use crate::error::{format, Result};
 use crate::kernels::shape_ops as so;
 use crate::model::{DType, OpDesc};
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
 #[derive(Debug)]
@@ -40,7 +41,16 @@ pub(crate) enum Pad {
     },
 }
 
-pub(crate) fn pad(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares PAD, PADV2 or MIRROR_PAD: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    match code {
+        B::MIRROR_PAD => mirror_pad(c),
+        _ => pad(c),
+    }
+}
+
+fn pad(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let s = c.shape(0)?;
     let p = c.const_ints(1)?;
@@ -86,7 +96,7 @@ pub(crate) fn pad(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn mirror_pad(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn mirror_pad(c: &Ctx<'_, '_>) -> Result<Kind> {
     if data_dtype(c, 0)? != DType::F32 {
         return Err(c.err("only float32 data is supported"));
     }

@@ -20,6 +20,7 @@ use crate::kernels::pool;
 use crate::kernels::pool::Pool2dParams;
 use crate::model::{DType, OpDesc};
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 
 #[derive(Debug)]
 pub(crate) enum Pool {
@@ -47,7 +48,13 @@ pub(crate) enum Pool {
     },
 }
 
-pub(crate) fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
+/// Prepares MAX_POOL_2D or AVERAGE_POOL_2D: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    pool2d(c, code == B::MAX_POOL_2D)
+}
+
+fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
     let dt = c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?;
     use schema::Pool2DOptions as O;
     let t = c

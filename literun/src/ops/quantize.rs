@@ -19,6 +19,7 @@ use crate::error::{format, Result};
 use crate::kernels::{elementwise as ew, shape_ops as so};
 use crate::model::{op_err, DType, OpDesc};
 use crate::quant::quantize_scale_ratio;
+use crate::schema::BuiltinOperator as B;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -55,7 +56,16 @@ pub(crate) enum Quantize {
     },
 }
 
-pub(crate) fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares QUANTIZE or DEQUANTIZE: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    match code {
+        B::DEQUANTIZE => dequantize(c),
+        _ => quantize(c),
+    }
+}
+
+fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
     let i = c.input(0)?;
     c.check_out(0, &i.shape, DType::F32)?;
     match i.dtype {
@@ -85,7 +95,7 @@ pub(crate) fn dequantize(c: &Ctx<'_, '_>) -> Result<Kind> {
     }
 }
 
-pub(crate) fn quantize(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn quantize(c: &Ctx<'_, '_>) -> Result<Kind> {
     let i = c.input(0)?;
     let o = c.output(0)?;
     c.check_out(0, &i.shape, o.dtype)?;

@@ -58,7 +58,16 @@ pub(crate) enum Reduce {
     },
 }
 
-pub(crate) fn arg_min_max(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
+/// Prepares a reduction: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    match code {
+        B::ARG_MAX | B::ARG_MIN => arg_min_max(c, code == B::ARG_MAX),
+        _ => reduce(c, code),
+    }
+}
+
+fn arg_min_max(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
     let input = c.want_dtype(
         0,
         &[DType::F32, DType::I32, DType::I64, DType::I8, DType::U8],
@@ -89,7 +98,7 @@ pub(crate) fn arg_min_max(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     let dt = if code == B::REDUCE_PROD {
         c.want_dtype(0, &[DType::F32])?
     } else {

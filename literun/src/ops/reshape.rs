@@ -21,7 +21,12 @@ use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
-pub(crate) fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+/// Prepares RESHAPE, SQUEEZE or EXPAND_DIMS: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    reshape(c, code)
+}
+fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     let i = c.input(0)?;
     let o = c.output(0)?;
     if i.dtype == DType::F16 {

@@ -19,6 +19,7 @@ use crate::error::{format, Result};
 use crate::kernels::resize;
 use crate::model::{DType, OpDesc};
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 
 #[derive(Debug)]
 pub(crate) struct Resize {
@@ -31,7 +32,13 @@ pub(crate) struct Resize {
     pub(crate) int8: bool,
 }
 
-pub(crate) fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
+/// Prepares RESIZE_BILINEAR or RESIZE_NEAREST_NEIGHBOR: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    resize(c, code == B::RESIZE_BILINEAR)
+}
+
+fn resize(c: &Ctx<'_, '_>, bilinear: bool) -> Result<Kind> {
     let dt = c.want_dtype(0, &[DType::F32, DType::I8])?;
     let (mut align_corners, mut half_pixel) = (false, false);
     if bilinear {

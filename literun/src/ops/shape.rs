@@ -20,6 +20,7 @@ use crate::error::{format, Result};
 use crate::kernels::{shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc, MAX_RANK};
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
@@ -68,7 +69,22 @@ pub(crate) enum Shape {
     },
 }
 
-pub(crate) fn transpose(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares a data movement operator: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    match code {
+        B::TRANSPOSE => transpose(c),
+        B::CONCATENATION => concat(c),
+        B::SPLIT | B::SPLIT_V => split(c, code == B::SPLIT_V),
+        B::SLICE => slice(c),
+        B::STRIDED_SLICE => strided_slice(c),
+        B::GATHER => gather(c),
+        B::BROADCAST_TO => broadcast_to(c),
+        _ => tile(c),
+    }
+}
+
+fn transpose(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let s = c.shape(0)?;
     if s.len() > 6 {
@@ -85,7 +101,7 @@ pub(crate) fn transpose(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn concat(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn concat(c: &Ctx<'_, '_>) -> Result<Kind> {
     let (axis, act) = match c.options(tag::CONCATENATION)? {
         Some(t) => (
             c.opt(t.i32(schema::ConcatenationOptions::VT_AXIS, 0))?,
@@ -138,7 +154,7 @@ pub(crate) fn concat(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn split(c: &Ctx<'_, '_>, v: bool) -> Result<Kind> {
+fn split(c: &Ctx<'_, '_>, v: bool) -> Result<Kind> {
     let (input, axis_k) = if v { (0, 2) } else { (1, 0) };
     let dt = data_dtype(c, input)?;
     let s = c.shape(input)?;
@@ -196,7 +212,7 @@ pub(crate) fn split(c: &Ctx<'_, '_>, v: bool) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn slice(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn slice(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let s = c.shape(0)?;
     let begin = c.const_ints(1)?;
@@ -233,7 +249,7 @@ pub(crate) fn slice(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn strided_slice(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn strided_slice(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let s = c.shape(0)?;
     let rank = s.len();
@@ -364,7 +380,7 @@ pub(crate) fn strided_slice(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let idx = c.want_dtype(1, &[DType::I32, DType::I64])?;
     let (mut axis, mut batch_dims) = (0, 0);
@@ -395,7 +411,7 @@ pub(crate) fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn broadcast_to(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn broadcast_to(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let s = c.shape(0)?;
     let target = c.const_ints(1)?;
@@ -418,7 +434,7 @@ pub(crate) fn broadcast_to(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))
 }
 
-pub(crate) fn tile(c: &Ctx<'_, '_>) -> Result<Kind> {
+fn tile(c: &Ctx<'_, '_>) -> Result<Kind> {
     let dt = data_dtype(c, 0)?;
     let s = c.shape(0)?;
     let m = c.const_ints(1)?;

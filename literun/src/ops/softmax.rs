@@ -19,6 +19,7 @@ use crate::error::{format, Result};
 use crate::kernels::softmax;
 use crate::model::{DType, OpDesc};
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 
 #[derive(Debug)]
 pub(crate) enum Softmax {
@@ -37,7 +38,13 @@ pub(crate) enum Softmax {
     },
 }
 
-pub(crate) fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
+/// Prepares SOFTMAX or LOG_SOFTMAX: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    softmax(c, code == B::LOG_SOFTMAX)
+}
+
+fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
     if c.dtype(0)? == DType::I8 && !log {
         return softmax_i8(c);
     }

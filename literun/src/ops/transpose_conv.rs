@@ -23,6 +23,7 @@ use crate::kernels::transpose_conv::TransposeConvParams;
 use crate::model::{DType, OpDesc};
 use crate::quant::OutputStage;
 use crate::schema;
+use crate::schema::BuiltinOperator as B;
 
 #[derive(Debug)]
 pub(crate) enum TransposeConv {
@@ -43,7 +44,13 @@ pub(crate) enum TransposeConv {
     },
 }
 
-pub(crate) fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
+/// Prepares TRANSPOSE_CONV: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, _code: B) -> Result<Kind> {
+    transpose_conv(c)
+}
+
+fn transpose_conv(c: &Ctx<'_, '_>) -> Result<Kind> {
     let int8 = match (c.dtype(2)?, c.dtype(1)?) {
         (DType::F32, DType::F32) => {
             if c.has_input(3) {
