@@ -304,3 +304,40 @@ impl BatchMatMul {
         Ok(())
     }
 }
+
+impl BatchMatMul {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            BatchMatMul::I8 {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            } => {
+                let (i8s, i32s) = crate::kernels::batch_matmul::BmmI8Scratch::sizes(
+                    lhs_shape, rhs_shape, *adj_x, *adj_y,
+                );
+                (i8s, 0, i32s)
+            }
+            BatchMatMul::Hybrid {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            } => {
+                let (_, k, n) =
+                    crate::kernels::batch_matmul::matmul_dims(lhs_shape, rhs_shape, *adj_x, *adj_y)
+                        .unwrap_or_default();
+                let r = rhs_shape.len();
+                let lhs_len: usize = lhs_shape.iter().product();
+                let rows = lhs_len.checked_div(k).unwrap_or(0);
+                let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
+                (lhs_len, rows + k, rows + rhs_mats * n)
+            }
+            BatchMatMul::F32 { .. } => (0, 0, 0),
+        }
+    }
+}

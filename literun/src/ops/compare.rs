@@ -312,3 +312,16 @@ impl Compare {
         Ok(())
     }
 }
+
+impl Compare {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Compare::TopK { n, .. } => (0, 0, *n),
+            Compare::Relation { .. }
+            | Compare::Logical { .. }
+            | Compare::LogicalNot
+            | Compare::Select { .. } => (0, 0, 0),
+        }
+    }
+}

@@ -18,11 +18,13 @@ use super::context::{
     padding_same, positive, tag, Ctx,
 };
 use super::depthwise_conv::Depthwise;
+use super::fast::{Constants, Fast};
 use super::pad::Pad;
 use super::{prepare_op, Kind};
 use crate::error::{format, Result};
 use crate::kernels::conv;
 use crate::kernels::conv::{Conv2dParams, HybridInput};
+use crate::kernels::simd::{self, GemmF32, GemmI8, Isa, WinoF32};
 use crate::model::{DType, Model, OpDesc};
 use crate::quant::OutputStage;
 use crate::schema;
@@ -615,5 +617,82 @@ impl Conv {
             }
         }
         Ok(())
+    }
+}
+
+impl Conv {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Conv::Hybrid { in_shape, .. } => (in_shape.iter().product(), in_shape[0], in_shape[0]),
+            Conv::F32 { .. } | Conv::I8 { .. } | Conv::I16 { .. } => (0, 0, 0),
+        }
+    }
+}
+
+impl Conv {
+    /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
+    pub(super) fn fast(
+        &self,
+        isa: Isa,
+        winograd: bool,
+        constants: &Constants<'_, '_>,
+    ) -> Option<Fast> {
+        match self {
+            Conv::I8 {
+                in_shape,
+                filter_shape: [o, kh, kw, i],
+                q,
+                ..
+            } if *i == in_shape[3] => GemmI8::pack(
+                isa,
+                constants.weights_i8()?,
+                *o,
+                kh * kw * i,
+                constants.bias_i32()?,
+                q,
+            )
+            .map(Fast::ConvI8),
+            Conv::F32 {
+                params,
+                in_shape,
+                filter_shape: [o, 3, 3, i],
+                out_shape,
+                ..
+            } if *i == in_shape[3]
+                && [
+                    params.stride_h,
+                    params.stride_w,
+                    params.dilation_h,
+                    params.dilation_w,
+                ] == [1; 4] =>
+            {
+                let w = constants.weights_f32()?;
+                let b = constants.bias_f32()?;
+                let tiles = out_shape[1].div_ceil(2) * out_shape[2].div_ceil(2);
+                let wino = (winograd && tiles >= simd::WINO_MIN_TILES)
+                    .then(|| WinoF32::pack(isa, w, *o, *i, b, params.activation))
+                    .flatten();
+                match wino {
+                    Some(wf) => Some(Fast::ConvWino(wf)),
+                    None => GemmF32::pack(isa, w, *o, 9 * i, b, params.activation).map(Fast::Conv),
+                }
+            }
+            Conv::F32 {
+                params,
+                in_shape,
+                filter_shape: [o, kh, kw, i],
+                ..
+            } if *i == in_shape[3] => GemmF32::pack(
+                isa,
+                constants.weights_f32()?,
+                *o,
+                kh * kw * i,
+                constants.bias_f32()?,
+                params.activation,
+            )
+            .map(Fast::Conv),
+            _ => None,
+        }
     }
 }

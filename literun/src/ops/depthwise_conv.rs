@@ -17,10 +17,12 @@ use super::context::{
     activation, bias_check, conv_out_and_pad, f32_inputs, filter_scales, hybrid_bias, output_stage,
     padding_same, positive, tag, Ctx,
 };
+use super::fast::{Constants, Fast};
 use super::Kind;
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
 use crate::kernels::depthwise_conv::DepthwiseParams;
+use crate::kernels::simd::{DwF32, DwI8, Isa};
 use crate::kernels::{conv, depthwise_conv};
 use crate::model::{DType, OpDesc};
 use crate::quant::OutputStage;
@@ -284,5 +286,63 @@ impl Depthwise {
             }
         }
         Ok(())
+    }
+}
+
+impl Depthwise {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Depthwise::Hybrid {
+                in_shape,
+                filter_shape,
+                ..
+            } => (
+                in_shape.iter().product(),
+                in_shape[0],
+                in_shape[0] + filter_shape[3],
+            ),
+            Depthwise::I8 { filter_shape, .. } => (0, 0, filter_shape[3]),
+            Depthwise::F32 { .. } | Depthwise::I16 { .. } => (0, 0, 0),
+        }
+    }
+}
+
+impl Depthwise {
+    /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
+    pub(super) fn fast(&self, isa: Isa, constants: &Constants<'_, '_>) -> Option<Fast> {
+        match self {
+            Depthwise::I8 {
+                params,
+                filter_shape: [_, kh, kw, c],
+                q,
+                ..
+            } if params.depth_multiplier == 1 => {
+                let dil = [params.dilation_h, params.dilation_w];
+                DwI8::pack(
+                    isa,
+                    constants.weights_i8()?,
+                    kh * kw,
+                    *c,
+                    constants.bias_i32()?,
+                    q,
+                )
+                .map(|dw| Fast::DepthwiseI8(dw.for_window(*kh, *kw, dil)))
+            }
+            Depthwise::F32 {
+                params,
+                filter_shape: [_, kh, kw, c],
+                ..
+            } if params.depth_multiplier == 1 => DwF32::pack(
+                isa,
+                constants.weights_f32()?,
+                kh * kw,
+                *c,
+                constants.bias_f32()?,
+                params.activation,
+            )
+            .map(Fast::Depthwise),
+            _ => None,
+        }
     }
 }

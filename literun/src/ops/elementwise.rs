@@ -15,8 +15,10 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{act_range, activation, data_dtype, tag, Ctx};
+use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc};
 use crate::schema;
@@ -471,5 +473,37 @@ impl Elementwise {
             }
         }
         Ok(())
+    }
+}
+
+impl Elementwise {
+    /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        match self {
+            Elementwise::BinaryI8 {
+                p: ew::BinaryI8::AddSubTables(t),
+                ..
+            } => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
+            Elementwise::BinaryI8 {
+                p: p @ ew::BinaryI8::Mul { .. },
+                ..
+            } => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
+            #[cfg(feature = "ops-elementwise")]
+            Elementwise::BinaryI8 {
+                p: p @ ew::BinaryI8::SquaredDifference { .. },
+                ..
+            } => Some(Fast::PairTableI8(
+                (0..=u16::MAX)
+                    .map(|i| p.eval((i >> 8) as u8 as i8, i as u8 as i8))
+                    .collect(),
+            )),
+            #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+            Elementwise::Unary { dtype, .. }
+                if *dtype != DType::I32 && simd::has_elementwise(isa) =>
+            {
+                Some(Fast::Unary(isa))
+            }
+            _ => None,
+        }
     }
 }

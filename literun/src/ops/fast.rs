@@ -21,9 +21,50 @@ use super::fully_connected::FullyConnected;
 use super::quantize::Quantize;
 use super::shape::Shape;
 use super::Kind;
+use crate::kernels::simd;
 use crate::kernels::simd::{DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa, WinoF32};
-use crate::kernels::{elementwise as ew, simd};
 use crate::model::{DType, OpDesc};
+
+/// The constant inputs of an operator whose fast kernel is being prepared.
+pub(crate) struct Constants<'c, 'a> {
+    op: &'a OpDesc<'a>,
+    constant: &'a dyn Fn(usize) -> Option<&'c [u8]>,
+}
+
+impl<'c> Constants<'c, '_> {
+    fn data(&self, k: usize) -> Option<&'c [u8]> {
+        self.op
+            .inputs
+            .get(k)
+            .copied()
+            .flatten()
+            .and_then(self.constant)
+    }
+
+    pub(crate) fn weights_i8(&self) -> Option<&'c [i8]> {
+        Some(bytemuck::cast_slice(self.data(1)?))
+    }
+
+    pub(crate) fn weights_f32(&self) -> Option<&'c [f32]> {
+        bytemuck::try_cast_slice(self.data(1)?).ok()
+    }
+
+    /// The bias: absent, or constant (a bias computed at run time keeps the portable kernel).
+    fn bias<T: bytemuck::Pod>(&self) -> Option<Option<&'c [T]>> {
+        match self.op.inputs.get(2).copied().flatten() {
+            None => Some(None),
+            Some(_) => Some(Some(bytemuck::try_cast_slice(self.data(2)?).ok()?)),
+        }
+    }
+
+    pub(crate) fn bias_i32(&self) -> Option<Option<&'c [i32]>> {
+        self.bias()
+    }
+
+    pub(crate) fn bias_f32(&self) -> Option<Option<&'c [f32]>> {
+        self.bias()
+    }
+}
 
 /// An operator's pre-packed constant weights for the fast kernels ([`crate::kernels::simd`]).
 pub(crate) enum Fast {
@@ -109,166 +150,25 @@ impl Fast {
         if isa == Isa::Portable || !simd::FAST_KERNELS {
             return None;
         }
-        let input = |k: usize| op.inputs.get(k).copied().flatten();
-        let data = |k: usize| input(k).and_then(constant);
-        let weights_i8 = || -> Option<&'c [i8]> { Some(bytemuck::cast_slice(data(1)?)) };
-        let weights_f32 = || -> Option<&'c [f32]> { bytemuck::try_cast_slice(data(1)?).ok() };
-        // The bias: absent, or constant (a bias computed at run time keeps the portable kernel).
-        let bias_i32 = || -> Option<Option<&'c [i32]>> {
-            match input(2) {
-                None => Some(None),
-                Some(_) => Some(Some(bytemuck::try_cast_slice(data(2)?).ok()?)),
-            }
-        };
-        let bias_f32 = || -> Option<Option<&'c [f32]>> {
-            match input(2) {
-                None => Some(None),
-                Some(_) => Some(Some(bytemuck::try_cast_slice(data(2)?).ok()?)),
-            }
-        };
+        let c = Constants { op, constant };
         match kind {
-            Kind::Conv(Conv::I8 {
-                in_shape,
-                filter_shape: [o, kh, kw, i],
-                q,
-                ..
-            }) if *i == in_shape[3] => {
-                GemmI8::pack(isa, weights_i8()?, *o, kh * kw * i, bias_i32()?, q).map(Fast::ConvI8)
-            }
-            Kind::FullyConnected(FullyConnected::I8 {
-                in_depth,
-                out_depth,
-                q,
-                ..
-            }) => GemmI8::pack(isa, weights_i8()?, *out_depth, *in_depth, bias_i32()?, q)
-                .map(Fast::FullyConnectedI8),
-            Kind::Depthwise(Depthwise::I8 {
-                params,
-                filter_shape: [_, kh, kw, c],
-                q,
-                ..
-            }) if params.depth_multiplier == 1 => {
-                let dil = [params.dilation_h, params.dilation_w];
-                DwI8::pack(isa, weights_i8()?, kh * kw, *c, bias_i32()?, q)
-                    .map(|dw| Fast::DepthwiseI8(dw.for_window(*kh, *kw, dil)))
-            }
-            Kind::Conv(Conv::F32 {
-                params,
-                in_shape,
-                filter_shape: [o, 3, 3, i],
-                out_shape,
-                ..
-            }) if *i == in_shape[3]
-                && [
-                    params.stride_h,
-                    params.stride_w,
-                    params.dilation_h,
-                    params.dilation_w,
-                ] == [1; 4] =>
-            {
-                let w = weights_f32()?;
-                let b = bias_f32()?;
-                let tiles = out_shape[1].div_ceil(2) * out_shape[2].div_ceil(2);
-                let wino = (winograd && tiles >= simd::WINO_MIN_TILES)
-                    .then(|| WinoF32::pack(isa, w, *o, *i, b, params.activation))
-                    .flatten();
-                match wino {
-                    Some(wf) => Some(Fast::ConvWino(wf)),
-                    None => GemmF32::pack(isa, w, *o, 9 * i, b, params.activation).map(Fast::Conv),
-                }
-            }
-            Kind::Conv(Conv::F32 {
-                params,
-                in_shape,
-                filter_shape: [o, kh, kw, i],
-                ..
-            }) if *i == in_shape[3] => GemmF32::pack(
-                isa,
-                weights_f32()?,
-                *o,
-                kh * kw * i,
-                bias_f32()?,
-                params.activation,
-            )
-            .map(Fast::Conv),
-            Kind::FullyConnected(FullyConnected::F32 {
-                in_depth,
-                out_depth,
-                act,
-                ..
-            }) => GemmF32::pack(
-                isa,
-                weights_f32()?,
-                *out_depth,
-                *in_depth,
-                bias_f32()?,
-                *act,
-            )
-            .map(Fast::FullyConnected),
-            Kind::Depthwise(Depthwise::F32 {
-                params,
-                filter_shape: [_, kh, kw, c],
-                ..
-            }) if params.depth_multiplier == 1 => DwF32::pack(
-                isa,
-                weights_f32()?,
-                kh * kw,
-                *c,
-                bias_f32()?,
-                params.activation,
-            )
-            .map(Fast::Depthwise),
-            Kind::Elementwise(Elementwise::BinaryI8 {
-                p: ew::BinaryI8::AddSubTables(t),
-                ..
-            }) => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
-            Kind::Elementwise(Elementwise::BinaryI8 {
-                p: p @ ew::BinaryI8::Mul { .. },
-                ..
-            }) => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
-            #[cfg(feature = "ops-elementwise")]
-            Kind::Elementwise(Elementwise::BinaryI8 {
-                p: p @ ew::BinaryI8::SquaredDifference { .. },
-                ..
-            }) => Some(Fast::PairTableI8(
-                (0..=u16::MAX)
-                    .map(|i| p.eval((i >> 8) as u8 as i8, i as u8 as i8))
-                    .collect(),
-            )),
-            Kind::Quantize(Quantize::FromFloat { .. }) if simd::has_elementwise(isa) => {
-                Some(Fast::Quantize(isa))
-            }
-            #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-            Kind::Elementwise(Elementwise::Unary { dtype, .. })
-                if *dtype != DType::I32 && simd::has_elementwise(isa) =>
-            {
-                Some(Fast::Unary(isa))
-            }
-            #[cfg(feature = "ops-shape")]
-            Kind::Shape(Shape::Transpose {
-                in_shape,
-                perm,
-                size,
-            }) if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
-                Some(Fast::TransposeFewRows(isa))
-            }
-            Kind::Conv(_)
-            | Kind::Depthwise(_)
-            | Kind::TransposeConv(_)
-            | Kind::FullyConnected(_)
+            Kind::Conv(k) => k.fast(isa, winograd, &c),
+            Kind::Depthwise(k) => k.fast(isa, &c),
+            Kind::FullyConnected(k) => k.fast(isa, &c),
+            Kind::Elementwise(k) => k.fast(isa),
+            Kind::Shape(k) => k.fast(isa),
+            Kind::Quantize(k) => k.fast(isa),
+            Kind::TransposeConv(_)
             | Kind::BatchMatMul(_)
             | Kind::Pool(_)
             | Kind::Softmax(_)
-            | Kind::Elementwise(_)
             | Kind::Pad(_)
-            | Kind::Shape(_)
-            | Kind::Quantize(_)
             | Kind::Reduce(_)
             | Kind::Resize(_)
             | Kind::Compare(_)
             | Kind::Copy
-            | Kind::Lut8 { .. }
-            | Kind::Precomputed => None,
+            | Kind::Precomputed
+            | Kind::Lut8 { .. } => None,
         }
     }
 }

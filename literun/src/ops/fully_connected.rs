@@ -16,9 +16,11 @@ use super::buffers::{bias_i32, bias_i64, cast_out, Ins, Scratch};
 use super::context::{
     activation, bias_check, f32_inputs, filter_scales, hybrid_bias, output_stage, tag, Ctx,
 };
+use super::fast::{Constants, Fast};
 use super::Kind;
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
+use crate::kernels::simd::{GemmF32, GemmI8, Isa};
 use crate::kernels::{conv, fully_connected, Activation};
 use crate::model::{DType, OpDesc};
 use crate::quant::OutputStage;
@@ -285,5 +287,56 @@ impl FullyConnected {
             }
         }
         Ok(())
+    }
+}
+
+impl FullyConnected {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            FullyConnected::Hybrid {
+                batches, in_depth, ..
+            } => (batches * in_depth, *batches, *batches),
+            FullyConnected::F32 { .. } | FullyConnected::I8 { .. } | FullyConnected::I16 { .. } => {
+                (0, 0, 0)
+            }
+        }
+    }
+}
+
+impl FullyConnected {
+    /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
+    pub(super) fn fast(&self, isa: Isa, constants: &Constants<'_, '_>) -> Option<Fast> {
+        match self {
+            FullyConnected::I8 {
+                in_depth,
+                out_depth,
+                q,
+                ..
+            } => GemmI8::pack(
+                isa,
+                constants.weights_i8()?,
+                *out_depth,
+                *in_depth,
+                constants.bias_i32()?,
+                q,
+            )
+            .map(Fast::FullyConnectedI8),
+            FullyConnected::F32 {
+                in_depth,
+                out_depth,
+                act,
+                ..
+            } => GemmF32::pack(
+                isa,
+                constants.weights_f32()?,
+                *out_depth,
+                *in_depth,
+                constants.bias_f32()?,
+                *act,
+            )
+            .map(Fast::FullyConnected),
+            _ => None,
+        }
     }
 }

@@ -139,65 +139,23 @@ impl Kind {
     /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
     pub(crate) fn scratch(&self) -> (usize, usize, usize) {
         match self {
-            Kind::BatchMatMul(BatchMatMul::I8 {
-                lhs_shape,
-                rhs_shape,
-                adj_x,
-                adj_y,
-                ..
-            }) => {
-                let (i8s, i32s) = crate::kernels::batch_matmul::BmmI8Scratch::sizes(
-                    lhs_shape, rhs_shape, *adj_x, *adj_y,
-                );
-                (i8s, 0, i32s)
-            }
-            Kind::Conv(Conv::Hybrid { in_shape, .. }) => {
-                (in_shape.iter().product(), in_shape[0], in_shape[0])
-            }
-            Kind::Depthwise(Depthwise::Hybrid {
-                in_shape,
-                filter_shape,
-                ..
-            }) => (
-                in_shape.iter().product(),
-                in_shape[0],
-                in_shape[0] + filter_shape[3],
-            ),
-            Kind::FullyConnected(FullyConnected::Hybrid {
-                batches, in_depth, ..
-            }) => (batches * in_depth, *batches, *batches),
-            Kind::Depthwise(Depthwise::I8 { filter_shape, .. }) => (0, 0, filter_shape[3]),
-            Kind::TransposeConv(TransposeConv::I8 { out_shape, .. }) => {
-                (0, 0, out_shape.iter().product())
-            }
-            Kind::BatchMatMul(BatchMatMul::Hybrid {
-                lhs_shape,
-                rhs_shape,
-                adj_x,
-                adj_y,
-                ..
-            }) => {
-                let (_, k, n) =
-                    crate::kernels::batch_matmul::matmul_dims(lhs_shape, rhs_shape, *adj_x, *adj_y)
-                        .unwrap_or_default();
-                let r = rhs_shape.len();
-                let lhs_len: usize = lhs_shape.iter().product();
-                let rows = lhs_len.checked_div(k).unwrap_or(0);
-                let rhs_mats: usize = rhs_shape[..r - 2].iter().product();
-                (lhs_len, rows + k, rows + rhs_mats * n)
-            }
-            Kind::Reduce(Reduce::MeanI8(m)) | Kind::Reduce(Reduce::MeanI16(m)) => {
-                (0, 0, m.output_len())
-            }
-            Kind::Reduce(Reduce::SumI8 { shape, axes, .. }) => {
-                let out: usize = (0..shape.len())
-                    .filter(|d| !axes.contains(d))
-                    .map(|d| shape[d])
-                    .product();
-                (0, 0, out)
-            }
-            Kind::Compare(Compare::TopK { n, .. }) => (0, 0, *n),
-            _ => (0, 0, 0),
+            Kind::Conv(k) => k.scratch(),
+            Kind::Depthwise(k) => k.scratch(),
+            Kind::TransposeConv(k) => k.scratch(),
+            Kind::FullyConnected(k) => k.scratch(),
+            Kind::BatchMatMul(k) => k.scratch(),
+            Kind::Reduce(k) => k.scratch(),
+            Kind::Compare(k) => k.scratch(),
+            Kind::Pool(_)
+            | Kind::Softmax(_)
+            | Kind::Elementwise(_)
+            | Kind::Pad(_)
+            | Kind::Shape(_)
+            | Kind::Quantize(_)
+            | Kind::Resize(_)
+            | Kind::Copy
+            | Kind::Precomputed
+            | Kind::Lut8 { .. } => (0, 0, 0),
         }
     }
 

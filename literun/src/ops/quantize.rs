@@ -14,8 +14,10 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::Ctx;
+use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so};
 use crate::model::{op_err, DType, OpDesc};
 use crate::quant::quantize_scale_ratio;
@@ -312,5 +314,15 @@ impl Quantize {
             }
         }
         Ok(())
+    }
+}
+
+impl Quantize {
+    /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        match self {
+            Quantize::FromFloat { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
+            _ => None,
+        }
     }
 }

@@ -356,3 +356,20 @@ impl Reduce {
         Ok(())
     }
 }
+
+impl Reduce {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Reduce::MeanI8(m) | Reduce::MeanI16(m) => (0, 0, m.output_len()),
+            Reduce::SumI8 { shape, axes, .. } => {
+                let out: usize = (0..shape.len())
+                    .filter(|d| !axes.contains(d))
+                    .map(|d| shape[d])
+                    .product();
+                (0, 0, out)
+            }
+            Reduce::F32 { .. } | Reduce::MaxMinI8 { .. } | Reduce::ArgMinMax { .. } => (0, 0, 0),
+        }
+    }
+}

@@ -15,8 +15,10 @@
 
 use super::buffers::{by_size, cast_out, Ins, Scratch};
 use super::context::{activation, data_dtype, tag, Ctx};
+use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::{self, Isa};
 use crate::kernels::{shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc, MAX_RANK};
 use crate::schema;
@@ -637,5 +639,22 @@ impl Shape {
             }
         }
         Ok(())
+    }
+}
+
+impl Shape {
+    /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        match self {
+            #[cfg(feature = "ops-shape")]
+            Shape::Transpose {
+                in_shape,
+                perm,
+                size,
+            } if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
+                Some(Fast::TransposeFewRows(isa))
+            }
+            _ => None,
+        }
     }
 }

@@ -194,3 +194,13 @@ impl TransposeConv {
         Ok(())
     }
 }
+
+impl TransposeConv {
+    /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
+    pub(super) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            TransposeConv::I8 { out_shape, .. } => (0, 0, out_shape.iter().product()),
+            TransposeConv::F32 { .. } => (0, 0, 0),
+        }
+    }
+}
