@@ -237,7 +237,7 @@ impl BatchMatMul {
                         let lhs = ins.typed::<f32>(0)?;
                         let l = lhs_shape.len();
                         let k = lhs_shape[if *adj_x { l - 2 } else { l - 1 }];
-                        // Sized by `Kind::scratch` for these shapes (the kernel checks the lengths).
+                        // Sized by `BatchMatMul::scratch` for these shapes (the kernel checks the lengths).
                         let rows = (lhs.len().checked_div(k).unwrap_or(0))
                             .min(scratch.f32s.len())
                             .min(scratch.i32s.len());
@@ -288,7 +288,7 @@ impl BatchMatMul {
                         *adj_y,
                         *rhs_offset,
                         q,
-                        // Sized by `Kind::scratch` for these shapes (the kernel checks the lengths).
+                        // Sized by `BatchMatMul::scratch` for these shapes (the kernel checks the lengths).
                         &mut batch_matmul::BmmI8Scratch {
                             i8s: &mut scratch.i8s,
                             sums: &mut scratch.i32s,

@@ -31,7 +31,7 @@ pub(crate) enum Loc {
     Packed { off: usize, len: usize },
 }
 
-/// Run-time scratch of the quantized kernels, sized in [`Interpreter::new`].
+/// Run-time scratch of the quantized kernels, sized when the interpreter is built.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
     pub(crate) i8s: Vec<i8>,
@@ -50,7 +50,7 @@ pub(crate) struct Ins<'b> {
     pub(crate) locs: &'b [Loc],
     pub(crate) tensors: &'b [TensorDesc<'b>],
     pub(crate) ids: &'b [Option<usize>],
-    /// Read as input 0 instead of `ids[0]` ([`Prepared::input0`]).
+    /// Read as input 0 instead of `ids[0]` (a convolution with a PAD folded into it).
     pub(crate) in0: Option<usize>,
 }
 

@@ -353,7 +353,7 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
     if b0 | c0 | b1 | c1 != 0 || n == 0 || h == 0 || w == 0 || ch == 0 {
         return false;
     }
-    // The value the PAD writes (as `run_op` does: the fill byte, or the PADV2 constant).
+    // The value the PAD writes (as `Pad::run` does: the fill byte, or the PADV2 constant).
     let mut v = [0u8; 8];
     v[0] = *fill;
     if let Some(val) = value {
