@@ -24,6 +24,7 @@ use super::{prepare_op, Kind};
 use crate::error::{format, Result};
 use crate::kernels::conv;
 use crate::kernels::conv::{Conv2dParams, HybridInput};
+use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{self, GemmF32, GemmI8, Isa, WinoF32};
 use crate::model::{DType, Model, OpDesc};
 use crate::quant::OutputStage;
@@ -694,5 +695,77 @@ impl Conv {
             .map(Fast::Conv),
             _ => None,
         }
+    }
+}
+
+impl Conv {
+    /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            (
+                Fast::ConvI8(g),
+                Conv::I8 {
+                    params,
+                    in_shape,
+                    filter_shape,
+                    out_shape,
+                    q,
+                },
+            ) => simd::conv2d_i8(
+                g,
+                ins.typed(0).ok()?,
+                *in_shape,
+                *filter_shape,
+                params,
+                q.input_offset,
+                cast_out(out).ok()?,
+                *out_shape,
+                s,
+            ),
+            (
+                Fast::Conv(g),
+                Conv::F32 {
+                    params,
+                    in_shape,
+                    filter_shape,
+                    out_shape,
+                },
+            ) => simd::conv2d_f32(
+                g,
+                ins.typed(0).ok()?,
+                *in_shape,
+                *filter_shape,
+                params,
+                cast_out(out).ok()?,
+                *out_shape,
+                s,
+            ),
+            (
+                Fast::ConvWino(w),
+                Conv::F32 {
+                    params,
+                    in_shape,
+                    out_shape,
+                    ..
+                },
+            ) => simd::conv2d_wino_f32(
+                w,
+                ins.typed(0).ok()?,
+                *in_shape,
+                params,
+                cast_out(out).ok()?,
+                *out_shape,
+                s,
+            ),
+            _ => return None,
+        }
+        Some(())
     }
 }

@@ -22,6 +22,8 @@ use super::Kind;
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
 use crate::kernels::depthwise_conv::DepthwiseParams;
+use crate::kernels::simd;
+use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{DwF32, DwI8, Isa};
 use crate::kernels::{conv, depthwise_conv};
 use crate::model::{DType, OpDesc};
@@ -344,5 +346,59 @@ impl Depthwise {
             .map(Fast::Depthwise),
             _ => None,
         }
+    }
+}
+
+impl Depthwise {
+    /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            (
+                Fast::DepthwiseI8(d),
+                Depthwise::I8 {
+                    params,
+                    in_shape,
+                    filter_shape,
+                    out_shape,
+                    ..
+                },
+            ) => simd::depthwise_i8(
+                d,
+                ins.typed(0).ok()?,
+                *in_shape,
+                [filter_shape[1], filter_shape[2]],
+                params,
+                cast_out(out).ok()?,
+                *out_shape,
+                s,
+            ),
+            (
+                Fast::Depthwise(d),
+                Depthwise::F32 {
+                    params,
+                    in_shape,
+                    filter_shape,
+                    out_shape,
+                },
+            ) => simd::depthwise_f32(
+                d,
+                ins.typed(0).ok()?,
+                *in_shape,
+                [filter_shape[1], filter_shape[2]],
+                params,
+                cast_out(out).ok()?,
+                *out_shape,
+                s,
+            ),
+            _ => return None,
+        }
+        Some(())
     }
 }

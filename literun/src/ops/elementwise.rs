@@ -18,6 +18,7 @@ use super::context::{act_range, activation, data_dtype, tag, Ctx};
 use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc};
@@ -505,5 +506,41 @@ impl Elementwise {
             }
             _ => None,
         }
+    }
+}
+
+impl Elementwise {
+    /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        _s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            (Fast::PairTableI8(t), Elementwise::BinaryI8 { bc, .. }) if t.len() == 1 << 16 => {
+                let (a, b) = (ins.typed::<i8>(0).ok()?, ins.typed::<i8>(1).ok()?);
+                bc.apply(a, b, cast_out::<i8>(out).ok()?, |x, y| {
+                    t[usize::from(x as u8) << 8 | usize::from(y as u8)]
+                });
+            }
+            (Fast::ArithI8(f), Elementwise::BinaryI8 { p, bc }) => simd::arith_i8(
+                f,
+                p,
+                bc,
+                ins.typed(0).ok()?,
+                ins.typed(1).ok()?,
+                cast_out(out).ok()?,
+            ),
+            #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+            (Fast::Unary(isa), Elementwise::Unary { op, .. }) => {
+                let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
+                return simd::unary_f32(*isa, *op, i, o).then_some(());
+            }
+            _ => return None,
+        }
+        Some(())
     }
 }

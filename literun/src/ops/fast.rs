@@ -1,5 +1,6 @@
-//! The SIMD kernels with pre-packed constant weights ([`crate::kernels::simd`]): which prepared
-//! operators have one on this CPU, and running them.
+//! The SIMD kernels with pre-packed constant weights ([`crate::kernels::simd`]): their packed
+//! forms ([`Fast`]) and the dispatch to each family's `fast` (which kernel an operator has on
+//! this CPU) and `run_fast`.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -13,17 +14,11 @@
     )
 )]
 
-use super::buffers::{cast_out, Ins};
-use super::conv::Conv;
-use super::depthwise_conv::Depthwise;
-use super::elementwise::Elementwise;
-use super::fully_connected::FullyConnected;
-use super::quantize::Quantize;
-use super::shape::Shape;
+use super::buffers::Ins;
 use super::Kind;
 use crate::kernels::simd;
 use crate::kernels::simd::{DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa, WinoF32};
-use crate::model::{DType, OpDesc};
+use crate::model::OpDesc;
 
 /// The constant inputs of an operator whose fast kernel is being prepared.
 pub(crate) struct Constants<'c, 'a> {
@@ -182,148 +177,23 @@ pub(crate) fn run_fast(
     out: &mut [u8],
     s: &mut [FastScratch],
 ) -> Option<()> {
-    match (fast, kind) {
-        (
-            Fast::ConvI8(g),
-            Kind::Conv(Conv::I8 {
-                params,
-                in_shape,
-                filter_shape,
-                out_shape,
-                q,
-            }),
-        ) => simd::conv2d_i8(
-            g,
-            ins.typed(0).ok()?,
-            *in_shape,
-            *filter_shape,
-            params,
-            q.input_offset,
-            cast_out(out).ok()?,
-            *out_shape,
-            s,
-        ),
-        (Fast::FullyConnectedI8(g), Kind::FullyConnected(FullyConnected::I8 { batches, .. })) => {
-            simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
-        }
-        (
-            Fast::DepthwiseI8(d),
-            Kind::Depthwise(Depthwise::I8 {
-                params,
-                in_shape,
-                filter_shape,
-                out_shape,
-                ..
-            }),
-        ) => simd::depthwise_i8(
-            d,
-            ins.typed(0).ok()?,
-            *in_shape,
-            [filter_shape[1], filter_shape[2]],
-            params,
-            cast_out(out).ok()?,
-            *out_shape,
-            s,
-        ),
-        (
-            Fast::Conv(g),
-            Kind::Conv(Conv::F32 {
-                params,
-                in_shape,
-                filter_shape,
-                out_shape,
-            }),
-        ) => simd::conv2d_f32(
-            g,
-            ins.typed(0).ok()?,
-            *in_shape,
-            *filter_shape,
-            params,
-            cast_out(out).ok()?,
-            *out_shape,
-            s,
-        ),
-        (
-            Fast::ConvWino(w),
-            Kind::Conv(Conv::F32 {
-                params,
-                in_shape,
-                out_shape,
-                ..
-            }),
-        ) => simd::conv2d_wino_f32(
-            w,
-            ins.typed(0).ok()?,
-            *in_shape,
-            params,
-            cast_out(out).ok()?,
-            *out_shape,
-            s,
-        ),
-        (Fast::FullyConnected(g), Kind::FullyConnected(FullyConnected::F32 { batches, .. })) => {
-            simd::fully_connected_f32(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
-        }
-        (
-            Fast::Depthwise(d),
-            Kind::Depthwise(Depthwise::F32 {
-                params,
-                in_shape,
-                filter_shape,
-                out_shape,
-            }),
-        ) => simd::depthwise_f32(
-            d,
-            ins.typed(0).ok()?,
-            *in_shape,
-            [filter_shape[1], filter_shape[2]],
-            params,
-            cast_out(out).ok()?,
-            *out_shape,
-            s,
-        ),
-        (Fast::PairTableI8(t), Kind::Elementwise(Elementwise::BinaryI8 { bc, .. }))
-            if t.len() == 1 << 16 =>
-        {
-            let (a, b) = (ins.typed::<i8>(0).ok()?, ins.typed::<i8>(1).ok()?);
-            bc.apply(a, b, cast_out::<i8>(out).ok()?, |x, y| {
-                t[usize::from(x as u8) << 8 | usize::from(y as u8)]
-            });
-        }
-        (Fast::ArithI8(f), Kind::Elementwise(Elementwise::BinaryI8 { p, bc })) => simd::arith_i8(
-            f,
-            p,
-            bc,
-            ins.typed(0).ok()?,
-            ins.typed(1).ok()?,
-            cast_out(out).ok()?,
-        ),
-        (
-            Fast::Quantize(isa),
-            Kind::Quantize(Quantize::FromFloat {
-                scale,
-                zero_point,
-                to,
-            }),
-        ) => {
-            let to = match to {
-                DType::I8 => simd::QuantizeTo::I8,
-                DType::U8 => simd::QuantizeTo::U8,
-                _ => simd::QuantizeTo::I16,
-            };
-            let i = ins.typed::<f32>(0).ok()?;
-            return simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(());
-        }
-        #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-        (Fast::Unary(isa), Kind::Elementwise(Elementwise::Unary { op, .. })) => {
-            let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
-            return simd::unary_f32(*isa, *op, i, o).then_some(());
-        }
-        #[cfg(feature = "ops-shape")]
-        (Fast::TransposeFewRows(isa), Kind::Shape(Shape::Transpose { in_shape, perm, .. })) => {
-            let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out(out).ok()?);
-            return simd::transpose_few_rows_32(*isa, in_shape, perm, i, o).then_some(());
-        }
-        _ => return None,
+    match kind {
+        Kind::Conv(k) => k.run_fast(fast, ins, out, s),
+        Kind::Depthwise(k) => k.run_fast(fast, ins, out, s),
+        Kind::FullyConnected(k) => k.run_fast(fast, ins, out, s),
+        Kind::Elementwise(k) => k.run_fast(fast, ins, out, s),
+        Kind::Shape(k) => k.run_fast(fast, ins, out, s),
+        Kind::Quantize(k) => k.run_fast(fast, ins, out, s),
+        Kind::TransposeConv(_)
+        | Kind::BatchMatMul(_)
+        | Kind::Pool(_)
+        | Kind::Softmax(_)
+        | Kind::Pad(_)
+        | Kind::Reduce(_)
+        | Kind::Resize(_)
+        | Kind::Compare(_)
+        | Kind::Copy
+        | Kind::Precomputed
+        | Kind::Lut8 { .. } => None,
     }
-    Some(())
 }

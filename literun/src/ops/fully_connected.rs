@@ -20,6 +20,8 @@ use super::fast::{Constants, Fast};
 use super::Kind;
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
+use crate::kernels::simd;
+use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{GemmF32, GemmI8, Isa};
 use crate::kernels::{conv, fully_connected, Activation};
 use crate::model::{DType, OpDesc};
@@ -338,5 +340,28 @@ impl FullyConnected {
             .map(Fast::FullyConnected),
             _ => None,
         }
+    }
+}
+
+impl FullyConnected {
+    /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            (Fast::FullyConnectedI8(g), FullyConnected::I8 { batches, .. }) => {
+                simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
+            }
+            (Fast::FullyConnected(g), FullyConnected::F32 { batches, .. }) => {
+                simd::fully_connected_f32(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
+            }
+            _ => return None,
+        }
+        Some(())
     }
 }

@@ -17,6 +17,7 @@ use super::context::Ctx;
 use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so};
 use crate::model::{op_err, DType, OpDesc};
@@ -322,6 +323,38 @@ impl Quantize {
     pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
         match self {
             Quantize::FromFloat { .. } if simd::has_elementwise(isa) => Some(Fast::Quantize(isa)),
+            _ => None,
+        }
+    }
+}
+
+impl Quantize {
+    /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        _s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            (
+                Fast::Quantize(isa),
+                Quantize::FromFloat {
+                    scale,
+                    zero_point,
+                    to,
+                },
+            ) => {
+                let to = match to {
+                    DType::I8 => simd::QuantizeTo::I8,
+                    DType::U8 => simd::QuantizeTo::U8,
+                    _ => simd::QuantizeTo::I16,
+                };
+                let i = ins.typed::<f32>(0).ok()?;
+                simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(())
+            }
             _ => None,
         }
     }

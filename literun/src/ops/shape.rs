@@ -18,6 +18,7 @@ use super::context::{activation, data_dtype, tag, Ctx};
 use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc, MAX_RANK};
@@ -653,6 +654,27 @@ impl Shape {
                 size,
             } if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
                 Some(Fast::TransposeFewRows(isa))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Shape {
+    /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        _s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            #[cfg(feature = "ops-shape")]
+            (Fast::TransposeFewRows(isa), Shape::Transpose { in_shape, perm, .. }) => {
+                let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out(out).ok()?);
+                simd::transpose_few_rows_32(*isa, in_shape, perm, i, o).then_some(())
             }
             _ => None,
         }
