@@ -16,7 +16,7 @@
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{act_range, activation, data_dtype, tag, Ctx};
 use super::fast::Fast;
-use super::Kind;
+use super::{Kind, Precision};
 use crate::error::{format, Result};
 use crate::kernels::simd::FastScratch;
 use crate::kernels::simd::{self, Isa};
@@ -41,17 +41,15 @@ pub(crate) enum Elementwise {
         from: DType,
         to: DType,
     },
-    BinaryI16 {
-        p: ew::BinaryI8,
-        bc: ew::Broadcast,
-    },
     /// Int8 RSQRT: a table, and an invocation error for stored inputs below `min_input` (the
     /// input zero point: negative reals), as TFLite.
     RsqrtI8 {
         table: alloc::boxed::Box<ew::Lut8>,
         min_input: i8,
     },
-    BinaryI8 {
+    /// Int8 or int16 ADD, SUB, MUL, MAXIMUM, MINIMUM (and int8 SQUARED_DIFFERENCE).
+    BinaryQuantized {
+        precision: Precision,
         p: ew::BinaryI8,
         bc: ew::Broadcast,
     },
@@ -233,14 +231,19 @@ pub(crate) fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> R
         }
         _ => return Err(c.err(format!("this operator has no {} kernel", dt.name()))),
     };
-    Ok(if int16 {
-        Kind::Elementwise(Elementwise::BinaryI16 { p, bc })
+    Ok(Kind::Elementwise(if int16 {
+        Elementwise::BinaryQuantized {
+            precision: Precision::I16,
+            p,
+            bc,
+        }
     } else {
-        Kind::Elementwise(Elementwise::BinaryI8 {
+        Elementwise::BinaryQuantized {
+            precision: Precision::I8,
             p: p.with_tables(),
             bc,
-        })
-    })
+        }
+    }))
 }
 
 pub(crate) fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
@@ -440,7 +443,11 @@ impl Elementwise {
                 #[cfg(not(all(feature = "ops-elementwise", feature = "ops-int8")))]
                 return Err(super::compiled_out(index, op));
             }
-            Elementwise::BinaryI8 { p: bp, bc } => {
+            Elementwise::BinaryQuantized {
+                precision: Precision::I8,
+                p: bp,
+                bc,
+            } => {
                 #[cfg(all(feature = "ops-elementwise", feature = "ops-int8"))]
                 {
                     {
@@ -456,7 +463,11 @@ impl Elementwise {
                 #[cfg(not(all(feature = "ops-elementwise", feature = "ops-int8")))]
                 return Err(super::compiled_out(index, op));
             }
-            Elementwise::BinaryI16 { p: bp, bc } => {
+            Elementwise::BinaryQuantized {
+                precision: Precision::I16,
+                p: bp,
+                bc,
+            } => {
                 #[cfg(all(feature = "ops-elementwise", feature = "ops-int16"))]
                 {
                     {
@@ -481,16 +492,19 @@ impl Elementwise {
     /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
     pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
         match self {
-            Elementwise::BinaryI8 {
+            Elementwise::BinaryQuantized {
+                precision: Precision::I8,
                 p: ew::BinaryI8::AddSubTables(t),
                 ..
             } => simd::ArithI8::new(isa, t).map(Fast::ArithI8),
-            Elementwise::BinaryI8 {
+            Elementwise::BinaryQuantized {
+                precision: Precision::I8,
                 p: p @ ew::BinaryI8::Mul { .. },
                 ..
             } => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
             #[cfg(feature = "ops-elementwise")]
-            Elementwise::BinaryI8 {
+            Elementwise::BinaryQuantized {
+                precision: Precision::I8,
                 p: p @ ew::BinaryI8::SquaredDifference { .. },
                 ..
             } => Some(Fast::PairTableI8(
@@ -520,13 +534,15 @@ impl Elementwise {
         _s: &mut [FastScratch],
     ) -> Option<()> {
         match (fast, self) {
-            (Fast::PairTableI8(t), Elementwise::BinaryI8 { bc, .. }) if t.len() == 1 << 16 => {
+            (Fast::PairTableI8(t), Elementwise::BinaryQuantized { bc, .. })
+                if t.len() == 1 << 16 =>
+            {
                 let (a, b) = (ins.typed::<i8>(0).ok()?, ins.typed::<i8>(1).ok()?);
                 bc.apply(a, b, cast_out::<i8>(out).ok()?, |x, y| {
                     t[usize::from(x as u8) << 8 | usize::from(y as u8)]
                 });
             }
-            (Fast::ArithI8(f), Elementwise::BinaryI8 { p, bc }) => simd::arith_i8(
+            (Fast::ArithI8(f), Elementwise::BinaryQuantized { p, bc, .. }) => simd::arith_i8(
                 f,
                 p,
                 bc,

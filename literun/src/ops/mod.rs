@@ -33,7 +33,7 @@ use self::softmax::Softmax;
 use self::transpose_conv::TransposeConv;
 use crate::error::{Error, Result};
 use crate::kernels::elementwise as ew;
-use crate::model::{op_err, Model, OpDesc};
+use crate::model::{op_err, DType, Model, OpDesc};
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
@@ -63,6 +63,26 @@ pub(crate) mod resize;
 pub(crate) mod shape;
 pub(crate) mod softmax;
 pub(crate) mod transpose_conv;
+
+/// The integer element type of an operator whose int8 and int16 forms share their parameters
+/// and differ only in the kernel's element type (and the Cargo feature compiling it in).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Precision {
+    I8,
+    /// Int16 activations (int16x8 where the operator has weights: int8 weights).
+    I16,
+}
+
+impl Precision {
+    /// The precision of a quantized tensor type: `I16` for INT16, else `I8`.
+    pub(crate) fn of(dtype: DType) -> Precision {
+        if dtype == DType::I16 {
+            Precision::I16
+        } else {
+            Precision::I8
+        }
+    }
+}
 
 /// What `invoke` does for one operator (all sizes and parameters resolved): the operator
 /// family, holding its own prepared parameters, or a form any family can prepare into.
@@ -228,9 +248,18 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         K::Conv(Conv::I16 { .. }) => (f!("ops-conv"), Some(W)),
         K::Depthwise(Depthwise::I16 { .. }) => (f!("ops-depthwise-conv"), Some(W)),
         K::FullyConnected(FullyConnected::I16 { .. }) => (f!("ops-fully-connected"), Some(W)),
-        K::Pool(Pool::I16 { .. }) => (f!("ops-pool"), Some(W)),
-        K::Elementwise(Elementwise::BinaryI16 { .. }) => (f!("ops-elementwise"), Some(W)),
-        K::Reduce(Reduce::MeanI16(_)) => (f!("ops-reduce"), Some(W)),
+        K::Pool(Pool::Quantized {
+            precision: Precision::I16,
+            ..
+        }) => (f!("ops-pool"), Some(W)),
+        K::Elementwise(Elementwise::BinaryQuantized {
+            precision: Precision::I16,
+            ..
+        }) => (f!("ops-elementwise"), Some(W)),
+        K::Reduce(Reduce::Mean {
+            precision: Precision::I16,
+            ..
+        }) => (f!("ops-reduce"), Some(W)),
         K::Quantize(Quantize::Requantize { .. }) => (f!("ops-quantize"), Some(W)),
         K::Depthwise(Depthwise::F32 { .. }) => (f!("ops-depthwise-conv"), Some(F)),
         K::Depthwise(Depthwise::I8 { .. }) => (f!("ops-depthwise-conv"), Some(I)),
@@ -244,13 +273,19 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         K::BatchMatMul(BatchMatMul::I8 { .. }) => (f!("ops-batch-matmul"), Some(I)),
         K::BatchMatMul(BatchMatMul::Hybrid { .. }) => (f!("ops-batch-matmul"), Some(H)),
         K::Pool(Pool::F32 { .. }) => (f!("ops-pool"), Some(F)),
-        K::Pool(Pool::I8 { .. }) => (f!("ops-pool"), Some(I)),
+        K::Pool(Pool::Quantized {
+            precision: Precision::I8,
+            ..
+        }) => (f!("ops-pool"), Some(I)),
         K::Softmax(Softmax::F32 { .. }) => (f!("ops-softmax"), Some(F)),
         K::Softmax(Softmax::I8 { .. }) => (f!("ops-softmax"), Some(I)),
         K::Elementwise(Elementwise::Binary { .. }) | K::Elementwise(Elementwise::Unary { .. }) => {
             (f!("ops-elementwise"), Some(F))
         }
-        K::Elementwise(Elementwise::BinaryI8 { .. })
+        K::Elementwise(Elementwise::BinaryQuantized {
+            precision: Precision::I8,
+            ..
+        })
         | K::Elementwise(Elementwise::RsqrtI8 { .. }) => (f!("ops-elementwise"), Some(I)),
         K::Elementwise(Elementwise::Cast { .. }) => (f!("ops-elementwise"), None),
         K::Pad(Pad::Constant { .. }) | K::Pad(Pad::Mirror { .. }) => (f!("ops-pad"), None),
@@ -266,7 +301,10 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Quantize(Quantize::DequantizePerChannel { .. })
         | K::Quantize(Quantize::FromFloat { .. }) => (f!("ops-quantize"), None),
         K::Reduce(Reduce::F32 { .. }) => (f!("ops-reduce"), Some(F)),
-        K::Reduce(Reduce::MeanI8(_))
+        K::Reduce(Reduce::Mean {
+            precision: Precision::I8,
+            ..
+        })
         | K::Reduce(Reduce::SumI8 { .. })
         | K::Reduce(Reduce::MaxMinI8 { .. }) => (f!("ops-reduce"), Some(I)),
         K::Reduce(Reduce::ArgMinMax { .. }) => (f!("ops-reduce"), None),

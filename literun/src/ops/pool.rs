@@ -14,7 +14,7 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{act_range, activation, conv_out_and_pad, padding_same, positive, tag, Ctx};
-use super::Kind;
+use super::{Kind, Precision};
 use crate::error::Result;
 use crate::kernels::pool;
 use crate::kernels::pool::Pool2dParams;
@@ -24,15 +24,9 @@ use crate::schema::BuiltinOperator as B;
 
 #[derive(Debug)]
 pub(crate) enum Pool {
-    I16 {
-        max: bool,
-        params: Pool2dParams,
-        in_shape: [usize; 4],
-        out_shape: [usize; 4],
-        act_min: i32,
-        act_max: i32,
-    },
-    I8 {
+    /// Int8 or int16 (same input and output quantization; TFLite does not requantize).
+    Quantized {
+        precision: Precision,
         max: bool,
         params: Pool2dParams,
         in_shape: [usize; 4],
@@ -92,25 +86,15 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
             ));
         }
         let (act_min, act_max) = act_range(c, act, qo, dt)?;
-        return Ok(if dt == DType::I16 {
-            Kind::Pool(Pool::I16 {
-                max,
-                params,
-                in_shape: is,
-                out_shape: os,
-                act_min,
-                act_max,
-            })
-        } else {
-            Kind::Pool(Pool::I8 {
-                max,
-                params,
-                in_shape: is,
-                out_shape: os,
-                act_min,
-                act_max,
-            })
-        });
+        return Ok(Kind::Pool(Pool::Quantized {
+            precision: Precision::of(dt),
+            max,
+            params,
+            in_shape: is,
+            out_shape: os,
+            act_min,
+            act_max,
+        }));
     }
     Ok(Kind::Pool(Pool::F32 {
         max,
@@ -131,7 +115,8 @@ impl Pool {
         _scratch: &mut Scratch,
     ) -> Result<()> {
         match self {
-            Pool::I16 {
+            Pool::Quantized {
+                precision: Precision::I16,
                 max,
                 params,
                 in_shape,
@@ -155,7 +140,8 @@ impl Pool {
                 #[cfg(not(all(feature = "ops-pool", feature = "ops-int16")))]
                 return Err(super::compiled_out(_index, _op));
             }
-            Pool::I8 {
+            Pool::Quantized {
+                precision: Precision::I8,
                 max,
                 params,
                 in_shape,

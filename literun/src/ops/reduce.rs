@@ -14,7 +14,7 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{tag, Ctx};
-use super::Kind;
+use super::{Kind, Precision};
 use crate::error::{format, Result};
 use crate::kernels::reduce::ReduceKind;
 use crate::kernels::{elementwise as ew, reduce, shape_ops as so};
@@ -34,9 +34,11 @@ pub(crate) enum Reduce {
         input: DType,
         output: DType,
     },
-    MeanI16(crate::kernels::reduce::QuantizedMean),
-    /// Int8 MEAN (TFLite's `QuantizedMeanOrSum`).
-    MeanI8(crate::kernels::reduce::QuantizedMean),
+    /// Int8 or int16 MEAN (TFLite's `QuantizedMeanOrSum`).
+    Mean {
+        precision: Precision,
+        mean: crate::kernels::reduce::QuantizedMean,
+    },
     /// Int8 SUM (LiteRT's builtin float-scaled form).
     SumI8 {
         shape: Vec<usize>,
@@ -182,11 +184,10 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             shift,
             out_zero_point: qo.zero_point,
         };
-        return Ok(if dt == DType::I16 {
-            Kind::Reduce(Reduce::MeanI16(mean))
-        } else {
-            Kind::Reduce(Reduce::MeanI8(mean))
-        });
+        return Ok(Kind::Reduce(Reduce::Mean {
+            precision: Precision::of(dt),
+            mean,
+        }));
     }
     Ok(Kind::Reduce(Reduce::F32 {
         shape: s.to_vec(),
@@ -285,7 +286,10 @@ impl Reduce {
                 #[cfg(not(feature = "ops-reduce"))]
                 return Err(super::compiled_out(_index, _op));
             }
-            Reduce::MeanI16(m) => {
+            Reduce::Mean {
+                precision: Precision::I16,
+                mean: m,
+            } => {
                 #[cfg(all(feature = "ops-reduce", feature = "ops-int16"))]
                 {
                     {
@@ -295,7 +299,10 @@ impl Reduce {
                 #[cfg(not(all(feature = "ops-reduce", feature = "ops-int16")))]
                 return Err(super::compiled_out(_index, _op));
             }
-            Reduce::MeanI8(m) => {
+            Reduce::Mean {
+                precision: Precision::I8,
+                mean: m,
+            } => {
                 #[cfg(all(feature = "ops-reduce", feature = "ops-int8"))]
                 {
                     {
@@ -361,7 +368,7 @@ impl Reduce {
     /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
     pub(super) fn scratch(&self) -> (usize, usize, usize) {
         match self {
-            Reduce::MeanI8(m) | Reduce::MeanI16(m) => (0, 0, m.output_len()),
+            Reduce::Mean { mean, .. } => (0, 0, mean.output_len()),
             Reduce::SumI8 { shape, axes, .. } => {
                 let out: usize = (0..shape.len())
                     .filter(|d| !axes.contains(d))
