@@ -20,6 +20,7 @@ use super::context::{
 use super::depthwise_conv::Depthwise;
 use super::fast::{Constants, Fast};
 use super::pad::Pad;
+use super::Precision;
 use super::{prepare_op, Kind};
 use crate::error::{format, Result};
 use crate::kernels::conv;
@@ -35,16 +36,10 @@ use alloc::vec::Vec;
 
 #[derive(Debug)]
 pub(crate) enum Conv {
-    /// Int16x8 (int16 activations, int8 weights, int64 bias) layers and int16 operators; the
-    /// fields are those of their int8 counterparts.
-    I16 {
-        params: Conv2dParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    I8 {
+    /// Int8, or int16x8 (int16 activations, int8 weights, int64 bias): the same parameters,
+    /// run by the kernel of `precision`.
+    Quantized {
+        precision: Precision,
         params: Conv2dParams,
         in_shape: [usize; 4],
         filter_shape: [usize; 4],
@@ -127,7 +122,8 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
         (DType::I8, DType::I8) => {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
-            Ok(Kind::Conv(Conv::I8 {
+            Ok(Kind::Conv(Conv::Quantized {
+                precision: Precision::I8,
                 params,
                 in_shape: is,
                 filter_shape: fs,
@@ -139,7 +135,8 @@ fn conv2d(c: &Ctx<'_, '_>) -> Result<Kind> {
         (DType::I16, DType::I8) => {
             c.check_out(0, &os, DType::I16)?;
             let q = output_stage(c, fs[0], 0, act, false)?;
-            Ok(Kind::Conv(Conv::I16 {
+            Ok(Kind::Conv(Conv::Quantized {
+                precision: Precision::I16,
                 params,
                 in_shape: is,
                 filter_shape: fs,
@@ -386,7 +383,8 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zero_f32,
         ),
-        Kind::Conv(Conv::I8 {
+        Kind::Conv(Conv::Quantized {
+            precision: Precision::I8,
             params: p,
             in_shape,
             filter_shape,
@@ -401,7 +399,8 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zp_i8(q),
         ),
-        Kind::Conv(Conv::I16 {
+        Kind::Conv(Conv::Quantized {
+            precision: Precision::I16,
             params: p,
             in_shape,
             filter_shape,
@@ -430,7 +429,8 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zero_f32,
         ),
-        Kind::Depthwise(Depthwise::I8 {
+        Kind::Depthwise(Depthwise::Quantized {
+            precision: Precision::I8,
             params: p,
             in_shape,
             filter_shape,
@@ -445,7 +445,8 @@ pub(crate) fn fold_pad(pad: &Kind, value: Option<&[u8]>, conv: &mut Kind) -> boo
             *out_shape,
             zp_i8(q),
         ),
-        Kind::Depthwise(Depthwise::I16 {
+        Kind::Depthwise(Depthwise::Quantized {
+            precision: Precision::I16,
             params: p,
             in_shape,
             filter_shape,
@@ -511,7 +512,8 @@ impl Conv {
     ) -> Result<()> {
         let bias = |k: usize| ins.optional_f32(k);
         match self {
-            Conv::I16 {
+            Conv::Quantized {
+                precision: Precision::I16,
                 params,
                 in_shape,
                 filter_shape,
@@ -535,7 +537,8 @@ impl Conv {
                 #[cfg(not(all(feature = "ops-conv", feature = "ops-int16")))]
                 return Err(super::compiled_out(_index, _op));
             }
-            Conv::I8 {
+            Conv::Quantized {
+                precision: Precision::I8,
                 params,
                 in_shape,
                 filter_shape,
@@ -626,7 +629,15 @@ impl Conv {
     pub(super) fn scratch(&self) -> (usize, usize, usize) {
         match self {
             Conv::Hybrid { in_shape, .. } => (in_shape.iter().product(), in_shape[0], in_shape[0]),
-            Conv::F32 { .. } | Conv::I8 { .. } | Conv::I16 { .. } => (0, 0, 0),
+            Conv::F32 { .. }
+            | Conv::Quantized {
+                precision: Precision::I8,
+                ..
+            }
+            | Conv::Quantized {
+                precision: Precision::I16,
+                ..
+            } => (0, 0, 0),
         }
     }
 }
@@ -640,7 +651,8 @@ impl Conv {
         constants: &Constants<'_, '_>,
     ) -> Option<Fast> {
         match self {
-            Conv::I8 {
+            Conv::Quantized {
+                precision: Precision::I8,
                 in_shape,
                 filter_shape: [o, kh, kw, i],
                 q,
@@ -711,7 +723,8 @@ impl Conv {
         match (fast, self) {
             (
                 Fast::ConvI8(g),
-                Conv::I8 {
+                Conv::Quantized {
+                    precision: Precision::I8,
                     params,
                     in_shape,
                     filter_shape,

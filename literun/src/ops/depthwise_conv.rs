@@ -18,7 +18,7 @@ use super::context::{
     padding_same, positive, tag, Ctx,
 };
 use super::fast::{Constants, Fast};
-use super::Kind;
+use super::{Kind, Precision};
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
 use crate::kernels::depthwise_conv::DepthwiseParams;
@@ -34,14 +34,10 @@ use alloc::vec::Vec;
 
 #[derive(Debug)]
 pub(crate) enum Depthwise {
-    I16 {
-        params: DepthwiseParams,
-        in_shape: [usize; 4],
-        filter_shape: [usize; 4],
-        out_shape: [usize; 4],
-        q: OutputStage,
-    },
-    I8 {
+    /// Int8, or int16x8 (int16 activations, int8 weights, int64 bias): the same parameters,
+    /// run by the kernel of `precision`.
+    Quantized {
+        precision: Precision,
         params: DepthwiseParams,
         in_shape: [usize; 4],
         filter_shape: [usize; 4],
@@ -122,7 +118,8 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
         (DType::I8, DType::I8) => {
             c.check_out(0, &os, DType::I8)?;
             let q = output_stage(c, fs[3], 3, act, false)?;
-            Ok(Kind::Depthwise(Depthwise::I8 {
+            Ok(Kind::Depthwise(Depthwise::Quantized {
+                precision: Precision::I8,
                 params,
                 in_shape: is,
                 filter_shape: fs,
@@ -133,7 +130,8 @@ fn depthwise(c: &Ctx<'_, '_>) -> Result<Kind> {
         (DType::I16, DType::I8) => {
             c.check_out(0, &os, DType::I16)?;
             let q = output_stage(c, fs[3], 3, act, false)?;
-            Ok(Kind::Depthwise(Depthwise::I16 {
+            Ok(Kind::Depthwise(Depthwise::Quantized {
+                precision: Precision::I16,
                 params,
                 in_shape: is,
                 filter_shape: fs,
@@ -178,7 +176,8 @@ impl Depthwise {
     ) -> Result<()> {
         let bias = |k: usize| ins.optional_f32(k);
         match self {
-            Depthwise::I16 {
+            Depthwise::Quantized {
+                precision: Precision::I16,
                 params,
                 in_shape,
                 filter_shape,
@@ -202,7 +201,8 @@ impl Depthwise {
                 #[cfg(not(all(feature = "ops-depthwise-conv", feature = "ops-int16")))]
                 return Err(super::compiled_out(_index, _op));
             }
-            Depthwise::I8 {
+            Depthwise::Quantized {
+                precision: Precision::I8,
                 params,
                 in_shape,
                 filter_shape,
@@ -304,8 +304,16 @@ impl Depthwise {
                 in_shape[0],
                 in_shape[0] + filter_shape[3],
             ),
-            Depthwise::I8 { filter_shape, .. } => (0, 0, filter_shape[3]),
-            Depthwise::F32 { .. } | Depthwise::I16 { .. } => (0, 0, 0),
+            Depthwise::Quantized {
+                precision: Precision::I8,
+                filter_shape,
+                ..
+            } => (0, 0, filter_shape[3]),
+            Depthwise::F32 { .. }
+            | Depthwise::Quantized {
+                precision: Precision::I16,
+                ..
+            } => (0, 0, 0),
         }
     }
 }
@@ -314,7 +322,8 @@ impl Depthwise {
     /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
     pub(super) fn fast(&self, isa: Isa, constants: &Constants<'_, '_>) -> Option<Fast> {
         match self {
-            Depthwise::I8 {
+            Depthwise::Quantized {
+                precision: Precision::I8,
                 params,
                 filter_shape: [_, kh, kw, c],
                 q,
@@ -362,7 +371,8 @@ impl Depthwise {
         match (fast, self) {
             (
                 Fast::DepthwiseI8(d),
-                Depthwise::I8 {
+                Depthwise::Quantized {
+                    precision: Precision::I8,
                     params,
                     in_shape,
                     filter_shape,

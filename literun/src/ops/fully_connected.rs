@@ -17,7 +17,7 @@ use super::context::{
     activation, bias_check, f32_inputs, filter_scales, hybrid_bias, output_stage, tag, Ctx,
 };
 use super::fast::{Constants, Fast};
-use super::Kind;
+use super::{Kind, Precision};
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
 use crate::kernels::simd;
@@ -33,13 +33,10 @@ use alloc::vec::Vec;
 
 #[derive(Debug)]
 pub(crate) enum FullyConnected {
-    I16 {
-        batches: usize,
-        in_depth: usize,
-        out_depth: usize,
-        q: OutputStage,
-    },
-    I8 {
+    /// Int8, or int16x8 (int16 activations, int8 weights, int64 bias): the same parameters,
+    /// run by the kernel of `precision`.
+    Quantized {
+        precision: Precision,
         batches: usize,
         in_depth: usize,
         out_depth: usize,
@@ -124,7 +121,8 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
         (DType::I8, DType::I8) => {
             c.check_out(0, &out, DType::I8)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
-            Ok(Kind::FullyConnected(FullyConnected::I8 {
+            Ok(Kind::FullyConnected(FullyConnected::Quantized {
+                precision: Precision::I8,
                 batches,
                 in_depth,
                 out_depth,
@@ -135,7 +133,8 @@ fn fully_connected(c: &Ctx<'_, '_>) -> Result<Kind> {
         (DType::I16, DType::I8) => {
             c.check_out(0, &out, DType::I16)?;
             let q = output_stage(c, out_depth, 0, act, true)?;
-            Ok(Kind::FullyConnected(FullyConnected::I16 {
+            Ok(Kind::FullyConnected(FullyConnected::Quantized {
+                precision: Precision::I16,
                 batches,
                 in_depth,
                 out_depth,
@@ -186,7 +185,8 @@ impl FullyConnected {
     ) -> Result<()> {
         let bias = |k: usize| ins.optional_f32(k);
         match self {
-            FullyConnected::I16 {
+            FullyConnected::Quantized {
+                precision: Precision::I16,
                 batches,
                 in_depth,
                 out_depth,
@@ -208,7 +208,8 @@ impl FullyConnected {
                 #[cfg(not(all(feature = "ops-fully-connected", feature = "ops-int16")))]
                 return Err(super::compiled_out(_index, _op));
             }
-            FullyConnected::I8 {
+            FullyConnected::Quantized {
+                precision: Precision::I8,
                 batches,
                 in_depth,
                 out_depth,
@@ -299,9 +300,15 @@ impl FullyConnected {
             FullyConnected::Hybrid {
                 batches, in_depth, ..
             } => (batches * in_depth, *batches, *batches),
-            FullyConnected::F32 { .. } | FullyConnected::I8 { .. } | FullyConnected::I16 { .. } => {
-                (0, 0, 0)
+            FullyConnected::F32 { .. }
+            | FullyConnected::Quantized {
+                precision: Precision::I8,
+                ..
             }
+            | FullyConnected::Quantized {
+                precision: Precision::I16,
+                ..
+            } => (0, 0, 0),
         }
     }
 }
@@ -310,7 +317,8 @@ impl FullyConnected {
     /// This operator's SIMD kernel with its constant weights packed for `isa`, if it has one.
     pub(super) fn fast(&self, isa: Isa, constants: &Constants<'_, '_>) -> Option<Fast> {
         match self {
-            FullyConnected::I8 {
+            FullyConnected::Quantized {
+                precision: Precision::I8,
                 in_depth,
                 out_depth,
                 q,
@@ -354,9 +362,14 @@ impl FullyConnected {
         s: &mut [FastScratch],
     ) -> Option<()> {
         match (fast, self) {
-            (Fast::FullyConnectedI8(g), FullyConnected::I8 { batches, .. }) => {
-                simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
-            }
+            (
+                Fast::FullyConnectedI8(g),
+                FullyConnected::Quantized {
+                    precision: Precision::I8,
+                    batches,
+                    ..
+                },
+            ) => simd::fully_connected_i8(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s),
             (Fast::FullyConnected(g), FullyConnected::F32 { batches, .. }) => {
                 simd::fully_connected_f32(g, ins.typed(0).ok()?, *batches, cast_out(out).ok()?, s)
             }

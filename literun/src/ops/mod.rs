@@ -147,9 +147,21 @@ impl Kind {
     /// never runs the portable one (`run_one`), and a model with thousands of channels would
     /// hold them twice.
     pub(crate) fn drop_portable_requant(&mut self) {
-        if let Kind::Conv(Conv::I8 { q, .. })
-        | Kind::FullyConnected(FullyConnected::I8 { q, .. })
-        | Kind::Depthwise(Depthwise::I8 { q, .. }) = self
+        if let Kind::Conv(Conv::Quantized {
+            precision: Precision::I8,
+            q,
+            ..
+        })
+        | Kind::FullyConnected(FullyConnected::Quantized {
+            precision: Precision::I8,
+            q,
+            ..
+        })
+        | Kind::Depthwise(Depthwise::Quantized {
+            precision: Precision::I8,
+            q,
+            ..
+        }) = self
         {
             q.multipliers = Vec::new();
             q.shifts = Vec::new();
@@ -243,11 +255,23 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
     const W: (&str, bool) = f!("ops-int16");
     let (family, ty) = match kind {
         K::Conv(Conv::F32 { .. }) => (f!("ops-conv"), Some(F)),
-        K::Conv(Conv::I8 { .. }) => (f!("ops-conv"), Some(I)),
+        K::Conv(Conv::Quantized {
+            precision: Precision::I8,
+            ..
+        }) => (f!("ops-conv"), Some(I)),
         K::Conv(Conv::Hybrid { .. }) => (f!("ops-conv"), Some(H)),
-        K::Conv(Conv::I16 { .. }) => (f!("ops-conv"), Some(W)),
-        K::Depthwise(Depthwise::I16 { .. }) => (f!("ops-depthwise-conv"), Some(W)),
-        K::FullyConnected(FullyConnected::I16 { .. }) => (f!("ops-fully-connected"), Some(W)),
+        K::Conv(Conv::Quantized {
+            precision: Precision::I16,
+            ..
+        }) => (f!("ops-conv"), Some(W)),
+        K::Depthwise(Depthwise::Quantized {
+            precision: Precision::I16,
+            ..
+        }) => (f!("ops-depthwise-conv"), Some(W)),
+        K::FullyConnected(FullyConnected::Quantized {
+            precision: Precision::I16,
+            ..
+        }) => (f!("ops-fully-connected"), Some(W)),
         K::Pool(Pool::Quantized {
             precision: Precision::I16,
             ..
@@ -262,12 +286,18 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         }) => (f!("ops-reduce"), Some(W)),
         K::Quantize(Quantize::Requantize { .. }) => (f!("ops-quantize"), Some(W)),
         K::Depthwise(Depthwise::F32 { .. }) => (f!("ops-depthwise-conv"), Some(F)),
-        K::Depthwise(Depthwise::I8 { .. }) => (f!("ops-depthwise-conv"), Some(I)),
+        K::Depthwise(Depthwise::Quantized {
+            precision: Precision::I8,
+            ..
+        }) => (f!("ops-depthwise-conv"), Some(I)),
         K::Depthwise(Depthwise::Hybrid { .. }) => (f!("ops-depthwise-conv"), Some(H)),
         K::TransposeConv(TransposeConv::F32 { .. }) => (f!("ops-transpose-conv"), Some(F)),
         K::TransposeConv(TransposeConv::I8 { .. }) => (f!("ops-transpose-conv"), Some(I)),
         K::FullyConnected(FullyConnected::F32 { .. }) => (f!("ops-fully-connected"), Some(F)),
-        K::FullyConnected(FullyConnected::I8 { .. }) => (f!("ops-fully-connected"), Some(I)),
+        K::FullyConnected(FullyConnected::Quantized {
+            precision: Precision::I8,
+            ..
+        }) => (f!("ops-fully-connected"), Some(I)),
         K::FullyConnected(FullyConnected::Hybrid { .. }) => (f!("ops-fully-connected"), Some(H)),
         K::BatchMatMul(BatchMatMul::F32 { .. }) => (f!("ops-batch-matmul"), Some(F)),
         K::BatchMatMul(BatchMatMul::I8 { .. }) => (f!("ops-batch-matmul"), Some(I)),
