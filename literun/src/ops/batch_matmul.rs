@@ -24,6 +24,7 @@ use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// A prepared BATCH_MATMUL, by element type.
 #[derive(Debug)]
 pub(crate) enum BatchMatMul {
     F32 {

@@ -20,6 +20,7 @@ use crate::kernels::{compare as cmp, elementwise as ew};
 use crate::model::{DType, OpDesc};
 use crate::schema::BuiltinOperator as B;
 
+/// A prepared comparison, logical operator, SELECT_V2 or TOPK_V2.
 #[derive(Debug)]
 pub(crate) enum Compare {
     /// A comparison with a BOOL output; `q` rescales int8 operands.

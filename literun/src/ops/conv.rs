@@ -34,6 +34,7 @@ use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// A prepared CONV_2D, by element type.
 #[derive(Debug)]
 pub(crate) enum Conv {
     /// Int8, or int16x8 (int16 activations, int8 weights, int64 bias): the same parameters,

@@ -32,6 +32,7 @@ use crate::schema;
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
+/// A prepared DEPTHWISE_CONV_2D, by element type.
 #[derive(Debug)]
 pub(crate) enum Depthwise {
     /// Int8, or int16x8 (int16 activations, int8 weights, int64 bias): the same parameters,

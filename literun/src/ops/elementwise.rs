@@ -25,6 +25,7 @@ use crate::model::{op_err, DType, OpDesc};
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
 
+/// A prepared elementwise operator, by form and element type.
 #[derive(Debug)]
 pub(crate) enum Elementwise {
     Binary {

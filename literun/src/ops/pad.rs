@@ -22,6 +22,7 @@ use crate::schema;
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
+/// A prepared PAD/PADV2 or MIRROR_PAD.
 #[derive(Debug)]
 pub(crate) enum Pad {
     Constant {

@@ -22,6 +22,7 @@ use crate::model::{DType, OpDesc};
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
 
+/// A prepared MAX_POOL_2D or AVERAGE_POOL_2D, by element type.
 #[derive(Debug)]
 pub(crate) enum Pool {
     /// Int8 or int16 (same input and output quantization; TFLite does not requantize).

@@ -26,6 +26,7 @@ use crate::schema::BuiltinOperator as B;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+/// A prepared QUANTIZE or DEQUANTIZE.
 #[derive(Debug)]
 pub(crate) enum Quantize {
     DequantizeF16,

@@ -24,6 +24,7 @@ use crate::schema;
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
+/// A prepared reduction, by form and element type.
 #[derive(Debug)]
 pub(crate) enum Reduce {
     ArgMinMax {

@@ -26,6 +26,7 @@ use alloc::vec::Vec;
 pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     reshape(c, code)
 }
+
 fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     let i = c.input(0)?;
     let o = c.output(0)?;

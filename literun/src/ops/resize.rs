@@ -21,6 +21,7 @@ use crate::model::{DType, OpDesc};
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
 
+/// A prepared RESIZE_BILINEAR or RESIZE_NEAREST_NEIGHBOR.
 #[derive(Debug)]
 pub(crate) struct Resize {
     pub(crate) bilinear: bool,

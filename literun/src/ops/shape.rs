@@ -27,6 +27,7 @@ use crate::schema::BuiltinOperator as B;
 use alloc::vec;
 use alloc::vec::Vec;
 
+/// A prepared data movement operator.
 #[derive(Debug)]
 pub(crate) enum Shape {
     Transpose {

@@ -21,6 +21,7 @@ use crate::model::{DType, OpDesc};
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
 
+/// A prepared SOFTMAX or LOG_SOFTMAX, by element type.
 #[derive(Debug)]
 pub(crate) enum Softmax {
     I8 {

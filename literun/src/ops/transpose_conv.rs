@@ -25,6 +25,7 @@ use crate::quant::OutputStage;
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
 
+/// A prepared TRANSPOSE_CONV, by element type.
 #[derive(Debug)]
 pub(crate) enum TransposeConv {
     F32 {
