@@ -134,7 +134,18 @@ op_table!(registry);
 /// The name of `code` in `names` (space-separated, in the order of `codes`).
 fn name_in(codes: &[u8], names: &'static str, code: B) -> Option<&'static str> {
     let i = codes.iter().position(|&c| i32::from(c) == code.0)?;
-    names.split(' ').nth(i)
+    let mut start = 0;
+    let mut k = 0;
+    for (j, &b) in names.as_bytes().iter().enumerate() {
+        if b == b' ' {
+            if k == i {
+                return names.get(start..j);
+            }
+            k += 1;
+            start = j + 1;
+        }
+    }
+    None
 }
 
 /// `(name, cfg!(feature = name))` for each listed feature.
