@@ -714,6 +714,7 @@ impl Conv {
 impl Conv {
     /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
     /// operator's, which [`Fast::prepare`] rules out).
+    #[inline]
     pub(super) fn run_fast(
         &self,
         fast: &Fast,

@@ -170,6 +170,7 @@ impl Fast {
 
 /// Runs an operator with its pre-packed weights (`None` if the kinds do not match, which
 /// `Fast::prepare` rules out).
+#[inline]
 pub(crate) fn run_fast(
     fast: &Fast,
     kind: &Kind,

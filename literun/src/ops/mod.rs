@@ -192,6 +192,7 @@ impl Kind {
     }
 
     /// Runs a single-output operator with its portable kernel, reading `ins`, writing `out`.
+    #[inline]
     pub(crate) fn run<'b>(
         &self,
         index: usize,

@@ -332,6 +332,7 @@ impl Quantize {
 impl Quantize {
     /// Runs this operator with its pre-packed weights `fast` (`None` if `fast` is not this
     /// operator's, which [`Fast::prepare`] rules out).
+    #[inline]
     pub(super) fn run_fast(
         &self,
         fast: &Fast,
