@@ -14,10 +14,7 @@ pub mod math;
 pub mod model;
 pub mod ops;
 pub mod plan;
-mod prepare;
 pub mod quant;
-mod rawfb;
-mod verify;
 
 pub use error::{Error, Result, UnsupportedOp};
 pub use interpreter::{Interpreter, Options, TensorMut, TensorRef};

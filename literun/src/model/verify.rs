@@ -5,7 +5,7 @@
 //! verifiers (offsets and vectors in bounds, scalars aligned, strings UTF-8 and 0-terminated,
 //! depth, table count and apparent size bounded), for every table literun reads through the
 //! generated accessors. It does not follow what literun never reads that way: the operators'
-//! builtin options (read with [`crate::rawfb::RawTable`], where every access is bounds-checked,
+//! builtin options (read with [`crate::model::rawfb::RawTable`], where every access is bounds-checked,
 //! as for option tables the union does not list), tensors' sparsity (only its presence is
 //! checked) and variant subtypes, custom quantization details. The generated verifiers are one
 //! function per table type, with error traces: ~26 KiB on a Cortex-M for the options alone, and

@@ -9,10 +9,13 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::ops::Deref;
 
+use self::rawfb::RawTable;
 use crate::error::{invalid, Error, Result, UnsupportedOp};
-use crate::ops;
-use crate::rawfb::RawTable;
 use crate::schema;
+
+pub(crate) mod rawfb;
+pub(crate) mod registry;
+mod verify;
 
 /// Largest tensor literun accepts, in bytes.
 pub const MAX_TENSOR_BYTES: usize = 1 << 31;
@@ -180,6 +183,15 @@ impl OpDesc<'_> {
     }
 }
 
+/// The error of operator `index`, naming it.
+pub(crate) fn op_err(index: usize, op: &OpDesc<'_>, reason: impl Into<String>) -> Error {
+    Error::Op {
+        index,
+        op: op.name(),
+        reason: reason.into(),
+    }
+}
+
 pub(crate) fn op_name(code: schema::BuiltinOperator) -> String {
     #[cfg(feature = "error-details")]
     let name = match code.variant_name() {
@@ -189,7 +201,7 @@ pub(crate) fn op_name(code: schema::BuiltinOperator) -> String {
     // Without `error-details`, only the operators literun supports are named (the schema's ~200
     // names are 4 KiB of firmware).
     #[cfg(not(feature = "error-details"))]
-    let name = match ops::supported_name(code) {
+    let name = match registry::supported_name(code) {
         Some(n) => n.to_string(),
         None => ["BUILTIN(", &crate::error::decimal(code.0.into()), ")"].concat(),
     };
@@ -340,7 +352,7 @@ impl<'a> Model<'a> {
             ));
         }
         let opts = verifier_options(bytes.len());
-        let root = crate::verify::root(&opts, bytes)
+        let root = verify::root(&opts, bytes)
             .map_err(|e| invalid!("flatbuffer verification failed: {e}"))?;
         if root.version() != schema::SCHEMA_VERSION {
             return Err(invalid!("schema version {} (expected 3)", root.version()));
@@ -538,8 +550,8 @@ impl<'a> Model<'a> {
                     }
                     produced[o] = true;
                 }
-                let compiled_out = ops::missing_feature(code);
-                match ops::arity(code).filter(|_| compiled_out.is_none()) {
+                let compiled_out = registry::missing_feature(code);
+                match registry::arity(code).filter(|_| compiled_out.is_none()) {
                     None => unsupported.push(UnsupportedOp {
                         index: oi,
                         op: match compiled_out {

@@ -1,0 +1,132 @@
+//! Views of the model's input, output and intermediate tensors while an interpreter holds them.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
+
+use crate::error::format;
+use crate::model::DType;
+
+use crate::error::{Error, Result};
+
+/// A read-only view of a tensor.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorRef<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) shape: &'a [usize],
+    pub(crate) dtype: DType,
+    pub(crate) data: &'a [u8],
+}
+
+/// A writable view of a model input.
+#[derive(Debug)]
+pub struct TensorMut<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) shape: &'a [usize],
+    pub(crate) dtype: DType,
+    pub(crate) data: &'a mut [u8],
+}
+
+pub(crate) fn typed<T: bytemuck::Pod>(data: &[u8], dtype: DType, want: DType) -> Result<&[T]> {
+    if dtype != want {
+        return Err(Error::Tensor(format!(
+            "tensor is {}, not {}",
+            dtype.name(),
+            want.name()
+        )));
+    }
+    bytemuck::try_cast_slice(data).map_err(|_| Error::Misaligned)
+}
+
+pub(crate) fn typed_mut<T: bytemuck::Pod>(
+    data: &mut [u8],
+    dtype: DType,
+    want: DType,
+) -> Result<&mut [T]> {
+    if dtype != want {
+        return Err(Error::Tensor(format!(
+            "tensor is {}, not {}",
+            dtype.name(),
+            want.name()
+        )));
+    }
+    bytemuck::try_cast_slice_mut(data).map_err(|_| Error::Misaligned)
+}
+
+macro_rules! accessors {
+    ($($name:ident, $name_mut:ident: $t:ty = $dt:expr;)*) => {
+        impl<'a> TensorRef<'a> {$(
+            #[doc = concat!("The data as `", stringify!($t), "` (error if the type differs).")]
+            pub fn $name(&self) -> Result<&'a [$t]> { typed(self.data, self.dtype, $dt) }
+        )*}
+        impl<'a> TensorMut<'a> {$(
+            #[doc = concat!("The data as `", stringify!($t), "` (error if the type differs).")]
+            pub fn $name(&self) -> Result<&[$t]> { typed(self.data, self.dtype, $dt) }
+            #[doc = concat!("The data as mutable `", stringify!($t), "`.")]
+            pub fn $name_mut(&mut self) -> Result<&mut [$t]> { typed_mut(self.data, self.dtype, $dt) }
+        )*}
+    };
+}
+
+accessors! {
+    as_f32, as_f32_mut: f32 = DType::F32;
+    as_i32, as_i32_mut: i32 = DType::I32;
+    as_i64, as_i64_mut: i64 = DType::I64;
+    as_u8, as_u8_mut: u8 = DType::U8;
+    as_i8, as_i8_mut: i8 = DType::I8;
+    as_bool, as_bool_mut: u8 = DType::Bool;
+}
+
+impl<'a> TensorRef<'a> {
+    /// Name (signature name for model inputs/outputs when present).
+    pub fn name(&self) -> &'a str {
+        self.name
+    }
+    pub fn shape(&self) -> &'a [usize] {
+        self.shape
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Raw little-endian bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.data
+    }
+}
+
+impl TensorMut<'_> {
+    pub fn name(&self) -> &str {
+        self.name
+    }
+    pub fn shape(&self) -> &[usize] {
+        self.shape
+    }
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// Raw little-endian bytes.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        self.data
+    }
+    /// Copies `values` in (error if the type or length differs).
+    pub fn copy_from_f32(&mut self, values: &[f32]) -> Result<()> {
+        let d = self.as_f32_mut()?;
+        if d.len() != values.len() {
+            return Err(Error::Tensor(format!(
+                "expected {} values, got {}",
+                d.len(),
+                values.len()
+            )));
+        }
+        d.copy_from_slice(values);
+        Ok(())
+    }
+}

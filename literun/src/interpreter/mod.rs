@@ -1,0 +1,748 @@
+//! The interpreter: prepares a [`Model`] once (shapes, parameters, arena plan) and runs it.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
+
+mod arena;
+mod compiled;
+mod io;
+
+use crate::error::format;
+use crate::kernels::shape_ops as so;
+use crate::model::op_err;
+use crate::ops::shape::Shape;
+use alloc::vec;
+use alloc::vec::Vec;
+use arena::{charge, fold_pads, try_vec, ConstCopies};
+use compiled::{compiled_in, types_compiled_in};
+use io::typed_mut;
+pub use io::{TensorMut, TensorRef};
+
+use crate::error::{Error, Result};
+use crate::kernels::simd::{self, FastScratch, Isa};
+use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
+use crate::ops::buffers::{by_size, cast_out, split_io, Ins, Loc, Scratch};
+use crate::ops::compare::{run_topk, Compare};
+use crate::ops::fast::{run_fast, Fast};
+use crate::ops::quantize::{dequantize_values, Quantize};
+use crate::ops::{prepare_op, Kind};
+
+/// The most memory [`Interpreter::new`] allocates for one model: the activation arena, the
+/// prepacked constants and the kernels' scratch together. A file can claim large activation
+/// shapes without carrying any data, so this, not the file size, bounds what it can make us
+/// allocate; beyond it preparing fails with [`Error::InvalidModel`] before allocating anything.
+pub const MAX_MEMORY_BYTES: usize = 1 << 31;
+
+pub(crate) struct Prepared {
+    pub(crate) index: usize,
+    pub(crate) kind: Kind,
+    /// Weights pre-packed for a SIMD kernel, when the operator has one on this CPU.
+    pub(crate) fast: Option<Fast>,
+    /// The tensor read as input 0 instead of the operator's: a convolution that does the work
+    /// of the PAD before it reads the PAD's input ([`PadFold`]).
+    pub(crate) input0: Option<usize>,
+    /// A PAD folded into the convolution reading it: [`Interpreter::invoke`] skips it
+    /// ([`Interpreter::invoke_observed`] still runs it, for its output's value).
+    pub(crate) folded: bool,
+}
+
+/// How an [`Interpreter`] is set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Instruction set of the fast kernels (`Isa::Portable`: the reference kernels only).
+    /// Defaults to [`Isa::detect`], or to the `LITERUN_ISA` environment variable (`portable`,
+    /// `avx2`, `avx-vnni`, `avx512-vnni`, `neon`, `neon-dot`) when set and available.
+    pub isa: Isa,
+    /// Float 3x3 stride-1 convolutions through Winograd F(2x2, 3x3) where it pays (AVX-512,
+    /// 16+ channels in and out, outputs of at least [`WINO_MIN_TILES`](crate::kernels::simd::WINO_MIN_TILES)
+    /// 2x2 tiles): 1.6-1.9x faster. Its prepacked weights are the size of the file's (the
+    /// transformed ones are built per call); its scratch holds one row of them, `4 * cin * cout`
+    /// floats. `false`: the direct convolution only. Default `true`.
+    pub winograd: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        #[cfg(feature = "std")]
+        if let Ok(name) = std::env::var("LITERUN_ISA") {
+            for isa in [
+                Isa::Portable,
+                Isa::Avx2,
+                Isa::AvxVnni,
+                Isa::Avx512Vnni,
+                Isa::Neon,
+                Isa::NeonDot,
+            ] {
+                if isa.name() == name && isa.available() {
+                    return Options {
+                        isa,
+                        winograd: true,
+                    };
+                }
+            }
+        }
+        Options {
+            isa: Isa::detect(),
+            winograd: true,
+        }
+    }
+}
+
+impl Options {
+    /// The defaults with the fast kernels of `isa` (e.g. `Isa::Portable` for the reference
+    /// kernels alone).
+    pub fn with_isa(isa: Isa) -> Options {
+        Options {
+            isa,
+            ..Options::default()
+        }
+    }
+}
+
+/// The activation arena: owned, or lent by the application.
+enum Arena<'m> {
+    Owned(Vec<u128>),
+    Borrowed(&'m mut [u8]),
+}
+
+impl Arena<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Arena::Owned(v) => bytemuck::cast_slice(v),
+            Arena::Borrowed(b) => b,
+        }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Arena::Owned(v) => bytemuck::cast_slice_mut(v),
+            Arena::Borrowed(b) => b,
+        }
+    }
+}
+
+/// Runs a model. Create with [`Interpreter::new`], fill inputs, [`invoke`](Interpreter::invoke),
+/// read outputs.
+pub struct Interpreter<'m> {
+    model: &'m Model<'m>,
+    arena: Arena<'m>,
+    arena_bytes: usize,
+    locs: Vec<Loc>,
+    ops: Vec<Prepared>,
+    packed: Vec<u128>,
+    packed_bytes: usize,
+    scratch: Scratch,
+    isa: Isa,
+}
+
+impl<'m> Interpreter<'m> {
+    /// Prepares `model`: checks every operator's shapes and parameters, plans and allocates the
+    /// arena. No allocation happens in [`invoke`](Self::invoke) for float models.
+    pub fn new(model: &'m Model<'m>) -> Result<Interpreter<'m>> {
+        Self::build(model, Options::default(), None, None)
+    }
+
+    /// [`new`](Self::new) with explicit [`Options`].
+    pub fn with_options(model: &'m Model<'m>, options: Options) -> Result<Interpreter<'m>> {
+        Self::build(model, options, None, None)
+    }
+
+    /// Runs in an arena the application owns (e.g. a `static` buffer in firmware): it must hold
+    /// [`Model::arena_bytes`] bytes from its first 16-byte aligned byte (so up to 15 more for
+    /// an unaligned buffer; the error says how many). [`invoke`](Self::invoke) then allocates
+    /// nothing.
+    pub fn with_arena(model: &'m Model<'m>, arena: &'m mut [u8]) -> Result<Interpreter<'m>> {
+        Self::build(model, Options::default(), Some(arena), None)
+    }
+
+    /// [`with_arena`](Self::with_arena) with explicit [`Options`].
+    pub fn with_arena_and_options(
+        model: &'m Model<'m>,
+        arena: &'m mut [u8],
+        options: Options,
+    ) -> Result<Interpreter<'m>> {
+        Self::build(model, options, Some(arena), None)
+    }
+
+    /// [`with_options`](Self::with_options), calling `done(bytes)` with each constant buffer of
+    /// the model as soon as the interpreter has copied it into its own layout (weights prepacked
+    /// for a SIMD kernel, constants dequantized) and will not read it again.
+    ///
+    /// For apps that memory-map the model file: dropping the whole pages inside `bytes`
+    /// (`madvise(MADV_DONTNEED)` on a file-backed mapping) means the weights are not held twice,
+    /// and since it happens buffer by buffer while preparing, never were at once. Anything that
+    /// still reads those bytes (e.g. [`tensor`](Self::tensor)) gets them back from the file.
+    /// Never drop pages of memory that is not backed by the file: they would read as zeros.
+    pub fn with_options_releasing(
+        model: &'m Model<'m>,
+        options: Options,
+        done: &mut dyn FnMut(&'m [u8]),
+    ) -> Result<Interpreter<'m>> {
+        Self::build(model, options, None, Some(done))
+    }
+
+    fn build(
+        model: &'m Model<'m>,
+        options: Options,
+        arena: Option<&'m mut [u8]>,
+        mut done: Option<&mut dyn FnMut(&'m [u8])>,
+    ) -> Result<Interpreter<'m>> {
+        let isa = if options.isa.available() {
+            options.isa
+        } else {
+            Isa::Portable
+        };
+        let tensors = model.tensors();
+        let nops = model.operators().len();
+        let mut ops = Vec::with_capacity(nops);
+        types_compiled_in(model)?;
+        for (i, op) in model.operators().iter().enumerate() {
+            ops.push(Prepared {
+                index: i,
+                kind: prepare_op(model, i, op)?,
+                fast: None,
+                input0: None,
+                folded: false,
+            });
+        }
+        compiled_in(model, &ops)?;
+        let plan = model.memory_plan()?;
+        fold_pads(model, &mut ops, &plan)?;
+
+        // Everything allocated below is charged to `memory` first. Constant DEQUANTIZE outputs
+        // are at most 4x their data in the file; the arena and scratch follow claimed shapes.
+        let mut memory = 0usize;
+
+        // Constant buffers the interpreter copies into its own layout, counted so `done` hears
+        // of each once its last reader has copied it.
+        let mut copies = ConstCopies::new(model);
+
+        // In operator order (a constant is dequantized before its readers pack it, and dropped
+        // once they have): DEQUANTIZE of constant data, done once here into the prepacked
+        // buffer; weights pre-packed for the fast kernels (constants of the file, or dequantized).
+        let mut packed_parts: Vec<(usize, Vec<f32>)> = Vec::new();
+        for p in ops.iter_mut() {
+            let op = &model.operators()[p.index];
+            let const_input = op.inputs.first().copied().flatten().and_then(|src| {
+                let data = tensors[src].data?;
+                Some((tensors[src].elements, data))
+            });
+            if let (
+                Some((n, data)),
+                Kind::Quantize(
+                    dq @ (Quantize::DequantizeF16
+                    | Quantize::DequantizeAffine { .. }
+                    | Quantize::DequantizePerChannel { .. }),
+                ),
+            ) = (const_input, &p.kind)
+            {
+                charge(&mut memory, n.checked_mul(4), "prepacked constants")?;
+                let mut out = try_vec::<f32>(n)?;
+                dequantize_values(dq, data, &mut out).map_err(|e| op_err(p.index, op, e))?;
+                packed_parts.push((op.outputs[0], out));
+                p.kind = Kind::Precomputed;
+                copies.copied(p.index, &[0], &mut done, &mut |_| {});
+                continue;
+            }
+            {
+                let constant = |t: usize| -> Option<&[u8]> {
+                    if let Some(d) = tensors.get(t)?.data {
+                        return Some(d);
+                    }
+                    packed_parts
+                        .iter()
+                        .find(|(pt, _)| *pt == t)
+                        .map(|(_, v)| bytemuck::cast_slice(v))
+                };
+                p.fast = Fast::prepare(isa, options.winograd, &p.kind, op, &constant);
+                if p.fast.is_some() {
+                    p.kind.drop_portable_requant();
+                }
+            }
+            let packed_inputs: &[usize] = match &p.fast {
+                Some(f) if f.packs_weights() => &[1, 2],
+                _ => &[],
+            };
+            // A dequantized constant that only fed prepacked weights is not kept twice (float16
+            // weights of a SIMD convolution would be held dequantized and packed).
+            copies.copied(p.index, packed_inputs, &mut done, &mut |t| {
+                if !model.outputs().iter().any(|o| o.tensor == t) {
+                    packed_parts.retain(|(pt, _)| *pt != t);
+                }
+            });
+        }
+        let mut packed_locs = Vec::new();
+        let mut packed_bytes = 0usize;
+        for (t, v) in &packed_parts {
+            let len = v.len() * 4;
+            packed_locs.push((*t, packed_bytes, len));
+            packed_bytes += len.div_ceil(16) * 16;
+        }
+        charge(&mut memory, Some(packed_bytes), "prepacked constants")?;
+        let mut packed = try_vec::<u128>(packed_bytes / 16)?;
+        {
+            let pb = bytemuck::cast_slice_mut::<u128, u8>(&mut packed);
+            for ((_, v), &(_, off, len)) in packed_parts.iter().zip(&packed_locs) {
+                pb[off..off + len].copy_from_slice(bytemuck::cast_slice(v));
+            }
+        }
+        drop(packed_parts);
+        let fast_bytes: usize = ops
+            .iter()
+            .filter_map(|p| p.fast.as_ref())
+            .map(Fast::bytes)
+            .sum();
+
+        // Scratch for the quantized kernels.
+        let mut scratch = Scratch::default();
+        let (mut n8, mut nf, mut n32) = (0, 0, 0);
+        let (mut f8, mut f32n, mut ff) = (0, 0, 0);
+        for p in &ops {
+            let (a, b, c) = p.kind.scratch();
+            n8 = n8.max(a);
+            nf = nf.max(b);
+            n32 = n32.max(c);
+            if let Some(f) = &p.fast {
+                let (a, b, c) = f.scratch();
+                f8 = f8.max(a);
+                f32n = f32n.max(b);
+                ff = ff.max(c);
+            }
+        }
+        let scratch_bytes = nf
+            .checked_mul(4)
+            .and_then(|b| b.checked_add(n32.checked_mul(4)?))
+            .and_then(|b| b.checked_add(n8))
+            .and_then(|b| b.checked_add(f8))
+            .and_then(|b| b.checked_add(f32n.checked_mul(4)?))
+            .and_then(|b| b.checked_add(ff.checked_mul(4)?));
+        charge(&mut memory, scratch_bytes, "kernel scratch")?;
+        scratch.i8s = try_vec(n8)?;
+        scratch.f32s = try_vec(nf)?;
+        scratch.i32s = try_vec(n32)?;
+        scratch.fast = vec![FastScratch {
+            i8s: try_vec(f8)?,
+            i32s: try_vec(f32n)?,
+            f32s: try_vec(ff)?,
+        }];
+
+        let nt = tensors.len();
+        let mut locs = vec![Loc::Empty; nt];
+        for &(t, off, len) in &packed_locs {
+            locs[t] = Loc::Packed { off, len };
+        }
+        for t in 0..nt {
+            if tensors[t].data.is_some() {
+                locs[t] = Loc::Const;
+            } else if let Some(off) = plan.offsets[t] {
+                locs[t] = Loc::Arena {
+                    off,
+                    len: tensors[t].bytes,
+                };
+            } else if !matches!(locs[t], Loc::Packed { .. }) && tensors[t].bytes > 0 {
+                // Used tensors are planned; anything else must be unused, the output of a
+                // folded PAD, or a dequantized constant only prepacked kernels read.
+                debug_assert!(
+                    ops.iter().any(|p| {
+                        let outputs = &model.operators()[p.index].outputs;
+                        (p.folded || matches!(p.kind, Kind::Precomputed)) && outputs.contains(&t)
+                    }) || !model
+                        .operators()
+                        .iter()
+                        .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t)))
+                );
+            }
+        }
+        let arena = match arena {
+            Some(buf) => {
+                // Any buffer works: the arena starts at its first 16-byte aligned byte, so an
+                // unaligned one needs up to 15 bytes more than the plan.
+                let skip = buf.as_ptr().align_offset(crate::plan::ARENA_ALIGN);
+                let given = buf.len();
+                match buf.get_mut(skip..skip.saturating_add(plan.total)) {
+                    Some(aligned) => Arena::Borrowed(aligned),
+                    None => {
+                        return Err(Error::InvalidModel(format!(
+                            "the arena given has {given} bytes; the model needs {} ({} with \
+                             this buffer's alignment)",
+                            plan.total,
+                            plan.total + skip
+                        )))
+                    }
+                }
+            }
+            None => {
+                charge(&mut memory, Some(plan.total), "activation arena")?;
+                Arena::Owned(try_vec(plan.total / 16)?)
+            }
+        };
+        let interp = Interpreter {
+            model,
+            arena,
+            arena_bytes: plan.total,
+            locs,
+            ops,
+            packed,
+            packed_bytes: packed_bytes + fast_bytes,
+            scratch,
+            isa,
+        };
+        // Every operator's outputs must be disjoint from its inputs (the planner guarantees it;
+        // checked so invoke can rely on it).
+        for (i, op) in model.operators().iter().enumerate() {
+            for &o in &op.outputs {
+                if let Loc::Arena { off, len } = interp.locs[o] {
+                    for &t in op.inputs.iter().flatten() {
+                        if let Loc::Arena { off: a, len: l } = interp.locs[t] {
+                            if a < off + len && off < a + l {
+                                return Err(op_err(i, op, "output overlaps an input in the arena"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(interp)
+    }
+
+    /// The model being run.
+    pub fn model(&self) -> &'m Model<'m> {
+        self.model
+    }
+
+    /// Runs the convolution, dense and depthwise kernels on `n` threads (feature `threads`):
+    /// each such operator big enough to gain splits its output rows over scoped std threads,
+    /// so results are identical to one thread. Allocates `n - 1` more kernel scratch buffers;
+    /// `invoke` then starts threads (an app arena's no-allocation guarantee is for one thread).
+    #[cfg(feature = "threads")]
+    pub fn with_threads(mut self, n: usize) -> Result<Self> {
+        let first = self
+            .scratch
+            .fast
+            .first()
+            .map_or((0, 0, 0), |s| (s.i8s.len(), s.i32s.len(), s.f32s.len()));
+        self.scratch.fast.truncate(1);
+        for _ in 1..n.max(1) {
+            self.scratch.fast.push(FastScratch {
+                i8s: try_vec(first.0)?,
+                i32s: try_vec(first.1)?,
+                f32s: try_vec(first.2)?,
+            });
+        }
+        Ok(self)
+    }
+
+    /// Threads the kernels may use (1 unless [`Interpreter::with_threads`]).
+    pub fn threads(&self) -> usize {
+        self.scratch.fast.len().max(1)
+    }
+
+    /// Size of the activation arena in bytes.
+    pub fn arena_bytes(&self) -> usize {
+        self.arena_bytes
+    }
+
+    /// Bytes of constant data prepared once in [`new`](Self::new), kept for the interpreter's
+    /// lifetime: weights re-laid out for the SIMD kernels (with their per-channel parameters),
+    /// and constant DEQUANTIZE outputs (fp16 or int8 weights feeding float operators) that a
+    /// kernel reads as they are (not those only a SIMD kernel's packing read).
+    pub fn prepacked_bytes(&self) -> usize {
+        self.packed_bytes
+    }
+
+    /// The instruction set the fast kernels use.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// Model inputs.
+    pub fn inputs(&self) -> &'m [TensorInfo<'m>] {
+        self.model.inputs()
+    }
+
+    /// Model outputs.
+    pub fn outputs(&self) -> &'m [TensorInfo<'m>] {
+        self.model.outputs()
+    }
+
+    fn tensor_bytes(&self, t: usize) -> &[u8] {
+        match self.locs[t] {
+            Loc::Empty => &[],
+            Loc::Const => self.model.tensors()[t].data.unwrap_or(&[]),
+            Loc::Arena { off, len } => &self.arena.bytes()[off..off + len],
+            Loc::Packed { off, len } => {
+                &bytemuck::cast_slice::<u128, u8>(&self.packed)[off..off + len]
+            }
+        }
+    }
+
+    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`]: the memory
+    /// plan lets later tensors reuse an input's bytes once its last reader has run, so after an
+    /// invoke the inputs no longer hold what was written.
+    pub fn input_mut(&mut self, i: usize) -> Result<TensorMut<'_>> {
+        let info = self.model.inputs().get(i).ok_or_else(|| {
+            Error::Tensor(format!(
+                "no input {i} (model has {})",
+                self.model.inputs().len()
+            ))
+        })?;
+        let data: &mut [u8] = match self.locs[info.tensor] {
+            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
+            _ => &mut [],
+        };
+        Ok(TensorMut {
+            name: info.name,
+            shape: &info.shape,
+            dtype: info.dtype,
+            data,
+        })
+    }
+
+    /// Input `i` as `f32` for writing.
+    pub fn input_f32_mut(&mut self, i: usize) -> Result<&mut [f32]> {
+        let info = self
+            .model
+            .inputs()
+            .get(i)
+            .ok_or_else(|| Error::Tensor(format!("no input {i}")))?;
+        let dtype = info.dtype;
+        let data: &mut [u8] = match self.locs[info.tensor] {
+            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
+            _ => &mut [],
+        };
+        typed_mut(data, dtype, DType::F32)
+    }
+
+    /// The input named `name`.
+    pub fn input_by_name(&mut self, name: &str) -> Result<TensorMut<'_>> {
+        let i = self
+            .model
+            .inputs()
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| Error::Tensor(format!("no input named {name:?}")))?;
+        self.input_mut(i)
+    }
+
+    /// Output `i` (valid after [`invoke`](Self::invoke)).
+    pub fn output(&self, i: usize) -> Result<TensorRef<'_>> {
+        let info = self.model.outputs().get(i).ok_or_else(|| {
+            Error::Tensor(format!(
+                "no output {i} (model has {})",
+                self.model.outputs().len()
+            ))
+        })?;
+        Ok(TensorRef {
+            name: info.name,
+            shape: &info.shape,
+            dtype: info.dtype,
+            data: self.tensor_bytes(info.tensor),
+        })
+    }
+
+    /// The output named `name`.
+    pub fn output_by_name(&self, name: &str) -> Result<TensorRef<'_>> {
+        let i = self
+            .model
+            .outputs()
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| Error::Tensor(format!("no output named {name:?}")))?;
+        self.output(i)
+    }
+
+    /// Any tensor of subgraph 0 by index (intermediate values may have been overwritten; a
+    /// constant dequantized only for kernels that prepacked it is not kept and reads as empty).
+    pub fn tensor(&self, t: usize) -> Result<TensorRef<'_>> {
+        let d = self
+            .model
+            .tensors()
+            .get(t)
+            .ok_or_else(|| Error::Tensor(format!("no tensor {t}")))?;
+        Ok(TensorRef {
+            name: d.name,
+            shape: &d.shape,
+            dtype: d.dtype,
+            data: self.tensor_bytes(t),
+        })
+    }
+
+    /// Runs all operators.
+    pub fn invoke(&mut self) -> Result<()> {
+        let arena = self.arena.bytes_mut();
+        let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
+        let tensors = self.model.tensors();
+        let ops = self.model.operators();
+        for p in self.ops.iter().filter(|p| !p.folded) {
+            let op = &ops[p.index];
+            run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the operators like [`invoke`](Self::invoke), calling `f(op_index)` after each
+    /// operator that runs (a PAD folded into the convolution after it does not run and is not
+    /// reported). For timing operators.
+    pub fn invoke_timed(&mut self, f: &mut dyn FnMut(usize)) -> Result<()> {
+        let arena = self.arena.bytes_mut();
+        let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
+        let tensors = self.model.tensors();
+        let ops = self.model.operators();
+        for p in self.ops.iter().filter(|p| !p.folded) {
+            let op = &ops[p.index];
+            run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+            f(p.index);
+        }
+        Ok(())
+    }
+
+    /// How many PAD operators are folded into the convolution reading them (not run by
+    /// [`invoke`](Self::invoke)).
+    pub fn folded_pads(&self) -> usize {
+        self.ops.iter().filter(|p| p.folded).count()
+    }
+
+    /// Runs all operators like [`invoke`](Self::invoke), calling `f(op_index, tensor_index,
+    /// value)` after each operator for each of its outputs (in the operator's output order).
+    /// PADs folded into their convolution run here too, so every output is observed, except a
+    /// constant DEQUANTIZE output that only prepacked kernels read (it is not kept).
+    /// Used to calibrate activation ranges and to compare layers; the values are only valid
+    /// during the call (the arena reuses memory).
+    pub fn invoke_observed(
+        &mut self,
+        f: &mut dyn FnMut(usize, usize, TensorRef<'_>),
+    ) -> Result<()> {
+        let tensors = self.model.tensors();
+        let ops = self.model.operators();
+        for k in 0..self.ops.len() {
+            let p = &self.ops[k];
+            let op = &ops[p.index];
+            if p.folded {
+                // The PAD's output has no memory of its own: pad into a temporary to show it.
+                let (Some(&o), Some(d)) = (
+                    op.outputs.first(),
+                    op.outputs.first().and_then(|&o| tensors.get(o)),
+                ) else {
+                    continue;
+                };
+                let mut buf = try_vec::<u128>(d.bytes.div_ceil(16))?;
+                let out = &mut bytemuck::cast_slice_mut::<u128, u8>(&mut buf)[..d.bytes];
+                let arena = self.arena.bytes();
+                let ins = Ins {
+                    lo: arena,
+                    hi: &[],
+                    hi_start: arena.len(),
+                    packed: bytemuck::cast_slice::<u128, u8>(&self.packed),
+                    locs: &self.locs,
+                    tensors,
+                    ids: &op.inputs,
+                    in0: None,
+                };
+                run_one(p, op, ins, out, &mut self.scratch)?;
+                f(
+                    p.index,
+                    o,
+                    TensorRef {
+                        name: d.name,
+                        shape: &d.shape,
+                        dtype: d.dtype,
+                        data: out,
+                    },
+                );
+                continue;
+            }
+            {
+                let arena = self.arena.bytes_mut();
+                let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
+                run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+            }
+            for &o in &op.outputs {
+                let d = &tensors[o];
+                if self.locs[o] == Loc::Empty && d.bytes > 0 {
+                    // A constant dequantized only for prepacked weights: not kept.
+                    continue;
+                }
+                f(
+                    p.index,
+                    o,
+                    TensorRef {
+                        name: d.name,
+                        shape: &d.shape,
+                        dtype: d.dtype,
+                        data: self.tensor_bytes(o),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run_op<'b>(
+    p: &'b Prepared,
+    op: &'b OpDesc<'b>,
+    tensors: &'b [TensorDesc<'b>],
+    locs: &'b [Loc],
+    arena: &'b mut [u8],
+    packed: &'b [u8],
+    scratch: &mut Scratch,
+) -> Result<()> {
+    // Multi-output operators handle each output separately.
+    #[cfg(feature = "ops-shape")]
+    if let Kind::Shape(Shape::Split {
+        input,
+        strides,
+        parts,
+        size,
+    }) = &p.kind
+    {
+        for (j, (start, shape)) in parts.iter().enumerate() {
+            let (ins, out) = split_io(arena, packed, locs, tensors, op, None, op.outputs[j]);
+            by_size!(*size, ins, *input, out, |i, o| so::strided_copy(
+                i, *start, shape, strides, o
+            ));
+        }
+        return Ok(());
+    }
+    #[cfg(feature = "ops-compare")]
+    if let Kind::Compare(Compare::TopK { n, k, dtype, .. }) = &p.kind {
+        for (j, &out_t) in op.outputs.iter().enumerate().take(2) {
+            let (ins, out) = split_io(arena, packed, locs, tensors, op, None, out_t);
+            let order: &mut [u32] = bytemuck::cast_slice_mut(scratch.i32s.as_mut_slice());
+            run_topk(&ins, *n, *k, *dtype, order, out, j == 1).map_err(|e| match e {
+                Error::Misaligned => e,
+                _ => op_err(p.index, op, "bad TOPK_V2 buffers"),
+            })?;
+        }
+        return Ok(());
+    }
+    let Some(&out_t) = op.outputs.first() else {
+        return Ok(());
+    };
+    let (ins, out) = split_io(arena, packed, locs, tensors, op, p.input0, out_t);
+    run_one(p, op, ins, out, scratch)
+}
+
+/// Runs a single-output operator reading `ins`, writing `out`: with its pre-packed weights when
+/// it has them, else with its family's portable kernel.
+fn run_one<'b>(
+    p: &'b Prepared,
+    op: &'b OpDesc<'b>,
+    ins: Ins<'b>,
+    out: &mut [u8],
+    scratch: &mut Scratch,
+) -> Result<()> {
+    if let Some(fast) = p.fast.as_ref().filter(|_| simd::FAST_KERNELS) {
+        return run_fast(fast, &p.kind, &ins, out, &mut scratch.fast)
+            .ok_or_else(|| op_err(p.index, op, "fast kernel does not match the operator"));
+    }
+    p.kind.run(p.index, op, ins, out, scratch)
+}

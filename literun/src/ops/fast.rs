@@ -1,0 +1,200 @@
+//! The SIMD kernels with pre-packed constant weights ([`crate::kernels::simd`]): their packed
+//! forms ([`Fast`]) and the dispatch to each family's `fast` (which kernel an operator has on
+//! this CPU) and `run_fast`.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
+
+use super::buffers::Ins;
+use super::Kind;
+use crate::kernels::simd;
+use crate::kernels::simd::{DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa, WinoF32};
+use crate::model::OpDesc;
+
+/// The constant inputs of an operator whose fast kernel is being prepared.
+pub(crate) struct Constants<'c, 'a> {
+    op: &'a OpDesc<'a>,
+    constant: &'a dyn Fn(usize) -> Option<&'c [u8]>,
+}
+
+impl<'c> Constants<'c, '_> {
+    fn data(&self, k: usize) -> Option<&'c [u8]> {
+        self.op
+            .inputs
+            .get(k)
+            .copied()
+            .flatten()
+            .and_then(self.constant)
+    }
+
+    pub(crate) fn weights_i8(&self) -> Option<&'c [i8]> {
+        Some(bytemuck::cast_slice(self.data(1)?))
+    }
+
+    pub(crate) fn weights_f32(&self) -> Option<&'c [f32]> {
+        bytemuck::try_cast_slice(self.data(1)?).ok()
+    }
+
+    /// The bias: absent, or constant (a bias computed at run time keeps the portable kernel).
+    fn bias<T: bytemuck::Pod>(&self) -> Option<Option<&'c [T]>> {
+        match self.op.inputs.get(2).copied().flatten() {
+            None => Some(None),
+            Some(_) => Some(Some(bytemuck::try_cast_slice(self.data(2)?).ok()?)),
+        }
+    }
+
+    pub(crate) fn bias_i32(&self) -> Option<Option<&'c [i32]>> {
+        self.bias()
+    }
+
+    pub(crate) fn bias_f32(&self) -> Option<Option<&'c [f32]>> {
+        self.bias()
+    }
+}
+
+/// An operator's pre-packed constant weights for the fast kernels ([`crate::kernels::simd`]).
+pub(crate) enum Fast {
+    ConvI8(GemmI8),
+    FullyConnectedI8(GemmI8),
+    DepthwiseI8(DwI8),
+    Conv(GemmF32),
+    /// Float 3x3 stride-1 CONV_2D by Winograd F(2x2, 3x3).
+    ConvWino(WinoF32),
+    FullyConnected(GemmF32),
+    Depthwise(DwF32),
+    /// Int8 ADD/SUB/MUL computed in vectors (no weights: the kernel's parameters).
+    ArithI8(simd::ArithI8),
+    /// An int8 binary operator as a table of its 65536 input pairs, `t[(x as u8) << 8 | y as
+    /// u8]`: SQUARED_DIFFERENCE, whose three rescalings per element (and 64-bit products) have
+    /// no vector form here. 64 KiB, so only where the fast kernels run (not on microcontrollers).
+    PairTableI8(alloc::boxed::Box<[i8]>),
+    /// QUANTIZE float32 -> int8/uint8/int16 with this ISA's vector kernel.
+    Quantize(Isa),
+    /// A float unary operator at this ISA's vector width.
+    Unary(Isa),
+    /// TRANSPOSE of 32-bit values from few rows (`simd::transpose_few_rows_32`).
+    TransposeFewRows(Isa),
+}
+
+impl Fast {
+    pub(crate) fn bytes(&self) -> usize {
+        match self {
+            Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => g.bytes(),
+            Fast::DepthwiseI8(d) => d.bytes(),
+            Fast::Conv(g) | Fast::FullyConnected(g) => g.bytes(),
+            Fast::ConvWino(w) => w.bytes(),
+            Fast::Depthwise(d) => d.bytes(),
+            Fast::PairTableI8(t) => t.len(),
+            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) | Fast::TransposeFewRows(_) => 0,
+        }
+    }
+
+    /// Whether the kernel reads its weights and bias (inputs 1 and 2) only from its packed copy,
+    /// so the model's bytes of them are not read after preparing.
+    pub(crate) fn packs_weights(&self) -> bool {
+        match self {
+            Fast::ConvI8(_)
+            | Fast::FullyConnectedI8(_)
+            | Fast::DepthwiseI8(_)
+            | Fast::Conv(_)
+            | Fast::ConvWino(_)
+            | Fast::FullyConnected(_)
+            | Fast::Depthwise(_) => true,
+            Fast::ArithI8(_)
+            | Fast::PairTableI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_) => false,
+        }
+    }
+
+    /// Scratch for [`FastScratch`]: (i8, i32, f32) values.
+    pub(crate) fn scratch(&self) -> (usize, usize, usize) {
+        match self {
+            Fast::ConvI8(g) | Fast::FullyConnectedI8(g) => (g.k, g.scratch_i32(), 0),
+            Fast::Conv(g) | Fast::FullyConnected(g) => (0, 0, g.scratch_f32()),
+            Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
+            Fast::DepthwiseI8(d) => (0, d.scratch_i32(), 0),
+            Fast::Depthwise(_) => (0, 0, 0),
+            Fast::ArithI8(_)
+            | Fast::PairTableI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_) => (0, 0, 0),
+        }
+    }
+
+    /// Packs the weights of `kind` for `isa` when its weights (and bias) are constant (Winograd
+    /// only with `winograd`).
+    pub(crate) fn prepare<'c>(
+        isa: Isa,
+        winograd: bool,
+        kind: &Kind,
+        op: &OpDesc<'_>,
+        constant: &dyn Fn(usize) -> Option<&'c [u8]>,
+    ) -> Option<Fast> {
+        if isa == Isa::Portable || !simd::FAST_KERNELS {
+            return None;
+        }
+        let c = Constants { op, constant };
+        match kind {
+            Kind::Conv(k) => k.fast(isa, winograd, &c),
+            Kind::Depthwise(k) => k.fast(isa, &c),
+            Kind::FullyConnected(k) => k.fast(isa, &c),
+            Kind::Elementwise(k) => k.fast(isa),
+            Kind::Shape(k) => k.fast(isa),
+            Kind::Quantize(k) => k.fast(isa),
+            Kind::TransposeConv(_)
+            | Kind::BatchMatMul(_)
+            | Kind::Pool(_)
+            | Kind::Softmax(_)
+            | Kind::Pad(_)
+            | Kind::Reduce(_)
+            | Kind::Resize(_)
+            | Kind::Compare(_)
+            | Kind::Copy
+            | Kind::Precomputed
+            | Kind::Lut8 { .. } => None,
+        }
+    }
+}
+
+/// Runs an operator with its pre-packed weights (`None` if the kinds do not match, which
+/// `Fast::prepare` rules out).
+#[inline]
+pub(crate) fn run_fast(
+    fast: &Fast,
+    kind: &Kind,
+    ins: &Ins<'_>,
+    out: &mut [u8],
+    s: &mut [FastScratch],
+) -> Option<()> {
+    match kind {
+        Kind::Conv(k) => k.run_fast(fast, ins, out, s),
+        Kind::Depthwise(k) => k.run_fast(fast, ins, out, s),
+        Kind::FullyConnected(k) => k.run_fast(fast, ins, out, s),
+        Kind::Elementwise(k) => k.run_fast(fast, ins, out, s),
+        Kind::Shape(k) => k.run_fast(fast, ins, out, s),
+        Kind::Quantize(k) => k.run_fast(fast, ins, out, s),
+        Kind::TransposeConv(_)
+        | Kind::BatchMatMul(_)
+        | Kind::Pool(_)
+        | Kind::Softmax(_)
+        | Kind::Pad(_)
+        | Kind::Reduce(_)
+        | Kind::Resize(_)
+        | Kind::Compare(_)
+        | Kind::Copy
+        | Kind::Precomputed
+        | Kind::Lut8 { .. } => None,
+    }
+}

@@ -1,0 +1,91 @@
+//! RESHAPE, SQUEEZE and EXPAND_DIMS: a copy of the bytes under a new shape.
+// With some `ops-*` features off, helpers only the left-out operators use are unused; without
+// `error-details`, values only error messages mention.
+#![cfg_attr(
+    not(all(feature = "all-ops", feature = "error-details")),
+    allow(
+        dead_code,
+        unused_imports,
+        unused_variables,
+        unused_macros,
+        unreachable_code
+    )
+)]
+
+use super::context::{tag, Ctx};
+use super::Kind;
+use crate::error::{format, Result};
+use crate::model::DType;
+use crate::schema;
+use crate::schema::BuiltinOperator as B;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// Prepares RESHAPE, SQUEEZE or EXPAND_DIMS: this family's entry in the operator table
+/// ([`crate::model::registry::op_table`]).
+pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    reshape(c, code)
+}
+
+fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    let i = c.input(0)?;
+    let o = c.output(0)?;
+    if i.dtype == DType::F16 {
+        return Err(c.err("FLOAT16 tensors are only supported as DEQUANTIZE inputs"));
+    }
+    let expected: Vec<usize> = match code {
+        B::SQUEEZE => {
+            let dims = match c.options(tag::SQUEEZE)? {
+                Some(t) => c
+                    .opt(t.vec_i32(schema::SqueezeOptions::VT_SQUEEZE_DIMS))?
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            let mut drop = vec![false; i.shape.len()];
+            if dims.is_empty() {
+                for (d, &s) in i.shape.iter().enumerate() {
+                    drop[d] = s == 1;
+                }
+            } else {
+                for &d in &dims {
+                    let a = c.axis(i64::from(d), i.shape.len())?;
+                    if i.shape[a] != 1 {
+                        return Err(c.err(format!(
+                            "cannot squeeze dimension {a} of size {}",
+                            i.shape[a]
+                        )));
+                    }
+                    drop[a] = true;
+                }
+            }
+            i.shape
+                .iter()
+                .zip(&drop)
+                .filter(|(_, &d)| !d)
+                .map(|(&s, _)| s)
+                .collect()
+        }
+        B::EXPAND_DIMS => {
+            let a = c.const_ints(1)?;
+            if a.len() != 1 {
+                return Err(c.err("axis must have one element"));
+            }
+            let ax = c.axis(a[0], i.shape.len() + 1)?;
+            // Built in order: `Vec::insert`'s memmove would be 1.5 KiB of firmware code.
+            let (head, tail) = i.shape.split_at(ax);
+            [head, &[1], tail].concat()
+        }
+        _ => {
+            if o.elements != i.elements {
+                return Err(c.err(format!(
+                    "cannot reshape {:?} ({} elements) to {:?} ({} elements)",
+                    i.shape, i.elements, o.shape, o.elements
+                )));
+            }
+            o.shape.clone()
+        }
+    };
+    c.check_out(0, &expected, i.dtype)?;
+    c.same_q(0, 0)?;
+    Ok(Kind::Copy)
+}
