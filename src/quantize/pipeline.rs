@@ -105,6 +105,9 @@ const MIN_SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 /// Samples used to measure error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
 
+/// Calibration samples beyond the error samples that weight rounding needs to fit on them alone.
+const MIN_FIT_SAMPLES: usize = 4;
+
 /// The lowest SNR over a model's outputs.
 pub fn worst_snr(outputs: &[LayerError]) -> f64 {
     outputs
@@ -268,12 +271,17 @@ impl Quantizer<'_> {
     }
 }
 
-/// Rounds the float graph's weights with error compensation and keeps the result (in `q` and
-/// `best`) if the quantized model with `best`'s precision is measurably better; returns how many
-/// layers were rounded that way (0 when not kept).
-fn keep_rounded_weights(q: &mut Quantizer<'_>, best: &mut Attempt) -> Result<usize> {
+/// Rounds the float graph's weights with error compensation (the layers' input statistics from
+/// `fit`) and keeps the result (in `q` and `best`) if the quantized model with `best`'s precision
+/// is measurably better on the error samples; returns how many layers were rounded that way (0
+/// when not kept).
+fn keep_rounded_weights(
+    q: &mut Quantizer<'_>,
+    best: &mut Attempt,
+    fit: &[Sample],
+) -> Result<usize> {
     let mut g = q.float_graph.clone();
-    let fixed = weight_rounding::round_weights(&mut g, &q.float_bytes, q.samples)
+    let fixed = weight_rounding::round_weights(&mut g, &q.float_bytes, fit)
         .with_context(|| format!("{}: rounding weights", q.label))?;
     if fixed.is_empty() {
         return Ok(0);
@@ -393,8 +401,17 @@ fn calibrated(
     // Error-compensating weight rounding, kept only where it measurably helps.
     let mut rounded_layers = 0;
     let rounding = opts.weight_rounding && !model.is_static();
+    // The rounding is judged on the error samples, so it learns the inputs' statistics from the
+    // other calibration samples where there are enough of them (else it would be judged on the
+    // data it fitted).
+    let rest = &samples[few.len()..];
+    let fit = if rest.len() >= MIN_FIT_SAMPLES {
+        rest
+    } else {
+        &samples[..]
+    };
     if rounding {
-        rounded_layers = keep_rounded_weights(&mut q, &mut best)?;
+        rounded_layers = keep_rounded_weights(&mut q, &mut best, fit)?;
     }
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
@@ -419,7 +436,7 @@ fn calibrated(
         // With int16 activations where the search put them, the weights' share of the error
         // grows: rounding them with error compensation may pay now where it did not before.
         if rounding && rounded_layers == 0 && best.worst_snr() < budget {
-            rounded_layers = keep_rounded_weights(&mut q, &mut best)?;
+            rounded_layers = keep_rounded_weights(&mut q, &mut best, fit)?;
         }
         if best.worst_snr() < budget && !opts.accept_snr_miss {
             bail!(
