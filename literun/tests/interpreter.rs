@@ -658,3 +658,19 @@ fn bad_compare_select_and_topk_are_errors() {
     m.op(B::LESS, &[a, a], &[o], None);
     assert!(prepare(&m, &[a], &[o]).is_some());
 }
+
+#[test]
+fn ceil_and_round_halves_to_even() {
+    let x_in = [-2.5f32, -1.5, -0.4, 0.5, 1.5, 2.5, 2.6, 7.0];
+    for (code, want) in [
+        (B::CEIL, [-2.0f32, -1.0, -0.0, 1.0, 2.0, 3.0, 3.0, 7.0]),
+        (B::ROUND, [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 3.0, 7.0]),
+    ] {
+        let mut m = ModelBuilder::new();
+        let x = m.f32("x", &[8]);
+        let y = m.f32("y", &[8]);
+        m.op(code, &[x], &[y], None);
+        let bytes = m.finish(&[x], &[y]);
+        assert_eq!(run1(&bytes, &x_in), want, "{code:?}");
+    }
+}

@@ -85,7 +85,9 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::MAXIMUM => (O::Maximum, None),
         B::MINIMUM => (O::Minimum, None),
         B::SQUARED_DIFFERENCE => (O::SquaredDifference, None),
-        _ => (O::Prelu, None),
+        B::PRELU => (O::Prelu, None),
+        // A code listed for the family in the op table but not mapped here.
+        _ => return Err(c.err("no elementwise kernel for this operator")),
     };
     let mut act = Activation::None;
     if let Some(tag) = tag {
@@ -142,6 +144,8 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::TANH => U::Tanh,
         B::HARD_SWISH => U::HardSwish,
         B::FLOOR => U::Floor,
+        B::CEIL => U::Ceil,
+        B::ROUND => U::Round,
         B::SQUARE => U::Square,
         B::GELU => {
             let approximate = match c.options(tag::GELU)? {
@@ -150,13 +154,15 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             };
             U::Gelu { approximate }
         }
-        _ => {
+        B::LEAKY_RELU => {
             let alpha = match c.options(tag::LEAKY_RELU)? {
                 Some(t) => c.opt(t.f32(schema::LeakyReluOptions::VT_ALPHA, 0.0))?,
                 None => 0.0,
             };
             U::LeakyRelu { alpha }
         }
+        // A code listed for the family in the op table but not mapped here.
+        _ => return Err(c.err("no elementwise kernel for this operator")),
     };
     if matches!(c.dtype(0)?, DType::I8 | DType::U8) {
         return unary_8bit(c, op);

@@ -25,6 +25,9 @@ pub enum UnaryOp {
         alpha: f32,
     },
     Floor,
+    Ceil,
+    /// To the nearest integer, halves to even (TFLite's ROUND).
+    Round,
     Square,
 }
 
@@ -60,7 +63,21 @@ pub fn unary_fn(op: UnaryOp, x: f32) -> f32 {
             }
         }
         UnaryOp::Floor => floorf(x),
+        UnaryOp::Ceil => ceilf(x),
+        UnaryOp::Round => round_half_even(x),
         UnaryOp::Square => x * x,
+    }
+}
+
+/// TFLite's `RoundToNearest`: the nearer integer, the even one of two equally near.
+#[inline]
+fn round_half_even(x: f32) -> f32 {
+    let f = floorf(x);
+    let d = x - f;
+    if d < 0.5 || (d == 0.5 && floorf(f * 0.5) * 2.0 == f) {
+        f
+    } else {
+        f + 1.0
     }
 }
 
@@ -140,6 +157,8 @@ mod tests {
             UnaryOp::Logistic,
             UnaryOp::Tanh,
             UnaryOp::Floor,
+            UnaryOp::Ceil,
+            UnaryOp::Round,
         ] {
             unary_f32(op, &x, &mut got);
             for (&v, &g) in x.iter().zip(&got) {
@@ -151,6 +170,19 @@ mod tests {
             }
         }
         assert!(close(unary_fn(UnaryOp::Rsqrt, 4.0), 0.5));
+        for (x, ceil, round) in [
+            (-2.5f32, -2.0, -2.0),
+            (-1.5, -1.0, -2.0),
+            (-0.4, -0.0, -0.0),
+            (0.5, 1.0, 0.0),
+            (1.5, 2.0, 2.0),
+            (2.5, 3.0, 2.0),
+            (2.6, 3.0, 3.0),
+            (7.0, 7.0, 7.0),
+        ] {
+            assert_eq!(unary_fn(UnaryOp::Ceil, x), ceil, "ceil({x})");
+            assert_eq!(unary_fn(UnaryOp::Round, x), round, "round({x})");
+        }
         assert!(close(unary_fn(UnaryOp::HardSwish, 1.0), 4.0 / 6.0));
         assert_eq!(unary_fn(UnaryOp::HardSwish, -4.0), 0.0);
         assert_eq!(unary_fn(UnaryOp::HardSwish, 4.0), 4.0);
