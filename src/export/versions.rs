@@ -167,7 +167,7 @@ pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
         | (B::LOG_SOFTMAX, 1)
         | (B::MAXIMUM, 1)
         | (B::MINIMUM, 1) => (1, 14, 0),
-        (B::SLICE, 1) | (B::QUANTIZE, 1) => (1, 14, 0),
+        (B::SLICE, 1) | (B::QUANTIZE, 1) | (B::CEIL, 1) | (B::ROUND, 1) => (1, 14, 0),
         (B::HARD_SWISH, 1) | (B::DEQUANTIZE, 3) => (1, 15, 0),
         // int8 and hybrid kernels (runtime_version.cc).
         (B::CONV_2D, 2 | 3)

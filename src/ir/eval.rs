@@ -342,6 +342,8 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Gelu { approximate: false } => 0.5 * v * (1.0 + erf(v / std::f32::consts::SQRT_2)),
         UnaryOp::Erf => erf(v),
         UnaryOp::Floor => v.floor(),
+        UnaryOp::Ceil => v.ceil(),
+        UnaryOp::Round => v.round_ties_even(),
         UnaryOp::LeakyRelu { alpha } => {
             if v < 0.0 {
                 alpha * v
@@ -361,7 +363,7 @@ pub fn unary(u: UnaryOp, x: &ConstData) -> ConstData {
             UnaryOp::Relu => Some(|v| v.max(0)),
             UnaryOp::Relu6 => Some(|v| v.clamp(0, 6)),
             UnaryOp::ReluN1To1 => Some(|v| v.clamp(-1, 1)),
-            UnaryOp::Floor => Some(|v| v),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round => Some(|v| v),
             _ => None,
         };
         if let Some(f) = f {

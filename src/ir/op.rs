@@ -75,6 +75,9 @@ pub enum UnaryOp {
     /// Standalone Erf: TFLite has no such builtin; only the GELU pattern is exportable.
     Erf,
     Floor,
+    Ceil,
+    /// To the nearest integer, halves to even (ONNX Round, TFLite ROUND).
+    Round,
     LeakyRelu {
         alpha: f32,
     },
@@ -325,6 +328,8 @@ impl Op {
                 UnaryOp::Gelu { .. } => "Gelu",
                 UnaryOp::Erf => "Erf",
                 UnaryOp::Floor => "Floor",
+                UnaryOp::Ceil => "Ceil",
+                UnaryOp::Round => "Round",
                 UnaryOp::LeakyRelu { .. } => "LeakyRelu",
             },
             Op::PRelu => "PRelu",

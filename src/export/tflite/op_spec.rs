@@ -296,6 +296,8 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             UnaryOp::Tanh => spec.code = B::TANH,
             UnaryOp::HardSwish => spec.code = B::HARD_SWISH,
             UnaryOp::Floor => spec.code = B::FLOOR,
+            UnaryOp::Ceil => spec.code = B::CEIL,
+            UnaryOp::Round => spec.code = B::ROUND,
             UnaryOp::Gelu { approximate } => {
                 spec.code = B::GELU;
                 opts!(
