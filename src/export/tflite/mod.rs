@@ -102,16 +102,24 @@ impl<'g> Writer<'g> {
     fn pad_value(&mut self, node: &Node, value: f32) -> i32 {
         let name = format!("{}/value", node.name);
         let input = &self.g.tensors[node.inputs[0]];
-        let act = match input.dtype {
-            DType::I8 => crate::quantize::weights::Activations::Int8,
-            DType::I16 => crate::quantize::weights::Activations::Int16,
-            _ => return self.const_f32(name, vec![value]),
-        };
-        let Some(q) = input.quant.clone() else {
+        let (Some(q), DType::I8 | DType::I16) = (input.quant.clone(), input.dtype) else {
             return self.const_f32(name, vec![value]);
         };
+        let (s, z) = (q.scale[0], q.zero_point[0] as f32);
+        let stored = (value / s + z).round();
+        let one = ndarray::IxDyn(&[1]);
+        let data = if input.dtype == DType::I8 {
+            ConstData::I8(ndarray::ArrayD::from_elem(
+                one,
+                stored.clamp(-128.0, 127.0) as i8,
+            ))
+        } else {
+            ConstData::I16(ndarray::ArrayD::from_elem(
+                one,
+                stored.clamp(-32768.0, 32767.0) as i16,
+            ))
+        };
         let idx = self.g.tensors.len() + self.extra.len();
-        let data = act.quantize(&ndarray::ArrayD::from_elem(ndarray::IxDyn(&[1]), value), &q);
         self.extra.push((name, vec![1], data, Some(q)));
         idx as i32
     }
