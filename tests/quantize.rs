@@ -396,7 +396,7 @@ fn min_snr_moves_layers_back_to_float_until_the_budget_is_met() {
     let mut opts = with_calibration(root().join("calibration/mobilenetv2_block"));
     let plain = convert_file(&fixture("mobilenetv2_block"), &opts).unwrap();
     let before = plain.quantization.unwrap().outputs[0].snr_db;
-    let budget = before + 2.0;
+    let budget = before + 0.5;
     opts.min_snr_db = Some(budget);
     let mixed = convert_file(&fixture("mobilenetv2_block"), &opts).unwrap();
     let q = mixed.quantization.unwrap();
