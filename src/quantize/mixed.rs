@@ -34,6 +34,9 @@ const MAX_ROUNDS: usize = 12;
 /// Layers moved per round: this fraction of the candidates (at least one).
 const STEP_FRACTION: usize = 24;
 
+/// A move to float that costs less than this (dB) is noise, not a loss.
+const NO_WORSE_DB: f64 = 0.05;
+
 /// Local damage below this (dB) is noise, not a reason to leave int8.
 const MIN_DAMAGE_DB: f64 = 0.5;
 
@@ -179,7 +182,9 @@ fn exhaustive(
         let mut p = best.precision.clone();
         p.float.push(name);
         let trial = q.attempt(&p)?;
-        if trial.worst_snr() > best.worst_snr() {
+        // A layer that does not help on its own may once the layers hiding its error are float
+        // too: a move is kept unless it makes the output measurably worse.
+        if trial.worst_snr() > best.worst_snr() - NO_WORSE_DB {
             best = trial;
         }
     }

@@ -10,7 +10,7 @@ use super::{
 };
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
-use crate::ir::{ConstData, Graph, TensorId};
+use crate::ir::{ConstData, Graph};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -224,12 +224,19 @@ pub struct Quantizer<'a> {
     pub bounded: HashMap<String, (f32, f32)>,
     /// When the `--min-snr` search stops starting new attempts.
     pub deadline: Option<Instant>,
-    /// The float values of weights that error-compensating rounding replaced (a layer kept in
-    /// float gets them back).
-    pub unrounded: HashMap<TensorId, ConstData>,
+    /// The float graph before weight rounding and bias correction changed constants for int8
+    /// (the same nodes): a layer kept in float gets its own weights and bias back.
+    pub original: Option<Graph>,
 }
 
 impl Quantizer<'_> {
+    /// Makes `changed` (the same nodes, other constants) the float graph, remembering the
+    /// model's own.
+    fn replace_float_graph(&mut self, changed: Graph) {
+        let before = std::mem::replace(&mut self.float_graph, changed);
+        self.original.get_or_insert(before);
+    }
+
     /// Whether a search should stop trying.
     pub fn out_of_time(&self) -> bool {
         self.deadline.is_some_and(|d| Instant::now() >= d)
@@ -246,11 +253,26 @@ impl Quantizer<'_> {
         let float_nodes = |name: &String| {
             precision.float.contains(name) || self.int8.exclude_nodes.contains(name)
         };
-        for n in g.nodes.iter().filter(|n| float_nodes(&n.name)) {
-            for t in &n.inputs {
-                if let Some(d) = self.unrounded.get(t) {
-                    g.tensors[*t].data = Some(d.clone());
+        if let Some(original) = &self.original {
+            let mut restore = Vec::new();
+            for (n, o) in g.nodes.iter().zip(&original.nodes) {
+                if o.name != n.name || !float_nodes(&n.name) {
+                    continue;
                 }
+                for (k, &t) in n.inputs.iter().enumerate() {
+                    let Some(now) = &g.tensors[t].data else {
+                        continue;
+                    };
+                    // A bias that bias correction added where the layer had none was zero.
+                    let was = match o.inputs.get(k) {
+                        Some(&ot) => original.tensors[ot].data.clone(),
+                        None => now.as_f32().map(|b| ConstData::F32(b.mapv(|_| 0.0))),
+                    };
+                    restore.extend(was.map(|d| (t, d)));
+                }
+            }
+            for (t, d) in restore {
+                g.tensors[t].data = Some(d);
             }
         }
         let mut int8 = self.int8.clone();
@@ -294,12 +316,7 @@ fn keep_rounded_weights(
     let attempt = q.attempt_with(&g, &best.precision)?;
     if attempt.worst_snr() > best.worst_snr() {
         *best = attempt;
-        for &t in fixed.keys() {
-            if let Some(d) = q.float_graph.tensors[t].data.take() {
-                q.unrounded.insert(t, d);
-            }
-        }
-        q.float_graph = g;
+        q.replace_float_graph(g);
         Ok(fixed.len())
     } else {
         q.int8.qdq.constants = previous;
@@ -382,7 +399,7 @@ fn calibrated(
         samples: few,
         bounded: clip_ranges::bounded_by_name(graph),
         deadline: None,
-        unrounded: HashMap::new(),
+        original: None,
     };
     let mut best = q.attempt(&Precision::default())?;
     // Without a method given, the better of the candidates on the error samples.
@@ -421,7 +438,7 @@ fn calibrated(
         if let Some((corrected, n, attempt)) =
             bias_correction::correct(&q, &best, &samples).with_context(|| label.to_string())?
         {
-            q.float_graph = corrected;
+            q.replace_float_graph(corrected);
             best = attempt;
             bias_corrected = n;
             snr_before = Some(before);
