@@ -105,6 +105,12 @@ const MIN_SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 /// Samples used to measure error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
 
+/// How much better (dB, on the error samples) a range method after the first, or rounded
+/// weights, must make the output to be chosen: the error samples are few, and a choice that
+/// wins on them by less is as likely noise (a 4-class classifier's SNR on 8 samples swings by
+/// several dB between held-out inputs).
+const CHOICE_MARGIN_DB: f64 = 0.5;
+
 /// Calibration samples beyond the error samples that weight rounding needs to fit on them alone.
 const MIN_FIT_SAMPLES: usize = 4;
 
@@ -314,7 +320,7 @@ fn keep_rounded_weights(
         .constants
         .extend(fixed.iter().map(|(&t, p)| (t, p.clone())));
     let attempt = q.attempt_with(&g, &best.precision)?;
-    if attempt.worst_snr() > best.worst_snr() {
+    if attempt.worst_snr() > best.worst_snr() + CHOICE_MARGIN_DB {
         *best = attempt;
         q.replace_float_graph(g);
         Ok(fixed.len())
@@ -408,7 +414,7 @@ fn calibrated(
         let ranges = ranges_by(m);
         let previous = std::mem::replace(&mut q.ranges, ranges);
         let attempt = q.attempt(&Precision::default())?;
-        if attempt.worst_snr() > best.worst_snr() {
+        if attempt.worst_snr() > best.worst_snr() + CHOICE_MARGIN_DB {
             best = attempt;
             method = m;
         } else {

@@ -19,10 +19,10 @@ use std::collections::HashMap;
 const MAX_PATCH: usize = 1200;
 
 /// Patches (output positions or rows) taken per sample and layer, evenly spaced.
-const PATCHES_PER_SAMPLE: usize = 384;
+const PATCHES_PER_SAMPLE: usize = 1024;
 
 /// Dampening added to `H`'s diagonal, as a fraction of its mean (GPTQ's default).
-const DAMP: f64 = 0.01;
+const DAMP: f64 = 0.05;
 
 /// How a layer reads its input.
 #[derive(Clone, Copy)]
