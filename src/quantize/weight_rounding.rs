@@ -440,8 +440,9 @@ mod tests {
         // H = [[4, 2], [2, 3]] (upper triangle given): H⁻¹ = [[3, -2], [-2, 4]] / 8.
         let h = [4.0, 2.0, 0.0, 3.0];
         let u = inverse_factor(&h, 2).unwrap();
-        // Damping adds 1% of the mean diagonal (0.035).
-        let (a, b, d) = (4.035f64, 2.0, 3.035);
+        // Damping adds DAMP times the mean diagonal (3.5).
+        let damp = DAMP * 3.5;
+        let (a, b, d) = (4.0 + damp, 2.0, 3.0 + damp);
         let det = a * d - b * b;
         let inv = [d / det, -b / det, -b / det, a / det];
         // Uᵀ U = H⁻¹
