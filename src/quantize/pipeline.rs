@@ -433,9 +433,6 @@ fn calibrated(
     } else {
         &samples[..]
     };
-    if rounding {
-        rounded_layers = keep_rounded_weights(&mut q, &mut best, fit)?;
-    }
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
     let (mut bias_corrected, mut snr_before) = (vec![], None);
@@ -449,6 +446,10 @@ fn calibrated(
             bias_corrected = n;
             snr_before = Some(before);
         }
+    }
+    // After bias correction, so rounded weights are judged against the best plain-rounded file.
+    if rounding {
+        rounded_layers = keep_rounded_weights(&mut q, &mut best, fit)?;
     }
     if let Some(budget) = opts.min_snr_db {
         // The search may take SEARCH_TIME_FACTOR times what calibrating and one quantization
