@@ -9,6 +9,8 @@ mod int64;
 mod onnx;
 mod proto;
 #[cfg(test)]
+mod qdq_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::ir;
