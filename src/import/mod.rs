@@ -5,6 +5,8 @@ pub mod builder;
 mod conformance_tests;
 mod fold;
 mod functions;
+#[cfg(test)]
+mod if_tests;
 mod int64;
 mod onnx;
 mod proto;
