@@ -9,6 +9,7 @@
 //! `fold_channel_scale`, which folds a scale *after* a layer.
 
 use super::fuse_bias::per_channel;
+use super::swish::bin_op;
 use crate::ir::{Activation, BinaryOp, ConstData, Graph, Layout, Node, Op, TensorId};
 
 /// How a layer's weights hold its input channels.
@@ -97,16 +98,6 @@ fn split_const(g: &Graph, n: &Node) -> Option<(TensorId, TensorId)> {
     }
 }
 
-fn plain_binary(n: &Node) -> Option<BinaryOp> {
-    match n.op {
-        Op::Binary {
-            op,
-            activation: Activation::None,
-        } => Some(op),
-        _ => None,
-    }
-}
-
 /// Finds `Mul(y, s) → Add(·, t) → layer` where the layer's padding keeps the Add from folding,
 /// and makes it `Add(y, t / s) → Mul(·, s) → layer` (same values up to float rounding).
 fn swap_scale_past_shift(g: &mut Graph) -> bool {
@@ -123,7 +114,7 @@ fn swap_scale_past_shift(g: &mut Graph) -> bool {
             .flatten()
     };
     for (mi, m) in g.nodes.iter().enumerate() {
-        if plain_binary(m) != Some(BinaryOp::Mul) {
+        if bin_op(m) != Some(BinaryOp::Mul) {
             continue;
         }
         let Some((y, s)) = split_const(g, m) else {
@@ -133,7 +124,7 @@ fn swap_scale_past_shift(g: &mut Graph) -> bool {
             continue;
         };
         let a = &g.nodes[ai];
-        if plain_binary(a) != Some(BinaryOp::Add) {
+        if bin_op(a) != Some(BinaryOp::Add) {
             continue;
         }
         let Some((mo, t)) = split_const(g, a) else {
@@ -201,20 +192,11 @@ pub fn fold_input_affine(g: &mut Graph) -> usize {
         };
         let mut found = None;
         for (ai, n) in g.nodes.iter().enumerate() {
-            let Op::Binary {
-                op: op @ (BinaryOp::Mul | BinaryOp::Add),
-                activation: Activation::None,
-            } = n.op
-            else {
+            let Some(op @ (BinaryOp::Mul | BinaryOp::Add)) = bin_op(n) else {
                 continue;
             };
-            let (y, c) = match (
-                g.tensors[n.inputs[0]].is_const(),
-                g.tensors[n.inputs[1]].is_const(),
-            ) {
-                (false, true) => (n.inputs[0], n.inputs[1]),
-                (true, false) => (n.inputs[1], n.inputs[0]),
-                _ => continue,
+            let Some((y, c)) = split_const(g, n) else {
+                continue;
             };
             let out = n.outputs[0];
             if uses.get(&out) != Some(&1) || g.outputs.contains(&out) || g.shape(y) != g.shape(out)

@@ -60,7 +60,8 @@ impl<'g> View<'g> {
     }
 }
 
-fn bin_op(n: &Node) -> Option<BinaryOp> {
+/// The operator of a binary node without a fused activation.
+pub(super) fn bin_op(n: &Node) -> Option<BinaryOp> {
     match n.op {
         Op::Binary {
             op,
