@@ -31,6 +31,9 @@ pub struct FullInt8Options {
     /// With int8 activations: nodes (by name) to run with int16 activations instead, where
     /// TFLite has a 16x8 kernel (mixed precision).
     pub int16_nodes: Vec<String>,
+    /// Nodes (by name) kept in float because they sit between ops that stay float
+    /// (`float_islands`).
+    pub between_float: Vec<String>,
 }
 
 /// Tensors that are model outputs, or reach one only through ops that move values.
@@ -284,6 +287,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         }
         let excluded = opts.exclude_nodes.contains(&node.name)
             || opts.exclude_ops.iter().any(|o| o == node.op.name());
+        let between_float = opts.between_float.contains(&node.name);
         // A fixed-scale activation whose values are a model output (sigmoid scores, softmax
         // probabilities) is computed in float from its quantized input: int8 would round every
         // score under 1/512 to 0 (a detector's or wake-word model's usual output), and the
@@ -301,7 +305,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         if float_output {
             float_heads.extend(node.outputs.iter().copied());
         }
-        let mut rule = if excluded || float_output { None } else { rule };
+        let mut rule = if excluded || float_output || between_float {
+            None
+        } else {
+            rule
+        };
         // TFLite's int8 comparisons need every input scale below 1 (a range under 255).
         if rule == Some(OutputRule::Unquantized) && matches!(node.op, Op::Compare { .. }) {
             for &t in &node.inputs {
@@ -331,6 +339,10 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             if !matches!(node.op, Op::Dequantize | Op::Quantize) {
                 let why = if excluded {
                     "excluded".to_string()
+                } else if between_float {
+                    "between ops that stay float: int8 would only add a QUANTIZE and a DEQUANTIZE \
+                     and lose precision (measured)"
+                        .to_string()
                 } else if float_output {
                     "model output, computed in float from the quantized input".to_string()
                 } else if unknown {

@@ -5,8 +5,8 @@
 use super::calibrate::{self, ImageOptions, InputSpec, Method, Sample};
 use super::report::{self, FloatOutputs, LayerError};
 use super::{
-    bias_correction, clip_ranges, downstream, equalize, mixed, qdq, range_stats, weight_rounding,
-    weights,
+    bias_correction, clip_ranges, downstream, equalize, float_islands, mixed, qdq, range_stats,
+    weight_rounding, weights,
 };
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
@@ -110,6 +110,10 @@ const ERROR_SAMPLES: usize = 8;
 /// wins on them by less is as likely noise (a 4-class classifier's SNR on 8 samples swings by
 /// several dB between held-out inputs).
 const CHOICE_MARGIN_DB: f64 = 0.5;
+
+/// The largest share of the model's constants that nodes between float ops may hold to be kept
+/// float in full int8 (an audio front-end's STFT basis: about a fifth).
+const MAX_FLOAT_ISLAND_SHARE: f64 = 0.25;
 
 /// Calibration samples beyond the error samples that weight rounding needs to fit on them alone.
 const MIN_FIT_SAMPLES: usize = 4;
@@ -255,18 +259,20 @@ impl Quantizer<'_> {
 
     /// [`Self::attempt`] from another float graph (the same tensors, other constants).
     pub fn attempt_with(&self, float_graph: &Graph, precision: &Precision) -> Result<Attempt> {
-        let mut g = float_graph.clone();
+        let mut g0 = float_graph.clone();
         let float_nodes = |name: &String| {
-            precision.float.contains(name) || self.int8.exclude_nodes.contains(name)
+            precision.float.contains(name)
+                || self.int8.exclude_nodes.contains(name)
+                || self.int8.between_float.contains(name)
         };
         if let Some(original) = &self.original {
             let mut restore = Vec::new();
-            for (n, o) in g.nodes.iter().zip(&original.nodes) {
+            for (n, o) in g0.nodes.iter().zip(&original.nodes) {
                 if o.name != n.name || !float_nodes(&n.name) {
                     continue;
                 }
                 for (k, &t) in n.inputs.iter().enumerate() {
-                    let Some(now) = &g.tensors[t].data else {
+                    let Some(now) = &g0.tensors[t].data else {
                         continue;
                     };
                     // A bias that bias correction added where the layer had none was zero.
@@ -278,14 +284,27 @@ impl Quantizer<'_> {
                 }
             }
             for (t, d) in restore {
-                g.tensors[t].data = Some(d);
+                g0.tensors[t].data = Some(d);
             }
         }
         let mut int8 = self.int8.clone();
         int8.exclude_nodes.extend(precision.float.iter().cloned());
         int8.int16_nodes.extend(precision.int16.iter().cloned());
-        let summary = super::full_int8(&mut g, &self.ranges, &int8)
-            .with_context(|| self.label.to_string())?;
+        let quantize = |int8: &FullInt8Options| -> Result<(Graph, QuantSummary)> {
+            let mut q = g0.clone();
+            let summary = super::full_int8(&mut q, &self.ranges, int8)
+                .with_context(|| self.label.to_string())?;
+            Ok((q, summary))
+        };
+        let (mut g, mut summary) = quantize(&int8)?;
+        // Ops that only move values between float ops stay float: in int8 they would add
+        // nothing but a QUANTIZE, a DEQUANTIZE and rounding (a layer kept in float feeding a
+        // float op through a transpose).
+        let movers = float_islands::movers_between_float_ops(&g0, &summary);
+        if !movers.is_empty() {
+            int8.between_float.extend(movers);
+            (g, summary) = quantize(&int8)?;
+        }
         let bytes = export::planned_tflite(&g, self.label)?;
         let outputs = report::output_errors(&self.reference, &bytes, self.samples)
             .with_context(|| format!("{}: measuring quantization error", self.label))?;
@@ -328,6 +347,27 @@ fn keep_rounded_weights(
         q.int8.qdq.constants = previous;
         Ok(0)
     }
+}
+
+/// Keeps the nodes between ops that stay float in float too (in `q` and `best`) if the model is
+/// measurably better so on the error samples.
+fn keep_float_between_float_ops(q: &mut Quantizer<'_>, best: &mut Attempt) -> Result<()> {
+    let stays_float = float_islands::float_values(&q.float_graph, &best.summary);
+    let between = float_islands::between_float_ops(&q.float_graph, &stays_float);
+    // Full int8 is asked for size: the nodes kept float may not hold much of the weights.
+    if between.is_empty()
+        || float_islands::constant_share(&q.float_graph, &between) > MAX_FLOAT_ISLAND_SHARE
+    {
+        return Ok(());
+    }
+    q.int8.between_float = between;
+    let attempt = q.attempt(&best.precision)?;
+    if attempt.worst_snr() > best.worst_snr() + CHOICE_MARGIN_DB {
+        *best = attempt;
+    } else {
+        q.int8.between_float.clear();
+    }
+    Ok(())
 }
 
 /// Full int8 / int16x8 from calibration data.
@@ -420,6 +460,10 @@ fn calibrated(
         } else {
             q.ranges = previous;
         }
+    }
+    // Nodes sandwiched between float ops, kept float where that measurably helps.
+    if !opts.int8.strict {
+        keep_float_between_float_ops(&mut q, &mut best)?;
     }
     // Error-compensating weight rounding, kept only where it measurably helps.
     let mut rounded_layers = 0;
