@@ -331,6 +331,14 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         if let Some(w) = q.weights_only_snr_db {
             outln!("    int8 weights alone (activations float): SNR {w:.1} dB");
         }
+        if verbose && !q.stage_seconds.is_empty() {
+            let stages: Vec<String> = q
+                .stage_seconds
+                .iter()
+                .map(|(name, secs)| format!("{name} {secs:.1} s"))
+                .collect();
+            outln!("    stages: {}", stages.join(", "));
+        }
         let shown = if verbose {
             q.layers.len()
         } else {

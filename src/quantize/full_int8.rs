@@ -34,6 +34,9 @@ pub struct FullInt8Options {
     /// Nodes (by name) kept in float because they sit between ops that stay float
     /// (`float_islands`).
     pub between_float: Vec<String>,
+    /// Ranges of the tensors that `int16_nodes` read and write (min/max: with 16 bits a range
+    /// needs no clipping, and the ranges chosen for int8 clip); the calibrated ones when `None`.
+    pub int16_ranges: Option<std::sync::Arc<Ranges>>,
 }
 
 /// Tensors that are model outputs, or reach one only through ops that move values.
@@ -73,6 +76,8 @@ fn is_quantized(d: DType) -> bool {
 
 struct Int8Builder<'r> {
     ranges: &'r Ranges,
+    /// Ranges for int16 tensors among int8 ones (`FullInt8Options::int16_ranges`).
+    int16_ranges: Option<&'r Ranges>,
     /// The activation type of the node being built.
     act: weights::Activations,
     model: &'r qdq::Annotations,
@@ -86,8 +91,16 @@ struct Int8Builder<'r> {
 }
 
 impl Int8Builder<'_> {
+    /// The calibrated range of `t` for the activation type being built.
+    fn ranges_for(&self) -> &Ranges {
+        match self.int16_ranges {
+            Some(r) if self.act == weights::Activations::Int16 => r,
+            _ => self.ranges,
+        }
+    }
+
     fn range(&self, g: &Graph, t: TensorId) -> Result<(f32, f32)> {
-        self.ranges.get(&t).copied().ok_or_else(|| {
+        self.ranges_for().get(&t).copied().ok_or_else(|| {
             anyhow::anyhow!(
                 "no calibration statistics for tensor '{}'",
                 g.tensors[t].name
@@ -106,7 +119,7 @@ impl Int8Builder<'_> {
 
     /// The float range of `t`: calibrated, else what the model's (QDQ) parameters represent.
     fn value_range(&self, g: &Graph, t: TensorId) -> Result<(f32, f32)> {
-        if let Some(r) = self.ranges.get(&t) {
+        if let Some(r) = self.ranges_for().get(&t) {
             return Ok(*r);
         }
         let p = self.params(g, t)?;
@@ -234,6 +247,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     let qt = act.dtype();
     let mut b = Int8Builder {
         ranges,
+        int16_ranges: opts.int16_ranges.as_deref(),
         act,
         model: &opts.qdq,
         nodes: Vec::new(),

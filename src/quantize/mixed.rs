@@ -18,7 +18,7 @@ use super::params::{int16_rule, int8_rule, OutputRule};
 use super::pipeline::{Attempt, Precision, Quantizer};
 use super::report;
 use super::weights::Activations;
-use crate::ir::Graph;
+use crate::ir::{Graph, Op};
 use anyhow::Result;
 use std::collections::{HashMap, HashSet};
 
@@ -27,6 +27,9 @@ const FAR_FROM_BUDGET_DB: f64 = 6.0;
 
 /// Up to this many candidates, each layer's sensitivity is measured on its own.
 const EXHAUSTIVE_CANDIDATES: usize = 32;
+
+/// The attempts an exhaustive search makes at most: each candidate alone, then in turn.
+pub const EXHAUSTIVE_ATTEMPTS: usize = 2 * EXHAUSTIVE_CANDIDATES + 1;
 
 /// Rounds of the search (each one quantization and measurement).
 const MAX_ROUNDS: usize = 12;
@@ -42,6 +45,31 @@ const MIN_DAMAGE_DB: f64 = 0.5;
 
 /// SNR of a layer whose input SNR is not measured (a float input): what int8 alone could give.
 const UNMEASURED_INPUT_DB: f64 = 60.0;
+
+/// Multiply-adds (elementwise operations counted as one) one sample costs in `g`, roughly:
+/// what sets the cost of an attempt.
+pub fn work_per_sample(g: &Graph) -> f64 {
+    let elements = |t: usize| g.tensors[t].shape.iter().product::<usize>() as f64;
+    g.nodes
+        .iter()
+        .filter_map(|n| {
+            let out = *n.outputs.first()?;
+            let out_elems = elements(out);
+            let per_output = match &n.op {
+                // A weight tensor's values per output channel (the output's last dimension).
+                Op::Conv2d { .. } | Op::ConvTranspose2d { .. } | Op::FullyConnected { .. } => {
+                    let w = *n.inputs.get(1)?;
+                    let channels = (*g.tensors[out].shape.last()?).max(1) as f64;
+                    elements(w) / channels
+                }
+                // The contracted dimension.
+                Op::MatMul { .. } => *g.tensors[n.inputs[0]].shape.last()? as f64,
+                _ => 1.0,
+            };
+            Some(out_elems * per_output)
+        })
+        .sum()
+}
 
 /// Names of the nodes worth moving: those that compute (a conv, an add, a softmax…), not those
 /// that only move values, whose int8 form adds no error.
@@ -209,6 +237,7 @@ fn by_local_damage(
             break;
         }
         let layers = report::layer_errors(&q.float_bytes, &best.bytes, q.samples, &q.bounded)?;
+        q.count_attempt();
         let mut trial = best.precision.clone();
         let mut moved = 0;
         for (_, name) in damage(&q.float_graph, &layers, all) {

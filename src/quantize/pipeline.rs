@@ -74,6 +74,8 @@ pub struct QuantReport {
     /// Output SNR (worst output, dB) with only the weights rounded to int8 and activations
     /// float: what the weights alone cost.
     pub weights_only_snr_db: Option<f64>,
+    /// Seconds each stage took, in order (calibration, range choice, bias correction, ...).
+    pub stage_seconds: Vec<(String, f64)>,
 }
 
 impl QuantReport {
@@ -92,15 +94,17 @@ impl QuantReport {
             rounded_weight_layers: 0,
             snr_before_bias_correction: None,
             weights_only_snr_db: None,
+            stage_seconds: vec![],
         }
     }
 }
 
-/// How many times the calibrated conversion's own time the `--min-snr` search may take...
-const SEARCH_TIME_FACTOR: u32 = 4;
+/// How many times the plain conversion's quantizations the `--min-snr` search may make...
+const SEARCH_ATTEMPT_FACTOR: usize = 4;
 
-/// ...or this long, for models that convert in well under a second.
-const MIN_SEARCH_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+/// ...or, for a model doing at most this many multiply-adds per sample (each attempt then takes
+/// well under a second), as many as its exhaustive search needs.
+const SMALL_MODEL_WORK: f64 = 50e6;
 
 /// Samples used to measure error (all activations of these are held at once).
 const ERROR_SAMPLES: usize = 8;
@@ -232,8 +236,11 @@ pub struct Quantizer<'a> {
     pub samples: &'a [Sample],
     /// Useful intervals of clipped tensors, by name (what layer errors are measured within).
     pub bounded: HashMap<String, (f32, f32)>,
-    /// When the `--min-snr` search stops starting new attempts.
-    pub deadline: Option<Instant>,
+    /// Quantizations measured so far (and layer-error measurements, which cost about as much).
+    pub attempts: std::cell::Cell<usize>,
+    /// How many `attempts` the `--min-snr` search may reach: a count, not a clock, so the same
+    /// model converts to the same file on any machine under any load.
+    pub attempt_limit: Option<usize>,
     /// The float graph before weight rounding and bias correction changed constants for int8
     /// (the same nodes): a layer kept in float gets its own weights and bias back.
     pub original: Option<Graph>,
@@ -249,7 +256,13 @@ impl Quantizer<'_> {
 
     /// Whether a search should stop trying.
     pub fn out_of_time(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.attempt_limit
+            .is_some_and(|limit| self.attempts.get() >= limit)
+    }
+
+    /// Counts one measurement against the search's limit.
+    pub fn count_attempt(&self) {
+        self.attempts.set(self.attempts.get() + 1);
     }
 
     /// The graph quantized with the nodes `precision` names in float or int16.
@@ -259,6 +272,7 @@ impl Quantizer<'_> {
 
     /// [`Self::attempt`] from another float graph (the same tensors, other constants).
     pub fn attempt_with(&self, float_graph: &Graph, precision: &Precision) -> Result<Attempt> {
+        self.count_attempt();
         let mut g0 = float_graph.clone();
         let float_nodes = |name: &String| {
             precision.float.contains(name)
@@ -370,6 +384,34 @@ fn keep_float_between_float_ops(q: &mut Quantizer<'_>, best: &mut Attempt) -> Re
     Ok(())
 }
 
+/// Wall-clock seconds of the pipeline's stages, for the report.
+struct Stages {
+    last: Instant,
+    done: Vec<(String, f64)>,
+}
+
+impl Stages {
+    fn new() -> Stages {
+        Stages {
+            last: Instant::now(),
+            done: vec![],
+        }
+    }
+
+    /// Ends the stage called `name`.
+    fn mark(&mut self, name: &str) {
+        let now = Instant::now();
+        let secs = (now - self.last).as_secs_f64();
+        self.done
+            .push((name.to_string(), (secs * 1000.0).round() / 1000.0));
+        self.last = now;
+    }
+
+    fn done(self) -> Vec<(String, f64)> {
+        self.done
+    }
+}
+
 /// Full int8 / int16x8 from calibration data.
 fn calibrated(
     graph: &mut Graph,
@@ -386,7 +428,7 @@ fn calibrated(
     let data = opts
         .calibration
         .ok_or_else(|| anyhow::anyhow!("full int8 needs --calibration DATA"))?;
-    let started = Instant::now();
+    let mut stages = Stages::new();
     let samples = calibrate::load(data, &opts.inputs, opts.images)?;
     let mut float = export::planned_tflite(graph, label)?;
     // Precondition: float-exact rewrites that make ranges quantizable (not for a QDQ model,
@@ -410,6 +452,7 @@ fn calibrated(
     let weights = downstream::channel_weights(graph);
     let stats = range_stats::collect_stats(&float, &samples, histogram, &weights, opts.progress)
         .with_context(|| format!("{label}: calibration"))?;
+    stages.mark("calibration");
     if opts.method.is_none() && stats.has_downstream_weights() {
         // The weighted error sees only the next layer; some models do better judged by the
         // tensor's own error, so the unweighted choice is measured too.
@@ -431,6 +474,10 @@ fn calibrated(
         .with_context(|| format!("{label}: measuring quantization error"))?;
     let mut int8 = opts.int8.clone();
     int8.activations = activations;
+    // Mixed precision's int16 tensors take min/max ranges: 16 bits need no clipping.
+    if activations == weights::Activations::Int8 && opts.min_snr_db.is_some() {
+        int8.int16_ranges = Some(std::sync::Arc::new(ranges_by((Method::MinMax, false))));
+    }
     // int16x8 is calibrated: an int8 QDQ model's parameters do not apply.
     if activations == weights::Activations::Int8 {
         int8.qdq = model.clone();
@@ -444,7 +491,8 @@ fn calibrated(
         reference,
         samples: few,
         bounded: clip_ranges::bounded_by_name(graph),
-        deadline: None,
+        attempts: Default::default(),
+        attempt_limit: None,
         original: None,
     };
     let mut best = q.attempt(&Precision::default())?;
@@ -461,6 +509,7 @@ fn calibrated(
             q.ranges = previous;
         }
     }
+    stages.mark("range choice");
     // Nodes sandwiched between float ops, kept float where that measurably helps.
     if !opts.int8.strict {
         keep_float_between_float_ops(&mut q, &mut best)?;
@@ -491,20 +540,29 @@ fn calibrated(
             snr_before = Some(before);
         }
     }
+    stages.mark("float islands and bias correction");
     // After bias correction, so rounded weights are judged against the best plain-rounded file.
     if rounding {
         rounded_layers = keep_rounded_weights(&mut q, &mut best, fit)?;
+        stages.mark("weight rounding");
     }
     if let Some(budget) = opts.min_snr_db {
-        // The search may take SEARCH_TIME_FACTOR times what calibrating and one quantization
-        // took: --min-snr costs a bounded multiple of a plain conversion, not minutes.
-        let allowed = (started.elapsed() * SEARCH_TIME_FACTOR).max(MIN_SEARCH_TIME);
-        q.deadline = Some(Instant::now() + allowed);
+        // The search may make SEARCH_ATTEMPT_FACTOR times the quantizations the plain
+        // conversion made (a small model enough for its exhaustive search): --min-snr costs a
+        // bounded multiple of a plain conversion, not minutes.
+        let made = q.attempts.get();
+        let mut allowed = made * SEARCH_ATTEMPT_FACTOR;
+        if mixed::work_per_sample(&q.float_graph) <= SMALL_MODEL_WORK {
+            allowed = allowed.max(mixed::EXHAUSTIVE_ATTEMPTS);
+        }
+        q.attempt_limit = Some(made + allowed);
         best = mixed::search(&q, best, budget)?;
+        stages.mark("mixed-precision search");
         // With int16 activations where the search put them, the weights' share of the error
         // grows: rounding them with error compensation may pay now where it did not before.
         if rounding && rounded_layers == 0 && best.worst_snr() < budget {
             rounded_layers = keep_rounded_weights(&mut q, &mut best, fit)?;
+            stages.mark("weight rounding after the search");
         }
         if best.worst_snr() < budget && !opts.accept_snr_miss {
             bail!(
@@ -537,6 +595,7 @@ fn calibrated(
     };
     let layers = report::layer_errors(&q.float_bytes, &bytes, few, &q.bounded)
         .with_context(|| format!("{label}: measuring quantization error"))?;
+    stages.mark("report");
     Ok(QuantReport {
         summary,
         calibration_samples: samples.len(),
@@ -556,5 +615,6 @@ fn calibrated(
         rounded_weight_layers: rounded_layers,
         snr_before_bias_correction: snr_before,
         weights_only_snr_db: weights_only,
+        stage_seconds: stages.done(),
     })
 }
