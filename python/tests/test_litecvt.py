@@ -226,6 +226,19 @@ def test_tensor_views_are_zero_copy_and_keep_the_interpreter_alive(tmp_path):
     assert_float_close(expected, np.load(FIXTURES / "digits_cnn.expected.npy").astype(np.float32))
 
 
+def test_the_interpreter_keeps_its_own_copy_of_the_model():
+    content = bytearray(litecvt.convert(FIXTURES / "digits_cnn.onnx"))
+    interp = litecvt.Interpreter(model_content=content)
+    content[:] = bytes(len(content))  # the caller's buffer may change or go away
+    del content
+    gc.collect()
+    x = fixture_input("digits_cnn")
+    expected = np.load(FIXTURES / "digits_cnn.expected.npy").astype(np.float32)
+    for _ in range(2):
+        (y,) = run(interp, x)
+        assert_float_close(y, expected)
+
+
 def test_interpreter_errors():
     model = litecvt.convert(FIXTURES / "digits_cnn.onnx")
     interp = litecvt.Interpreter(model_content=model)
