@@ -30,6 +30,9 @@ pub struct ConvertOptions {
     pub quantize: Option<QuantizeMode>,
     /// Representative data for full int8 (`--calibration`).
     pub calibration: Option<PathBuf>,
+    /// Representative data for full int8 held in memory (the Python API's
+    /// `representative_dataset`); used when `calibration` is `None`.
+    pub calibration_arrays: Option<Vec<calibrate::ArraySample>>,
     pub calibration_method: Option<Method>,
     pub int8: FullInt8Options,
     /// Show a progress bar while calibrating.
@@ -69,6 +72,25 @@ pub struct Conversion {
 
 pub use crate::quantize::pipeline::QuantReport;
 
+impl Conversion {
+    /// The JSON report of `litecvt convert --report` (`model` and `output` name the files).
+    pub fn report_json(&self, model: &str, output: &str) -> serde_json::Value {
+        serde_json::json!({
+            "model": model,
+            "output": output,
+            "onnx_ops": self.ops_before,
+            "tflite_ops": self.ops_after,
+            "bytes": self.bytes.len(),
+            "weight_bytes": self.weight_bytes,
+            "arena_bytes": self.arena_bytes,
+            "seconds": self.seconds,
+            "warnings": self.warnings,
+            "pipeline": self.pipeline,
+            "quantization": self.quantization,
+        })
+    }
+}
+
 fn input_specs(graph: &Graph, opts: &ConvertOptions) -> Vec<InputSpec> {
     graph
         .inputs
@@ -99,7 +121,11 @@ fn quantize_graph(
 ) -> Result<Option<QuantReport>> {
     let q = QuantizeOptions {
         mode: opts.quantize,
-        calibration: opts.calibration.as_deref(),
+        calibration: match (&opts.calibration, &opts.calibration_arrays) {
+            (Some(path), _) => Some(calibrate::CalibrationSource::Path(path)),
+            (None, Some(arrays)) => Some(calibrate::CalibrationSource::Arrays(arrays)),
+            (None, None) => None,
+        },
         method: opts.calibration_method,
         int8: &opts.int8,
         inputs: input_specs(graph, opts),

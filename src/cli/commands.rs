@@ -11,7 +11,7 @@ use crate::bench::human;
 use crate::convert::{convert_file, ConvertOptions};
 use crate::npy::{self, NpyArray};
 use crate::passes::PassSelection;
-use crate::quantize::calibrate::{ImageOptions, Method};
+use crate::quantize::calibrate::{ArraySample, ImageOptions, Method};
 use crate::quantize::{FullInt8Options, IoType, QuantizeMode};
 use crate::runtime::{error_stats, run_lite, run_onnx_tract};
 use anyhow::{anyhow, bail, Context, Result};
@@ -130,19 +130,25 @@ fn parse_values(specs: &[String]) -> Result<HashMap<String, Vec<f64>>> {
     parse_named_lists("--input-value", "NAME=V0,V1,...", "a number", specs)
 }
 
-fn convert(args: &ConvertArgs) -> Result<()> {
-    let (model, output) = (args.model.as_path(), args.output.as_path());
+/// The conversion options `args` ask for; `arrays`, representative samples held in memory,
+/// stand for `--calibration` where it is not given.
+pub fn convert_options(
+    args: &ConvertArgs,
+    arrays: Option<Vec<ArraySample>>,
+) -> Result<ConvertOptions> {
+    let calibrated = args.calibration.is_some() || arrays.is_some();
     let passes = match (&args.passes, args.no_optimize) {
         (Some(list), _) => PassSelection::parse_list(list)?,
         (None, true) => PassSelection::None,
         (None, false) => PassSelection::All,
     };
-    let quantize = match (args.quantize.as_deref(), &args.calibration) {
+    let quantize = match (args.quantize.as_deref(), calibrated) {
         (None, _) => None,
         (Some("fp16"), _) => Some(QuantizeMode::Fp16),
         (Some("int16x8"), _) => Some(QuantizeMode::Int16x8),
-        (Some(_), None) => Some(QuantizeMode::Int8Weights),
-        (Some(_), Some(_)) => Some(QuantizeMode::Int8Full),
+        (Some("int8"), false) => Some(QuantizeMode::Int8Weights),
+        (Some("int8"), true) => Some(QuantizeMode::Int8Full),
+        (Some(m), _) => bail!("--quantize {m}: expected fp16, int8 or int16x8"),
     };
     // The integer interface is the activations' type.
     let io_type = match (args.io_type.as_str(), quantize) {
@@ -157,7 +163,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
             args.quantize.as_deref().unwrap_or("(none)")
         ),
     };
-    let opts = ConvertOptions {
+    Ok(ConvertOptions {
         input_shapes: parse_shapes(&args.input_shapes)?,
         input_values: parse_values(&args.input_values)?,
         nhwc_io: args.nhwc_io,
@@ -165,6 +171,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         passes,
         quantize,
         calibration: args.calibration.clone(),
+        calibration_arrays: arrays,
         calibration_method: args
             .calibration_method
             .as_deref()
@@ -193,7 +200,12 @@ fn convert(args: &ConvertArgs) -> Result<()> {
                 Some(_) => bail!("--resize expects H,W"),
             },
         },
-    };
+    })
+}
+
+fn convert(args: &ConvertArgs) -> Result<()> {
+    let (model, output) = (args.model.as_path(), args.output.as_path());
+    let opts = convert_options(args, None)?;
     let c = convert_file(model, &opts)?;
     for w in &c.warnings {
         eprintln!("warning: {}: {w}", model.display());
@@ -234,19 +246,7 @@ fn convert(args: &ConvertArgs) -> Result<()> {
         print_passes(&c.pipeline);
     }
     if let Some(path) = &args.report {
-        let report = serde_json::json!({
-            "model": model.display().to_string(),
-            "output": output.display().to_string(),
-            "onnx_ops": c.ops_before,
-            "tflite_ops": c.ops_after,
-            "bytes": c.bytes.len(),
-            "weight_bytes": c.weight_bytes,
-            "arena_bytes": c.arena_bytes,
-            "seconds": c.seconds,
-            "warnings": c.warnings,
-            "pipeline": c.pipeline,
-            "quantization": c.quantization,
-        });
+        let report = c.report_json(&model.display().to_string(), &output.display().to_string());
         let text = serde_json::to_string_pretty(&report)?;
         crate::util::write_atomic(path, text.as_bytes())?;
     }

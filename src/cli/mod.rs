@@ -2,8 +2,12 @@
 
 mod commands;
 
+pub use commands::convert_options;
+
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
@@ -213,13 +217,76 @@ pub struct ConvertArgs {
     pub exclude_op: Vec<String>,
 }
 
-pub fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+impl ConvertArgs {
+    /// The options of `litecvt convert MODEL -o OUTPUT` with every other flag at its default.
+    pub fn new(model: PathBuf, output: PathBuf) -> ConvertArgs {
+        #[derive(Parser)]
+        struct ConvertOnly {
+            #[command(flatten)]
+            args: ConvertArgs,
+        }
+        let mut defaults = ConvertOnly::parse_from(["convert", "MODEL", "-o", "OUTPUT"]).args;
+        defaults.model = model;
+        defaults.output = output;
+        defaults
+    }
+}
+
+/// The `litecvt` command with the process's arguments.
+pub fn main() -> ExitCode {
+    main_with_args(std::env::args_os())
+}
+
+/// The `litecvt` command with `args` (the first is the program name): what the binary runs.
+pub fn main_with_args<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    ExitCode::from(status_with_args(args))
+}
+
+/// [`main_with_args`] as a number (0 success, 1 failure, 2 usage error), for callers that exit
+/// themselves (the Python package's `litecvt` script). Usage errors, `--help` and `--version`
+/// print and return instead of exiting the process.
+pub fn status_with_args<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
     match commands::run(cli.command) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            1
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn convert_args_new_has_the_command_line_defaults() {
+        let a = ConvertArgs::new("m.onnx".into(), "m.lite".into());
+        assert_eq!(a.model, PathBuf::from("m.onnx"));
+        assert_eq!(a.output, PathBuf::from("m.lite"));
+        assert_eq!(a.io_type, "float");
+        assert_eq!((a.mean.clone(), a.std.clone()), (vec![0.0], vec![1.0]));
+        assert!(a.quantize.is_none() && a.calibration.is_none());
+    }
+
+    #[test]
+    fn usage_errors_return_instead_of_exiting() {
+        assert_eq!(status_with_args(["litecvt", "no-such-command"]), 2);
+        assert_eq!(status_with_args(["litecvt", "--version"]), 0);
     }
 }

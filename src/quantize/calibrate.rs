@@ -385,6 +385,114 @@ pub fn load(path: &Path, inputs: &[InputSpec], images: &ImageOptions) -> Result<
         .collect())
 }
 
+/// One in-memory calibration sample (e.g. from the Python API's `representative_dataset`): one
+/// array per model input, in model input order or by input name. Each array is one sample or a
+/// batch along its first axis, as a `.npy` file would be.
+#[derive(Clone, Debug)]
+pub enum ArraySample {
+    Positional(Vec<NpyArray>),
+    Named(Vec<(String, NpyArray)>),
+}
+
+/// Where calibration samples come from.
+#[derive(Clone, Copy, Debug)]
+pub enum CalibrationSource<'a> {
+    /// A directory, `.npy` or `.npz` (`--calibration`; see [`load`]).
+    Path(&'a Path),
+    /// Samples already in memory (see [`from_arrays`]).
+    Arrays(&'a [ArraySample]),
+}
+
+impl CalibrationSource<'_> {
+    /// The samples, checked against the model's inputs.
+    pub fn load(&self, inputs: &[InputSpec], images: &ImageOptions) -> Result<Vec<Sample>> {
+        match self {
+            CalibrationSource::Path(p) => load(p, inputs, images),
+            CalibrationSource::Arrays(a) => from_arrays(a, inputs),
+        }
+    }
+}
+
+/// Calibration samples from in-memory arrays: every item must give each model input exactly
+/// once (by position or by name); shapes and element types are checked as for `.npy` files.
+pub fn from_arrays(items: &[ArraySample], inputs: &[InputSpec]) -> Result<Vec<Sample>> {
+    let mut samples = Vec::new();
+    for (k, item) in items.iter().enumerate() {
+        let arrays: Vec<&NpyArray> = match item {
+            ArraySample::Positional(arrays) => {
+                if arrays.len() != inputs.len() {
+                    bail!(
+                        "representative sample {k}: {} array(s) for a model with {} input(s) ({})",
+                        arrays.len(),
+                        inputs.len(),
+                        input_names(inputs)
+                    );
+                }
+                arrays.iter().collect()
+            }
+            ArraySample::Named(named) => {
+                if let Some((name, _)) = named
+                    .iter()
+                    .find(|(n, _)| !inputs.iter().any(|i| i.name == *n))
+                {
+                    bail!(
+                        "representative sample {k}: the model has no input '{name}' (inputs: {})",
+                        input_names(inputs)
+                    );
+                }
+                inputs
+                    .iter()
+                    .map(|inp| {
+                        named
+                            .iter()
+                            .find(|(n, _)| *n == inp.name)
+                            .map(|(_, a)| a)
+                            .ok_or_else(|| {
+                                anyhow!(
+                                    "representative sample {k}: no array for input '{}'",
+                                    inp.name
+                                )
+                            })
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        let per_input: Vec<Vec<Vec<f32>>> = inputs
+            .iter()
+            .zip(&arrays)
+            .map(|(inp, a)| {
+                split_samples(
+                    a,
+                    inp,
+                    &format!("representative sample {k}, input '{}'", inp.name),
+                )
+            })
+            .collect::<Result<_>>()?;
+        let n = per_input.first().map_or(0, |v| v.len());
+        if let Some((inp, v)) = inputs.iter().zip(&per_input).find(|(_, v)| v.len() != n) {
+            bail!(
+                "representative sample {k}: input '{}' has a batch of {}, '{}' of {n}",
+                inp.name,
+                v.len(),
+                inputs[0].name
+            );
+        }
+        samples.extend((0..n).map(|s| per_input.iter().map(|v| v[s].clone()).collect::<Sample>()));
+    }
+    if samples.is_empty() {
+        bail!("the representative dataset is empty");
+    }
+    Ok(samples)
+}
+
+fn input_names(inputs: &[InputSpec]) -> String {
+    inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Sets input `i` of `interp` from a float sample: float32 as is, int32 (token ids; exact
 /// integers in float) converted, int8 quantized with the input's parameters.
 pub(crate) fn feed_input(
@@ -451,6 +559,48 @@ pub(crate) fn feed_input(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_memory_samples_by_position_or_name_split_batches() {
+        let spec = |name: &str, shape: Vec<usize>| InputSpec {
+            name: name.into(),
+            shape,
+            nchw_shape: None,
+            kind: InputKind::Float,
+        };
+        let inputs = [spec("a", vec![1, 2]), spec("b", vec![1, 1])];
+        let items = [
+            ArraySample::Positional(vec![
+                NpyArray::f32(vec![2, 2], vec![1.0, 2.0, 3.0, 4.0]),
+                NpyArray::f32(vec![2, 1], vec![5.0, 6.0]),
+            ]),
+            ArraySample::Named(vec![
+                ("b".into(), NpyArray::f32(vec![1, 1], vec![8.0])),
+                ("a".into(), NpyArray::f32(vec![1, 2], vec![7.0, 7.5])),
+            ]),
+        ];
+        let samples = from_arrays(&items, &inputs).unwrap();
+        assert_eq!(
+            samples,
+            vec![
+                vec![vec![1.0, 2.0], vec![5.0]],
+                vec![vec![3.0, 4.0], vec![6.0]],
+                vec![vec![7.0, 7.5], vec![8.0]],
+            ]
+        );
+        let unknown = [ArraySample::Named(vec![(
+            "c".into(),
+            NpyArray::f32(vec![1, 2], vec![0.0; 2]),
+        )])];
+        let e = from_arrays(&unknown, &inputs).unwrap_err().to_string();
+        assert!(e.contains("no input 'c'"), "{e}");
+        let short = [ArraySample::Positional(vec![NpyArray::f32(
+            vec![1, 2],
+            vec![0.0; 2],
+        )])];
+        assert!(from_arrays(&short, &inputs).is_err());
+        assert!(from_arrays(&[], &inputs).is_err());
+    }
 
     #[test]
     fn images_are_resized_normalized_and_laid_out_for_the_input() {

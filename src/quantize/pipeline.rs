@@ -2,7 +2,7 @@
 //! (emit int8 / int16 ops) → correct biases → measure → choose precision (`--min-snr`). Each
 //! stage lives in its own module; this one only runs them in order and reports.
 
-use super::calibrate::{self, ImageOptions, InputSpec, Method, Sample};
+use super::calibrate::{CalibrationSource, ImageOptions, InputSpec, Method, Sample};
 use super::report::{self, FloatOutputs, LayerError};
 use super::{
     bias_correction, clip_ranges, downstream, equalize, float_islands, mixed, qdq, range_stats,
@@ -14,7 +14,6 @@ use crate::ir::{ConstData, Graph};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Instant;
 
 /// What the quantization stages need from `litecvt convert`'s options.
@@ -22,8 +21,8 @@ use std::time::Instant;
 pub struct QuantizeOptions<'a> {
     /// `--quantize`: `None` keeps float32 (unless the model is already quantized).
     pub mode: Option<QuantizeMode>,
-    /// Representative data for full int8 (`--calibration`).
-    pub calibration: Option<&'a Path>,
+    /// Representative data for full int8 (`--calibration`, or arrays in memory).
+    pub calibration: Option<CalibrationSource<'a>>,
     /// How ranges are chosen; `None`: per model, whichever of min/max and the per-tensor
     /// choice (`Method::Auto`) gives the better output.
     pub method: Option<Method>,
@@ -429,7 +428,7 @@ fn calibrated(
         .calibration
         .ok_or_else(|| anyhow::anyhow!("full int8 needs --calibration DATA"))?;
     let mut stages = Stages::new();
-    let samples = calibrate::load(data, &opts.inputs, opts.images)?;
+    let samples = data.load(&opts.inputs, opts.images)?;
     let mut float = export::planned_tflite(graph, label)?;
     // Precondition: float-exact rewrites that make ranges quantizable (not for a QDQ model,
     // whose parameters belong to its own weights).
