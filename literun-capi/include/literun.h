@@ -99,6 +99,19 @@ enum LiterunStatus literun_output_info(const struct LiterunInterpreter *interpre
                                        size_t index,
                                        struct LiterunTensorInfo *out);
 
+// Sets `*out` to the index of the input called `name` (NUL-terminated): its signature key
+// (`"input_1"`) or its tensor's name in the file (`"serving_default_input_1:0"`, as LiteRT
+// shows it).
+enum LiterunStatus literun_input_index(const struct LiterunInterpreter *interpreter,
+                                       const char *name,
+                                       size_t *out);
+
+// Sets `*out` to the index of the output called `name` (NUL-terminated): its signature key or
+// its tensor's name in the file.
+enum LiterunStatus literun_output_index(const struct LiterunInterpreter *interpreter,
+                                        const char *name,
+                                        size_t *out);
+
 // Copies `bytes` bytes from `data` into input `index`; `bytes` must be the input's size
 // (`LiterunTensorInfo::bytes`), the data in its element type, little-endian, row-major.
 enum LiterunStatus literun_set_input(struct LiterunInterpreter *interpreter,

@@ -307,6 +307,57 @@ pub unsafe extern "C" fn literun_output_info(
     tensor_info(interpreter, index, out, true)
 }
 
+unsafe fn tensor_index(
+    interpreter: *const LiterunInterpreter,
+    name: *const c_char,
+    out: *mut usize,
+    output: bool,
+) -> LiterunStatus {
+    guard(|| {
+        let it = interpreter.as_ref().ok_or_else(|| null("interpreter"))?;
+        if name.is_null() || out.is_null() {
+            return Err(null("name or out"));
+        }
+        let name = CStr::from_ptr(name).to_string_lossy();
+        let model = it.interp.model();
+        let (found, what) = if output {
+            (model.output_index(&name), "output")
+        } else {
+            (model.input_index(&name), "input")
+        };
+        *out = found.ok_or_else(|| {
+            (
+                LiterunStatus::BadArgument,
+                format!("no {what} named {name:?}"),
+            )
+        })?;
+        Ok(())
+    })
+}
+
+/// Sets `*out` to the index of the input called `name` (NUL-terminated): its signature key
+/// (`"input_1"`) or its tensor's name in the file (`"serving_default_input_1:0"`, as LiteRT
+/// shows it).
+#[no_mangle]
+pub unsafe extern "C" fn literun_input_index(
+    interpreter: *const LiterunInterpreter,
+    name: *const c_char,
+    out: *mut usize,
+) -> LiterunStatus {
+    tensor_index(interpreter, name, out, false)
+}
+
+/// Sets `*out` to the index of the output called `name` (NUL-terminated): its signature key or
+/// its tensor's name in the file.
+#[no_mangle]
+pub unsafe extern "C" fn literun_output_index(
+    interpreter: *const LiterunInterpreter,
+    name: *const c_char,
+    out: *mut usize,
+) -> LiterunStatus {
+    tensor_index(interpreter, name, out, true)
+}
+
 /// Copies `bytes` bytes from `data` into input `index`; `bytes` must be the input's size
 /// (`LiterunTensorInfo::bytes`), the data in its element type, little-endian, row-major.
 #[no_mangle]

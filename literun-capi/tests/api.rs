@@ -113,6 +113,62 @@ fn runs_a_fixture_model() {
 }
 
 #[test]
+fn names_resolve_by_signature_key_and_tensor_name() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/tf/cnn_float.tflite"
+    ))
+    .unwrap();
+    let mut it = ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            literun_interpreter_create(bytes.as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok
+        );
+        let mut i = usize::MAX;
+        assert_eq!(
+            literun_input_index(it, c"image".as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        i = usize::MAX;
+        let tensor_name = c"serving_default_image:0";
+        assert_eq!(
+            literun_input_index(it, tensor_name.as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        i = usize::MAX;
+        assert_eq!(
+            literun_output_index(it, c"output_0".as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        i = usize::MAX;
+        let out_name = c"StatefulPartitionedCall_1:0";
+        assert_eq!(
+            literun_output_index(it, out_name.as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        assert_eq!(
+            literun_input_index(it, c"nope".as_ptr(), &mut i),
+            LiterunStatus::BadArgument
+        );
+        assert!(last_error().contains("no input named"), "{}", last_error());
+        assert_eq!(
+            literun_input_index(it, ptr::null(), &mut i),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(
+            literun_output_index(ptr::null(), c"x".as_ptr(), &mut i),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(it);
+    }
+}
+
+#[test]
 fn null_interpreter_everywhere() {
     unsafe {
         let mut info = blank();
