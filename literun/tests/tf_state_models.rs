@@ -1,6 +1,7 @@
 //! `.tflite` files written by TensorFlow's own converter that need more than a fixed graph
 //! (`fixtures/tf/make_tf_state_fixtures.py`), run by literun and compared with LiteRT's outputs
 //! committed next to them (float: within 1e-5 relative to the output's largest magnitude).
+#![cfg(feature = "dynamic-shapes")]
 
 use literun::{AlignedBytes, Interpreter, Model};
 use std::path::{Path, PathBuf};

@@ -158,6 +158,7 @@ impl Arena<'_> {
 /// ([`Interpreter::resize_input`]).
 enum ModelRef<'m> {
     File(&'m Model<'m>),
+    #[cfg(feature = "dynamic-shapes")]
     Resized(alloc::boxed::Box<Model<'m>>),
 }
 
@@ -166,6 +167,7 @@ impl<'m> core::ops::Deref for ModelRef<'m> {
     fn deref(&self) -> &Model<'m> {
         match self {
             ModelRef::File(m) => m,
+            #[cfg(feature = "dynamic-shapes")]
             ModelRef::Resized(m) => m,
         }
     }
@@ -189,6 +191,8 @@ struct Parts {
 /// read outputs.
 pub struct Interpreter<'m> {
     model: ModelRef<'m>,
+    /// For preparing again after a resize.
+    #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
     options: Options,
     arena: Arena<'m>,
     arena_bytes: usize,
@@ -304,12 +308,14 @@ impl<'m> Interpreter<'m> {
     /// ([`TensorDesc::shape_signature`](crate::model::TensorDesc::shape_signature)). An arena the
     /// application lent must hold the new plan; an owned one grows when it needs to. On error
     /// the interpreter is unchanged. Inputs must be written again afterwards.
+    #[cfg(feature = "dynamic-shapes")]
     pub fn resize_input(&mut self, i: usize, dims: &[usize]) -> Result<()> {
         self.resize_inputs(&[(i, dims)])
     }
 
     /// [`resize_input`](Self::resize_input) for several inputs at once (inputs an operator
     /// needs the same size, e.g. two batch dimensions, must change together).
+    #[cfg(feature = "dynamic-shapes")]
     pub fn resize_inputs(&mut self, new: &[(usize, &[usize])]) -> Result<()> {
         let resized = alloc::boxed::Box::new(self.model.resized_inputs(new)?);
         let mut parts = prepare(&resized, self.options, None)?;
@@ -547,6 +553,10 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Kernel scratch for `n` threads: copies of the first thread's.
+    #[cfg_attr(
+        not(any(feature = "threads", feature = "dynamic-shapes")),
+        allow(dead_code)
+    )]
     fn add_thread_scratch(&mut self, n: usize) -> Result<()> {
         let first = self
             .scratch

@@ -15,6 +15,7 @@ use crate::schema;
 
 pub(crate) mod rawfb;
 pub(crate) mod registry;
+#[cfg(feature = "dynamic-shapes")]
 mod resize;
 mod verify;
 
@@ -158,7 +159,7 @@ pub struct TensorDesc<'a> {
     /// Constant data, aligned for `dtype` (zero-copy slice of the model bytes).
     pub data: Option<&'a [u8]>,
     /// The file's `shape_signature` when it has one: `shape` with -1 for each dimension that
-    /// may change (see [`Interpreter::resize_input`](crate::Interpreter::resize_input)).
+    /// may change (`Interpreter::resize_input`). Read with the `dynamic-shapes` feature only.
     pub shape_signature: Option<Vec<i32>>,
     /// Per-tensor quantization parameters, when the tensor has exactly one scale.
     pub quant: Option<Quant>,
@@ -454,7 +455,10 @@ impl<'a> Model<'a> {
                         scale: q.scales[0],
                         zero_point: q.zero_points[0],
                     });
+                #[cfg(feature = "dynamic-shapes")]
                 let shape_signature = t.shape_signature().map(|v| v.iter().collect());
+                #[cfg(not(feature = "dynamic-shapes"))]
+                let shape_signature = None;
                 tensors.push(TensorDesc {
                     name,
                     shape,
@@ -680,6 +684,12 @@ impl<'a> Model<'a> {
     /// Model outputs, in subgraph order.
     pub fn outputs(&self) -> &[TensorInfo<'a>] {
         &self.outputs
+    }
+
+    /// Whether the tensor shapes differ from the file's (`Model::resized`, feature
+    /// `dynamic-shapes`).
+    pub fn is_resized(&self) -> bool {
+        self.resized
     }
 
     /// The position in [`inputs`](Self::inputs) of the input called `name`: its signature key

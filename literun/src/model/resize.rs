@@ -4,11 +4,6 @@ use super::{element_count, Model, MAX_TENSOR_BYTES};
 use crate::error::{format, invalid, Error, Result};
 
 impl<'a> Model<'a> {
-    /// Whether the tensor shapes differ from the file's (see [`Model::resized`]).
-    pub fn is_resized(&self) -> bool {
-        self.resized
-    }
-
     /// This model with input `input` of shape `dims`, and every tensor after it given the shape
     /// its operator computes from the new input shapes. Only dimensions the input's
     /// `shape_signature` marks -1 may change; an operator whose output shape literun cannot

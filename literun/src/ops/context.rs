@@ -60,6 +60,7 @@ pub(crate) struct Ctx<'c, 'm> {
     /// When inferring shapes for new input shapes (`Interpreter::resize_input`): where
     /// [`check_out`](Self::check_out) records the output shapes the inputs imply, as
     /// (output position, shape), instead of comparing them with the file's.
+    #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
     pub(crate) inferred: Option<&'c InferredShapes>,
 }
 
@@ -146,6 +147,7 @@ impl<'c, 'm> Ctx<'c, 'm> {
                 dtype.name()
             )));
         }
+        #[cfg(feature = "dynamic-shapes")]
         if let Some(inferred) = self.inferred {
             inferred.borrow_mut().push((j, shape.to_vec()));
             return Ok(());
@@ -160,8 +162,9 @@ impl<'c, 'm> Ctx<'c, 'm> {
     }
 
     /// Whether output shapes are being inferred rather than checked (see [`Ctx::inferred`]).
+    #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
     pub(crate) fn inferring(&self) -> bool {
-        self.inferred.is_some()
+        cfg!(feature = "dynamic-shapes") && self.inferred.is_some()
     }
 
     pub(crate) fn want_dtype(&self, k: usize, allowed: &[DType]) -> Result<DType> {

@@ -142,6 +142,7 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
     prepare_family(&c, op.code)
 }
 
+#[cfg(feature = "dynamic-shapes")]
 /// The output shapes operator `index` computes from the shapes of its inputs in `tensors`, as
 /// (output position, shape); an output the operator's preparation does not compute is left
 /// out. Runs the operator's preparation with its output shape checks turned into records.

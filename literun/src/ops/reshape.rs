@@ -75,6 +75,7 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             let (head, tail) = i.shape.split_at(ax);
             [head, &[1], tail].concat()
         }
+        #[cfg(feature = "dynamic-shapes")]
         _ if c.inferring() => reshape_target(c, i.elements)?.unwrap_or_else(|| o.shape.clone()),
         _ => {
             if o.elements != i.elements {
@@ -91,6 +92,7 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     Ok(Kind::Copy)
 }
 
+#[cfg(feature = "dynamic-shapes")]
 /// The shape a RESHAPE with a constant shape input (input 1) gives `elements` elements, its one
 /// `-1` resolved; `None` without a constant shape input.
 fn reshape_target(c: &Ctx<'_, '_>, elements: usize) -> Result<Option<Vec<usize>>> {
