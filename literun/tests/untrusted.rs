@@ -147,17 +147,19 @@ fn any_resize_of_a_dynamic_dimension_is_ok_or_an_error() {
     let model = Model::from_bytes(&bytes).unwrap();
     let lengths = (0..24).chain([1 << 20, 1 << 29, 1 << 31, usize::MAX / 4, usize::MAX]);
     for n in lengths {
+        // Resizing and preparing are quick whatever the length (running a huge one is not).
         let start = Instant::now();
         let Ok(resized) = model.resized(0, &[1, n]) else {
             continue;
         };
-        if let Ok(mut it) = Interpreter::new(&resized) {
+        let prepared = Interpreter::new(&resized);
+        assert!(start.elapsed() < Duration::from_secs(5), "length {n}");
+        if let (Ok(mut it), true) = (prepared, n < 4096) {
             // Lengths 3 and 4 leave the second convolution an empty input (an error at run
             // time); from the filter's width on, every length runs.
             let ran = it.invoke();
             assert!(ran.is_ok() || n < 5, "length {n}: {ran:?}");
         }
-        assert!(start.elapsed() < Duration::from_secs(5), "length {n}");
     }
     // Wrong rank, a fixed dimension, an input that does not exist.
     assert!(model.resized(0, &[1]).is_err());
