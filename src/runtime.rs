@@ -38,9 +38,8 @@ pub fn run_lite_dumping(
     dump: Option<&Path>,
 ) -> Result<Vec<(String, NpyArray)>> {
     let aligned = literun::AlignedBytes::from_slice(bytes);
-    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{label}: {e}"))?;
-    let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{label}: {e}"))?;
-    let infos = model.inputs().to_vec();
+    let file_model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{label}: {e}"))?;
+    let infos = file_model.inputs().to_vec();
     if inputs.len() != infos.len() {
         bail!(
             "{label}: the model has {} input(s) ({}), {} given",
@@ -53,16 +52,37 @@ pub fn run_lite_dumping(
             inputs.len()
         );
     }
-    for (pos, (name, array)) in inputs.iter().enumerate() {
-        let index = match name {
-            Some(n) => infos.iter().position(|i| i.name == n).ok_or_else(|| {
+    let mut indices = Vec::with_capacity(inputs.len());
+    for (pos, (name, _)) in inputs.iter().enumerate() {
+        indices.push(match name {
+            Some(n) => file_model.input_index(n).ok_or_else(|| {
                 anyhow!(
                     "{label}: no input named '{n}' (inputs: {})",
                     infos.iter().map(|i| i.name).collect::<Vec<_>>().join(", ")
                 )
             })?,
             None => pos,
-        };
+        });
+    }
+    // Data of another shape resizes the input when its shape signature lets it (-1 dimensions).
+    let new_shapes: Vec<(usize, &[usize])> = indices
+        .iter()
+        .zip(inputs)
+        .filter(|(&i, (_, a))| a.shape != infos[i].shape && a.shape.len() == infos[i].shape.len())
+        .map(|(&i, (_, a))| (i, &a.shape[..]))
+        .collect();
+    let resized;
+    let model = if new_shapes.is_empty() {
+        &file_model
+    } else {
+        resized = file_model
+            .resized_inputs(&new_shapes)
+            .map_err(|e| anyhow!("{label}: {e}"))?;
+        &resized
+    };
+    let mut interp = literun::Interpreter::new(model).map_err(|e| anyhow!("{label}: {e}"))?;
+    let infos = model.inputs().to_vec();
+    for (&index, (_, array)) in indices.iter().zip(inputs) {
         let info = &infos[index];
         if array.shape != info.shape {
             bail!(

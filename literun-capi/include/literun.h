@@ -48,6 +48,15 @@ typedef enum LiterunDtype {
 // A loaded model and its interpreter (opaque).
 typedef struct LiterunInterpreter LiterunInterpreter;
 
+// A new shape for a model input, for `literun_interpreter_create_with_shapes`.
+typedef struct LiterunInputShape {
+  // The input's index.
+  size_t index;
+  // Number of dimensions; `dims[0..rank]` are the sizes.
+  size_t rank;
+  size_t dims[LITERUN_MAX_RANK];
+} LiterunInputShape;
+
 // A model input or output.
 typedef struct LiterunTensorInfo {
   // NUL-terminated name (signature name when the model has one); valid as long as the
@@ -77,6 +86,16 @@ enum LiterunStatus literun_interpreter_create(const uint8_t *model,
                                               size_t len,
                                               struct LiterunInterpreter **out);
 
+// `literun_interpreter_create`, with the `count` inputs in `shapes` given new shapes before the
+// model is prepared (only dimensions an input's shape signature marks -1 may change). For models
+// stored with a placeholder size (1) in a dynamic dimension that they cannot be prepared with,
+// e.g. a `[1, -1]` waveform read by a convolution wider than 1.
+enum LiterunStatus literun_interpreter_create_with_shapes(const uint8_t *model,
+                                                          size_t len,
+                                                          const struct LiterunInputShape *shapes,
+                                                          size_t count,
+                                                          struct LiterunInterpreter **out);
+
 // Frees an interpreter (NULL is ignored).
 void literun_interpreter_destroy(struct LiterunInterpreter *interpreter);
 
@@ -98,6 +117,28 @@ enum LiterunStatus literun_input_info(const struct LiterunInterpreter *interpret
 enum LiterunStatus literun_output_info(const struct LiterunInterpreter *interpreter,
                                        size_t index,
                                        struct LiterunTensorInfo *out);
+
+// Sets `*out` to the index of the input called `name` (NUL-terminated): its signature key
+// (`"input_1"`) or its tensor's name in the file (`"serving_default_input_1:0"`, as LiteRT
+// shows it).
+enum LiterunStatus literun_input_index(const struct LiterunInterpreter *interpreter,
+                                       const char *name,
+                                       size_t *out);
+
+// Sets `*out` to the index of the output called `name` (NUL-terminated): its signature key or
+// its tensor's name in the file.
+enum LiterunStatus literun_output_index(const struct LiterunInterpreter *interpreter,
+                                        const char *name,
+                                        size_t *out);
+
+// Gives input `index` the shape `dims[0..rank]` and prepares the model again for it (LiteRT's
+// `ResizeInputTensor` then `AllocateTensors`). Only dimensions the input's shape signature marks
+// -1 may change; on error the interpreter is unchanged. Inputs must be set again afterwards,
+// and `literun_input_info`/`literun_output_info` describe the new shapes.
+enum LiterunStatus literun_resize_input(struct LiterunInterpreter *interpreter,
+                                        size_t index,
+                                        const size_t *dims,
+                                        size_t rank);
 
 // Copies `bytes` bytes from `data` into input `index`; `bytes` must be the input's size
 // (`LiterunTensorInfo::bytes`), the data in its element type, little-endian, row-major.

@@ -160,6 +160,17 @@ fn dtype(d: DType) -> LiterunDtype {
     }
 }
 
+/// A new shape for a model input, for `literun_interpreter_create_with_shapes`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LiterunInputShape {
+    /// The input's index.
+    pub index: usize,
+    /// Number of dimensions; `dims[0..rank]` are the sizes.
+    pub rank: usize,
+    pub dims: [usize; LITERUN_MAX_RANK],
+}
+
 /// Loads a model and prepares an interpreter for it.
 ///
 /// The `len` bytes at `model` are **copied** into 16-byte-aligned memory owned by the
@@ -169,6 +180,21 @@ fn dtype(d: DType) -> LiterunDtype {
 pub unsafe extern "C" fn literun_interpreter_create(
     model: *const u8,
     len: usize,
+    out: *mut *mut LiterunInterpreter,
+) -> LiterunStatus {
+    literun_interpreter_create_with_shapes(model, len, ptr::null(), 0, out)
+}
+
+/// `literun_interpreter_create`, with the `count` inputs in `shapes` given new shapes before the
+/// model is prepared (only dimensions an input's shape signature marks -1 may change). For models
+/// stored with a placeholder size (1) in a dynamic dimension that they cannot be prepared with,
+/// e.g. a `[1, -1]` waveform read by a convolution wider than 1.
+#[no_mangle]
+pub unsafe extern "C" fn literun_interpreter_create_with_shapes(
+    model: *const u8,
+    len: usize,
+    shapes: *const LiterunInputShape,
+    count: usize,
     out: *mut *mut LiterunInterpreter,
 ) -> LiterunStatus {
     guard(|| {
@@ -183,7 +209,32 @@ pub unsafe extern "C" fn literun_interpreter_create(
         // SAFETY: the slice points into `bytes`' heap buffer, which does not move and lives as
         // long as the interpreter (see the field order and `Drop`).
         let view: &'static [u8] = &*(&*bytes as *const [u8]);
-        let m = Box::into_raw(Box::new(Model::from_bytes(view).map_err(from_err)?));
+        if shapes.is_null() && count > 0 {
+            return Err(null("shapes"));
+        }
+        let shapes: &[LiterunInputShape] = if count == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(shapes, count)
+        };
+        let mut new = Vec::with_capacity(shapes.len());
+        for s in shapes {
+            let dims = s.dims.get(..s.rank).ok_or_else(|| {
+                (
+                    LiterunStatus::BadArgument,
+                    format!("rank {} is over {LITERUN_MAX_RANK}", s.rank),
+                )
+            })?;
+            new.push((s.index, dims));
+        }
+        let mut file = Model::from_bytes(view).map_err(from_err)?;
+        if !new.is_empty() {
+            file = file.resized_inputs(&new).map_err(|e| match e {
+                Error::Tensor(m) => (LiterunStatus::BadArgument, m),
+                e => from_err(e),
+            })?;
+        }
+        let m = Box::into_raw(Box::new(file));
         // SAFETY: `m` is freed only in `Drop`, after the interpreter.
         let interp = match Interpreter::new(&*m) {
             Ok(i) => i,
@@ -305,6 +356,91 @@ pub unsafe extern "C" fn literun_output_info(
     out: *mut LiterunTensorInfo,
 ) -> LiterunStatus {
     tensor_info(interpreter, index, out, true)
+}
+
+unsafe fn tensor_index(
+    interpreter: *const LiterunInterpreter,
+    name: *const c_char,
+    out: *mut usize,
+    output: bool,
+) -> LiterunStatus {
+    guard(|| {
+        let it = interpreter.as_ref().ok_or_else(|| null("interpreter"))?;
+        if name.is_null() || out.is_null() {
+            return Err(null("name or out"));
+        }
+        let name = CStr::from_ptr(name).to_string_lossy();
+        let model = it.interp.model();
+        let (found, what) = if output {
+            (model.output_index(&name), "output")
+        } else {
+            (model.input_index(&name), "input")
+        };
+        *out = found.ok_or_else(|| {
+            (
+                LiterunStatus::BadArgument,
+                format!("no {what} named {name:?}"),
+            )
+        })?;
+        Ok(())
+    })
+}
+
+/// Sets `*out` to the index of the input called `name` (NUL-terminated): its signature key
+/// (`"input_1"`) or its tensor's name in the file (`"serving_default_input_1:0"`, as LiteRT
+/// shows it).
+#[no_mangle]
+pub unsafe extern "C" fn literun_input_index(
+    interpreter: *const LiterunInterpreter,
+    name: *const c_char,
+    out: *mut usize,
+) -> LiterunStatus {
+    tensor_index(interpreter, name, out, false)
+}
+
+/// Sets `*out` to the index of the output called `name` (NUL-terminated): its signature key or
+/// its tensor's name in the file.
+#[no_mangle]
+pub unsafe extern "C" fn literun_output_index(
+    interpreter: *const LiterunInterpreter,
+    name: *const c_char,
+    out: *mut usize,
+) -> LiterunStatus {
+    tensor_index(interpreter, name, out, true)
+}
+
+/// Gives input `index` the shape `dims[0..rank]` and prepares the model again for it (LiteRT's
+/// `ResizeInputTensor` then `AllocateTensors`). Only dimensions the input's shape signature marks
+/// -1 may change; on error the interpreter is unchanged. Inputs must be set again afterwards,
+/// and `literun_input_info`/`literun_output_info` describe the new shapes.
+#[no_mangle]
+pub unsafe extern "C" fn literun_resize_input(
+    interpreter: *mut LiterunInterpreter,
+    index: usize,
+    dims: *const usize,
+    rank: usize,
+) -> LiterunStatus {
+    guard(|| {
+        let it = interpreter.as_mut().ok_or_else(|| null("interpreter"))?;
+        if dims.is_null() && rank > 0 {
+            return Err(null("dims"));
+        }
+        if rank > LITERUN_MAX_RANK {
+            return Err((
+                LiterunStatus::BadArgument,
+                format!("rank {rank} is over {LITERUN_MAX_RANK}"),
+            ));
+        }
+        let dims: &[usize] = if rank == 0 {
+            &[]
+        } else {
+            std::slice::from_raw_parts(dims, rank)
+        };
+        it.interp.resize_input(index, dims).map_err(|e| match e {
+            Error::Tensor(m) => (LiterunStatus::BadArgument, m),
+            e => from_err(e),
+        })
+    })
 }
 
 /// Copies `bytes` bytes from `data` into input `index`; `bytes` must be the input's size

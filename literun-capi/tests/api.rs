@@ -113,6 +113,182 @@ fn runs_a_fixture_model() {
 }
 
 #[test]
+fn names_resolve_by_signature_key_and_tensor_name() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/tf/cnn_float.tflite"
+    ))
+    .unwrap();
+    let mut it = ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            literun_interpreter_create(bytes.as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok
+        );
+        let mut i = usize::MAX;
+        assert_eq!(
+            literun_input_index(it, c"image".as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        i = usize::MAX;
+        let tensor_name = c"serving_default_image:0";
+        assert_eq!(
+            literun_input_index(it, tensor_name.as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        i = usize::MAX;
+        assert_eq!(
+            literun_output_index(it, c"output_0".as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        i = usize::MAX;
+        let out_name = c"StatefulPartitionedCall_1:0";
+        assert_eq!(
+            literun_output_index(it, out_name.as_ptr(), &mut i),
+            LiterunStatus::Ok
+        );
+        assert_eq!(i, 0);
+        assert_eq!(
+            literun_input_index(it, c"nope".as_ptr(), &mut i),
+            LiterunStatus::BadArgument
+        );
+        assert!(last_error().contains("no input named"), "{}", last_error());
+        assert_eq!(
+            literun_input_index(it, ptr::null(), &mut i),
+            LiterunStatus::NullArgument
+        );
+        assert_eq!(
+            literun_output_index(ptr::null(), c"x".as_ptr(), &mut i),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(it);
+    }
+}
+
+#[test]
+fn resize_input_follows_the_shape_signature() {
+    let bytes = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/tf/ops_float.tflite"
+    ))
+    .unwrap();
+    let mut it = ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            literun_interpreter_create(bytes.as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok
+        );
+        let mut info = blank();
+        // Both inputs have a dynamic batch ([-1, 6, 8] and [-1, 8, 5]).
+        assert_eq!(
+            literun_resize_input(it, 0, [3, 6, 8].as_ptr(), 3),
+            LiterunStatus::Ok
+        );
+        assert_eq!(
+            literun_resize_input(it, 1, [3, 8, 5].as_ptr(), 3),
+            LiterunStatus::Ok
+        );
+        assert_eq!(literun_input_info(it, 0, &mut info), LiterunStatus::Ok);
+        assert_eq!(&info.dims[..info.rank], &[3, 6, 8]);
+        assert_eq!(literun_output_info(it, 0, &mut info), LiterunStatus::Ok);
+        assert_eq!(info.dims[0], 3);
+        let x = vec![0.5f32; 3 * 6 * 8];
+        assert_eq!(
+            literun_set_input(it, 0, x.as_ptr().cast(), x.len() * 4),
+            LiterunStatus::Ok
+        );
+        let y = vec![0.25f32; 3 * 8 * 5];
+        assert_eq!(
+            literun_set_input(it, 1, y.as_ptr().cast(), y.len() * 4),
+            LiterunStatus::Ok
+        );
+        assert_eq!(literun_invoke(it), LiterunStatus::Ok, "{}", last_error());
+        // A fixed dimension cannot change.
+        assert_eq!(
+            literun_resize_input(it, 0, [3, 7, 8].as_ptr(), 3),
+            LiterunStatus::BadArgument
+        );
+        assert!(last_error().contains("only -1"), "{}", last_error());
+        assert_eq!(
+            literun_resize_input(it, 0, ptr::null(), 3),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(it);
+    }
+}
+
+#[test]
+fn a_model_that_only_runs_resized_is_created_with_its_shape() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/tf/");
+    let bytes = std::fs::read(format!("{root}dynamic_length.tflite")).unwrap();
+    let mut it = ptr::null_mut();
+    unsafe {
+        // As stored ([1, 1]) its first convolution cannot be prepared.
+        assert_ne!(
+            literun_interpreter_create(bytes.as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok
+        );
+        let mut dims = [0; LITERUN_MAX_RANK];
+        dims[..2].copy_from_slice(&[1, 64]);
+        let shape = LiterunInputShape {
+            index: 0,
+            rank: 2,
+            dims,
+        };
+        assert_eq!(
+            literun_interpreter_create_with_shapes(bytes.as_ptr(), bytes.len(), &shape, 1, &mut it),
+            LiterunStatus::Ok,
+            "{}",
+            last_error()
+        );
+        let x = npy_data(&format!("{root}dynamic_length.len64.input0.npy"));
+        assert_eq!(
+            literun_set_input(it, 0, x.as_ptr().cast(), x.len()),
+            LiterunStatus::Ok
+        );
+        assert_eq!(literun_invoke(it), LiterunStatus::Ok);
+        let want = npy_data(&format!("{root}dynamic_length.len64.litert.npy"));
+        let mut got = vec![0u8; want.len()];
+        assert_eq!(
+            literun_get_output(it, 0, got.as_mut_ptr().cast(), got.len()),
+            LiterunStatus::Ok
+        );
+        for (a, b) in got.chunks(4).zip(want.chunks(4)) {
+            let (a, b) = (
+                f32::from_le_bytes(a.try_into().unwrap()),
+                f32::from_le_bytes(b.try_into().unwrap()),
+            );
+            assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{a} vs {b}");
+        }
+        // And then resized on the interpreter.
+        let x = npy_data(&format!("{root}dynamic_length.len203.input0.npy"));
+        assert_eq!(
+            literun_resize_input(it, 0, [1, 203].as_ptr(), 2),
+            LiterunStatus::Ok
+        );
+        assert_eq!(
+            literun_set_input(it, 0, x.as_ptr().cast(), x.len()),
+            LiterunStatus::Ok
+        );
+        assert_eq!(literun_invoke(it), LiterunStatus::Ok);
+        literun_interpreter_destroy(it);
+        let bad = LiterunInputShape {
+            index: 0,
+            rank: 9,
+            dims,
+        };
+        assert_eq!(
+            literun_interpreter_create_with_shapes(bytes.as_ptr(), bytes.len(), &bad, 1, &mut it),
+            LiterunStatus::BadArgument
+        );
+        assert!(it.is_null());
+    }
+}
+
+#[test]
 fn null_interpreter_everywhere() {
     unsafe {
         let mut info = blank();

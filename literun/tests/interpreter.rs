@@ -278,6 +278,37 @@ fn fully_connected_and_signature_names() {
 }
 
 #[test]
+fn inputs_and_outputs_resolve_by_signature_key_and_tensor_name() {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("serving_default_input_1:0", &[1, 2]);
+    let y = m.f32("StatefulPartitionedCall:0", &[1, 2]);
+    m.op(B::RELU, &[x], &[y], None);
+    m.signature = Some((vec![("input_1".into(), x)], vec![("output_0".into(), y)]));
+    let bytes = m.finish(&[x], &[y]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    assert_eq!(model.input_index("input_1"), Some(0));
+    assert_eq!(model.input_index("serving_default_input_1:0"), Some(0));
+    assert_eq!(model.output_index("output_0"), Some(0));
+    assert_eq!(model.output_index("StatefulPartitionedCall:0"), Some(0));
+    assert_eq!(model.input_index("output_0"), None);
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_by_name("serving_default_input_1:0")
+        .unwrap()
+        .copy_from_f32(&[-1.0, 2.0])
+        .unwrap();
+    it.invoke().unwrap();
+    let by_key = it
+        .output_by_name("output_0")
+        .unwrap()
+        .as_f32()
+        .unwrap()
+        .to_vec();
+    let by_tensor = it.output_by_name("StatefulPartitionedCall:0").unwrap();
+    assert_eq!(by_tensor.as_f32().unwrap(), &by_key[..]);
+    assert_eq!(by_key, [0.0, 2.0]);
+}
+
+#[test]
 fn arena_reuses_memory_in_a_chain() {
     let mut m = ModelBuilder::new();
     let mut cur = m.f32("x", &[256]);

@@ -132,3 +132,38 @@ fn huge_quantized_scratch_is_refused() {
     assert!(e.to_string().contains("bytes of memory"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+/// New input shapes from an application reading untrusted sizes (a `.npy` header): any length of
+/// a dynamic dimension, huge or empty, gives `Ok` or `Err`, never a panic or a huge allocation;
+/// what is accepted runs.
+#[test]
+#[cfg(feature = "dynamic-shapes")]
+fn any_resize_of_a_dynamic_dimension_is_ok_or_an_error() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/tf/dynamic_length.tflite"
+    );
+    let bytes = AlignedBytes::read_file(path).unwrap();
+    let model = Model::from_bytes(&bytes).unwrap();
+    let lengths = (0..24).chain([1 << 20, 1 << 29, 1 << 31, usize::MAX / 4, usize::MAX]);
+    for n in lengths {
+        // Resizing and preparing are quick whatever the length (running a huge one is not).
+        let start = Instant::now();
+        let Ok(resized) = model.resized(0, &[1, n]) else {
+            continue;
+        };
+        let prepared = Interpreter::new(&resized);
+        assert!(start.elapsed() < Duration::from_secs(5), "length {n}");
+        if let (Ok(mut it), true) = (prepared, n < 4096) {
+            // Lengths 3 and 4 leave the second convolution an empty input (an error at run
+            // time); from the filter's width on, every length runs.
+            let ran = it.invoke();
+            assert!(ran.is_ok() || n < 5, "length {n}: {ran:?}");
+        }
+    }
+    // Wrong rank, a fixed dimension, an input that does not exist.
+    assert!(model.resized(0, &[1]).is_err());
+    assert!(model.resized(0, &[1, 8, 1]).is_err());
+    assert!(model.resized(0, &[2, 8]).is_err());
+    assert!(model.resized(3, &[1, 8]).is_err());
+}

@@ -413,9 +413,14 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
     let prepared = literun::Interpreter::new(&model);
     let arena = prepared.as_ref().ok().map(|i| i.arena_bytes());
     let runnable = prepared.as_ref().err().map(|e| e.to_string());
+    let signature = |t: usize| model.tensors()[t].shape_signature.clone();
     let io = |list: &[literun::TensorInfo]| {
         list.iter()
-            .map(|i| serde_json::json!({"name": i.name, "tensor": i.tensor, "shape": i.shape, "dtype": i.dtype.name()}))
+            .map(|i| {
+                serde_json::json!({"name": i.name, "tensor_name": model.tensors()[i.tensor].name,
+                "tensor": i.tensor, "shape": i.shape, "shape_signature": signature(i.tensor),
+                "dtype": i.dtype.name()})
+            })
             .collect::<Vec<_>>()
     };
     let tensors: Vec<_> = model
@@ -428,7 +433,8 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
                     "quantized_dimension": q.quantized_dimension})
             });
             serde_json::json!({
-                "index": i, "name": t.name, "shape": t.shape, "dtype": t.dtype.name(),
+                "index": i, "name": t.name, "shape": t.shape,
+                "shape_signature": t.shape_signature, "dtype": t.dtype.name(),
                 "constant_bytes": model.const_bytes(i).map(|b| b.len()).unwrap_or(0),
                 "quantization": quant,
             })
@@ -476,23 +482,38 @@ fn inspect(path: &Path, json: bool) -> Result<()> {
         ),
         None => String::new(),
     };
-    for i in model.inputs() {
-        outln!(
-            "  input  {} {:?} {}{}",
+    // The shape signature when it has dynamic (-1) dimensions; the tensor's own name when the
+    // signature key differs (LiteRT shows the tensor name).
+    let dynamic = |t: usize| {
+        model.tensors()[t]
+            .shape_signature
+            .clone()
+            .filter(|s| s.contains(&-1))
+    };
+    let line = |what: &str, i: &literun::TensorInfo| {
+        let t = &model.tensors()[i.tensor];
+        let signature = dynamic(i.tensor).map_or(String::new(), |s| format!(" (signature {s:?})"));
+        let tensor = if t.name != i.name && !t.name.is_empty() {
+            format!(", tensor {}", t.name)
+        } else {
+            String::new()
+        };
+        format!(
+            "  {what} {} {:?}{signature} {}{}{tensor}",
             i.name,
             i.shape,
             i.dtype.name(),
             quant(i.tensor)
-        );
+        )
+    };
+    for i in model.inputs() {
+        outln!("{}", line("input ", i));
     }
     for o in model.outputs() {
-        outln!(
-            "  output {} {:?} {}{}",
-            o.name,
-            o.shape,
-            o.dtype.name(),
-            quant(o.tensor)
-        );
+        outln!("{}", line("output", o));
+    }
+    if model.inputs().iter().any(|i| dynamic(i.tensor).is_some()) {
+        outln!("  (`litecvt run` gives an input with -1 dimensions the shape of the data given)");
     }
     outln!("  operators ({}):", model.operators().len());
     for (i, o) in model.operators().iter().enumerate() {

@@ -54,16 +54,16 @@ pub(crate) fn try_vec<T: Clone + Default>(n: usize) -> Result<Vec<T>> {
 /// Which constants the kernels read at run time, and which only while preparing (copied into
 /// the interpreter's own layout): for [`Interpreter::with_options_releasing`], and to keep a
 /// dequantized constant only when something reads it as it is.
-pub(crate) struct ConstCopies<'m> {
-    pub(crate) model: &'m Model<'m>,
+pub(crate) struct ConstCopies<'r, 'm> {
+    pub(crate) model: &'r Model<'m>,
     /// Per tensor: readers that have not been prepared yet.
     pub(crate) pending: Vec<usize>,
     /// Per tensor: some reader reads it at run time.
     pub(crate) read: Vec<bool>,
 }
 
-impl<'m> ConstCopies<'m> {
-    pub(crate) fn new(model: &'m Model<'m>) -> Self {
+impl<'r, 'm> ConstCopies<'r, 'm> {
+    pub(crate) fn new(model: &'r Model<'m>) -> Self {
         let tensors = model.tensors();
         let mut pending = vec![0usize; tensors.len()];
         for op in model.operators() {
@@ -177,7 +177,8 @@ impl Model<'_> {
     /// them; `Err` if they are malformed. Always `None` without the `offline-plan` feature.
     pub fn stored_plan(&self) -> Result<Option<Vec<i32>>> {
         // Without the `offline-plan` feature stored plans are ignored (literun plans its own).
-        if !cfg!(feature = "offline-plan") {
+        // A resized model's tensors are not the sizes the stored plan was made for.
+        if !cfg!(feature = "offline-plan") || self.is_resized() {
             return Ok(None);
         }
         let root = self.root();

@@ -108,31 +108,92 @@ impl Options {
     }
 }
 
-/// The activation arena: owned, or lent by the application.
+/// The activation arena: owned, or lent by the application (from its first 16-byte aligned
+/// byte); `used` bytes of it are the current plan's.
 enum Arena<'m> {
-    Owned(Vec<u128>),
-    Borrowed(&'m mut [u8]),
+    Owned { words: Vec<u128>, used: usize },
+    Borrowed { buf: &'m mut [u8], used: usize },
 }
 
 impl Arena<'_> {
     fn bytes(&self) -> &[u8] {
         match self {
-            Arena::Owned(v) => bytemuck::cast_slice(v),
-            Arena::Borrowed(b) => b,
+            Arena::Owned { words, used } => &bytemuck::cast_slice(words)[..*used],
+            Arena::Borrowed { buf, used } => &buf[..*used],
         }
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
-            Arena::Owned(v) => bytemuck::cast_slice_mut(v),
-            Arena::Borrowed(b) => b,
+            Arena::Owned { words, used } => &mut bytemuck::cast_slice_mut(words)[..*used],
+            Arena::Borrowed { buf, used } => &mut buf[..*used],
         }
     }
+
+    /// Makes room for a plan of `total` bytes: a lent arena must already hold it; an owned one
+    /// grows (charged to `memory`). Nothing changes on error.
+    fn fit(&mut self, total: usize, memory: &mut usize) -> Result<()> {
+        match self {
+            Arena::Borrowed { buf, used } => {
+                if buf.len() < total {
+                    return Err(Error::InvalidModel(format!(
+                        "the arena given has {} aligned bytes; the model needs {total}",
+                        buf.len()
+                    )));
+                }
+                *used = total;
+            }
+            Arena::Owned { words, used } => {
+                charge(memory, Some(total), "activation arena")?;
+                if words.len() * 16 < total {
+                    *words = try_vec(total.div_ceil(16))?;
+                }
+                *used = total;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The model an [`Interpreter`] runs: the application's, or its copy with new input shapes
+/// ([`Interpreter::resize_input`]).
+enum ModelRef<'m> {
+    File(&'m Model<'m>),
+    #[cfg(feature = "dynamic-shapes")]
+    Resized(alloc::boxed::Box<Model<'m>>),
+}
+
+impl<'m> core::ops::Deref for ModelRef<'m> {
+    type Target = Model<'m>;
+    fn deref(&self) -> &Model<'m> {
+        match self {
+            ModelRef::File(m) => m,
+            #[cfg(feature = "dynamic-shapes")]
+            ModelRef::Resized(m) => m,
+        }
+    }
+}
+
+/// What preparing a model gives, apart from its arena.
+struct Parts {
+    locs: Vec<Loc>,
+    ops: Vec<Prepared>,
+    packed: Vec<u128>,
+    packed_bytes: usize,
+    scratch: Scratch,
+    isa: Isa,
+    /// The plan's arena size.
+    arena_bytes: usize,
+    /// Bytes allocated so far (charged against [`MAX_MEMORY_BYTES`]).
+    memory: usize,
 }
 
 /// Runs a model. Create with [`Interpreter::new`], fill inputs, [`invoke`](Interpreter::invoke),
 /// read outputs.
 pub struct Interpreter<'m> {
-    model: &'m Model<'m>,
+    model: ModelRef<'m>,
+    /// For preparing again after a resize.
+    #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
+    options: Options,
     arena: Arena<'m>,
     arena_bytes: usize,
     locs: Vec<Loc>,
@@ -193,8 +254,93 @@ impl<'m> Interpreter<'m> {
         model: &'m Model<'m>,
         options: Options,
         arena: Option<&'m mut [u8]>,
-        mut done: Option<&mut dyn FnMut(&'m [u8])>,
+        done: Option<&mut dyn FnMut(&'m [u8])>,
     ) -> Result<Interpreter<'m>> {
+        let mut parts = prepare(model, options, done)?;
+        let total = parts.arena_bytes;
+        let arena = match arena {
+            Some(buf) => {
+                // Any buffer works: the arena starts at its first 16-byte aligned byte, so an
+                // unaligned one needs up to 15 bytes more than the plan.
+                let skip = buf.as_ptr().align_offset(crate::plan::ARENA_ALIGN);
+                let given = buf.len();
+                match buf.get_mut(skip..).filter(|b| b.len() >= total) {
+                    Some(aligned) => Arena::Borrowed {
+                        buf: aligned,
+                        used: total,
+                    },
+                    None => {
+                        return Err(Error::InvalidModel(format!(
+                            "the arena given has {given} bytes; the model needs {total} ({} \
+                             with this buffer's alignment)",
+                            total + skip
+                        )))
+                    }
+                }
+            }
+            None => {
+                let mut arena = Arena::Owned {
+                    words: Vec::new(),
+                    used: 0,
+                };
+                arena.fit(total, &mut parts.memory)?;
+                arena
+            }
+        };
+        Ok(Interpreter {
+            model: ModelRef::File(model),
+            options,
+            arena,
+            arena_bytes: total,
+            locs: parts.locs,
+            ops: parts.ops,
+            packed: parts.packed,
+            packed_bytes: parts.packed_bytes,
+            scratch: parts.scratch,
+            isa: parts.isa,
+        })
+    }
+
+    /// Gives input `i` the shape `dims` and prepares the model again for it (LiteRT's
+    /// `resize_tensor_input` followed by `allocate_tensors`): the shapes of the tensors after
+    /// it are recomputed, every operator is checked again, and the arena is planned again. Only
+    /// dimensions the input's `shape_signature` marks -1 may change
+    /// ([`TensorDesc::shape_signature`](crate::model::TensorDesc::shape_signature)). An arena the
+    /// application lent must hold the new plan; an owned one grows when it needs to. On error
+    /// the interpreter is unchanged. Inputs must be written again afterwards.
+    #[cfg(feature = "dynamic-shapes")]
+    pub fn resize_input(&mut self, i: usize, dims: &[usize]) -> Result<()> {
+        self.resize_inputs(&[(i, dims)])
+    }
+
+    /// [`resize_input`](Self::resize_input) for several inputs at once (inputs an operator
+    /// needs the same size, e.g. two batch dimensions, must change together).
+    #[cfg(feature = "dynamic-shapes")]
+    pub fn resize_inputs(&mut self, new: &[(usize, &[usize])]) -> Result<()> {
+        let resized = alloc::boxed::Box::new(self.model.resized_inputs(new)?);
+        let mut parts = prepare(&resized, self.options, None)?;
+        let threads = self.threads();
+        self.arena.fit(parts.arena_bytes, &mut parts.memory)?;
+        self.model = ModelRef::Resized(resized);
+        self.arena_bytes = parts.arena_bytes;
+        self.locs = parts.locs;
+        self.ops = parts.ops;
+        self.packed = parts.packed;
+        self.packed_bytes = parts.packed_bytes;
+        self.scratch = parts.scratch;
+        self.isa = parts.isa;
+        self.add_thread_scratch(threads)
+    }
+}
+
+/// Prepares `model`: every operator's parameters, the prepacked constants, the kernels' scratch
+/// and the arena plan (allocating everything but the arena).
+fn prepare<'m>(
+    model: &Model<'m>,
+    options: Options,
+    mut done: Option<&mut dyn FnMut(&'m [u8])>,
+) -> Result<Parts> {
+    {
         let isa = if options.isa.available() {
             options.isa
         } else {
@@ -361,47 +507,13 @@ impl<'m> Interpreter<'m> {
                 );
             }
         }
-        let arena = match arena {
-            Some(buf) => {
-                // Any buffer works: the arena starts at its first 16-byte aligned byte, so an
-                // unaligned one needs up to 15 bytes more than the plan.
-                let skip = buf.as_ptr().align_offset(crate::plan::ARENA_ALIGN);
-                let given = buf.len();
-                match buf.get_mut(skip..skip.saturating_add(plan.total)) {
-                    Some(aligned) => Arena::Borrowed(aligned),
-                    None => {
-                        return Err(Error::InvalidModel(format!(
-                            "the arena given has {given} bytes; the model needs {} ({} with \
-                             this buffer's alignment)",
-                            plan.total,
-                            plan.total + skip
-                        )))
-                    }
-                }
-            }
-            None => {
-                charge(&mut memory, Some(plan.total), "activation arena")?;
-                Arena::Owned(try_vec(plan.total / 16)?)
-            }
-        };
-        let interp = Interpreter {
-            model,
-            arena,
-            arena_bytes: plan.total,
-            locs,
-            ops,
-            packed,
-            packed_bytes: packed_bytes + fast_bytes,
-            scratch,
-            isa,
-        };
         // Every operator's outputs must be disjoint from its inputs (the planner guarantees it;
         // checked so invoke can rely on it).
         for (i, op) in model.operators().iter().enumerate() {
             for &o in &op.outputs {
-                if let Loc::Arena { off, len } = interp.locs[o] {
+                if let Loc::Arena { off, len } = locs[o] {
                     for &t in op.inputs.iter().flatten() {
-                        if let Loc::Arena { off: a, len: l } = interp.locs[t] {
+                        if let Loc::Arena { off: a, len: l } = locs[t] {
                             if a < off + len && off < a + l {
                                 return Err(op_err(i, op, "output overlaps an input in the arena"));
                             }
@@ -410,12 +522,24 @@ impl<'m> Interpreter<'m> {
                 }
             }
         }
-        Ok(interp)
+        Ok(Parts {
+            locs,
+            ops,
+            packed,
+            packed_bytes: packed_bytes + fast_bytes,
+            scratch,
+            isa,
+            arena_bytes: plan.total,
+            memory,
+        })
     }
+}
 
-    /// The model being run.
-    pub fn model(&self) -> &'m Model<'m> {
-        self.model
+impl<'m> Interpreter<'m> {
+    /// The model being run (with the new input shapes after
+    /// [`resize_input`](Self::resize_input)).
+    pub fn model(&self) -> &Model<'m> {
+        &self.model
     }
 
     /// Runs the convolution, dense and depthwise kernels on `n` threads (feature `threads`):
@@ -424,6 +548,16 @@ impl<'m> Interpreter<'m> {
     /// `invoke` then starts threads (an app arena's no-allocation guarantee is for one thread).
     #[cfg(feature = "threads")]
     pub fn with_threads(mut self, n: usize) -> Result<Self> {
+        self.add_thread_scratch(n)?;
+        Ok(self)
+    }
+
+    /// Kernel scratch for `n` threads: copies of the first thread's.
+    #[cfg_attr(
+        not(any(feature = "threads", feature = "dynamic-shapes")),
+        allow(dead_code)
+    )]
+    fn add_thread_scratch(&mut self, n: usize) -> Result<()> {
         let first = self
             .scratch
             .fast
@@ -437,7 +571,7 @@ impl<'m> Interpreter<'m> {
                 f32s: try_vec(first.2)?,
             });
         }
-        Ok(self)
+        Ok(())
     }
 
     /// Threads the kernels may use (1 unless [`Interpreter::with_threads`]).
@@ -464,12 +598,12 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Model inputs.
-    pub fn inputs(&self) -> &'m [TensorInfo<'m>] {
+    pub fn inputs(&self) -> &[TensorInfo<'m>] {
         self.model.inputs()
     }
 
     /// Model outputs.
-    pub fn outputs(&self) -> &'m [TensorInfo<'m>] {
+    pub fn outputs(&self) -> &[TensorInfo<'m>] {
         self.model.outputs()
     }
 
@@ -521,13 +655,12 @@ impl<'m> Interpreter<'m> {
         typed_mut(data, dtype, DType::F32)
     }
 
-    /// The input named `name`.
+    /// The input called `name`: its signature key or its tensor's name in the file (see
+    /// [`Model::input_index`]).
     pub fn input_by_name(&mut self, name: &str) -> Result<TensorMut<'_>> {
         let i = self
             .model
-            .inputs()
-            .iter()
-            .position(|t| t.name == name)
+            .input_index(name)
             .ok_or_else(|| Error::Tensor(format!("no input named {name:?}")))?;
         self.input_mut(i)
     }
@@ -548,13 +681,12 @@ impl<'m> Interpreter<'m> {
         })
     }
 
-    /// The output named `name`.
+    /// The output called `name`: its signature key or its tensor's name in the file (see
+    /// [`Model::output_index`]).
     pub fn output_by_name(&self, name: &str) -> Result<TensorRef<'_>> {
         let i = self
             .model
-            .outputs()
-            .iter()
-            .position(|t| t.name == name)
+            .output_index(name)
             .ok_or_else(|| Error::Tensor(format!("no output named {name:?}")))?;
         self.output(i)
     }

@@ -15,6 +15,8 @@ use crate::schema;
 
 pub(crate) mod rawfb;
 pub(crate) mod registry;
+#[cfg(feature = "dynamic-shapes")]
+mod resize;
 mod verify;
 
 /// Largest tensor literun accepts, in bytes.
@@ -156,6 +158,9 @@ pub struct TensorDesc<'a> {
     pub bytes: usize,
     /// Constant data, aligned for `dtype` (zero-copy slice of the model bytes).
     pub data: Option<&'a [u8]>,
+    /// The file's `shape_signature` when it has one: `shape` with -1 for each dimension that
+    /// may change (`Interpreter::resize_input`). Read with the `dynamic-shapes` feature only.
+    pub shape_signature: Option<Vec<i32>>,
     /// Per-tensor quantization parameters, when the tensor has exactly one scale.
     pub quant: Option<Quant>,
     /// All quantization parameters (per-tensor or per-channel) of an integer tensor, verified.
@@ -228,6 +233,9 @@ pub struct Model<'a> {
     ops: Vec<OpDesc<'a>>,
     inputs: Vec<TensorInfo<'a>>,
     outputs: Vec<TensorInfo<'a>>,
+    /// Whether tensor shapes differ from the file's ([`Model::resized`]): a memory plan stored
+    /// in the file no longer applies.
+    resized: bool,
 }
 
 fn verifier_options(len: usize) -> flatbuffers::VerifierOptions {
@@ -447,6 +455,10 @@ impl<'a> Model<'a> {
                         scale: q.scales[0],
                         zero_point: q.zero_points[0],
                     });
+                #[cfg(feature = "dynamic-shapes")]
+                let shape_signature = t.shape_signature().map(|v| v.iter().collect());
+                #[cfg(not(feature = "dynamic-shapes"))]
+                let shape_signature = None;
                 tensors.push(TensorDesc {
                     name,
                     shape,
@@ -454,6 +466,7 @@ impl<'a> Model<'a> {
                     elements,
                     bytes: nbytes,
                     data,
+                    shape_signature,
                     quant,
                     qparams,
                 });
@@ -641,6 +654,7 @@ impl<'a> Model<'a> {
             ops,
             inputs,
             outputs,
+            resized: false,
         })
     }
 
@@ -670,6 +684,32 @@ impl<'a> Model<'a> {
     /// Model outputs, in subgraph order.
     pub fn outputs(&self) -> &[TensorInfo<'a>] {
         &self.outputs
+    }
+
+    /// Whether the tensor shapes differ from the file's (`Model::resized`, feature
+    /// `dynamic-shapes`).
+    pub fn is_resized(&self) -> bool {
+        self.resized
+    }
+
+    /// The position in [`inputs`](Self::inputs) of the input called `name`: its signature key
+    /// (`input_1`) or its tensor's name in the file (`serving_default_input_1:0`, the name
+    /// LiteRT's `get_input_details` shows). A key is matched before a tensor name.
+    pub fn input_index(&self, name: &str) -> Option<usize> {
+        self.io_index(&self.inputs, name)
+    }
+
+    /// The position in [`outputs`](Self::outputs) of the output called `name`: its signature
+    /// key or its tensor's name in the file (`StatefulPartitionedCall:0`).
+    pub fn output_index(&self, name: &str) -> Option<usize> {
+        self.io_index(&self.outputs, name)
+    }
+
+    fn io_index(&self, list: &[TensorInfo<'a>], name: &str) -> Option<usize> {
+        list.iter().position(|t| t.name == name).or_else(|| {
+            list.iter()
+                .position(|t| self.tensors.get(t.tensor).is_some_and(|d| d.name == name))
+        })
     }
 
     /// All tensors of subgraph 0.

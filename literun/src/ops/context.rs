@@ -21,6 +21,7 @@ use crate::quant::{
 };
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::cell::RefCell;
 
 /// TFLite `BuiltinOptions` union tags.
 pub(crate) mod tag {
@@ -48,11 +49,19 @@ pub(crate) mod tag {
     pub const GELU: u8 = 116;
 }
 
+/// Output shapes recorded while inferring: (output position, shape).
+pub(crate) type InferredShapes = RefCell<Vec<(usize, Vec<usize>)>>;
+
 /// Preparation context of one operator.
 pub(crate) struct Ctx<'c, 'm> {
     pub(crate) index: usize,
     pub(crate) op: &'c OpDesc<'m>,
     pub(crate) tensors: &'c [TensorDesc<'m>],
+    /// When inferring shapes for new input shapes (`Interpreter::resize_input`): where
+    /// [`check_out`](Self::check_out) records the output shapes the inputs imply, as
+    /// (output position, shape), instead of comparing them with the file's.
+    #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
+    pub(crate) inferred: Option<&'c InferredShapes>,
 }
 
 impl<'c, 'm> Ctx<'c, 'm> {
@@ -138,6 +147,11 @@ impl<'c, 'm> Ctx<'c, 'm> {
                 dtype.name()
             )));
         }
+        #[cfg(feature = "dynamic-shapes")]
+        if let Some(inferred) = self.inferred {
+            inferred.borrow_mut().push((j, shape.to_vec()));
+            return Ok(());
+        }
         if o.shape != shape {
             return Err(self.err(format!(
                 "output {j} has shape {:?}, but the inputs imply {shape:?}",
@@ -145,6 +159,12 @@ impl<'c, 'm> Ctx<'c, 'm> {
             )));
         }
         Ok(())
+    }
+
+    /// Whether output shapes are being inferred rather than checked (see [`Ctx::inferred`]).
+    #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
+    pub(crate) fn inferring(&self) -> bool {
+        cfg!(feature = "dynamic-shapes") && self.inferred.is_some()
     }
 
     pub(crate) fn want_dtype(&self, k: usize, allowed: &[DType]) -> Result<DType> {

@@ -273,6 +273,7 @@ pub(crate) fn pad_folds(model: &Model<'_>) -> Vec<PadFold> {
                     index: j,
                     op: conv,
                     tensors,
+                    inferred: None,
                 };
                 let options = cc.options(expected).ok()??;
                 if options.i8(vt_padding, 0).ok()? != 1 {
@@ -293,6 +294,7 @@ pub(crate) fn pad_folds(model: &Model<'_>) -> Vec<PadFold> {
                     index: i,
                     op,
                     tensors,
+                    inferred: None,
                 };
                 let value = match c.has_input(2) {
                     true => Some(c.input(2).ok()?.data?),

@@ -137,8 +137,29 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
         index,
         op,
         tensors: model.tensors(),
+        inferred: None,
     };
     prepare_family(&c, op.code)
+}
+
+#[cfg(feature = "dynamic-shapes")]
+/// The output shapes operator `index` computes from the shapes of its inputs in `tensors`, as
+/// (output position, shape); an output the operator's preparation does not compute is left
+/// out. Runs the operator's preparation with its output shape checks turned into records.
+pub(crate) fn infer_output_shapes(
+    tensors: &[crate::model::TensorDesc<'_>],
+    index: usize,
+    op: &OpDesc<'_>,
+) -> Result<Vec<(usize, Vec<usize>)>> {
+    let inferred = core::cell::RefCell::new(Vec::new());
+    let c = Ctx {
+        index,
+        op,
+        tensors,
+        inferred: Some(&inferred),
+    };
+    prepare_family(&c, op.code)?;
+    Ok(inferred.into_inner())
 }
 
 impl Kind {

@@ -75,6 +75,8 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             let (head, tail) = i.shape.split_at(ax);
             [head, &[1], tail].concat()
         }
+        #[cfg(feature = "dynamic-shapes")]
+        _ if c.inferring() => reshape_target(c, i.elements)?.unwrap_or_else(|| o.shape.clone()),
         _ => {
             if o.elements != i.elements {
                 return Err(c.err(format!(
@@ -88,4 +90,34 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     c.check_out(0, &expected, i.dtype)?;
     c.same_q(0, 0)?;
     Ok(Kind::Copy)
+}
+
+#[cfg(feature = "dynamic-shapes")]
+/// The shape a RESHAPE with a constant shape input (input 1) gives `elements` elements, its one
+/// `-1` resolved; `None` without a constant shape input.
+fn reshape_target(c: &Ctx<'_, '_>, elements: usize) -> Result<Option<Vec<usize>>> {
+    if !c.has_input(1) || c.input(1)?.data.is_none() {
+        return Ok(None);
+    }
+    let dims = c.const_ints(1)?;
+    let mut known = 1usize;
+    let mut free = None;
+    for (a, &d) in dims.iter().enumerate() {
+        match usize::try_from(d) {
+            Ok(d) => known = known.saturating_mul(d),
+            Err(_) if d == -1 && free.is_none() => free = Some(a),
+            Err(_) => return Err(c.err(format!("bad shape {dims:?}"))),
+        }
+    }
+    let mut shape: Vec<usize> = dims
+        .iter()
+        .map(|&d| usize::try_from(d).unwrap_or(0))
+        .collect();
+    if let Some(a) = free {
+        if known == 0 || !elements.is_multiple_of(known) {
+            return Err(c.err(format!("cannot reshape {elements} elements to {dims:?}")));
+        }
+        shape[a] = elements / known;
+    }
+    Ok(Some(shape))
 }
