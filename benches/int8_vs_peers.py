@@ -28,7 +28,7 @@ not copied; models are downloaded into its cache, never committed). For each mod
   8. with --tf-python (a Python with benches/tflite_requirements.txt; this script's own environment
      stays TensorFlow-free: the step runs this file with --tflite-worker there): onnx2tf turns the
      model ORT's quantizer gets (step 6's fixed-shape ONNX file, node names made valid TensorFlow
-     scope names) into a channels-last SavedModel, and TensorFlow's TFLiteConverter writes a float
+     scope names; simplified by onnxsim, as onnx2tf does) into a channels-last SavedModel, and TensorFlow's TFLiteConverter writes a float
      file (the layout check: it must match ONNX Runtime's float output), a dynamic-range file
      (Optimize.DEFAULT without data: the weights-only peer) and a full int8 file (Optimize.DEFAULT with
      the same calibration samples as representative_dataset, float I/O, TensorFlow's float fallback).
@@ -388,10 +388,13 @@ def tflite_worker(job_file: Path) -> int:
     if first.ndim == 4:
         np.save(out / ONNX2TF_SAMPLE_FILE, first.transpose(0, 2, 3, 1))
     saved = out / "saved_model"
+    # onnx2tf simplifies the model with the `onnxsim` command first (its static shapes are what many
+    # models need): the environment's own scripts come first on PATH.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     t = time.time()
     try:
         r = subprocess.run([sys.executable, "-m", "onnx2tf", "-i", str(src), "-o", str(saved), "-osd", "-n"],
-                           cwd=out, capture_output=True, text=True, timeout=job["timeout"])
+                           cwd=out, capture_output=True, text=True, timeout=job["timeout"], env=env)
         log = r.stdout + r.stderr
         ok = r.returncode == 0 and (saved / "saved_model.pb").exists()
     except subprocess.TimeoutExpired:
@@ -512,8 +515,9 @@ def tflite_worker(job_file: Path) -> int:
 
 def tflite_versions(tf_python: str) -> dict | str:
     """The TensorFlow environment's versions, or why it cannot be used."""
-    code = ("import json, importlib.metadata as m; import tensorflow, onnx2tf, ai_edge_litert; "
-            "print(json.dumps({p: m.version(p) for p in ('tensorflow', 'onnx2tf', 'ai-edge-litert', 'onnx')}))")
+    code = ("import json, importlib.metadata as m; import tensorflow, onnx2tf, ai_edge_litert, onnxsim; "
+            "print(json.dumps({p: m.version(p) for p in "
+            "('tensorflow', 'onnx2tf', 'onnxsim', 'ai-edge-litert', 'onnx')}))")
     try:
         r = subprocess.run([tf_python, "-c", code], capture_output=True, text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -865,7 +869,7 @@ def main() -> int:
         if isinstance(v, dict):
             args.tf_versions = v
         else:
-            tf_note = f"{args.tf_python} cannot import tensorflow, onnx2tf and ai_edge_litert ({v})"
+            tf_note = f"{args.tf_python} cannot import tensorflow, onnx2tf, onnxsim and ai_edge_litert ({v})"
     args.litecvt = args.litecvt.resolve()
     if not args.litecvt.exists():
         sys.exit(f"litecvt not found at {args.litecvt}: build it or pass --litecvt")
@@ -926,7 +930,8 @@ def main() -> int:
     if args.tf_versions:
         v = args.tf_versions
         head[-1:-1] = [
-            f"TFLite: onnx2tf {v['onnx2tf']} turns the fixed-shape ONNX model ORT's quantizer gets into a "
+            f"TFLite: onnx2tf {v['onnx2tf']} (with onnxsim {v['onnxsim']}) turns the fixed-shape ONNX model "
+            "ORT's quantizer gets into a "
             f"SavedModel (channels-last), TensorFlow {v['tensorflow']}'s TFLiteConverter converts it: "
             "dynamic-range = Optimize.DEFAULT without data (int8 weights, hybrid kernels), full int8 = "
             "Optimize.DEFAULT with the same calibration samples as representative_dataset (float I/O, "
