@@ -355,8 +355,15 @@ def last_error_line(log: str) -> str:
     """The last exception message in a log (onnx2tf prints its own and TensorFlow's tracebacks)."""
     log = re.sub(r"\x1b\[[0-9;]*m", "", log)
     lines = [ln.strip() for ln in log.splitlines()]
-    hits = [ln for ln in lines if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", ln)]
-    return hits[-1] if hits else (next((ln for ln in reversed(lines) if ln), "no output"))
+    hits = [k for k, ln in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", ln)]
+    if not hits:
+        return next((ln for ln in reversed(lines) if ln), "no output")
+    k = hits[-1]
+    if lines[k].endswith("(type TFOpLambda)."):  # Keras names the layer; the reason follows
+        k_next = next((n for n in range(k + 1, len(lines)) if lines[n]), None)
+        if k_next is not None:
+            return lines[k] + " " + lines[k_next].split(" for '{{node")[0]
+    return lines[k]
 
 
 def tflite_worker(job_file: Path) -> int:
