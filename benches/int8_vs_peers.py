@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Full-int8 accuracy of litecvt against ONNX Runtime's quantizer on real pretrained models.
+"""Int8 accuracy of litecvt against ONNX Runtime's and TensorFlow's quantizers on real pretrained models.
 
     python3 benches/int8_vs_peers.py [--litecvt target/release/litecvt] [--only ID,ID]
         [--samples 16] [--held-out 4] [--min-snr 30] [--ort-memory-gb 3] [--cache target/real-models]
+        [--tf-python /tmp/tfenv/bin/python] [--tf-timeout 900]
         [--work target/int8-vs-peers] [--markdown FILE] [--json FILE]
 
 The models, their wheels and their input generators are those of scripts/real_models.py (imported,
@@ -23,10 +24,23 @@ not copied; models are downloaded into its cache, never committed). For each mod
      quantize_static failure is retried once with QDQDisableWeightAdjustForInt32Bias; calibration is
      fed in groups (CalibStridedMinMax) only when all samples' intermediate tensors would exceed
      --ort-memory-gb; a "quantized" model without any quantized op counts as a failure;
-  7. ONNX Runtime dynamic quantization (quantize_dynamic, QInt8 weights), the weights-only peer.
+  7. ONNX Runtime dynamic quantization (quantize_dynamic, QInt8 weights), the weights-only peer;
+  8. with --tf-python (a Python with benches/tflite_requirements.txt; this script's own environment
+     stays TensorFlow-free: the step runs this file with --tflite-worker there): onnx2tf turns the
+     model ORT's quantizer gets (step 6's fixed-shape ONNX file, node names made valid TensorFlow
+     scope names; simplified by onnxsim, as onnx2tf does) into a channels-last SavedModel, and TensorFlow's TFLiteConverter writes a float
+     file (the layout check: it must match ONNX Runtime's float output), a dynamic-range file
+     (Optimize.DEFAULT without data: the weights-only peer) and a full int8 file (Optimize.DEFAULT with
+     the same calibration samples as representative_dataset, float I/O, TensorFlow's float fallback).
+     LiteRT (builtin kernels) runs them on the held-out samples, inputs transposed into the
+     SavedModel's layout and outputs back (the permutation is found from the shapes, channels-last
+     first). A model onnx2tf cannot convert is reported with onnx2tf's last error; where the float
+     file is under 40 dB from ONNX Runtime's output, the TFLite columns are shown but not compared.
 Accuracy: SNR (dB) of each output against the float reference, the worst output per held-out
 sample, averaged in dB over the held-out samples (the lowest sample also reported). A model whose
 float conversion fails is skipped; a step that fails is reported and the others go on.
+"litecvt − best peer" compares litecvt's full int8 with the better of ORT static (its best method)
+and TFLite full int8; litecvt's weights-only int8 is compared with TFLite's dynamic range.
 Writes its files under WORK/<model id>/; prints a Markdown table (also --markdown, --json).
 """
 from __future__ import annotations
@@ -35,6 +49,7 @@ import argparse
 import contextlib
 import importlib.util
 import io
+import itertools
 import json
 import logging
 import math
@@ -312,6 +327,254 @@ def ort_outputs(model: Path, m, held: list) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------
+# TensorFlow's converter, through onnx2tf (runs in TensorFlow's environment: --tf-python)
+# ---------------------------------------------------------------------------------------------
+TFLITE_VARIANTS = ("float", "dynamic", "int8")
+# Below this, TensorFlow's float file differs from the ONNX model: its int8 files are not compared.
+TFLITE_FLOAT_MIN_SNR = 40.0
+# onnx2tf checks its conversion of 3-channel image models on this file, looked up in its working
+# directory and downloaded when absent: the benchmark writes one calibration sample there.
+ONNX2TF_SAMPLE_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
+
+
+def layout_perm(onnx_shape: list, tf_shape: list) -> tuple | None:
+    """The permutation p with tf_shape[i] == onnx_shape[p[i]]: channels last first (what onnx2tf
+    does to NCHW/NCW tensors), then none, then any other; None when none fits."""
+    n = len(onnx_shape)
+    if len(tf_shape) != n:
+        return None
+    last = (0, *range(2, n), 1) if n >= 3 else tuple(range(n))
+    others = itertools.permutations(range(n)) if n <= 6 else ()
+    for p in itertools.chain([last, tuple(range(n))], others):
+        if all(t in (None, -1) or t == onnx_shape[i] for t, i in zip(tf_shape, p)):
+            return tuple(p)
+    return None
+
+
+def last_error_line(log: str) -> str:
+    """The last exception message in a log (onnx2tf prints its own and TensorFlow's tracebacks)."""
+    log = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    lines = [ln.strip() for ln in log.splitlines()]
+    hits = [k for k, ln in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception|Exit)\b.*:", ln)]
+    if not hits:
+        return next((ln for ln in reversed(lines) if ln), "no output")
+    k = hits[-1]
+    if lines[k].endswith("(type TFOpLambda)."):  # Keras names the layer; the reason follows
+        k_next = next((n for n in range(k + 1, len(lines)) if lines[n]), None)
+        if k_next is not None:
+            return lines[k] + " " + lines[k_next].split(" for '{{node")[0]
+    return lines[k]
+
+
+def tflite_worker(job_file: Path) -> int:
+    """Converts one model with onnx2tf and TensorFlow's converter, runs the files with LiteRT on
+    the held-out samples and writes their outputs (in the ONNX model's layout) and a result file."""
+    job = json.loads(job_file.read_text())
+    out = Path(job["dir"])
+    result: dict = {}
+    result_file = out / "result.json"
+
+    def done(**kw) -> int:
+        result.update(kw)
+        result_file.write_text(json.dumps(result, indent=1))
+        return 0
+
+    import onnx
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    # onnx2tf's TensorFlow scope names allow [A-Za-z0-9_./>-] only (Paddle's exports use '@').
+    model = onnx.load(job["onnx"])
+    renamed = 0
+    for node in model.graph.node:
+        name = re.sub(r"[^A-Za-z0-9_./>-]", "_", node.name)
+        renamed += name != node.name
+        node.name = name
+    src = out / "model.onnx"
+    onnx.save(model, str(src))
+    if renamed:
+        result["renamed_nodes"] = renamed
+    first = np.load(job["calibration"][0][0])
+    if first.ndim == 4:
+        np.save(out / ONNX2TF_SAMPLE_FILE, first.transpose(0, 2, 3, 1))
+    saved = out / "saved_model"
+    # onnx2tf simplifies the model with the `onnxsim` command first (its static shapes are what many
+    # models need): the environment's own scripts come first on PATH.
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    t = time.time()
+    try:
+        r = subprocess.run([sys.executable, "-m", "onnx2tf", "-i", str(src), "-o", str(saved), "-osd", "-n"],
+                           cwd=out, capture_output=True, text=True, timeout=job["timeout"], env=env)
+        log = r.stdout + r.stderr
+        ok = r.returncode == 0 and (saved / "saved_model.pb").exists()
+    except subprocess.TimeoutExpired:
+        return done(error=f"onnx2tf: timed out after {job['timeout']} s")
+    (out / "onnx2tf.log").write_text(log)
+    if not ok:
+        return done(error="onnx2tf: " + last_error_line(log))
+    result["onnx2tf_seconds"] = round(time.time() - t, 2)
+
+    onnx_in = [(i["name"], i["shape"]) for i in job["inputs"]]
+    in_names: list = []  # the signature's input names, in the ONNX model's input order
+    in_perm: list = []
+    out_perm: list = []
+
+    def norm(name: str) -> str:
+        return re.sub(r"[^a-z0-9]", "_", name.lower())
+
+    def signature(runner):
+        """The signature's inputs in the ONNX model's input order, with the layout each needs."""
+        details = runner.get_input_details()
+        keys = list(details)
+        by_norm = {norm(k): k for k in keys}
+        names = [by_norm.get(norm(n)) for n, _ in onnx_in]
+        if None in names:
+            if len(keys) != len(onnx_in):
+                raise StepError(f"signature inputs {keys} vs ONNX inputs {[n for n, _ in onnx_in]}")
+            names = keys
+        perms = []
+        for key, (name, shape) in zip(names, onnx_in):
+            p = layout_perm(shape, list(details[key]["shape"]))
+            if p is None:
+                raise StepError(f"input {name} {shape}: no layout gives {list(details[key]['shape'])}")
+            perms.append(p)
+        return names, perms, [details[k]["dtype"] for k in names]
+
+    def tf_inputs(files, names, perms, dtypes) -> dict:
+        return {k: np.load(f).transpose(p).astype(d) for f, k, p, d in zip(files, names, perms, dtypes)}
+
+    def output_keys(outs: dict) -> list:
+        keys = list(outs)
+        numbered = [k for k in keys if re.fullmatch(r"output_\d+", k)]
+        if len(numbered) == len(keys):
+            return sorted(keys, key=lambda k: int(k.split("_")[1]))
+        return keys
+
+    def run(lite: Path, variant: str) -> list:
+        interp = Interpreter(model_path=str(lite))
+        runner = interp.get_signature_runner()
+        names, perms, dtypes = signature(runner)
+        if not in_perm:
+            in_names.extend(names)
+            in_perm.extend(perms)
+        files = []
+        for j, held in enumerate(job["held_out"]):
+            outs = runner(**tf_inputs(held, names, perms, dtypes))
+            keys = output_keys(outs)
+            if len(keys) != len(job["outputs"]):
+                raise StepError(f"{len(keys)} outputs, the ONNX model has {len(job['outputs'])}")
+            row = []
+            for k, (key, o) in enumerate(zip(keys, job["outputs"])):
+                a = np.asarray(outs[key])
+                if not out_perm or len(out_perm) <= k:
+                    p = layout_perm(o["shape"], list(a.shape))
+                    out_perm.append(p)
+                p = out_perm[k]
+                if p is not None and a.ndim == len(p):
+                    a = a.transpose(np.argsort(p))
+                f = out / f"{variant}_h{j}_o{k}.npy"
+                np.save(f, a)
+                row.append(str(f))
+            files.append(row)
+        return files
+
+    def float_ops(lite: Path) -> int:
+        """Operators (DEQUANTIZE and QUANTIZE aside) that compute in float in a quantized file."""
+        interp = Interpreter(model_path=str(lite))
+        tensors = {t["index"]: t for t in interp.get_tensor_details()}
+        n = 0
+        for op in interp._get_ops_details():  # noqa: SLF001 - LiteRT's only list of operators
+            if op["op_name"] in ("DEQUANTIZE", "QUANTIZE"):
+                continue
+            if any(tensors[i]["dtype"] == np.float32 for i in op["outputs"] if i in tensors):
+                n += 1
+        return n
+
+    for variant in TFLITE_VARIANTS:
+        r: dict = {}
+        try:
+            conv = tf.lite.TFLiteConverter.from_saved_model(str(saved))
+            if variant != "float":
+                conv.optimizations = [tf.lite.Optimize.DEFAULT]
+            if variant == "int8":
+                if not in_perm:
+                    raise StepError("the float file did not run: no input layout")
+
+                def dataset():
+                    for files in job["calibration"]:
+                        arrays = [np.load(f).transpose(p) for f, p in zip(files, in_perm)]
+                        yield dict(zip(in_names, arrays))
+
+                conv.representative_dataset = dataset
+            t = time.time()
+            data = conv.convert()
+            r["seconds"] = round(time.time() - t, 2)
+            lite = out / f"{variant}.tflite"
+            lite.write_bytes(data)
+            r["bytes"] = len(data)
+            if variant == "int8":
+                r["float_ops"] = float_ops(lite)
+            r["outputs"] = run(lite, variant)
+            r["inputs"] = [dict(key=k, perm=list(p)) for k, p in zip(in_names, in_perm)]
+            r["output_perms"] = [list(p) if p else None for p in out_perm]
+        except Exception as e:  # noqa: BLE001 - TensorFlow's converter and LiteRT fail in many ways
+            r = dict(error=" ".join(str(e).split())[:400] or type(e).__name__)
+        result[variant] = r
+    return done()
+
+
+def tflite_versions(tf_python: str) -> dict | str:
+    """The TensorFlow environment's versions, or why it cannot be used."""
+    code = ("import json, importlib.metadata as m; import tensorflow, onnx2tf, ai_edge_litert, onnxsim; "
+            "print(json.dumps({p: m.version(p) for p in "
+            "('tensorflow', 'onnx2tf', 'onnxsim', 'ai-edge-litert', 'onnx')}))")
+    try:
+        r = subprocess.run([tf_python, "-c", code], capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return short(e, 200)
+    if r.returncode != 0:
+        return last_error_line(r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def tflite_peer(args, work: Path, fixed: Path, m, calib_files: list, held_files: list, refs: list) -> dict:
+    """TensorFlow's converter on the fixed-shape ONNX model (via onnx2tf): float, dynamic-range and
+    full int8 (same calibration samples, float I/O), each scored like the others."""
+    d = work / "tflite"
+    d.mkdir()
+    job = dict(dir=str(d), onnx=str(fixed), timeout=args.tf_timeout,
+               inputs=[dict(name=name, shape=list(a.shape)) for (name, _, _), a in
+                       zip(m["inputs"], [np.load(f) for f in held_files[0]])],
+               outputs=[dict(name=name, shape=list(a.shape)) for name, a in refs[0].items()],
+               calibration=[[str(f) for f in files] for files in calib_files],
+               held_out=[[str(f) for f in files] for files in held_files])
+    (d / "job.json").write_text(json.dumps(job, indent=1))
+    t = time.time()
+    try:
+        r = subprocess.run([args.tf_python, str(Path(__file__).resolve()), "--tflite-worker", str(d / "job.json")],
+                           capture_output=True, text=True, timeout=2 * args.tf_timeout + 600)
+    except subprocess.TimeoutExpired:
+        return dict(error=f"timed out after {2 * args.tf_timeout + 600} s")
+    (d / "worker.log").write_text(r.stdout + r.stderr)
+    try:
+        res = json.loads((d / "result.json").read_text())
+    except (OSError, ValueError):
+        return dict(error="TensorFlow step: " + last_error_line(r.stdout + r.stderr))
+    res["seconds"] = round(time.time() - t, 1)
+    names = list(refs[0])
+    for variant in TFLITE_VARIANTS:
+        v = res.get(variant)
+        if not v or "outputs" not in v:
+            continue
+        try:
+            outs = [{name: np.load(f) for name, f in zip(names, row)} for row in v.pop("outputs")]
+            v.update(score(refs, outs))
+        except StepError as e:
+            v["error"] = short(e)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------
 # One model
 # ---------------------------------------------------------------------------------------------
 def bench_model(m, args, cache: Path) -> dict:
@@ -326,11 +589,13 @@ def bench_model(m, args, cache: Path) -> dict:
 
     # 1. Data.
     calib_dir = work / "calibration"
-    calib = []
+    calib, calib_files = [], []
     for s in range(1, args.samples + 1):
         arrays = rm.make_inputs(m, cache, s)
         rm.write_calibration(m, calib_dir, s, arrays)
         calib.append(arrays)
+        calib_files.append([(calib_dir / name if len(m["inputs"]) > 1 else calib_dir) / f"sample_{s:03d}.npy"
+                            for name, _, _ in m["inputs"]])
     held, held_files = [], []
     for j in range(args.held_out):
         arrays = rm.make_inputs(m, cache, HELD_OUT_SEED + j)
@@ -422,9 +687,29 @@ def bench_model(m, args, cache: Path) -> dict:
     res["ort_dynamic"] = r
     print(f"    ort_dynamic: {fmt_snr(r)}", flush=True)
 
-    a, b = res["litecvt_int8"].get("snr"), res.get("ort_static_best", {}).get("snr")
+    # 8. TensorFlow's converter (via onnx2tf): full int8 and dynamic-range.
+    if args.tf_versions is not None:
+        r = tflite_peer(args, work, fixed, m, calib_files, held_files, refs)
+        res["tflite"] = r
+        for variant in TFLITE_VARIANTS:
+            v = r.get(variant) or dict(error=r.get("error", "?"))
+            print(f"    tflite {variant}: {fmt_snr(v)}", flush=True)
+
+    # TensorFlow's quantized files count only when its float file matches ONNX Runtime's output:
+    # otherwise they measure onnx2tf's conversion, not TensorFlow's quantizer.
+    tfl = res.get("tflite", {})
+    tfl_ok = tfl.get("float", {}).get("snr", -math.inf) >= TFLITE_FLOAT_MIN_SNR
+    peers = {"ORT static": res.get("ort_static_best", {}).get("snr"),
+             "TFLite": tfl.get("int8", {}).get("snr") if tfl_ok else None}
+    peers = {k: v for k, v in peers.items() if v is not None}
+    a = res["litecvt_int8"].get("snr")
+    if a is not None and peers:
+        best = max(peers, key=peers.get)
+        res["best_peer"] = best
+        res["litecvt_minus_best_peer"] = a - peers[best]
+    a, b = res["litecvt_int8w"].get("snr"), tfl.get("dynamic", {}).get("snr") if tfl_ok else None
     if a is not None and b is not None:
-        res["litecvt_minus_best_peer"] = a - b
+        res["litecvt_int8w_minus_tflite_dynamic"] = a - b
     res["seconds"] = round(time.time() - t0, 1)
     return res
 
@@ -472,20 +757,31 @@ def fmt_seconds(res: dict) -> str:
     return f"{f(a)} (min-snr {f(b)}) / {f(c)}"
 
 
+def fmt_diff(d) -> str:
+    return "—" if d is None or math.isinf(d) else ("±0.0" if abs(d) < 0.05 else f"{d:+.1f}")
+
+
+def fmt_tflite(res: dict, variant: str) -> str:
+    t = res.get("tflite")
+    if t is None:
+        return "—"
+    return fmt_snr(t.get(variant) or dict(error=t.get("error", "?")))
+
+
 def markdown(results: list[dict], min_snr: float) -> str:
     lines = [f"| model | litecvt full int8 | litecvt --min-snr {min_snr:g} | ORT static (best method) | "
-             "litecvt − best peer | litecvt int8 weights-only | ORT dynamic | convert seconds litecvt / ORT |",
-             "|---|---|---|---|---|---|---|---|"]
+             "TFLite full int8 | litecvt − best peer | litecvt int8 weights-only | ORT dynamic | "
+             "TFLite dynamic-range | litecvt weights-only − TFLite dynamic-range | convert seconds litecvt / ORT |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         if r.get("status") != "ok":
             err = fmt_err(r.get("error", "?"), 300)
-            lines.append(f"| {r['id']} | **{r.get('status')}**: {err} | | | | | | |")
+            lines.append(f"| {r['id']} | **{r.get('status')}**: {err} |" + " |" * 10)
             continue
-        d = r.get("litecvt_minus_best_peer")
-        diff = "—" if d is None or math.isinf(d) else ("±0.0" if abs(d) < 0.05 else f"{d:+.1f}")
         lines.append(f"| {r['id']} | {fmt_snr(r['litecvt_int8'])} | {fmt_snr(r['litecvt_min_snr'])} | "
-                     f"{fmt_static(r)} | {diff} | {fmt_snr(r['litecvt_int8w'])} | {fmt_snr(r['ort_dynamic'])} | "
-                     f"{fmt_seconds(r)} |")
+                     f"{fmt_static(r)} | {fmt_tflite(r, 'int8')} | {fmt_diff(r.get('litecvt_minus_best_peer'))} | "
+                     f"{fmt_snr(r['litecvt_int8w'])} | {fmt_snr(r['ort_dynamic'])} | {fmt_tflite(r, 'dynamic')} | "
+                     f"{fmt_diff(r.get('litecvt_int8w_minus_tflite_dynamic'))} | {fmt_seconds(r)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -519,6 +815,23 @@ def notes(results: list[dict]) -> list[str]:
             n = r.get(k, {}).get("float_nodes")
             if n:
                 out.append(f"{r['id']}: {k} keeps {n} node(s) float")
+        t = r.get("tflite", {})
+        n = t.get("int8", {}).get("float_ops")
+        if n:
+            out.append(f"{r['id']}: TFLite full int8 keeps {n} operator(s) float (its float fallback)")
+        if t.get("renamed_nodes"):
+            out.append(f"{r['id']}: {t['renamed_nodes']} ONNX node name(s) made valid TensorFlow scope names "
+                       "for onnx2tf")
+        ft = t.get("float", {})
+        if "snr" in ft and ft["snr"] < TFLITE_FLOAT_MIN_SNR:
+            out.append(f"{r['id']}: TensorFlow's float file is only {fmt_db(ft['snr'])} dB from ONNX Runtime's "
+                       "float output (a conversion problem in onnx2tf): its TFLite columns are not compared")
+    flt = [(r["id"], r["tflite"]["float"]["snr"]) for r in results
+           if "snr" in r.get("tflite", {}).get("float", {})]
+    if flt:
+        out.append("TensorFlow's float file (onnx2tf, then TFLiteConverter) against ONNX Runtime's float output, "
+                   "the check that the layouts are mapped right: "
+                   + ", ".join(f"{i} {fmt_db(x)} dB" for i, x in flt) + ".")
     if same:
         out.append(f"ORT Entropy gives exactly MinMax's result on {', '.join(same)}: quantize_static's entropy "
                    "calibrator defaults to 128 histogram bins and 128 quantized bins, a single candidate threshold.")
@@ -556,9 +869,21 @@ def main() -> int:
     ap.add_argument("--ort-memory-gb", type=float, default=3.0,
                     help="feed ORT's calibrators fewer samples at a time when all of them would hold more "
                          "intermediate tensors than this (default 3)")
+    ap.add_argument("--tf-python", help="a Python with tensorflow, onnx2tf and ai-edge-litert (see "
+                    "benches/tflite_requirements.txt): adds TensorFlow's converter as a peer")
+    ap.add_argument("--tf-timeout", type=int, default=900,
+                    help="seconds for onnx2tf on one model, and for each TensorFlow conversion (default 900)")
     ap.add_argument("--markdown", type=Path, help="write the report (header, table, notes) here")
     ap.add_argument("--json", type=Path, help="write the results here")
     args = ap.parse_args()
+    args.tf_versions = None
+    tf_note = "no --tf-python given"
+    if args.tf_python:
+        v = tflite_versions(args.tf_python)
+        if isinstance(v, dict):
+            args.tf_versions = v
+        else:
+            tf_note = f"{args.tf_python} cannot import tensorflow, onnx2tf, onnxsim and ai_edge_litert ({v})"
     args.litecvt = args.litecvt.resolve()
     if not args.litecvt.exists():
         sys.exit(f"litecvt not found at {args.litecvt}: build it or pass --litecvt")
@@ -612,16 +937,25 @@ def main() -> int:
             "(QDQ, per-channel, QInt8/QInt8, same calibration samples), best of MinMax / Entropy / Percentile; "
             "ORT dynamic: "
             "quantize_dynamic (QInt8 weights). litecvt − best peer: "
-            "litecvt full int8 minus ORT static's best method. Seconds: litecvt full int8 conversion "
+            "litecvt full int8 minus the best of ORT static's best method and TFLite full int8. "
+            "Seconds: litecvt full int8 conversion "
             f"(and with --min-snr {args.min_snr:g}) / ORT pre-processing + MinMax quantize_static.",
+            ""]
+    if args.tf_versions:
+        v = args.tf_versions
+        head[-1:-1] = [
+            f"TFLite: onnx2tf {v['onnx2tf']} (with onnxsim {v['onnxsim']}) turns the fixed-shape ONNX model "
+            "ORT's quantizer gets into a "
+            f"SavedModel (channels-last), TensorFlow {v['tensorflow']}'s TFLiteConverter converts it: "
+            "dynamic-range = Optimize.DEFAULT without data (int8 weights, hybrid kernels), full int8 = "
+            "Optimize.DEFAULT with the same calibration samples as representative_dataset (float I/O, "
+            "float fallback where TensorFlow has no int8 kernel); run with ai-edge-litert "
+            f"{v['ai-edge-litert']} (builtin kernels); inputs transposed to and outputs back from its layout.",
             ""]
     table = markdown(results, args.min_snr)
     tail = [f"- {n}" for n in notes(results)]
-    if importlib.util.find_spec("tensorflow") is None:
-        tail.append("- No TFLite-converter column: it needs TensorFlow (not installed) and an ONNX→TF path.")
-    else:
-        tail.append("- No TFLite-converter column: TensorFlow is installed, but it also needs an ONNX→TF path, "
-                    "which this benchmark does not have.")
+    if args.tf_versions is None:
+        tail.append(f"- No TFLite-converter columns: {tf_note}.")
     skipped = [r["id"] for r in results if r.get("status") != "ok"]
     if skipped:
         tail.append(f"- Not compared: {', '.join(skipped)} (see the table).")
@@ -635,9 +969,12 @@ def main() -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(dict(samples=args.samples,
                                              held_out=args.held_out, min_snr=args.min_snr, seconds=round(total, 1),
-                                             **info, results=results), indent=1, default=float))
+                                             **info, tflite_versions=args.tf_versions, results=results),
+                                        indent=1, default=float))
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--tflite-worker"]:
+        sys.exit(tflite_worker(Path(sys.argv[2])))
     sys.exit(main())
