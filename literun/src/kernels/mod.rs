@@ -7,6 +7,7 @@
 pub mod batch_matmul;
 pub mod compare;
 pub mod conv;
+pub mod data;
 pub mod depthwise_conv;
 pub mod elementwise;
 pub mod fully_connected;

@@ -67,6 +67,10 @@ macro_rules! op_table {
                 SPLIT_V: (3, 3, 3, 1, MAX_VARIADIC);
                 SLICE: (3, 3, 3, 1, 1);
                 STRIDED_SLICE: (3, 4, 3, 1, 1);
+                PACK: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
+                UNPACK: (1, 1, 1, 1, MAX_VARIADIC);
+                REVERSE_V2 EMBEDDING_LOOKUP: (2, 2, 2, 1, 1);
+                DEPTH_TO_SPACE SPACE_TO_DEPTH: (1, 1, 1, 1, 1);
             }
             quantize "ops-quantize" {
                 QUANTIZE DEQUANTIZE: (1, 1, 1, 1, 1);
@@ -83,6 +87,11 @@ macro_rules! op_table {
                 LOGICAL_NOT: (1, 1, 1, 1, 1);
                 SELECT_V2: (3, 3, 3, 1, 1);
                 TOPK_V2: (2, 2, 2, 2, 2);
+            }
+            data "ops-data" {
+                SHAPE ZEROS_LIKE: (1, 1, 1, 1, 1);
+                FILL BROADCAST_ARGS GATHER_ND: (2, 2, 2, 1, 1);
+                DYNAMIC_UPDATE_SLICE SPACE_TO_BATCH_ND BATCH_TO_SPACE_ND: (3, 3, 3, 1, 1);
             }
         }
     };
@@ -157,7 +166,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 19] = compiled_in![
+pub const FEATURES: [(&str, bool); 20] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -177,6 +186,7 @@ pub const FEATURES: [(&str, bool); 19] = compiled_in![
     "ops-reduce",
     "ops-resize",
     "ops-compare",
+    "ops-data",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.

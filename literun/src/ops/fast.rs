@@ -161,6 +161,7 @@ impl Fast {
             | Kind::Reduce(_)
             | Kind::Resize(_)
             | Kind::Compare(_)
+            | Kind::Data(_)
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => None,
@@ -193,6 +194,7 @@ pub(crate) fn run_fast(
         | Kind::Reduce(_)
         | Kind::Resize(_)
         | Kind::Compare(_)
+        | Kind::Data(_)
         | Kind::Copy
         | Kind::Precomputed
         | Kind::Lut8 { .. } => None,

@@ -20,6 +20,7 @@ use self::buffers::{Ins, Scratch};
 use self::compare::Compare;
 use self::context::Ctx;
 use self::conv::Conv;
+use self::data::Data;
 use self::depthwise_conv::Depthwise;
 use self::elementwise::Elementwise;
 use self::fully_connected::FullyConnected;
@@ -51,6 +52,7 @@ pub(crate) mod fast;
 pub(crate) mod batch_matmul;
 pub(crate) mod compare;
 pub(crate) mod conv;
+pub(crate) mod data;
 pub(crate) mod depthwise_conv;
 pub(crate) mod elementwise;
 pub(crate) mod fully_connected;
@@ -61,6 +63,7 @@ pub(crate) mod reduce;
 pub(crate) mod reshape;
 pub(crate) mod resize;
 pub(crate) mod shape;
+pub(crate) mod shape_views;
 pub(crate) mod softmax;
 pub(crate) mod transpose_conv;
 
@@ -102,6 +105,7 @@ pub(crate) enum Kind {
     Reduce(Reduce),
     Resize(Resize),
     Compare(Compare),
+    Data(Data),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -185,6 +189,7 @@ impl Kind {
             | Kind::Shape(_)
             | Kind::Quantize(_)
             | Kind::Resize(_)
+            | Kind::Data(_)
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => (0, 0, 0),
@@ -216,6 +221,7 @@ impl Kind {
             Kind::Reduce(k) => k.run(index, op, ins, out, scratch),
             Kind::Resize(k) => k.run(index, op, ins, out, scratch),
             Kind::Compare(k) => k.run(index, op, ins, out, scratch),
+            Kind::Data(k) => k.run(index, op, ins, out, scratch),
             Kind::Copy => {
                 let i = ins.bytes(0).unwrap_or(&[]);
                 if i.len() == out.len() {
@@ -345,6 +351,13 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Compare(Compare::LogicalNot)
         | K::Compare(Compare::Select { .. })
         | K::Compare(Compare::TopK { .. }) => (f!("ops-compare"), None),
+        K::Data(Data::Shape { .. })
+        | K::Data(Data::Fill { .. })
+        | K::Data(Data::Zeros)
+        | K::Data(Data::BroadcastArgs { .. })
+        | K::Data(Data::GatherNd { .. })
+        | K::Data(Data::UpdateSlice { .. })
+        | K::Data(Data::SpaceBatch { .. }) => (f!("ops-data"), None),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };
