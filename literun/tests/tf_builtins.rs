@@ -82,9 +82,14 @@ fn check(stem: &str, int8: bool) {
     let outs = run(stem);
     let n = outs.len();
     for (j, o) in outs.iter().enumerate() {
-        // LiteRT's reference resolver lacks some int8 data movement versions (DEPTH_TO_SPACE
-        // v2); such files have only the builtin kernels' outputs, matched exactly.
-        let has_ref = int8 && dir().join(format!("{stem}.out0.litert_ref.npy")).exists();
+        // LiteRT's reference resolver lacks some operators and versions (int8 DEPTH_TO_SPACE,
+        // ELU); such files have only the builtin kernels' outputs, matched exactly.
+        let ref_file = if n == 1 {
+            format!("{stem}.litert_ref.npy")
+        } else {
+            format!("{stem}.out0.litert_ref.npy")
+        };
+        let has_ref = int8 && dir().join(ref_file).exists();
         let kinds: &[(&str, f64)] = if has_ref {
             &[("litert_ref", 0.0), ("litert", 1.0)]
         } else {
@@ -139,4 +144,16 @@ fn tf_layout_int8() {
 #[test]
 fn tf_values_float() {
     check("values_float", false);
+}
+
+/// ELU, COS, SIN, FLOOR_DIV, FLOOR_MOD, ADD_N, CUMSUM, REDUCE_ALL and L2_NORMALIZATION.
+#[test]
+fn tf_math_float() {
+    check("math_float", false);
+}
+
+/// Int8 L2_NORMALIZATION (behind a float ELU).
+#[test]
+fn tf_norm_int8() {
+    check("norm_int8", true);
 }

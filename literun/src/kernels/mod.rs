@@ -4,6 +4,7 @@
 //! options, computes padding and calls them. They never panic on shapes the interpreter has
 //! validated, and do no allocation unless documented.
 
+pub mod accumulate;
 pub mod batch_matmul;
 pub mod compare;
 pub mod conv;

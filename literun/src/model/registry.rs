@@ -41,15 +41,16 @@ macro_rules! op_table {
                 BATCH_MATMUL: (2, 2, 2, 1, 1);
             }
             pool "ops-pool" {
-                MAX_POOL_2D AVERAGE_POOL_2D: (1, 1, 1, 1, 1);
+                MAX_POOL_2D AVERAGE_POOL_2D L2_POOL_2D: (1, 1, 1, 1, 1);
             }
             softmax "ops-softmax" {
                 SOFTMAX LOG_SOFTMAX: (1, 1, 1, 1, 1);
             }
             elementwise "ops-elementwise" {
-                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU: (2, 2, 2, 1, 1);
+                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU FLOOR_DIV FLOOR_MOD:
+                    (2, 2, 2, 1, 1);
                 ABS NEG EXP LOG SQRT RSQRT RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH GELU
-                    LEAKY_RELU FLOOR CEIL ROUND SQUARE CAST: (1, 1, 1, 1, 1);
+                    LEAKY_RELU FLOOR CEIL ROUND SQUARE SIN COS ELU CAST: (1, 1, 1, 1, 1);
             }
             reshape "ops-reshape" {
                 RESHAPE: (1, 2, 1, 1, 1);
@@ -76,7 +77,7 @@ macro_rules! op_table {
                 QUANTIZE DEQUANTIZE: (1, 1, 1, 1, 1);
             }
             reduce "ops-reduce" {
-                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
+                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD REDUCE_ALL ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
             }
             resize "ops-resize" {
                 RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR: (2, 2, 2, 1, 1);
@@ -92,6 +93,11 @@ macro_rules! op_table {
                 SHAPE ZEROS_LIKE: (1, 1, 1, 1, 1);
                 FILL BROADCAST_ARGS GATHER_ND: (2, 2, 2, 1, 1);
                 DYNAMIC_UPDATE_SLICE SPACE_TO_BATCH_ND BATCH_TO_SPACE_ND: (3, 3, 3, 1, 1);
+            }
+            accumulate "ops-accumulate" {
+                ADD_N: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
+                CUMSUM: (2, 2, 2, 1, 1);
+                L2_NORMALIZATION: (1, 1, 1, 1, 1);
             }
         }
     };
@@ -166,7 +172,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 20] = compiled_in![
+pub const FEATURES: [(&str, bool); 21] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -187,6 +193,7 @@ pub const FEATURES: [(&str, bool); 20] = compiled_in![
     "ops-resize",
     "ops-compare",
     "ops-data",
+    "ops-accumulate",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.

@@ -28,6 +28,7 @@ pub(crate) mod tag {
     pub const DEPTHWISE_CONV_2D: u8 = 2;
     pub const POOL_2D: u8 = 5;
     pub const FULLY_CONNECTED: u8 = 8;
+    pub const L2_NORMALIZATION: u8 = 12;
     pub const SOFTMAX: u8 = 9;
     pub const CONCATENATION: u8 = 10;
     pub const ADD: u8 = 11;
@@ -50,6 +51,7 @@ pub(crate) mod tag {
     pub const MIRROR_PAD: u8 = 77;
     pub const DEPTH_TO_SPACE: u8 = 94;
     pub const BATCH_MATMUL: u8 = 101;
+    pub const CUMSUM: u8 = 102;
     pub const GELU: u8 = 116;
 }
 

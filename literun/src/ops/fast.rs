@@ -162,6 +162,7 @@ impl Fast {
             | Kind::Resize(_)
             | Kind::Compare(_)
             | Kind::Data(_)
+            | Kind::Accumulate(_)
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => None,
@@ -195,6 +196,7 @@ pub(crate) fn run_fast(
         | Kind::Resize(_)
         | Kind::Compare(_)
         | Kind::Data(_)
+        | Kind::Accumulate(_)
         | Kind::Copy
         | Kind::Precomputed
         | Kind::Lut8 { .. } => None,

@@ -15,6 +15,7 @@
     )
 )]
 
+use self::accumulate::Accumulate;
 use self::batch_matmul::BatchMatMul;
 use self::buffers::{Ins, Scratch};
 use self::compare::Compare;
@@ -49,6 +50,7 @@ pub(crate) mod buffers;
 pub(crate) mod context;
 pub(crate) mod fast;
 
+pub(crate) mod accumulate;
 pub(crate) mod batch_matmul;
 pub(crate) mod compare;
 pub(crate) mod conv;
@@ -106,6 +108,7 @@ pub(crate) enum Kind {
     Resize(Resize),
     Compare(Compare),
     Data(Data),
+    Accumulate(Accumulate),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -190,6 +193,7 @@ impl Kind {
             | Kind::Quantize(_)
             | Kind::Resize(_)
             | Kind::Data(_)
+            | Kind::Accumulate(_)
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => (0, 0, 0),
@@ -222,6 +226,7 @@ impl Kind {
             Kind::Resize(k) => k.run(index, op, ins, out, scratch),
             Kind::Compare(k) => k.run(index, op, ins, out, scratch),
             Kind::Data(k) => k.run(index, op, ins, out, scratch),
+            Kind::Accumulate(k) => k.run(index, op, ins, out, scratch),
             Kind::Copy => {
                 let i = ins.bytes(0).unwrap_or(&[]);
                 if i.len() == out.len() {
@@ -309,7 +314,7 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         K::BatchMatMul(BatchMatMul::F32 { .. }) => (f!("ops-batch-matmul"), Some(F)),
         K::BatchMatMul(BatchMatMul::I8 { .. }) => (f!("ops-batch-matmul"), Some(I)),
         K::BatchMatMul(BatchMatMul::Hybrid { .. }) => (f!("ops-batch-matmul"), Some(H)),
-        K::Pool(Pool::F32 { .. }) => (f!("ops-pool"), Some(F)),
+        K::Pool(Pool::F32 { .. }) | K::Pool(Pool::L2F32 { .. }) => (f!("ops-pool"), Some(F)),
         K::Pool(Pool::Quantized {
             precision: Precision::I8,
             ..
@@ -344,7 +349,9 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         })
         | K::Reduce(Reduce::SumI8 { .. })
         | K::Reduce(Reduce::MaxMinI8 { .. }) => (f!("ops-reduce"), Some(I)),
-        K::Reduce(Reduce::ArgMinMax { .. }) => (f!("ops-reduce"), None),
+        K::Reduce(Reduce::ArgMinMax { .. }) | K::Reduce(Reduce::All { .. }) => {
+            (f!("ops-reduce"), None)
+        }
         K::Resize(Resize { .. }) => (f!("ops-resize"), None),
         K::Compare(Compare::Relation { .. })
         | K::Compare(Compare::Logical { .. })
@@ -358,6 +365,10 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Data(Data::GatherNd { .. })
         | K::Data(Data::UpdateSlice { .. })
         | K::Data(Data::SpaceBatch { .. }) => (f!("ops-data"), None),
+        K::Accumulate(Accumulate::AddN { .. })
+        | K::Accumulate(Accumulate::CumSum { .. })
+        | K::Accumulate(Accumulate::L2NormF32 { .. })
+        | K::Accumulate(Accumulate::L2NormI8 { .. }) => (f!("ops-accumulate"), None),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };

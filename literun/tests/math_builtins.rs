@@ -1,0 +1,159 @@
+//! TFLite Micro's math builtins on small hand-built models: L2_POOL_2D (which TensorFlow's
+//! converter no longer writes), and the integer forms and run-time errors of FLOOR_DIV,
+//! FLOOR_MOD, ADD_N, CUMSUM and REDUCE_ALL (TensorFlow-made float files are in `tf_builtins.rs`).
+
+mod common;
+
+use common::{assert_close, opts, run1, ModelBuilder, F};
+use literun::schema::{self as s, BuiltinOperator as B, TensorType};
+use literun::{Interpreter, Model};
+
+fn i32_bytes(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// L2_POOL_2D with SAME padding: windows cut by the border average over their in-bounds part.
+#[test]
+fn l2_pool_same_padding() {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1, 3, 3, 1]);
+    let y = m.f32("y", &[1, 2, 2, 1]);
+    use s::Pool2DOptions as P;
+    m.op(
+        B::L2_POOL_2D,
+        &[x],
+        &[y],
+        opts(
+            5,
+            vec![
+                F::I8(P::VT_PADDING, 0),
+                F::I32(P::VT_STRIDE_W, 2),
+                F::I32(P::VT_STRIDE_H, 2),
+                F::I32(P::VT_FILTER_WIDTH, 2),
+                F::I32(P::VT_FILTER_HEIGHT, 2),
+            ],
+        ),
+    );
+    let x_vals: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+    let got = run1(&m.finish(&[x], &[y]), &x_vals);
+    let want = [11.5f32.sqrt(), 22.5f32.sqrt(), 56.5f32.sqrt(), 9.0];
+    assert_close(&got, &want);
+}
+
+/// Runs a two-input INT32 operator on constant operands; `Err` from `invoke`.
+fn run_i32_binary(code: B, a: &[i32], b: &[i32]) -> Result<Vec<i32>, literun::Error> {
+    let mut m = ModelBuilder::new();
+    let n = a.len() as i32;
+    let x = m.tensor("x", &[n], TensorType::INT32);
+    let y = m.const_i32("y", &[n], b);
+    let o = m.tensor("o", &[n], TensorType::INT32);
+    m.op(code, &[x, y], &[o], None);
+    let bytes = m.finish(&[x], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(a));
+    it.invoke()?;
+    Ok(it.output(0).unwrap().as_i32().unwrap().to_vec())
+}
+
+/// Integer FLOOR_DIV and FLOOR_MOD round toward negative infinity; a zero divisor fails the
+/// invocation (as TFLite).
+#[test]
+fn int32_floor_div_and_mod() {
+    let (a, b) = ([7, -7, 7, -7], [2, 2, -2, -2]);
+    assert_eq!(
+        run_i32_binary(B::FLOOR_DIV, &a, &b).unwrap(),
+        [3, -4, -4, 3]
+    );
+    assert_eq!(
+        run_i32_binary(B::FLOOR_MOD, &a, &b).unwrap(),
+        [1, 1, -1, -1]
+    );
+    for code in [B::FLOOR_DIV, B::FLOOR_MOD] {
+        let e = run_i32_binary(code, &a, &[2, 0, 1, 1]).unwrap_err();
+        assert!(e.to_string().contains("division by zero"), "{e}");
+    }
+}
+
+/// ADD_N of three INT32 inputs, CUMSUM (INT32, exclusive) and REDUCE_ALL (BOOL, keep_dims).
+#[test]
+fn int32_add_n_cumsum_and_reduce_all() {
+    let mut m = ModelBuilder::new();
+    let x = m.tensor("x", &[2, 3], TensorType::INT32);
+    let c1 = m.const_i32("c1", &[2, 3], &[10, 20, 30, 40, 50, 60]);
+    let c2 = m.const_i32("c2", &[2, 3], &[-1; 6]);
+    let sum = m.tensor("sum", &[2, 3], TensorType::INT32);
+    m.op(B::ADD_N, &[x, c1, c2], &[sum], None);
+    let axis = m.const_i32("axis", &[], &[-1]);
+    let cs = m.tensor("cs", &[2, 3], TensorType::INT32);
+    m.op(
+        B::CUMSUM,
+        &[sum, axis],
+        &[cs],
+        opts(102, vec![F::Bool(s::CumsumOptions::VT_EXCLUSIVE, true)]),
+    );
+    let bools = m.const_bytes("b", &[2, 3], TensorType::BOOL, vec![1, 1, 1, 1, 0, 1]);
+    let all = m.tensor("all", &[2, 1], TensorType::BOOL);
+    let ax1 = m.const_i32("ax1", &[1], &[1]);
+    m.op(
+        B::REDUCE_ALL,
+        &[bools, ax1],
+        &[all],
+        opts(27, vec![F::Bool(s::ReducerOptions::VT_KEEP_DIMS, true)]),
+    );
+    let bytes = m.finish(&[x], &[cs, all]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(&[1, 2, 3, 4, 5, 6]));
+    it.invoke().unwrap();
+    // Sums [10, 21, 32], [43, 54, 65]; exclusive running sums along the last axis.
+    assert_eq!(
+        it.output(0).unwrap().as_i32().unwrap(),
+        [0, 10, 31, 0, 43, 97]
+    );
+    assert_eq!(it.output(1).unwrap().bytes(), [1, 0]);
+}
+
+/// Inputs of ADD_N that differ in shape, a CUMSUM axis out of range and an int8
+/// L2_NORMALIZATION whose output is not in steps of 1/128 are refused when preparing.
+#[test]
+fn bad_math_operands_are_refused() {
+    let prepare = |build: &dyn Fn(&mut ModelBuilder) -> (i32, i32)| {
+        let mut m = ModelBuilder::new();
+        let (x, o) = build(&mut m);
+        let bytes = m.finish(&[x], &[o]);
+        let model = Model::from_bytes(&bytes).unwrap();
+        Interpreter::new(&model).map(|_| ())
+    };
+    assert!(prepare(&|m| {
+        let x = m.f32("x", &[2, 3]);
+        let c = m.const_f32("c", &[3], &[1.0; 3]);
+        let o = m.f32("o", &[2, 3]);
+        m.op(B::ADD_N, &[x, c], &[o], None);
+        (x, o)
+    })
+    .is_err());
+    for axis in [2, -3, i32::MAX] {
+        assert!(prepare(&|m| {
+            let x = m.f32("x", &[2, 3]);
+            let a = m.const_i32("a", &[], &[axis]);
+            let o = m.f32("o", &[2, 3]);
+            m.op(B::CUMSUM, &[x, a], &[o], None);
+            (x, o)
+        })
+        .is_err());
+    }
+    assert!(prepare(&|m| {
+        let x = m.q("x", &[1, 4], TensorType::INT8, 0.1, 0);
+        let o = m.q("o", &[1, 4], TensorType::INT8, 0.01, 0);
+        m.op(B::L2_NORMALIZATION, &[x], &[o], None);
+        (x, o)
+    })
+    .is_err());
+}
