@@ -157,3 +157,56 @@ fn tf_math_float() {
 fn tf_norm_int8() {
     check("norm_int8", true);
 }
+
+/// A Keras LSTM fused into UNIDIRECTIONAL_SEQUENCE_LSTM: its state carries over from one
+/// invocation to the next as in LiteRT (the same input gives a new output each time).
+#[test]
+fn tf_lstm_float_state_persists() {
+    let stem = "lstm_float";
+    let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap();
+    let x = read_npy(&dir().join(format!("{stem}.input0.npy")));
+    let mut previous: Vec<f32> = Vec::new();
+    for step in 0..3 {
+        it.input_mut(0)
+            .unwrap()
+            .bytes_mut()
+            .copy_from_slice(&x.data);
+        it.invoke().unwrap();
+        let got: Vec<f64> = it
+            .output(0)
+            .unwrap()
+            .as_f32()
+            .unwrap()
+            .iter()
+            .map(|&v| f64::from(v))
+            .collect();
+        let file = if step == 0 {
+            format!("{stem}.litert.npy")
+        } else {
+            format!("{stem}.step{step}.litert.npy")
+        };
+        let e = read_npy(&dir().join(&file));
+        let want: Vec<f64> = e
+            .data
+            .chunks(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().unwrap())))
+            .collect();
+        assert_eq!(it.output(0).unwrap().shape(), &e.shape[..]);
+        let scale = want.iter().fold(0f64, |m, v| m.max(v.abs()));
+        let r = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs() / scale)
+            .fold(0.0, f64::max);
+        eprintln!("{stem} invocation {step}: max relative difference {r:.2e}");
+        assert!(
+            r <= 1e-5,
+            "{stem} invocation {step}: {r}\n{got:?}\n{want:?}"
+        );
+        let now = it.output(0).unwrap().as_f32().unwrap().to_vec();
+        assert_ne!(now, previous, "the state must change the output");
+        previous = now;
+    }
+}

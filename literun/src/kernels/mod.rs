@@ -15,6 +15,7 @@ pub mod fully_connected;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod sequence;
 pub mod shape_ops;
 pub mod simd;
 pub mod softmax;

@@ -161,6 +161,9 @@ pub struct TensorDesc<'a> {
     /// All quantization parameters (per-tensor or per-channel) of an integer tensor, verified.
     /// `None` when the file has none (or for float tensors).
     pub qparams: Option<QuantParams<'a>>,
+    /// A variable tensor (`is_variable`): state an operator keeps across invocations (TFLite
+    /// zeroes it when allocating when it has no data), so readable before any operator writes it.
+    pub variable: bool,
 }
 
 /// An operator of subgraph 0.
@@ -456,6 +459,7 @@ impl<'a> Model<'a> {
                     data,
                     quant,
                     qparams,
+                    variable: t.is_variable(),
                 });
             }
         }
@@ -487,6 +491,9 @@ impl<'a> Model<'a> {
         let mut produced = vec![false; nt];
         for &i in &in_ids {
             produced[i] = true;
+        }
+        for (i, t) in tensors.iter().enumerate() {
+            produced[i] |= t.variable;
         }
         if let Some(sops) = sg.operators() {
             for (oi, op) in sops.iter().enumerate() {

@@ -99,6 +99,9 @@ macro_rules! op_table {
                 CUMSUM: (2, 2, 2, 1, 1);
                 L2_NORMALIZATION: (1, 1, 1, 1, 1);
             }
+            sequence "ops-sequence" {
+                UNIDIRECTIONAL_SEQUENCE_LSTM: (20, 24, 1, 1, 1);
+            }
         }
     };
 }
@@ -172,7 +175,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 21] = compiled_in![
+pub const FEATURES: [(&str, bool); 22] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -194,6 +197,7 @@ pub const FEATURES: [(&str, bool); 21] = compiled_in![
     "ops-compare",
     "ops-data",
     "ops-accumulate",
+    "ops-sequence",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.

@@ -50,6 +50,7 @@ pub(crate) mod tag {
     pub const LEAKY_RELU: u8 = 75;
     pub const MIRROR_PAD: u8 = 77;
     pub const DEPTH_TO_SPACE: u8 = 94;
+    pub const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
     pub const BATCH_MATMUL: u8 = 101;
     pub const CUMSUM: u8 = 102;
     pub const GELU: u8 = 116;

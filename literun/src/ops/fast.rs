@@ -163,6 +163,7 @@ impl Fast {
             | Kind::Compare(_)
             | Kind::Data(_)
             | Kind::Accumulate(_)
+            | Kind::Sequence(_)
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => None,
@@ -197,6 +198,7 @@ pub(crate) fn run_fast(
         | Kind::Compare(_)
         | Kind::Data(_)
         | Kind::Accumulate(_)
+        | Kind::Sequence(_)
         | Kind::Copy
         | Kind::Precomputed
         | Kind::Lut8 { .. } => None,

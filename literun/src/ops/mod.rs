@@ -30,6 +30,7 @@ use self::pool::Pool;
 use self::quantize::Quantize;
 use self::reduce::Reduce;
 use self::resize::Resize;
+use self::sequence::Sequence;
 use self::shape::Shape;
 use self::softmax::Softmax;
 use self::transpose_conv::TransposeConv;
@@ -64,6 +65,7 @@ pub(crate) mod quantize;
 pub(crate) mod reduce;
 pub(crate) mod reshape;
 pub(crate) mod resize;
+pub(crate) mod sequence;
 pub(crate) mod shape;
 pub(crate) mod shape_views;
 pub(crate) mod softmax;
@@ -109,6 +111,7 @@ pub(crate) enum Kind {
     Compare(Compare),
     Data(Data),
     Accumulate(Accumulate),
+    Sequence(Sequence),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -194,6 +197,7 @@ impl Kind {
             | Kind::Resize(_)
             | Kind::Data(_)
             | Kind::Accumulate(_)
+            | Kind::Sequence(_)
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => (0, 0, 0),
@@ -227,6 +231,7 @@ impl Kind {
             Kind::Compare(k) => k.run(index, op, ins, out, scratch),
             Kind::Data(k) => k.run(index, op, ins, out, scratch),
             Kind::Accumulate(k) => k.run(index, op, ins, out, scratch),
+            Kind::Sequence(k) => k.run(index, op, ins, out, scratch),
             Kind::Copy => {
                 let i = ins.bytes(0).unwrap_or(&[]);
                 if i.len() == out.len() {
@@ -369,6 +374,7 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Accumulate(Accumulate::CumSum { .. })
         | K::Accumulate(Accumulate::L2NormF32 { .. })
         | K::Accumulate(Accumulate::L2NormI8 { .. }) => (f!("ops-accumulate"), None),
+        K::Sequence(Sequence::Lstm(_)) => (f!("ops-sequence"), Some(F)),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };

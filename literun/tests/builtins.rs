@@ -1,6 +1,7 @@
-//! TFLite Micro's math builtins on small hand-built models: L2_POOL_2D (which TensorFlow's
-//! converter no longer writes), and the integer forms and run-time errors of FLOOR_DIV,
-//! FLOOR_MOD, ADD_N, CUMSUM and REDUCE_ALL (TensorFlow-made float files are in `tf_builtins.rs`).
+//! TFLite Micro's builtins on small hand-built models: L2_POOL_2D (which TensorFlow's converter
+//! no longer writes), the integer forms and run-time errors of FLOOR_DIV, FLOOR_MOD, ADD_N,
+//! CUMSUM and REDUCE_ALL, and malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM
+//! (TensorFlow-made files are in `tf_builtins.rs`).
 
 mod common;
 
@@ -156,4 +157,49 @@ fn bad_math_operands_are_refused() {
         (x, o)
     })
     .is_err());
+}
+
+/// An LSTM whose weights, states or options do not fit together is refused when preparing.
+#[test]
+fn bad_lstm_operands_are_refused() {
+    // batch 1, time 2, input 3, cell 4 (no projection); `bad` breaks one operand.
+    let build = |bad: usize| {
+        let mut m = ModelBuilder::new();
+        let x = m.f32("x", &[1, 2, 3]);
+        let mut ins = vec![x];
+        for k in 1..24 {
+            let shape: Vec<i32> = match k {
+                1..=4 => vec![4, 3],
+                5..=8 => vec![4, 4],
+                12..=15 => vec![4],
+                18 | 19 => vec![1, 4],
+                _ => {
+                    ins.push(-1);
+                    continue;
+                }
+            };
+            let shape = if k == bad { vec![5, 3] } else { shape };
+            let n: i32 = shape.iter().product();
+            let t = if k == 18 || k == 19 {
+                let t = m.f32(&format!("state{k}"), &shape);
+                m.variable(t);
+                t
+            } else {
+                m.const_f32(&format!("w{k}"), &shape, &vec![0.1; n as usize])
+            };
+            ins.push(t);
+        }
+        let o = m.f32("o", &[1, 2, 4]);
+        m.op(B::UNIDIRECTIONAL_SEQUENCE_LSTM, &ins, &[o], None);
+        m.finish(&[x], &[o])
+    };
+    let bytes = build(0);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.invoke().unwrap();
+    for bad in [1, 5, 13, 18] {
+        let bytes = build(bad);
+        let model = Model::from_bytes(&bytes).unwrap();
+        assert!(Interpreter::new(&model).is_err(), "operand {bad}");
+    }
 }
