@@ -203,3 +203,122 @@ fn bad_lstm_operands_are_refused() {
         assert!(Interpreter::new(&model).is_err(), "operand {bad}");
     }
 }
+
+/// An SVDF model: batch 2, input 3, 4 filters of rank 2 (2 units), memory 3; float, or int8 with
+/// the quantization TFLite's int8 SVDF takes (int16 time weights and state, int32 bias).
+fn svdf_model(int8: bool) -> literun::AlignedBytes {
+    svdf_model_with(int8, 2, true)
+}
+
+/// [`svdf_model`] with another `rank` option, or a state that is not a variable tensor.
+fn svdf_model_with(int8: bool, rank: i32, variable: bool) -> literun::AlignedBytes {
+    let mut m = ModelBuilder::new();
+    let wf: Vec<f32> = (0..12).map(|i| ((i * 7 % 11) as f32 - 5.0) / 8.0).collect();
+    let wt: Vec<f32> = (0..12).map(|i| ((i * 5 % 7) as f32 - 3.0) / 4.0).collect();
+    let bias = [0.25f32, -0.5];
+    let options = opts(
+        6,
+        vec![
+            F::I32(4, rank),
+            // RELU (TFLite's int8 SVDF requires it, and applies none).
+            F::I8(6, 1),
+        ],
+    );
+    let (x, o) = if int8 {
+        let x = m.q("x", &[2, 3], TensorType::INT8, 0.05, 3);
+        let wf_q: Vec<i8> = wf.iter().map(|v| (v / 0.01).round() as i8).collect();
+        let f = m.const_i8("wf", &[4, 3], &wf_q);
+        m.quant(f, &[0.01], &[0], 0);
+        let wt_q: Vec<u8> = wt
+            .iter()
+            .flat_map(|v| ((v / 0.001).round() as i16).to_le_bytes())
+            .collect();
+        let t = m.const_bytes("wt", &[4, 3], TensorType::INT16, wt_q);
+        m.quant(t, &[0.001], &[0], 0);
+        let b = m.const_i32("b", &[2], &[40, -80]);
+        m.quant(b, &[0.00002], &[0], 0);
+        let s = m.q("state", &[2, 12], TensorType::INT16, 0.002, 0);
+        if variable {
+            m.variable(s);
+        }
+        let o = m.q("o", &[2, 2], TensorType::INT8, 0.02, -4);
+        m.op(B::SVDF, &[x, f, t, b, s], &[o], options);
+        (x, o)
+    } else {
+        let x = m.f32("x", &[2, 3]);
+        let f = m.const_f32("wf", &[4, 3], &wf);
+        let t = m.const_f32("wt", &[4, 3], &wt);
+        let b = m.const_f32("b", &[2], &bias);
+        let s = m.f32("state", &[2, 12]);
+        if variable {
+            m.variable(s);
+        }
+        let o = m.f32("o", &[2, 2]);
+        m.op(B::SVDF, &[x, f, t, b, s], &[o], options);
+        (x, o)
+    };
+    m.finish(&[x], &[o])
+}
+
+/// The SVDF inputs of four invocations (its memory is three steps long).
+const SVDF_INPUTS: [[f32; 6]; 4] = [
+    [0.5, -1.0, 0.25, 1.5, 0.0, -0.75],
+    [1.0, 0.5, -0.5, -1.25, 0.75, 0.1],
+    [-0.3, 0.9, 1.1, 0.2, -0.6, 0.4],
+    [0.0, 0.0, 0.0, 0.7, 0.7, -0.7],
+];
+
+/// SVDF keeps its memory across invocations: LiteRT's outputs (builtin and reference kernels
+/// agree) of four invocations, float within 1e-5 and int8 exactly.
+#[test]
+fn svdf_memory_persists() {
+    let want_f32: [[f32; 4]; 4] = SVDF_WANT_F32;
+    let bytes = svdf_model(false);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    for (x, want) in SVDF_INPUTS.iter().zip(want_f32) {
+        it.input_f32_mut(0).unwrap().copy_from_slice(x);
+        it.invoke().unwrap();
+        assert_close(it.output(0).unwrap().as_f32().unwrap(), &want);
+    }
+    let bytes = svdf_model(true);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    for (x, want) in SVDF_INPUTS.iter().zip(SVDF_WANT_I8) {
+        let q: Vec<u8> = x
+            .iter()
+            .map(|v| ((v / 0.05).round() + 3.0) as i8 as u8)
+            .collect();
+        it.input_mut(0).unwrap().bytes_mut().copy_from_slice(&q);
+        it.invoke().unwrap();
+        assert_eq!(it.output(0).unwrap().as_i8().unwrap(), want);
+    }
+}
+
+/// LiteRT 2.3.0's outputs (builtin and reference kernels) for `SVDF_INPUTS`.
+const SVDF_WANT_F32: [[f32; 4]; 4] = [
+    [0.273_437_5, 0.0, 0.554_687_5, 0.835_937_5],
+    [0.226_562_5, 0.171_875, 0.607_812_5, 0.0],
+    [1.018_75, 0.0, 0.106_25, 0.0],
+    [0.0, 0.293_75, 0.0, 0.603_125],
+];
+const SVDF_WANT_I8: [[i8; 4]; 4] = [
+    [-3, 5, 11, 63],
+    [-5, 30, 14, -113],
+    [35, -102, -11, 17],
+    [-27, 36, -25, 51],
+];
+
+/// An SVDF rank that does not divide the filters, and a state that nothing keeps, are refused.
+#[test]
+fn bad_svdf_operands_are_refused() {
+    for int8 in [false, true] {
+        for rank in [0, -1, 3, 5] {
+            let bytes = svdf_model_with(int8, rank, true);
+            let model = Model::from_bytes(&bytes).unwrap();
+            assert!(Interpreter::new(&model).is_err(), "rank {rank}");
+        }
+        // Not a variable: nothing writes the state, so the file is refused when loading.
+        assert!(Model::from_bytes(&svdf_model_with(int8, 2, false)).is_err());
+    }
+}

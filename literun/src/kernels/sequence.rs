@@ -1,5 +1,6 @@
 //! Sequence kernels with state carried across time steps (and across invocations by the
-//! operator): UNIDIRECTIONAL_SEQUENCE_LSTM (float), as TFLite's reference kernel computes it.
+//! operator): UNIDIRECTIONAL_SEQUENCE_LSTM (float) and SVDF (float and int8), as TFLite's
+//! reference kernels compute them.
 
 use super::Activation;
 use crate::math::expf;
@@ -157,6 +158,152 @@ pub fn lstm_f32(
             }
             ot.copy_from_slice(hb);
         }
+    }
+}
+
+/// Sizes of an SVDF: `batch` rows of `input` features, `filters` = `units * rank` feature
+/// filters, each with a memory of `memory` steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SvdfDims {
+    pub batch: usize,
+    pub input: usize,
+    pub filters: usize,
+    pub units: usize,
+    pub rank: usize,
+    pub memory: usize,
+}
+
+/// Moves each filter's memory one step left (dropping the oldest), the newest slot to `zero`.
+fn shift_memory<T: Copy>(state: &mut [T], memory: usize, zero: T) {
+    if memory == 0 {
+        return;
+    }
+    for m in state.chunks_exact_mut(memory) {
+        m.copy_within(1.., 0);
+        m[memory - 1] = zero;
+    }
+}
+
+/// Float SVDF (TFLite's `EvalFloatSVDF`): the feature filters' outputs enter the newest memory
+/// slot of `state` (`[batch, filters, memory]`), the time weights (`[filters, memory]`) reduce
+/// the memory, each unit sums its `rank` filters plus its bias, then the activation; the memory
+/// then shifts. `scratch` holds `filters` values.
+#[allow(clippy::too_many_arguments)]
+pub fn svdf_f32(
+    d: &SvdfDims,
+    x: &[f32],
+    weights_feature: &[f32],
+    weights_time: &[f32],
+    bias: Option<&[f32]>,
+    act: Activation,
+    state: &mut [f32],
+    scratch: &mut [f32],
+    out: &mut [f32],
+) {
+    let (nf, nm) = (d.filters, d.memory);
+    if nm == 0 || state.len() < d.batch * nf * nm || scratch.len() < nf {
+        return;
+    }
+    for b in 0..d.batch {
+        let (Some(xb), Some(ob)) = (
+            x.get(b * d.input..(b + 1) * d.input),
+            out.get_mut(b * d.units..(b + 1) * d.units),
+        ) else {
+            return;
+        };
+        let sb = &mut state[b * nf * nm..(b + 1) * nf * nm];
+        for (f, row) in weights_feature
+            .chunks_exact(d.input.max(1))
+            .take(nf)
+            .enumerate()
+        {
+            sb[f * nm + nm - 1] = row.iter().zip(xb).map(|(w, v)| w * v).sum::<f32>();
+        }
+        for (f, s) in scratch.iter_mut().take(nf).enumerate() {
+            let w = &weights_time[f * nm..(f + 1) * nm];
+            *s = w
+                .iter()
+                .zip(&sb[f * nm..(f + 1) * nm])
+                .map(|(a, b)| a * b)
+                .sum();
+        }
+        for (u, o) in ob.iter_mut().enumerate() {
+            let mut v = bias.map_or(0.0, |bb| bb[u]);
+            for r in 0..d.rank {
+                v += scratch[u * d.rank + r];
+            }
+            *o = act.apply(v);
+        }
+        shift_memory(sb, nm, 0.0);
+    }
+}
+
+/// The requantization of an int8 SVDF: input to state (`scale_1`) and state to output
+/// (`scale_2`) as multiplier and shift, and the zero points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SvdfQuant {
+    pub scale_1: (i32, i32),
+    pub scale_2: (i32, i32),
+    pub input_zero_point: i32,
+    pub output_zero_point: i32,
+}
+
+/// Int8 SVDF (TFLite's `EvalIntegerSVDF`): int8 input and feature weights, int16 time weights
+/// and state, int32 bias; `scratch` holds `filters` values.
+#[allow(clippy::too_many_arguments)]
+pub fn svdf_i8(
+    d: &SvdfDims,
+    q: &SvdfQuant,
+    x: &[i8],
+    weights_feature: &[i8],
+    weights_time: &[i16],
+    bias: Option<&[i32]>,
+    state: &mut [i16],
+    scratch: &mut [i32],
+    out: &mut [i8],
+) {
+    use crate::quant::multiply_by_quantized_multiplier as mbqm;
+    let (nf, nm) = (d.filters, d.memory);
+    if nm == 0 || state.len() < d.batch * nf * nm || scratch.len() < nf {
+        return;
+    }
+    for b in 0..d.batch {
+        let (Some(xb), Some(ob)) = (
+            x.get(b * d.input..(b + 1) * d.input),
+            out.get_mut(b * d.units..(b + 1) * d.units),
+        ) else {
+            return;
+        };
+        let sb = &mut state[b * nf * nm..(b + 1) * nf * nm];
+        for (f, row) in weights_feature
+            .chunks_exact(d.input.max(1))
+            .take(nf)
+            .enumerate()
+        {
+            let dot = row.iter().zip(xb).fold(0i32, |s, (&w, &v)| {
+                s.wrapping_add(i32::from(w) * (i32::from(v) - q.input_zero_point))
+            });
+            let v = mbqm(dot, q.scale_1.0, q.scale_1.1).clamp(-32768, 32767);
+            sb[f * nm + nm - 1] = v as i16;
+        }
+        for (f, s) in scratch.iter_mut().take(nf).enumerate() {
+            let w = &weights_time[f * nm..(f + 1) * nm];
+            *s = w
+                .iter()
+                .zip(&sb[f * nm..(f + 1) * nm])
+                .fold(0i32, |acc, (&a, &b)| {
+                    acc.wrapping_add(i32::from(a) * i32::from(b))
+                });
+        }
+        for (u, o) in ob.iter_mut().enumerate() {
+            let mut v = bias.map_or(0, |bb| bb[u]);
+            for r in 0..d.rank {
+                v = v.wrapping_add(scratch[u * d.rank + r]);
+            }
+            let v = mbqm(v, q.scale_2.0, q.scale_2.1).saturating_add(q.output_zero_point);
+            *o = v.clamp(-128, 127) as i8;
+        }
+        shift_memory(sb, nm, 0);
     }
 }
 

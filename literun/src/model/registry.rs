@@ -101,6 +101,7 @@ macro_rules! op_table {
             }
             sequence "ops-sequence" {
                 UNIDIRECTIONAL_SEQUENCE_LSTM: (20, 24, 1, 1, 1);
+                SVDF: (5, 5, 3, 1, 1);
             }
         }
     };

@@ -374,7 +374,10 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Accumulate(Accumulate::CumSum { .. })
         | K::Accumulate(Accumulate::L2NormF32 { .. })
         | K::Accumulate(Accumulate::L2NormI8 { .. }) => (f!("ops-accumulate"), None),
-        K::Sequence(Sequence::Lstm(_)) => (f!("ops-sequence"), Some(F)),
+        K::Sequence(Sequence::Lstm(_)) | K::Sequence(Sequence::SvdfF32 { .. }) => {
+            (f!("ops-sequence"), Some(F))
+        }
+        K::Sequence(Sequence::SvdfI8 { .. }) => (f!("ops-sequence"), Some(I)),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };

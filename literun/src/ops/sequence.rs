@@ -1,5 +1,5 @@
 //! Operators over sequences with state that persists across invocations:
-//! UNIDIRECTIONAL_SEQUENCE_LSTM (float). The state lives in TFLite's variable tensors
+//! UNIDIRECTIONAL_SEQUENCE_LSTM (float) and SVDF (float and int8). The state lives in TFLite's variable tensors
 //! (`is_variable`); the prepared operator holds its own copy, starting from the tensor's data
 //! (zeros when it has none), updated by each invocation and never reset by literun.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
@@ -33,6 +33,25 @@ use core::cell::RefCell;
 pub(crate) enum Sequence {
     /// Float UNIDIRECTIONAL_SEQUENCE_LSTM.
     Lstm(Box<Lstm>),
+    /// Float SVDF: its memory (`[batch, filters, memory]`) and `filters` values of scratch.
+    SvdfF32 {
+        dims: sk::SvdfDims,
+        act: crate::kernels::Activation,
+        state: RefCell<(Vec<f32>, Vec<f32>)>,
+    },
+    /// Int8 SVDF: its int16 memory and `filters` int32 values of scratch.
+    SvdfI8 {
+        dims: sk::SvdfDims,
+        q: sk::SvdfQuant,
+        state: RefCell<(Vec<i16>, Vec<i32>)>,
+    },
+}
+
+/// SVDFOptions (union tag 6; not in literun's schema subset): its fields' vtable offsets.
+mod svdf_options {
+    pub const TAG: u8 = 6;
+    pub const RANK: u16 = 4;
+    pub const FUSED_ACTIVATION_FUNCTION: u16 = 6;
 }
 
 /// A float LSTM and its state.
@@ -73,8 +92,10 @@ mod lstm_in {
 /// Prepares a sequence operator: this family's entry in the operator table
 /// ([`crate::model::registry::op_table`]).
 pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
-    let _ = code;
-    lstm(c)
+    match code {
+        B::SVDF => svdf(c),
+        _ => lstm(c),
+    }
 }
 
 /// Checks that optional input `k`, when present, is FLOAT32 of `shape`; whether it is present.
@@ -205,6 +226,112 @@ fn lstm(c: &Ctx<'_, '_>) -> Result<Kind> {
     }))))
 }
 
+/// SVDF: input `[batch, input]`, feature weights `[filters, input]`, time weights
+/// `[filters, memory]`, optional bias `[units]`, the variable state `[batch, filters * memory]`.
+fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
+    let (mut rank, mut act) = (0, crate::kernels::Activation::None);
+    if let Some(t) = c.options(svdf_options::TAG)? {
+        rank = c.opt(t.i32(svdf_options::RANK, 0))?;
+        act = c.opt(
+            t.i8(svdf_options::FUSED_ACTIVATION_FUNCTION, 0)
+                .and_then(activation),
+        )?;
+    }
+    let rank = super::context::positive(c, rank, "rank")?;
+    let [batch, input] =
+        <[usize; 2]>::try_from(c.shape(0)?).map_err(|_| c.err("input must be 2-D"))?;
+    let [filters, fi] =
+        <[usize; 2]>::try_from(c.shape(1)?).map_err(|_| c.err("feature weights must be 2-D"))?;
+    let [tf, memory] =
+        <[usize; 2]>::try_from(c.shape(2)?).map_err(|_| c.err("time weights must be 2-D"))?;
+    if fi != input || tf != filters || filters % rank != 0 || memory == 0 {
+        return Err(c.err(format!(
+            "feature weights [{filters}, {fi}] and time weights [{tf}, {memory}] do not fit input              [{batch}, {input}] and rank {rank}"
+        )));
+    }
+    let units = filters / rank;
+    if c.has_input(3) && c.shape(3)? != [units] {
+        return Err(c.err(format!("bias must be [{units}]")));
+    }
+    let state_len = batch * filters * memory;
+    let st = c.input(4)?;
+    if st.elements != state_len || !st.variable {
+        return Err(c.err(format!(
+            "the state must be a variable tensor of {state_len} elements"
+        )));
+    }
+    let dims = sk::SvdfDims {
+        batch,
+        input,
+        filters,
+        units,
+        rank,
+        memory,
+    };
+    let dt = c.want_dtype(0, &[DType::F32, DType::I8])?;
+    if dt == DType::F32 {
+        for k in [1, 2, 3, 4] {
+            if c.has_input(k) {
+                c.want_dtype(k, &[DType::F32])?;
+            }
+        }
+        c.check_out(0, &[batch, units], DType::F32)?;
+        return Ok(Kind::Sequence(Sequence::SvdfF32 {
+            dims,
+            act,
+            state: RefCell::new((initial_state(c, 4, state_len)?, vec![0.0; filters])),
+        }));
+    }
+    // Int8: int8 feature weights, int16 time weights and state, int32 bias (TFLite's types).
+    for (k, want) in [
+        (1, DType::I8),
+        (2, DType::I16),
+        (3, DType::I32),
+        (4, DType::I16),
+    ] {
+        if c.has_input(k) && c.dtype(k)? != want {
+            return Err(c.err(format!("int8 SVDF needs input {k} of type {}", want.name())));
+        }
+    }
+    // TFLite requires RELU here and then applies none (its int8 kernel clamps to the int8 range
+    // only); literun does the same.
+    if act != crate::kernels::Activation::Relu {
+        return Err(c.err("int8 SVDF needs the RELU activation (as TFLite)"));
+    }
+    c.check_out(0, &[batch, units], DType::I8)?;
+    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+    let scale = |k: usize| -> Result<f32> { Ok(c.q8_of(c.input(k)?, "operand")?.scale) };
+    let (sf, stime, sst) = (scale(1)?, scale(2)?, scale(4)?);
+    if c.q8_of(st, "state")?.zero_point != 0 {
+        return Err(c.err("the int16 state must have zero point 0"));
+    }
+    // As TFLite: each product and quotient in float, then quantized as a double.
+    let s1 = f64::from(qi.scale * sf / sst);
+    let s2 = f64::from(sst * stime / qo.scale);
+    let m1 = crate::quant::quantize_multiplier(s1);
+    let m2 = crate::quant::quantize_multiplier(s2);
+    if m1.0 == 0 || m2.0 == 0 {
+        return Err(c.err("scales out of range for int8 SVDF"));
+    }
+    let init = match st.data {
+        Some(d) => d
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect(),
+        None => vec![0; state_len],
+    };
+    Ok(Kind::Sequence(Sequence::SvdfI8 {
+        dims,
+        q: sk::SvdfQuant {
+            scale_1: m1,
+            scale_2: m2,
+            input_zero_point: qi.zero_point,
+            output_zero_point: qo.zero_point,
+        },
+        state: RefCell::new((init, vec![0; filters])),
+    }))
+}
+
 impl Sequence {
     /// Runs the operator reading `ins`, writing `out`, updating the state it holds.
     pub(super) fn run<'b>(
@@ -246,6 +373,45 @@ impl Sequence {
                     h,
                     c,
                     gates,
+                    cast_out(out)?,
+                );
+            }
+            Sequence::SvdfF32 { dims, act, state } => {
+                let mut st = state
+                    .try_borrow_mut()
+                    .map_err(|_| op_err(index, op, "state in use"))?;
+                let (memory, scratch) = &mut *st;
+                sk::svdf_f32(
+                    dims,
+                    ins.typed(0)?,
+                    ins.typed(1)?,
+                    ins.typed(2)?,
+                    ins.optional_f32(3)?,
+                    *act,
+                    memory,
+                    scratch,
+                    cast_out(out)?,
+                );
+            }
+            Sequence::SvdfI8 { dims, q, state } => {
+                let mut st = state
+                    .try_borrow_mut()
+                    .map_err(|_| op_err(index, op, "state in use"))?;
+                let (memory, scratch) = &mut *st;
+                let bias = if ins.has(3) {
+                    Some(ins.typed::<i32>(3)?)
+                } else {
+                    None
+                };
+                sk::svdf_i8(
+                    dims,
+                    q,
+                    ins.typed(0)?,
+                    ins.typed(1)?,
+                    ins.typed(2)?,
+                    bias,
+                    memory,
+                    scratch,
                     cast_out(out)?,
                 );
             }
