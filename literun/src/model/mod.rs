@@ -163,6 +163,7 @@ pub struct TensorDesc<'a> {
     pub qparams: Option<QuantParams<'a>>,
     /// A variable tensor (`is_variable`): state an operator keeps across invocations (TFLite
     /// zeroes it when allocating when it has no data), so readable before any operator writes it.
+    /// Read with the `ops-sequence` feature (the operators that keep state); `false` without.
     pub variable: bool,
 }
 
@@ -459,7 +460,9 @@ impl<'a> Model<'a> {
                     data,
                     quant,
                     qparams,
-                    variable: t.is_variable(),
+                    // Only the sequence operators keep state; builds without them (the
+                    // firmware) skip reading the flag and refuse such files as before.
+                    variable: cfg!(feature = "ops-sequence") && t.is_variable(),
                 });
             }
         }
@@ -492,8 +495,10 @@ impl<'a> Model<'a> {
         for &i in &in_ids {
             produced[i] = true;
         }
-        for (i, t) in tensors.iter().enumerate() {
-            produced[i] |= t.variable;
+        // Variable tensors hold state from before the first operator runs.
+        #[cfg(feature = "ops-sequence")]
+        for (p, t) in produced.iter_mut().zip(&tensors) {
+            *p |= t.variable;
         }
         if let Some(sops) = sg.operators() {
             for (oi, op) in sops.iter().enumerate() {

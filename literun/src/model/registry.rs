@@ -21,7 +21,8 @@ pub const MAX_VARIADIC: usize = 1024;
 /// feature; each operator has its input and output counts
 /// `(inputs min, max, required, outputs min, max)`. [`arity`], [`family_feature`],
 /// [`supported_name`] and `crate::ops::prepare_op` all come from this table:
-/// `op_table!(callback)` calls `callback!` with it.
+/// `op_table!(callback)` calls `callback!` with it. The families after the `;` are named only
+/// when compiled in (or with `error-details`).
 macro_rules! op_table {
     ($callback:ident) => {
         $callback! {
@@ -89,6 +90,10 @@ macro_rules! op_table {
                 SELECT_V2: (3, 3, 3, 1, 1);
                 TOPK_V2: (2, 2, 2, 2, 2);
             }
+            ;
+            // TFLite Micro's further builtins: named in errors (`supported_name`) only when their
+            // family or `error-details` is compiled in, so builds without them (the firmware)
+            // carry none of their names.
             data "ops-data" {
                 SHAPE ZEROS_LIKE: (1, 1, 1, 1, 1);
                 FILL BROADCAST_ARGS GATHER_ND: (2, 2, 2, 1, 1);
@@ -114,6 +119,10 @@ macro_rules! registry {
         $family:ident $feature:literal {
             $( $($op:ident)+ : ($i0:expr, $i1:expr, $req:expr, $o0:expr, $o1:expr); )*
         }
+    )* ; $(
+        $lfamily:ident $lfeature:literal {
+            $( $($lop:ident)+ : ($li0:expr, $li1:expr, $lreq:expr, $lo0:expr, $lo1:expr); )*
+        }
     )*) => {
         /// The arity of a supported operator, `None` when literun does not support it.
         pub fn arity(code: B) -> Option<Arity> {
@@ -122,6 +131,11 @@ macro_rules! registry {
                     inputs: $i0..=$i1,
                     outputs: $o0..=$o1,
                     required_inputs: $req,
+                }, )*)*
+                $($( $(B::$lop)|+ => Arity {
+                    inputs: $li0..=$li1,
+                    outputs: $lo0..=$lo1,
+                    required_inputs: $lreq,
                 }, )*)*
                 _ => return None,
             })
@@ -132,18 +146,30 @@ macro_rules! registry {
         pub fn family_feature(code: B) -> Option<&'static str> {
             Some(match code {
                 $( $($(B::$op)|+)|* => $feature, )*
+                $( $($(B::$lop)|+)|* => $lfeature, )*
                 _ => return None,
             })
         }
 
-        /// The name of an operator literun supports (compiled in or not), e.g. `"CONV_2D"`;
-        /// `None` for others. Without the `error-details` feature, errors name operators with
-        /// this (the schema's full list of names is 4 KiB of firmware); with it, with the
-        /// schema's names.
+        /// The name of an operator literun supports (compiled in or not, but those of the
+        /// families after the table's `;` only when compiled in or with `error-details`), e.g.
+        /// `"CONV_2D"`; `None` for others. Without the `error-details` feature, errors name
+        /// operators with this (the schema's full list of names is 4 KiB of firmware); with
+        /// it, with the schema's names.
         pub fn supported_name(code: B) -> Option<&'static str> {
             // Codes (all below 256) and space-separated names: a compact table, searched rarely.
             const CODES: &[u8] = &[$($($(B::$op.0 as u8,)+)*)*];
             const NAMES: &str = concat!($($($(stringify!($op), " ",)+)*)*);
+            $(
+                #[cfg(any(feature = $lfeature, feature = "error-details"))]
+                {
+                    const CODES: &[u8] = &[$($(B::$lop.0 as u8,)+)*];
+                    const NAMES: &str = concat!($($(stringify!($lop), " ",)+)*);
+                    if let Some(n) = name_in(CODES, NAMES, code) {
+                        return Some(n);
+                    }
+                }
+            )*
             name_in(CODES, NAMES, code)
         }
     };
