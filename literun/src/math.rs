@@ -13,7 +13,8 @@ macro_rules! unary {
     )*};
 }
 
-unary!(expf => exp, logf => ln, sqrtf => sqrt, tanhf => tanh, floorf => floor, ceilf => ceil, roundf => round);
+unary!(expf => exp, logf => ln, sqrtf => sqrt, tanhf => tanh, floorf => floor, ceilf => ceil, roundf => round,
+    sinf => sin, cosf => cos, expm1f => exp_m1);
 
 /// `x.round()` (half away from zero) without a call into the math library, so loops over it
 /// vectorize: truncation and the remainder are exact below 2^23, and larger floats are integers.

@@ -336,13 +336,13 @@ fn unsupported_ops_are_all_listed() {
     let c = m.f32("c", &[4]);
     m.op(B::LSTM, &[x], &[a], None);
     m.op(B::RELU, &[a], &[b], None);
-    m.op(B::SIN, &[b], &[c], None);
+    m.op(B::LSH_PROJECTION, &[b], &[c], None);
     let bytes = m.finish(&[x], &[c]);
     match Model::from_bytes(&bytes) {
         Err(Error::Unsupported(ops)) => {
             assert_eq!(ops.len(), 2);
             assert_eq!((ops[0].index, ops[0].op.as_str()), (0, "LSTM"));
-            assert_eq!((ops[1].index, ops[1].op.as_str()), (2, "SIN"));
+            assert_eq!((ops[1].index, ops[1].op.as_str()), (2, "LSH_PROJECTION"));
         }
         other => panic!("{other:?}"),
     }

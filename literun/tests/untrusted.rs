@@ -167,3 +167,176 @@ fn any_resize_of_a_dynamic_dimension_is_ok_or_an_error() {
     assert!(model.resized(0, &[2, 8]).is_err());
     assert!(model.resized(3, &[1, 8]).is_err());
 }
+
+/// Sets input `k` of `it` to INT32 values.
+fn set_i32(it: &mut Interpreter<'_>, k: usize, v: &[i32]) {
+    let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    it.input_mut(k).unwrap().bytes_mut().copy_from_slice(&b);
+}
+
+/// Operators that read indices or shapes from tensors computed at run time: an index out of
+/// range or a shape that disagrees with the planned output is an error of `invoke`, never a
+/// panic or a write out of bounds; a start index out of range is clamped (as in TFLite).
+#[test]
+fn run_time_indices_and_shapes_are_checked() {
+    // GATHER_ND: params [3, 2], indices [2, 1] from the input.
+    let mut m = ModelBuilder::new();
+    let p = m.const_f32("p", &[3, 2], &[1., 2., 3., 4., 5., 6.]);
+    let i = m.tensor("i", &[2, 1], TensorType::INT32);
+    let o = m.f32("o", &[2, 2]);
+    m.op(B::GATHER_ND, &[p, i], &[o], None);
+    let bytes = m.finish(&[i], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    set_i32(&mut it, 0, &[2, 0]);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_f32().unwrap(), [5., 6., 1., 2.]);
+    for bad in [[3, 0], [0, -1], [i32::MAX, i32::MIN]] {
+        set_i32(&mut it, 0, &bad);
+        let e = it.invoke().unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+
+    // EMBEDDING_LOOKUP: lookup [2] from the input into value [3, 2].
+    let mut m = ModelBuilder::new();
+    let i = m.tensor("ids", &[2], TensorType::INT32);
+    let v = m.const_f32("v", &[3, 2], &[1., 2., 3., 4., 5., 6.]);
+    let o = m.f32("o", &[2, 2]);
+    m.op(B::EMBEDDING_LOOKUP, &[i, v], &[o], None);
+    let bytes = m.finish(&[i], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    set_i32(&mut it, 0, &[1, 1]);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_f32().unwrap(), [3., 4., 3., 4.]);
+    set_i32(&mut it, 0, &[1, 3]);
+    assert!(it.invoke().is_err());
+
+    // FILL: dims from the input must equal the planned output shape [2, 3].
+    let mut m = ModelBuilder::new();
+    let d = m.tensor("dims", &[2], TensorType::INT32);
+    let v = m.const_f32("v", &[], &[7.]);
+    let o = m.f32("o", &[2, 3]);
+    m.op(B::FILL, &[d, v], &[o], None);
+    let bytes = m.finish(&[d], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    set_i32(&mut it, 0, &[2, 3]);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_f32().unwrap(), [7.; 6]);
+    for bad in [[3, 2], [-2, -3], [i32::MAX, 1]] {
+        set_i32(&mut it, 0, &bad);
+        assert!(it.invoke().is_err(), "{bad:?}");
+    }
+
+    // DYNAMIC_UPDATE_SLICE: start indices from the input, clamped.
+    let mut m = ModelBuilder::new();
+    let x = m.const_f32("x", &[2, 3], &[0.; 6]);
+    let u = m.const_f32("u", &[1, 2], &[1., 2.]);
+    let st = m.tensor("start", &[2], TensorType::INT32);
+    let o = m.f32("o", &[2, 3]);
+    m.op(B::DYNAMIC_UPDATE_SLICE, &[x, u, st], &[o], None);
+    let bytes = m.finish(&[st], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    set_i32(&mut it, 0, &[i32::MAX, i32::MIN]);
+    it.invoke().unwrap();
+    assert_eq!(
+        it.output(0).unwrap().as_f32().unwrap(),
+        [0., 0., 0., 1., 2., 0.]
+    );
+
+    // BROADCAST_ARGS: shapes that do not broadcast.
+    let mut m = ModelBuilder::new();
+    let a = m.tensor("a", &[2], TensorType::INT32);
+    let b = m.tensor("b", &[2], TensorType::INT32);
+    let o = m.tensor("o", &[2], TensorType::INT32);
+    m.op(B::BROADCAST_ARGS, &[a, b], &[o], None);
+    let bytes = m.finish(&[a, b], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    set_i32(&mut it, 0, &[2, 1]);
+    set_i32(&mut it, 1, &[1, 5]);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_i32().unwrap(), [2, 5]);
+    set_i32(&mut it, 1, &[3, 5]);
+    assert!(it.invoke().is_err());
+}
+
+/// Constant block shapes, paddings, crops, axes and block sizes that make no sense are refused
+/// when preparing.
+#[test]
+fn bad_layout_parameters_are_refused() {
+    let prepare =
+        |code: B, consts: &[(&[i32], &[i32])], opts: Option<common::Opts>, out: &[i32]| {
+            let mut m = ModelBuilder::new();
+            let x = m.f32("x", &[1, 4, 4, 8]);
+            let mut ins = vec![x];
+            for (k, (shape, v)) in consts.iter().enumerate() {
+                ins.push(m.const_i32(&format!("c{k}"), shape, v));
+            }
+            let o = m.f32("o", out);
+            m.op(code, &ins, &[o], opts);
+            let bytes = m.finish(&[x], &[o]);
+            let model = Model::from_bytes(&bytes).unwrap();
+            Interpreter::new(&model).map(|_| ())
+        };
+    let ok = prepare(
+        B::SPACE_TO_BATCH_ND,
+        &[(&[2], &[2, 2]), (&[2, 2], &[0, 0, 0, 0])],
+        None,
+        &[4, 2, 2, 8],
+    );
+    assert!(ok.is_ok(), "{ok:?}");
+    for (block, pads) in [
+        ([0, 2], [0, 0, 0, 0]),
+        ([-2, 2], [0, 0, 0, 0]),
+        ([2, 2], [-1, 1, 0, 0]),
+        ([2, 2], [i32::MAX, 1, 0, 0]),
+        ([3, 2], [0, 0, 0, 0]),
+    ] {
+        let r = prepare(
+            B::SPACE_TO_BATCH_ND,
+            &[(&[2], &block), (&[2, 2], &pads)],
+            None,
+            &[4, 2, 2, 8],
+        );
+        assert!(r.is_err(), "{block:?} {pads:?}");
+        let r = prepare(
+            B::BATCH_TO_SPACE_ND,
+            &[(&[2], &block), (&[2, 2], &pads)],
+            None,
+            &[1, 8, 8, 8],
+        );
+        assert!(r.is_err(), "{block:?} {pads:?}");
+    }
+    // Crops larger than the space.
+    let r = prepare(
+        B::BATCH_TO_SPACE_ND,
+        &[(&[2], &[1, 1]), (&[2, 2], &[3, 3, 0, 0])],
+        None,
+        &[1, 0, 4, 8],
+    );
+    assert!(r.is_err());
+    for axes in [&[4][..], &[-5], &[1, 1], &[1, -3]] {
+        let r = prepare(
+            B::REVERSE_V2,
+            &[(&[axes.len() as i32], axes)],
+            None,
+            &[1, 4, 4, 8],
+        );
+        assert!(r.is_err(), "{axes:?}");
+    }
+    for block in [0, -1, 3, i32::MAX] {
+        let o = opts(
+            94,
+            vec![F::I32(s::DepthToSpaceOptions::VT_BLOCK_SIZE, block)],
+        );
+        assert!(prepare(B::DEPTH_TO_SPACE, &[], o, &[1, 8, 8, 2]).is_err());
+        let o = opts(
+            19,
+            vec![F::I32(s::SpaceToDepthOptions::VT_BLOCK_SIZE, block)],
+        );
+        assert!(prepare(B::SPACE_TO_DEPTH, &[], o, &[1, 2, 2, 32]).is_err());
+    }
+}

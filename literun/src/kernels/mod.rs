@@ -4,15 +4,18 @@
 //! options, computes padding and calls them. They never panic on shapes the interpreter has
 //! validated, and do no allocation unless documented.
 
+pub mod accumulate;
 pub mod batch_matmul;
 pub mod compare;
 pub mod conv;
+pub mod data;
 pub mod depthwise_conv;
 pub mod elementwise;
 pub mod fully_connected;
 pub mod pool;
 pub mod reduce;
 pub mod resize;
+pub mod sequence;
 pub mod shape_ops;
 pub mod simd;
 pub mod softmax;

@@ -1,4 +1,5 @@
-//! MAX_POOL_2D and AVERAGE_POOL_2D (float32, NHWC), matching TFLite's reference kernels.
+//! MAX_POOL_2D, AVERAGE_POOL_2D and L2_POOL_2D (float32, NHWC), matching TFLite's reference
+//! kernels.
 //!
 //! Window positions that fall in the padding are skipped: max pooling ignores them and average
 //! pooling divides by the number of in-bounds positions only. Max starts from `f32::MIN`
@@ -145,6 +146,37 @@ pub fn average_pool_f32(
             let count = count.max(1) as f32;
             for v in acc.iter_mut() {
                 *v = act.apply(*v / count);
+            }
+        },
+    );
+}
+
+/// L2 pooling (TFLite's L2_POOL_2D, float only): `sqrt(sum of squares / count)` over the
+/// in-bounds window positions, then the fused activation.
+pub fn l2_pool_f32(
+    input: &[f32],
+    in_shape: [usize; 4],
+    p: &Pool2dParams,
+    output: &mut [f32],
+    out_shape: [usize; 4],
+) {
+    let act = p.activation;
+    pool(
+        input,
+        in_shape,
+        p,
+        output,
+        out_shape,
+        0.0,
+        |acc, row| {
+            for (s, &x) in acc.iter_mut().zip(row) {
+                *s += x * x;
+            }
+        },
+        |acc, count| {
+            let count = count.max(1) as f32;
+            for v in acc.iter_mut() {
+                *v = act.apply(crate::math::sqrtf(*v / count));
             }
         },
     );

@@ -166,6 +166,10 @@ pub struct TensorDesc<'a> {
     /// All quantization parameters (per-tensor or per-channel) of an integer tensor, verified.
     /// `None` when the file has none (or for float tensors).
     pub qparams: Option<QuantParams<'a>>,
+    /// A variable tensor (`is_variable`): state an operator keeps across invocations (TFLite
+    /// zeroes it when allocating when it has no data), so readable before any operator writes it.
+    /// Read with the `ops-sequence` feature (the operators that keep state); `false` without.
+    pub variable: bool,
 }
 
 /// An operator of subgraph 0.
@@ -469,6 +473,9 @@ impl<'a> Model<'a> {
                     shape_signature,
                     quant,
                     qparams,
+                    // Only the sequence operators keep state; builds without them (the
+                    // firmware) skip reading the flag and refuse such files as before.
+                    variable: cfg!(feature = "ops-sequence") && t.is_variable(),
                 });
             }
         }
@@ -500,6 +507,11 @@ impl<'a> Model<'a> {
         let mut produced = vec![false; nt];
         for &i in &in_ids {
             produced[i] = true;
+        }
+        // Variable tensors hold state from before the first operator runs.
+        #[cfg(feature = "ops-sequence")]
+        for (p, t) in produced.iter_mut().zip(&tensors) {
+            *p |= t.variable;
         }
         if let Some(sops) = sg.operators() {
             for (oi, op) in sops.iter().enumerate() {

@@ -21,7 +21,8 @@ pub const MAX_VARIADIC: usize = 1024;
 /// feature; each operator has its input and output counts
 /// `(inputs min, max, required, outputs min, max)`. [`arity`], [`family_feature`],
 /// [`supported_name`] and `crate::ops::prepare_op` all come from this table:
-/// `op_table!(callback)` calls `callback!` with it.
+/// `op_table!(callback)` calls `callback!` with it. The families after the `;` are named only
+/// when compiled in (or with `error-details`).
 macro_rules! op_table {
     ($callback:ident) => {
         $callback! {
@@ -41,15 +42,16 @@ macro_rules! op_table {
                 BATCH_MATMUL: (2, 2, 2, 1, 1);
             }
             pool "ops-pool" {
-                MAX_POOL_2D AVERAGE_POOL_2D: (1, 1, 1, 1, 1);
+                MAX_POOL_2D AVERAGE_POOL_2D L2_POOL_2D: (1, 1, 1, 1, 1);
             }
             softmax "ops-softmax" {
                 SOFTMAX LOG_SOFTMAX: (1, 1, 1, 1, 1);
             }
             elementwise "ops-elementwise" {
-                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU: (2, 2, 2, 1, 1);
+                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU FLOOR_DIV FLOOR_MOD:
+                    (2, 2, 2, 1, 1);
                 ABS NEG EXP LOG SQRT RSQRT RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH GELU
-                    LEAKY_RELU FLOOR CEIL ROUND SQUARE CAST: (1, 1, 1, 1, 1);
+                    LEAKY_RELU FLOOR CEIL ROUND SQUARE SIN COS ELU CAST: (1, 1, 1, 1, 1);
             }
             reshape "ops-reshape" {
                 RESHAPE: (1, 2, 1, 1, 1);
@@ -67,12 +69,16 @@ macro_rules! op_table {
                 SPLIT_V: (3, 3, 3, 1, MAX_VARIADIC);
                 SLICE: (3, 3, 3, 1, 1);
                 STRIDED_SLICE: (3, 4, 3, 1, 1);
+                PACK: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
+                UNPACK: (1, 1, 1, 1, MAX_VARIADIC);
+                REVERSE_V2 EMBEDDING_LOOKUP: (2, 2, 2, 1, 1);
+                DEPTH_TO_SPACE SPACE_TO_DEPTH: (1, 1, 1, 1, 1);
             }
             quantize "ops-quantize" {
                 QUANTIZE DEQUANTIZE: (1, 1, 1, 1, 1);
             }
             reduce "ops-reduce" {
-                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
+                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD REDUCE_ALL ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
             }
             resize "ops-resize" {
                 RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR: (2, 2, 2, 1, 1);
@@ -83,6 +89,24 @@ macro_rules! op_table {
                 LOGICAL_NOT: (1, 1, 1, 1, 1);
                 SELECT_V2: (3, 3, 3, 1, 1);
                 TOPK_V2: (2, 2, 2, 2, 2);
+            }
+            ;
+            // TFLite Micro's further builtins: named in errors (`supported_name`) only when their
+            // family or `error-details` is compiled in, so builds without them (the firmware)
+            // carry none of their names.
+            data "ops-data" {
+                SHAPE ZEROS_LIKE: (1, 1, 1, 1, 1);
+                FILL BROADCAST_ARGS GATHER_ND: (2, 2, 2, 1, 1);
+                DYNAMIC_UPDATE_SLICE SPACE_TO_BATCH_ND BATCH_TO_SPACE_ND: (3, 3, 3, 1, 1);
+            }
+            accumulate "ops-accumulate" {
+                ADD_N: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
+                CUMSUM: (2, 2, 2, 1, 1);
+                L2_NORMALIZATION: (1, 1, 1, 1, 1);
+            }
+            sequence "ops-sequence" {
+                UNIDIRECTIONAL_SEQUENCE_LSTM: (20, 24, 1, 1, 1);
+                SVDF: (5, 5, 3, 1, 1);
             }
         }
     };
@@ -95,6 +119,10 @@ macro_rules! registry {
         $family:ident $feature:literal {
             $( $($op:ident)+ : ($i0:expr, $i1:expr, $req:expr, $o0:expr, $o1:expr); )*
         }
+    )* ; $(
+        $lfamily:ident $lfeature:literal {
+            $( $($lop:ident)+ : ($li0:expr, $li1:expr, $lreq:expr, $lo0:expr, $lo1:expr); )*
+        }
     )*) => {
         /// The arity of a supported operator, `None` when literun does not support it.
         pub fn arity(code: B) -> Option<Arity> {
@@ -103,6 +131,11 @@ macro_rules! registry {
                     inputs: $i0..=$i1,
                     outputs: $o0..=$o1,
                     required_inputs: $req,
+                }, )*)*
+                $($( $(B::$lop)|+ => Arity {
+                    inputs: $li0..=$li1,
+                    outputs: $lo0..=$lo1,
+                    required_inputs: $lreq,
                 }, )*)*
                 _ => return None,
             })
@@ -113,18 +146,30 @@ macro_rules! registry {
         pub fn family_feature(code: B) -> Option<&'static str> {
             Some(match code {
                 $( $($(B::$op)|+)|* => $feature, )*
+                $( $($(B::$lop)|+)|* => $lfeature, )*
                 _ => return None,
             })
         }
 
-        /// The name of an operator literun supports (compiled in or not), e.g. `"CONV_2D"`;
-        /// `None` for others. Without the `error-details` feature, errors name operators with
-        /// this (the schema's full list of names is 4 KiB of firmware); with it, with the
-        /// schema's names.
+        /// The name of an operator literun supports (compiled in or not, but those of the
+        /// families after the table's `;` only when compiled in or with `error-details`), e.g.
+        /// `"CONV_2D"`; `None` for others. Without the `error-details` feature, errors name
+        /// operators with this (the schema's full list of names is 4 KiB of firmware); with
+        /// it, with the schema's names.
         pub fn supported_name(code: B) -> Option<&'static str> {
             // Codes (all below 256) and space-separated names: a compact table, searched rarely.
             const CODES: &[u8] = &[$($($(B::$op.0 as u8,)+)*)*];
             const NAMES: &str = concat!($($($(stringify!($op), " ",)+)*)*);
+            $(
+                #[cfg(any(feature = $lfeature, feature = "error-details"))]
+                {
+                    const CODES: &[u8] = &[$($(B::$lop.0 as u8,)+)*];
+                    const NAMES: &str = concat!($($(stringify!($lop), " ",)+)*);
+                    if let Some(n) = name_in(CODES, NAMES, code) {
+                        return Some(n);
+                    }
+                }
+            )*
             name_in(CODES, NAMES, code)
         }
     };
@@ -157,7 +202,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 19] = compiled_in![
+pub const FEATURES: [(&str, bool); 22] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -177,6 +222,9 @@ pub const FEATURES: [(&str, bool); 19] = compiled_in![
     "ops-reduce",
     "ops-resize",
     "ops-compare",
+    "ops-data",
+    "ops-accumulate",
+    "ops-sequence",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.

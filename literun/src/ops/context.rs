@@ -29,6 +29,7 @@ pub(crate) mod tag {
     pub const DEPTHWISE_CONV_2D: u8 = 2;
     pub const POOL_2D: u8 = 5;
     pub const FULLY_CONNECTED: u8 = 8;
+    pub const L2_NORMALIZATION: u8 = 12;
     pub const SOFTMAX: u8 = 9;
     pub const CONCATENATION: u8 = 10;
     pub const ADD: u8 = 11;
@@ -40,12 +41,19 @@ pub(crate) mod tag {
     pub const DIV: u8 = 29;
     pub const SQUEEZE: u8 = 30;
     pub const STRIDED_SLICE: u8 = 32;
+    pub const SPACE_TO_DEPTH: u8 = 19;
     pub const SPLIT: u8 = 35;
     pub const TRANSPOSE_CONV: u8 = 49;
+    pub const SHAPE: u8 = 55;
+    pub const PACK: u8 = 59;
+    pub const UNPACK: u8 = 64;
     pub const RESIZE_NEAREST: u8 = 74;
     pub const LEAKY_RELU: u8 = 75;
     pub const MIRROR_PAD: u8 = 77;
+    pub const DEPTH_TO_SPACE: u8 = 94;
+    pub const UNIDIRECTIONAL_SEQUENCE_LSTM: u8 = 71;
     pub const BATCH_MATMUL: u8 = 101;
+    pub const CUMSUM: u8 = 102;
     pub const GELU: u8 = 116;
 }
 

@@ -1,5 +1,5 @@
-//! The binary arithmetic operators (ADD ... SQUARED_DIFFERENCE, PRELU), the unary math
-//! operators and CAST.
+//! The binary arithmetic operators (ADD ... SQUARED_DIFFERENCE, PRELU, FLOOR_DIV, FLOOR_MOD),
+//! the unary math operators and CAST.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -69,7 +69,9 @@ pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         | B::MAXIMUM
         | B::MINIMUM
         | B::SQUARED_DIFFERENCE
-        | B::PRELU => binary(c, code),
+        | B::PRELU
+        | B::FLOOR_DIV
+        | B::FLOOR_MOD => binary(c, code),
         _ => unary(c, code),
     }
 }
@@ -86,6 +88,8 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::MINIMUM => (O::Minimum, None),
         B::SQUARED_DIFFERENCE => (O::SquaredDifference, None),
         B::PRELU => (O::Prelu, None),
+        B::FLOOR_DIV => (O::FloorDiv, None),
+        B::FLOOR_MOD => (O::FloorMod, None),
         // A code listed for the family in the op table but not mapped here.
         _ => return Err(c.err("no elementwise kernel for this operator")),
     };
@@ -101,7 +105,14 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     }
     let int_ok = matches!(
         op,
-        O::Add | O::Sub | O::Mul | O::Maximum | O::Minimum | O::SquaredDifference
+        O::Add
+            | O::Sub
+            | O::Mul
+            | O::Maximum
+            | O::Minimum
+            | O::SquaredDifference
+            | O::FloorDiv
+            | O::FloorMod
     );
     let allowed: &[DType] = if int_ok {
         &[DType::F32, DType::I32]
@@ -147,6 +158,9 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::CEIL => U::Ceil,
         B::ROUND => U::Round,
         B::SQUARE => U::Square,
+        B::SIN => U::Sin,
+        B::COS => U::Cos,
+        B::ELU => U::Elu,
         B::GELU => {
             let approximate = match c.options(tag::GELU)? {
                 Some(t) => c.opt(t.bool(schema::GeluOptions::VT_APPROXIMATE, false))?,
@@ -279,6 +293,14 @@ pub(crate) fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
             ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x))
         }
         U::Tanh | U::Gelu { .. } => ew::lut8_from_float(qi, qo, signed, |x| ew::unary_fn(op, x)),
+        // TFLite's int8 table: `e^x - 1` (its float kernel: `expm1`).
+        U::Elu if signed => ew::lut8_from_float(qi, qo, signed, |x| {
+            if x < 0.0 {
+                crate::math::expf(x) - 1.0
+            } else {
+                x
+            }
+        }),
         U::Rsqrt if signed => {
             let table = ew::rsqrt_i8_table(qi, qo).ok_or_else(|| {
                 c.err(format!(
@@ -393,7 +415,9 @@ impl Elementwise {
                                 range,
                                 cast_out(out)?,
                             )
-                            .map_err(|_| op_err(index, op, "no int32 form"))?;
+                            .map_err(|_| {
+                                op_err(index, op, "int32 division by zero, or no int32 form")
+                            })?;
                         }
                         _ => ew::binary_f32(
                             *bop,

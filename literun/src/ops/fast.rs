@@ -153,6 +153,12 @@ impl Fast {
             Kind::Elementwise(k) => k.fast(isa),
             Kind::Shape(k) => k.fast(isa),
             Kind::Quantize(k) => k.fast(isa),
+            #[cfg(feature = "ops-data")]
+            Kind::Data(_) => None,
+            #[cfg(feature = "ops-accumulate")]
+            Kind::Accumulate(_) => None,
+            #[cfg(feature = "ops-sequence")]
+            Kind::Sequence(_) => None,
             Kind::TransposeConv(_)
             | Kind::BatchMatMul(_)
             | Kind::Pool(_)
@@ -185,6 +191,12 @@ pub(crate) fn run_fast(
         Kind::Elementwise(k) => k.run_fast(fast, ins, out, s),
         Kind::Shape(k) => k.run_fast(fast, ins, out, s),
         Kind::Quantize(k) => k.run_fast(fast, ins, out, s),
+        #[cfg(feature = "ops-data")]
+        Kind::Data(_) => None,
+        #[cfg(feature = "ops-accumulate")]
+        Kind::Accumulate(_) => None,
+        #[cfg(feature = "ops-sequence")]
+        Kind::Sequence(_) => None,
         Kind::TransposeConv(_)
         | Kind::BatchMatMul(_)
         | Kind::Pool(_)

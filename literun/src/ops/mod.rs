@@ -15,11 +15,15 @@
     )
 )]
 
+#[cfg(feature = "ops-accumulate")]
+use self::accumulate::Accumulate;
 use self::batch_matmul::BatchMatMul;
 use self::buffers::{Ins, Scratch};
 use self::compare::Compare;
 use self::context::Ctx;
 use self::conv::Conv;
+#[cfg(feature = "ops-data")]
+use self::data::Data;
 use self::depthwise_conv::Depthwise;
 use self::elementwise::Elementwise;
 use self::fully_connected::FullyConnected;
@@ -28,6 +32,8 @@ use self::pool::Pool;
 use self::quantize::Quantize;
 use self::reduce::Reduce;
 use self::resize::Resize;
+#[cfg(feature = "ops-sequence")]
+use self::sequence::Sequence;
 use self::shape::Shape;
 use self::softmax::Softmax;
 use self::transpose_conv::TransposeConv;
@@ -48,9 +54,13 @@ pub(crate) mod buffers;
 pub(crate) mod context;
 pub(crate) mod fast;
 
+#[cfg(feature = "ops-accumulate")]
+pub(crate) mod accumulate;
 pub(crate) mod batch_matmul;
 pub(crate) mod compare;
 pub(crate) mod conv;
+#[cfg(feature = "ops-data")]
+pub(crate) mod data;
 pub(crate) mod depthwise_conv;
 pub(crate) mod elementwise;
 pub(crate) mod fully_connected;
@@ -60,7 +70,10 @@ pub(crate) mod quantize;
 pub(crate) mod reduce;
 pub(crate) mod reshape;
 pub(crate) mod resize;
+#[cfg(feature = "ops-sequence")]
+pub(crate) mod sequence;
 pub(crate) mod shape;
+pub(crate) mod shape_views;
 pub(crate) mod softmax;
 pub(crate) mod transpose_conv;
 
@@ -102,6 +115,14 @@ pub(crate) enum Kind {
     Reduce(Reduce),
     Resize(Resize),
     Compare(Compare),
+    // The families added for TFLite Micro's builtins exist only when compiled in, so that
+    // builds without them (the firmware) carry none of their dispatch and drop code.
+    #[cfg(feature = "ops-data")]
+    Data(Data),
+    #[cfg(feature = "ops-accumulate")]
+    Accumulate(Accumulate),
+    #[cfg(feature = "ops-sequence")]
+    Sequence(Sequence),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -117,12 +138,20 @@ macro_rules! prepare_dispatch {
         $family:ident $feature:literal {
             $( $($op:ident)+ : $arity:tt; )*
         }
+    )* ; $(
+        $lfamily:ident $lfeature:literal {
+            $( $($lop:ident)+ : $larity:tt; )*
+        }
     )*) => {
         fn prepare_family(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             match code {
                 $(
                     #[cfg(feature = $feature)]
                     $($(B::$op)|+)|* => $family::prepare(c, code),
+                )*
+                $(
+                    #[cfg(feature = $lfeature)]
+                    $($(B::$lop)|+)|* => $lfamily::prepare(c, code),
                 )*
                 _ => Err(c.err("not supported by the interpreter")),
             }
@@ -199,6 +228,12 @@ impl Kind {
             Kind::BatchMatMul(k) => k.scratch(),
             Kind::Reduce(k) => k.scratch(),
             Kind::Compare(k) => k.scratch(),
+            #[cfg(feature = "ops-data")]
+            Kind::Data(_) => (0, 0, 0),
+            #[cfg(feature = "ops-accumulate")]
+            Kind::Accumulate(_) => (0, 0, 0),
+            #[cfg(feature = "ops-sequence")]
+            Kind::Sequence(_) => (0, 0, 0),
             Kind::Pool(_)
             | Kind::Softmax(_)
             | Kind::Elementwise(_)
@@ -237,6 +272,12 @@ impl Kind {
             Kind::Reduce(k) => k.run(index, op, ins, out, scratch),
             Kind::Resize(k) => k.run(index, op, ins, out, scratch),
             Kind::Compare(k) => k.run(index, op, ins, out, scratch),
+            #[cfg(feature = "ops-data")]
+            Kind::Data(k) => k.run(index, op, ins, out, scratch),
+            #[cfg(feature = "ops-accumulate")]
+            Kind::Accumulate(k) => k.run(index, op, ins, out, scratch),
+            #[cfg(feature = "ops-sequence")]
+            Kind::Sequence(k) => k.run(index, op, ins, out, scratch),
             Kind::Copy => {
                 let i = ins.bytes(0).unwrap_or(&[]);
                 if i.len() == out.len() {
@@ -324,7 +365,7 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         K::BatchMatMul(BatchMatMul::F32 { .. }) => (f!("ops-batch-matmul"), Some(F)),
         K::BatchMatMul(BatchMatMul::I8 { .. }) => (f!("ops-batch-matmul"), Some(I)),
         K::BatchMatMul(BatchMatMul::Hybrid { .. }) => (f!("ops-batch-matmul"), Some(H)),
-        K::Pool(Pool::F32 { .. }) => (f!("ops-pool"), Some(F)),
+        K::Pool(Pool::F32 { .. }) | K::Pool(Pool::L2F32 { .. }) => (f!("ops-pool"), Some(F)),
         K::Pool(Pool::Quantized {
             precision: Precision::I8,
             ..
@@ -359,13 +400,34 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         })
         | K::Reduce(Reduce::SumI8 { .. })
         | K::Reduce(Reduce::MaxMinI8 { .. }) => (f!("ops-reduce"), Some(I)),
-        K::Reduce(Reduce::ArgMinMax { .. }) => (f!("ops-reduce"), None),
+        K::Reduce(Reduce::ArgMinMax { .. }) | K::Reduce(Reduce::All { .. }) => {
+            (f!("ops-reduce"), None)
+        }
         K::Resize(Resize { .. }) => (f!("ops-resize"), None),
         K::Compare(Compare::Relation { .. })
         | K::Compare(Compare::Logical { .. })
         | K::Compare(Compare::LogicalNot)
         | K::Compare(Compare::Select { .. })
         | K::Compare(Compare::TopK { .. }) => (f!("ops-compare"), None),
+        #[cfg(feature = "ops-data")]
+        K::Data(Data::Shape { .. })
+        | K::Data(Data::Fill { .. })
+        | K::Data(Data::Zeros)
+        | K::Data(Data::BroadcastArgs { .. })
+        | K::Data(Data::GatherNd { .. })
+        | K::Data(Data::UpdateSlice { .. })
+        | K::Data(Data::SpaceBatch { .. }) => (f!("ops-data"), None),
+        #[cfg(feature = "ops-accumulate")]
+        K::Accumulate(Accumulate::AddN { .. })
+        | K::Accumulate(Accumulate::CumSum { .. })
+        | K::Accumulate(Accumulate::L2NormF32 { .. })
+        | K::Accumulate(Accumulate::L2NormI8 { .. }) => (f!("ops-accumulate"), None),
+        #[cfg(feature = "ops-sequence")]
+        K::Sequence(Sequence::Lstm(_)) | K::Sequence(Sequence::SvdfF32 { .. }) => {
+            (f!("ops-sequence"), Some(F))
+        }
+        #[cfg(feature = "ops-sequence")]
+        K::Sequence(Sequence::SvdfI8 { .. }) => (f!("ops-sequence"), Some(I)),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };

@@ -1,4 +1,4 @@
-//! MAX_POOL_2D and AVERAGE_POOL_2D (float32, int8, int16).
+//! MAX_POOL_2D and AVERAGE_POOL_2D (float32, int8, int16), L2_POOL_2D (float32).
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -41,16 +41,27 @@ pub(crate) enum Pool {
         in_shape: [usize; 4],
         out_shape: [usize; 4],
     },
+    /// L2_POOL_2D.
+    L2F32 {
+        params: Pool2dParams,
+        in_shape: [usize; 4],
+        out_shape: [usize; 4],
+    },
 }
 
 /// Prepares MAX_POOL_2D or AVERAGE_POOL_2D: this family's entry in the operator table
 /// ([`crate::model::registry::op_table`]).
 pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
-    pool2d(c, code == B::MAX_POOL_2D)
+    pool2d(c, code)
 }
 
-fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
-    let dt = c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?;
+fn pool2d(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
+    let max = code == B::MAX_POOL_2D;
+    let dt = if code == B::L2_POOL_2D {
+        c.want_dtype(0, &[DType::F32])?
+    } else {
+        c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?
+    };
     use schema::Pool2DOptions as O;
     let t = c
         .options(tag::POOL_2D)?
@@ -95,6 +106,13 @@ fn pool2d(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
             out_shape: os,
             act_min,
             act_max,
+        }));
+    }
+    if code == B::L2_POOL_2D {
+        return Ok(Kind::Pool(Pool::L2F32 {
+            params,
+            in_shape: is,
+            out_shape: os,
         }));
     }
     Ok(Kind::Pool(Pool::F32 {
@@ -194,6 +212,16 @@ impl Pool {
                         }
                     }
                 }
+                #[cfg(not(all(feature = "ops-pool", feature = "ops-float")))]
+                return Err(super::compiled_out(_index, _op));
+            }
+            Pool::L2F32 {
+                params,
+                in_shape,
+                out_shape,
+            } => {
+                #[cfg(all(feature = "ops-pool", feature = "ops-float"))]
+                pool::l2_pool_f32(ins.typed(0)?, *in_shape, params, cast_out(out)?, *out_shape);
                 #[cfg(not(all(feature = "ops-pool", feature = "ops-float")))]
                 return Err(super::compiled_out(_index, _op));
             }

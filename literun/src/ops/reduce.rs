@@ -1,4 +1,4 @@
-//! MEAN, SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, ARG_MAX and ARG_MIN.
+//! MEAN, SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, REDUCE_ALL, ARG_MAX and ARG_MIN.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -59,6 +59,8 @@ pub(crate) enum Reduce {
         axes: Vec<usize>,
         kind: ReduceKind,
     },
+    /// REDUCE_ALL of BOOL values: their minimum as bytes, written as 0 or 1.
+    All { shape: Vec<usize>, axes: Vec<usize> },
 }
 
 /// Prepares a reduction: this family's entry in the operator table
@@ -102,7 +104,9 @@ fn arg_min_max(c: &Ctx<'_, '_>, max: bool) -> Result<Kind> {
 }
 
 fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
-    let dt = if code == B::REDUCE_PROD {
+    let dt = if code == B::REDUCE_ALL {
+        c.want_dtype(0, &[DType::Bool])?
+    } else if code == B::REDUCE_PROD {
         c.want_dtype(0, &[DType::F32])?
     } else {
         c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?
@@ -115,6 +119,7 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::SUM => ReduceKind::Sum,
         B::REDUCE_MAX => ReduceKind::Max,
         B::REDUCE_MIN => ReduceKind::Min,
+        B::REDUCE_ALL => ReduceKind::Sum,
         _ => ReduceKind::Prod,
     };
     let keep = match c.options(tag::REDUCER)? {
@@ -146,6 +151,13 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         }
     }
     c.check_out(0, &out, dt)?;
+    if dt == DType::Bool {
+        // ALL over an empty axis is true: the kernel's starting value.
+        return Ok(Kind::Reduce(Reduce::All {
+            shape: s.to_vec(),
+            axes,
+        }));
+    }
     if dt == DType::I8 && matches!(kind, ReduceKind::Max | ReduceKind::Min) {
         let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
         if qi != qo {
@@ -350,6 +362,19 @@ impl Reduce {
                 #[cfg(not(all(feature = "ops-reduce", feature = "ops-int8")))]
                 return Err(super::compiled_out(_index, _op));
             }
+            Reduce::All { shape, axes } => {
+                #[cfg(feature = "ops-reduce")]
+                {
+                    let i: &[i8] = bytemuck::cast_slice(ins.bytes(0).unwrap_or(&[]));
+                    let o: &mut [i8] = bytemuck::cast_slice_mut(out);
+                    reduce::reduce_max_min_i8(i, shape, axes, false, o);
+                    for v in o {
+                        *v = i8::from(*v != 0);
+                    }
+                }
+                #[cfg(not(feature = "ops-reduce"))]
+                return Err(super::compiled_out(_index, _op));
+            }
             Reduce::F32 { shape, axes, kind } => {
                 #[cfg(all(feature = "ops-reduce", feature = "ops-float"))]
                 {
@@ -377,7 +402,10 @@ impl Reduce {
                     .product();
                 (0, 0, out)
             }
-            Reduce::F32 { .. } | Reduce::MaxMinI8 { .. } | Reduce::ArgMinMax { .. } => (0, 0, 0),
+            Reduce::F32 { .. }
+            | Reduce::MaxMinI8 { .. }
+            | Reduce::ArgMinMax { .. }
+            | Reduce::All { .. } => (0, 0, 0),
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Data movement: TRANSPOSE, CONCATENATION, SPLIT(_V), SLICE, STRIDED_SLICE, GATHER,
-//! BROADCAST_TO and TILE.
+//! BROADCAST_TO and TILE, and the operators prepared as views of these in [`super::shape_views`]
+//! (PACK, UNPACK, REVERSE_V2, DEPTH_TO_SPACE, SPACE_TO_DEPTH, EMBEDDING_LOOKUP).
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -16,6 +17,7 @@
 use super::buffers::{by_size, cast_out, Ins, Scratch};
 use super::context::{activation, data_dtype, tag, Ctx};
 use super::fast::Fast;
+use super::shape_views as views;
 use super::Kind;
 use crate::error::{format, Result};
 use crate::kernels::simd::FastScratch;
@@ -64,7 +66,9 @@ pub(crate) enum Shape {
         size: usize,
         act: Activation,
     },
+    /// GATHER (`params` 0, indices 1) or EMBEDDING_LOOKUP (`params` 1, indices 0).
     Gather {
+        params: usize,
         outer: usize,
         axis_size: usize,
         inner: usize,
@@ -84,6 +88,12 @@ pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::STRIDED_SLICE => strided_slice(c),
         B::GATHER => gather(c),
         B::BROADCAST_TO => broadcast_to(c),
+        B::PACK => views::pack(c),
+        B::UNPACK => views::unpack(c),
+        B::REVERSE_V2 => views::reverse(c),
+        B::DEPTH_TO_SPACE => views::depth_space(c, true),
+        B::SPACE_TO_DEPTH => views::depth_space(c, false),
+        B::EMBEDDING_LOOKUP => views::embedding_lookup(c),
         _ => tile(c),
     }
 }
@@ -407,6 +417,7 @@ fn gather(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.check_out(0, &out, dt)?;
     c.same_q(0, 0)?;
     Ok(Kind::Shape(Shape::Gather {
+        params: 0,
         outer: s[..ax].iter().product(),
         axis_size: s[ax],
         inner: s[ax + 1..].iter().product(),
@@ -594,6 +605,7 @@ impl Shape {
                 return Err(super::compiled_out(index, op));
             }
             Shape::Gather {
+                params,
                 outer,
                 axis_size,
                 inner,
@@ -603,10 +615,11 @@ impl Shape {
                 #[cfg(feature = "ops-shape")]
                 {
                     {
+                        let ik = 1 - *params;
                         let r = match idx {
                             DType::I64 => {
-                                let ix = ins.typed::<i64>(1)?;
-                                by_size!(*size, ins, 0, out, |i, o| so::gather(
+                                let ix = ins.typed::<i64>(ik)?;
+                                by_size!(*size, ins, *params, out, |i, o| so::gather(
                                     i,
                                     *outer,
                                     *axis_size,
@@ -616,8 +629,8 @@ impl Shape {
                                 ))
                             }
                             _ => {
-                                let ix = ins.typed::<i32>(1)?;
-                                by_size!(*size, ins, 0, out, |i, o| so::gather(
+                                let ix = ins.typed::<i32>(ik)?;
+                                by_size!(*size, ins, *params, out, |i, o| so::gather(
                                     i,
                                     *outer,
                                     *axis_size,

@@ -49,6 +49,7 @@ struct T {
     ty: TensorType,
     buffer: u32,
     quant: Option<(Vec<f32>, Vec<i64>, i32)>,
+    variable: bool,
 }
 
 struct Op {
@@ -88,6 +89,7 @@ impl ModelBuilder {
             ty,
             buffer: 0,
             quant: None,
+            variable: false,
         });
         self.tensors.len() as i32 - 1
     }
@@ -105,6 +107,7 @@ impl ModelBuilder {
             ty,
             buffer: b,
             quant: None,
+            variable: false,
         });
         self.tensors.len() as i32 - 1
     }
@@ -122,6 +125,11 @@ impl ModelBuilder {
     /// Sets a tensor's quantization parameters (scales, zero points, quantized dimension).
     pub fn quant(&mut self, t: i32, scales: &[f32], zero_points: &[i64], qdim: i32) {
         self.tensors[t as usize].quant = Some((scales.to_vec(), zero_points.to_vec(), qdim));
+    }
+
+    /// Marks a tensor as a variable (`is_variable`: state kept across invocations).
+    pub fn variable(&mut self, t: i32) {
+        self.tensors[t as usize].variable = true;
     }
 
     /// A per-tensor quantized tensor.
@@ -202,6 +210,7 @@ impl ModelBuilder {
                         buffer: t.buffer,
                         name,
                         quantization,
+                        is_variable: t.variable,
                         ..Default::default()
                     },
                 )

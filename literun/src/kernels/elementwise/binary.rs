@@ -16,6 +16,51 @@ pub enum BinaryOp {
     SquaredDifference,
     /// `x >= 0 ? x : x * alpha` with `b` = alpha.
     Prelu,
+    /// `floor(x / y)`.
+    FloorDiv,
+    /// `x - floor(x / y) * y` with the sign of `y`, from the truncated remainder as TFLite.
+    FloorMod,
+}
+
+/// TFLite's float FLOOR_MOD: the truncated remainder (`fmod`), moved by `y` when its sign
+/// differs from `y`'s.
+#[inline]
+fn floor_mod_f32(x: f32, y: f32) -> f32 {
+    let r = x % y;
+    if r != 0.0 && ((y < 0.0) != (r < 0.0)) {
+        r + y
+    } else {
+        r
+    }
+}
+
+/// TFLite's integer FLOOR_DIV (through double, floored) and FLOOR_MOD; `y` is not 0 (checked
+/// before: TFLite fails the invocation).
+#[inline]
+fn floor_div_i32(x: i32, y: i32) -> i32 {
+    floorf64(f64::from(x) / f64::from(y)) as i32
+}
+
+#[inline]
+fn floor_mod_i32(x: i32, y: i32) -> i32 {
+    let r = x.wrapping_rem(y);
+    if r != 0 && ((y < 0) != (r < 0)) {
+        r.wrapping_add(y)
+    } else {
+        r
+    }
+}
+
+/// `floor` of an f64 whose magnitude is below 2^53 or not an integer's concern (the quotient of
+/// two i32 values), without the math library.
+#[inline]
+fn floorf64(v: f64) -> f64 {
+    let t = v as i64 as f64;
+    if t > v {
+        t - 1.0
+    } else {
+        t
+    }
 }
 
 /// `out = act(a op b)` over `bc`.
@@ -46,6 +91,8 @@ pub fn binary_f32(
         BinaryOp::Minimum => go!(|x: f32, y: f32| if x < y { x } else { y }),
         BinaryOp::SquaredDifference => go!(|x: f32, y: f32| (x - y) * (x - y)),
         BinaryOp::Prelu => go!(|x: f32, y: f32| if x >= 0.0 { x } else { x * y }),
+        BinaryOp::FloorDiv => go!(|x: f32, y: f32| floorf(x / y)),
+        BinaryOp::FloorMod => go!(floor_mod_f32),
     }
 }
 
@@ -62,8 +109,8 @@ pub fn activation_range_i32(act: Activation) -> Option<(i32, i32)> {
 }
 
 /// `out = clamp(a op b)` for int32 (ADD, SUB, MUL wrap like TFLite's two's-complement
-/// arithmetic; MAXIMUM, MINIMUM, SQUARED_DIFFERENCE too). `Err(())` for an operator with no
-/// int32 form here.
+/// arithmetic; MAXIMUM, MINIMUM, SQUARED_DIFFERENCE, FLOOR_DIV, FLOOR_MOD too). `Err(())` for an
+/// operator with no int32 form here, and for FLOOR_DIV / FLOOR_MOD by zero (nothing written).
 #[allow(clippy::result_unit_err)]
 pub fn binary_i32(
     op: BinaryOp,
@@ -84,6 +131,9 @@ pub fn binary_i32(
             let d = x.wrapping_sub(y);
             d.wrapping_mul(d)
         }),
+        BinaryOp::FloorDiv | BinaryOp::FloorMod if b.contains(&0) => return Err(()),
+        BinaryOp::FloorDiv => bc.apply(a, b, out, floor_div_i32),
+        BinaryOp::FloorMod => bc.apply(a, b, out, floor_mod_i32),
         _ => return Err(()),
     }
     Ok(())
@@ -194,5 +244,43 @@ mod tests {
         .unwrap();
         assert_eq!(out, [6, 0, 6, 0]);
         assert!(binary_i32(BinaryOp::Div, &bc, &[1; 4], &[1; 2], (0, 1), &mut out).is_err());
+    }
+
+    /// FLOOR_DIV and FLOOR_MOD round toward negative infinity; the remainder has the divisor's
+    /// sign; an integer division by zero is an error.
+    #[test]
+    fn floor_div_and_mod() {
+        let bc = Broadcast::new(&[4], &[4]).unwrap();
+        let (a, b) = ([7.0, -7.0, 7.0, -7.5], [2.0, 2.0, -2.0, -2.0]);
+        let mut out = [0.0; 4];
+        binary_f32(BinaryOp::FloorDiv, &bc, &a, &b, Activation::None, &mut out);
+        assert_eq!(out, [3.0, -4.0, -4.0, 3.0]);
+        binary_f32(BinaryOp::FloorMod, &bc, &a, &b, Activation::None, &mut out);
+        assert_eq!(out, [1.0, 1.0, -1.0, -1.5]);
+        let r = (i32::MIN, i32::MAX);
+        let mut o = [0; 4];
+        binary_i32(
+            BinaryOp::FloorDiv,
+            &bc,
+            &[7, -7, 7, -8],
+            &[2, 2, -2, -2],
+            r,
+            &mut o,
+        )
+        .unwrap();
+        assert_eq!(o, [3, -4, -4, 4]);
+        binary_i32(
+            BinaryOp::FloorMod,
+            &bc,
+            &[7, -7, 7, -8],
+            &[2, 2, -2, -2],
+            r,
+            &mut o,
+        )
+        .unwrap();
+        assert_eq!(o, [1, 1, -1, 0]);
+        binary_i32(BinaryOp::FloorMod, &bc, &[i32::MIN; 4], &[-1; 4], r, &mut o).unwrap();
+        assert_eq!(o, [0; 4]);
+        assert!(binary_i32(BinaryOp::FloorDiv, &bc, &[1; 4], &[1, 0, 1, 1], r, &mut o).is_err());
     }
 }

@@ -29,6 +29,10 @@ pub enum UnaryOp {
     /// To the nearest integer, halves to even (TFLite's ROUND).
     Round,
     Square,
+    Sin,
+    Cos,
+    /// `x < 0 ? e^x - 1 : x` (`expm1`, as TFLite's float kernel).
+    Elu,
 }
 
 /// The float function of a unary operator (TFLite reference formulas).
@@ -66,6 +70,15 @@ pub fn unary_fn(op: UnaryOp, x: f32) -> f32 {
         UnaryOp::Ceil => ceilf(x),
         UnaryOp::Round => round_half_even(x),
         UnaryOp::Square => x * x,
+        UnaryOp::Sin => sinf(x),
+        UnaryOp::Cos => cosf(x),
+        UnaryOp::Elu => {
+            if x < 0.0 {
+                expm1f(x)
+            } else {
+                x
+            }
+        }
     }
 }
 
@@ -159,6 +172,9 @@ mod tests {
             UnaryOp::Floor,
             UnaryOp::Ceil,
             UnaryOp::Round,
+            UnaryOp::Sin,
+            UnaryOp::Cos,
+            UnaryOp::Elu,
         ] {
             unary_f32(op, &x, &mut got);
             for (&v, &g) in x.iter().zip(&got) {
@@ -196,6 +212,10 @@ mod tests {
         ));
         assert_eq!(unary_fn(UnaryOp::LeakyRelu { alpha: 0.1 }, -2.0), -0.2);
         assert_eq!(unary_fn(UnaryOp::Relu6, 7.0), 6.0);
+        assert!(close(unary_fn(UnaryOp::Sin, 1.0), 0.841_470_96));
+        assert!(close(unary_fn(UnaryOp::Cos, 1.0), 0.540_302_3));
+        assert!(close(unary_fn(UnaryOp::Elu, -1.0), -0.632_120_56));
+        assert_eq!(unary_fn(UnaryOp::Elu, 2.5), 2.5);
         assert_eq!(unary_fn(UnaryOp::ReluN1To1, -3.0), -1.0);
         assert!(close(unary_fn(UnaryOp::Exp, 1.0), core::f32::consts::E));
         assert!(close(unary_fn(UnaryOp::Log, core::f32::consts::E), 1.0));

@@ -1,0 +1,324 @@
+//! TFLite Micro's builtins on small hand-built models: L2_POOL_2D (which TensorFlow's converter
+//! no longer writes), the integer forms and run-time errors of FLOOR_DIV, FLOOR_MOD, ADD_N,
+//! CUMSUM and REDUCE_ALL, and malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM
+//! (TensorFlow-made files are in `tf_builtins.rs`).
+
+mod common;
+
+use common::{assert_close, opts, run1, ModelBuilder, F};
+use literun::schema::{self as s, BuiltinOperator as B, TensorType};
+use literun::{Interpreter, Model};
+
+fn i32_bytes(v: &[i32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// L2_POOL_2D with SAME padding: windows cut by the border average over their in-bounds part.
+#[test]
+fn l2_pool_same_padding() {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[1, 3, 3, 1]);
+    let y = m.f32("y", &[1, 2, 2, 1]);
+    use s::Pool2DOptions as P;
+    m.op(
+        B::L2_POOL_2D,
+        &[x],
+        &[y],
+        opts(
+            5,
+            vec![
+                F::I8(P::VT_PADDING, 0),
+                F::I32(P::VT_STRIDE_W, 2),
+                F::I32(P::VT_STRIDE_H, 2),
+                F::I32(P::VT_FILTER_WIDTH, 2),
+                F::I32(P::VT_FILTER_HEIGHT, 2),
+            ],
+        ),
+    );
+    let x_vals: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+    let got = run1(&m.finish(&[x], &[y]), &x_vals);
+    let want = [11.5f32.sqrt(), 22.5f32.sqrt(), 56.5f32.sqrt(), 9.0];
+    assert_close(&got, &want);
+}
+
+/// Runs a two-input INT32 operator on constant operands; `Err` from `invoke`.
+fn run_i32_binary(code: B, a: &[i32], b: &[i32]) -> Result<Vec<i32>, literun::Error> {
+    let mut m = ModelBuilder::new();
+    let n = a.len() as i32;
+    let x = m.tensor("x", &[n], TensorType::INT32);
+    let y = m.const_i32("y", &[n], b);
+    let o = m.tensor("o", &[n], TensorType::INT32);
+    m.op(code, &[x, y], &[o], None);
+    let bytes = m.finish(&[x], &[o]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(a));
+    it.invoke()?;
+    Ok(it.output(0).unwrap().as_i32().unwrap().to_vec())
+}
+
+/// Integer FLOOR_DIV and FLOOR_MOD round toward negative infinity; a zero divisor fails the
+/// invocation (as TFLite).
+#[test]
+fn int32_floor_div_and_mod() {
+    let (a, b) = ([7, -7, 7, -7], [2, 2, -2, -2]);
+    assert_eq!(
+        run_i32_binary(B::FLOOR_DIV, &a, &b).unwrap(),
+        [3, -4, -4, 3]
+    );
+    assert_eq!(
+        run_i32_binary(B::FLOOR_MOD, &a, &b).unwrap(),
+        [1, 1, -1, -1]
+    );
+    for code in [B::FLOOR_DIV, B::FLOOR_MOD] {
+        let e = run_i32_binary(code, &a, &[2, 0, 1, 1]).unwrap_err();
+        assert!(e.to_string().contains("division by zero"), "{e}");
+    }
+}
+
+/// ADD_N of three INT32 inputs, CUMSUM (INT32, exclusive) and REDUCE_ALL (BOOL, keep_dims).
+#[test]
+fn int32_add_n_cumsum_and_reduce_all() {
+    let mut m = ModelBuilder::new();
+    let x = m.tensor("x", &[2, 3], TensorType::INT32);
+    let c1 = m.const_i32("c1", &[2, 3], &[10, 20, 30, 40, 50, 60]);
+    let c2 = m.const_i32("c2", &[2, 3], &[-1; 6]);
+    let sum = m.tensor("sum", &[2, 3], TensorType::INT32);
+    m.op(B::ADD_N, &[x, c1, c2], &[sum], None);
+    let axis = m.const_i32("axis", &[], &[-1]);
+    let cs = m.tensor("cs", &[2, 3], TensorType::INT32);
+    m.op(
+        B::CUMSUM,
+        &[sum, axis],
+        &[cs],
+        opts(102, vec![F::Bool(s::CumsumOptions::VT_EXCLUSIVE, true)]),
+    );
+    let bools = m.const_bytes("b", &[2, 3], TensorType::BOOL, vec![1, 1, 1, 1, 0, 1]);
+    let all = m.tensor("all", &[2, 1], TensorType::BOOL);
+    let ax1 = m.const_i32("ax1", &[1], &[1]);
+    m.op(
+        B::REDUCE_ALL,
+        &[bools, ax1],
+        &[all],
+        opts(27, vec![F::Bool(s::ReducerOptions::VT_KEEP_DIMS, true)]),
+    );
+    let bytes = m.finish(&[x], &[cs, all]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(&[1, 2, 3, 4, 5, 6]));
+    it.invoke().unwrap();
+    // Sums [10, 21, 32], [43, 54, 65]; exclusive running sums along the last axis.
+    assert_eq!(
+        it.output(0).unwrap().as_i32().unwrap(),
+        [0, 10, 31, 0, 43, 97]
+    );
+    assert_eq!(it.output(1).unwrap().bytes(), [1, 0]);
+}
+
+/// Inputs of ADD_N that differ in shape, a CUMSUM axis out of range and an int8
+/// L2_NORMALIZATION whose output is not in steps of 1/128 are refused when preparing.
+#[test]
+fn bad_math_operands_are_refused() {
+    let prepare = |build: &dyn Fn(&mut ModelBuilder) -> (i32, i32)| {
+        let mut m = ModelBuilder::new();
+        let (x, o) = build(&mut m);
+        let bytes = m.finish(&[x], &[o]);
+        let model = Model::from_bytes(&bytes).unwrap();
+        Interpreter::new(&model).map(|_| ())
+    };
+    assert!(prepare(&|m| {
+        let x = m.f32("x", &[2, 3]);
+        let c = m.const_f32("c", &[3], &[1.0; 3]);
+        let o = m.f32("o", &[2, 3]);
+        m.op(B::ADD_N, &[x, c], &[o], None);
+        (x, o)
+    })
+    .is_err());
+    for axis in [2, -3, i32::MAX] {
+        assert!(prepare(&|m| {
+            let x = m.f32("x", &[2, 3]);
+            let a = m.const_i32("a", &[], &[axis]);
+            let o = m.f32("o", &[2, 3]);
+            m.op(B::CUMSUM, &[x, a], &[o], None);
+            (x, o)
+        })
+        .is_err());
+    }
+    assert!(prepare(&|m| {
+        let x = m.q("x", &[1, 4], TensorType::INT8, 0.1, 0);
+        let o = m.q("o", &[1, 4], TensorType::INT8, 0.01, 0);
+        m.op(B::L2_NORMALIZATION, &[x], &[o], None);
+        (x, o)
+    })
+    .is_err());
+}
+
+/// An LSTM whose weights, states or options do not fit together is refused when preparing.
+#[test]
+fn bad_lstm_operands_are_refused() {
+    // batch 1, time 2, input 3, cell 4 (no projection); `bad` breaks one operand.
+    let build = |bad: usize| {
+        let mut m = ModelBuilder::new();
+        let x = m.f32("x", &[1, 2, 3]);
+        let mut ins = vec![x];
+        for k in 1..24 {
+            let shape: Vec<i32> = match k {
+                1..=4 => vec![4, 3],
+                5..=8 => vec![4, 4],
+                12..=15 => vec![4],
+                18 | 19 => vec![1, 4],
+                _ => {
+                    ins.push(-1);
+                    continue;
+                }
+            };
+            let shape = if k == bad { vec![5, 3] } else { shape };
+            let n: i32 = shape.iter().product();
+            let t = if k == 18 || k == 19 {
+                let t = m.f32(&format!("state{k}"), &shape);
+                m.variable(t);
+                t
+            } else {
+                m.const_f32(&format!("w{k}"), &shape, &vec![0.1; n as usize])
+            };
+            ins.push(t);
+        }
+        let o = m.f32("o", &[1, 2, 4]);
+        m.op(B::UNIDIRECTIONAL_SEQUENCE_LSTM, &ins, &[o], None);
+        m.finish(&[x], &[o])
+    };
+    let bytes = build(0);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.invoke().unwrap();
+    for bad in [1, 5, 13, 18] {
+        let bytes = build(bad);
+        let model = Model::from_bytes(&bytes).unwrap();
+        assert!(Interpreter::new(&model).is_err(), "operand {bad}");
+    }
+}
+
+/// An SVDF model: batch 2, input 3, 4 filters of rank 2 (2 units), memory 3; float, or int8 with
+/// the quantization TFLite's int8 SVDF takes (int16 time weights and state, int32 bias).
+fn svdf_model(int8: bool) -> literun::AlignedBytes {
+    svdf_model_with(int8, 2, true)
+}
+
+/// [`svdf_model`] with another `rank` option, or a state that is not a variable tensor.
+fn svdf_model_with(int8: bool, rank: i32, variable: bool) -> literun::AlignedBytes {
+    let mut m = ModelBuilder::new();
+    let wf: Vec<f32> = (0..12).map(|i| ((i * 7 % 11) as f32 - 5.0) / 8.0).collect();
+    let wt: Vec<f32> = (0..12).map(|i| ((i * 5 % 7) as f32 - 3.0) / 4.0).collect();
+    let bias = [0.25f32, -0.5];
+    let options = opts(
+        6,
+        vec![
+            F::I32(4, rank),
+            // RELU (TFLite's int8 SVDF requires it, and applies none).
+            F::I8(6, 1),
+        ],
+    );
+    let (x, o) = if int8 {
+        let x = m.q("x", &[2, 3], TensorType::INT8, 0.05, 3);
+        let wf_q: Vec<i8> = wf.iter().map(|v| (v / 0.01).round() as i8).collect();
+        let f = m.const_i8("wf", &[4, 3], &wf_q);
+        m.quant(f, &[0.01], &[0], 0);
+        let wt_q: Vec<u8> = wt
+            .iter()
+            .flat_map(|v| ((v / 0.001).round() as i16).to_le_bytes())
+            .collect();
+        let t = m.const_bytes("wt", &[4, 3], TensorType::INT16, wt_q);
+        m.quant(t, &[0.001], &[0], 0);
+        let b = m.const_i32("b", &[2], &[40, -80]);
+        m.quant(b, &[0.00002], &[0], 0);
+        let s = m.q("state", &[2, 12], TensorType::INT16, 0.002, 0);
+        if variable {
+            m.variable(s);
+        }
+        let o = m.q("o", &[2, 2], TensorType::INT8, 0.02, -4);
+        m.op(B::SVDF, &[x, f, t, b, s], &[o], options);
+        (x, o)
+    } else {
+        let x = m.f32("x", &[2, 3]);
+        let f = m.const_f32("wf", &[4, 3], &wf);
+        let t = m.const_f32("wt", &[4, 3], &wt);
+        let b = m.const_f32("b", &[2], &bias);
+        let s = m.f32("state", &[2, 12]);
+        if variable {
+            m.variable(s);
+        }
+        let o = m.f32("o", &[2, 2]);
+        m.op(B::SVDF, &[x, f, t, b, s], &[o], options);
+        (x, o)
+    };
+    m.finish(&[x], &[o])
+}
+
+/// The SVDF inputs of four invocations (its memory is three steps long).
+const SVDF_INPUTS: [[f32; 6]; 4] = [
+    [0.5, -1.0, 0.25, 1.5, 0.0, -0.75],
+    [1.0, 0.5, -0.5, -1.25, 0.75, 0.1],
+    [-0.3, 0.9, 1.1, 0.2, -0.6, 0.4],
+    [0.0, 0.0, 0.0, 0.7, 0.7, -0.7],
+];
+
+/// SVDF keeps its memory across invocations: LiteRT's outputs (builtin and reference kernels
+/// agree) of four invocations, float within 1e-5 and int8 exactly.
+#[test]
+fn svdf_memory_persists() {
+    let want_f32: [[f32; 4]; 4] = SVDF_WANT_F32;
+    let bytes = svdf_model(false);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    for (x, want) in SVDF_INPUTS.iter().zip(want_f32) {
+        it.input_f32_mut(0).unwrap().copy_from_slice(x);
+        it.invoke().unwrap();
+        assert_close(it.output(0).unwrap().as_f32().unwrap(), &want);
+    }
+    let bytes = svdf_model(true);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    for (x, want) in SVDF_INPUTS.iter().zip(SVDF_WANT_I8) {
+        let q: Vec<u8> = x
+            .iter()
+            .map(|v| ((v / 0.05).round() + 3.0) as i8 as u8)
+            .collect();
+        it.input_mut(0).unwrap().bytes_mut().copy_from_slice(&q);
+        it.invoke().unwrap();
+        assert_eq!(it.output(0).unwrap().as_i8().unwrap(), want);
+    }
+}
+
+/// LiteRT 2.3.0's outputs (builtin and reference kernels) for `SVDF_INPUTS`.
+const SVDF_WANT_F32: [[f32; 4]; 4] = [
+    [0.273_437_5, 0.0, 0.554_687_5, 0.835_937_5],
+    [0.226_562_5, 0.171_875, 0.607_812_5, 0.0],
+    [1.018_75, 0.0, 0.106_25, 0.0],
+    [0.0, 0.293_75, 0.0, 0.603_125],
+];
+const SVDF_WANT_I8: [[i8; 4]; 4] = [
+    [-3, 5, 11, 63],
+    [-5, 30, 14, -113],
+    [35, -102, -11, 17],
+    [-27, 36, -25, 51],
+];
+
+/// An SVDF rank that does not divide the filters, and a state that nothing keeps, are refused.
+#[test]
+fn bad_svdf_operands_are_refused() {
+    for int8 in [false, true] {
+        for rank in [0, -1, 3, 5] {
+            let bytes = svdf_model_with(int8, rank, true);
+            let model = Model::from_bytes(&bytes).unwrap();
+            assert!(Interpreter::new(&model).is_err(), "rank {rank}");
+        }
+        // Not a variable: nothing writes the state, so the file is refused when loading.
+        assert!(Model::from_bytes(&svdf_model_with(int8, 2, false)).is_err());
+    }
+}
