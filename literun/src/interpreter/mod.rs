@@ -116,21 +116,40 @@ enum Arena<'m> {
 }
 
 impl Arena<'_> {
+    // Without resizing, the arena is exactly the plan's (an owned one rounded up to 16 bytes):
+    // no `used` to slice by on every access, which small devices pay for in code size.
+    #[cfg(feature = "dynamic-shapes")]
     fn bytes(&self) -> &[u8] {
         match self {
             Arena::Owned { words, used } => &bytemuck::cast_slice(words)[..*used],
             Arena::Borrowed { buf, used } => &buf[..*used],
         }
     }
+    #[cfg(feature = "dynamic-shapes")]
     fn bytes_mut(&mut self) -> &mut [u8] {
         match self {
             Arena::Owned { words, used } => &mut bytemuck::cast_slice_mut(words)[..*used],
             Arena::Borrowed { buf, used } => &mut buf[..*used],
         }
     }
+    #[cfg(not(feature = "dynamic-shapes"))]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Arena::Owned { words, .. } => bytemuck::cast_slice(words),
+            Arena::Borrowed { buf, .. } => buf,
+        }
+    }
+    #[cfg(not(feature = "dynamic-shapes"))]
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Arena::Owned { words, .. } => bytemuck::cast_slice_mut(words),
+            Arena::Borrowed { buf, .. } => buf,
+        }
+    }
 
     /// Makes room for a plan of `total` bytes: a lent arena must already hold it; an owned one
     /// grows (charged to `memory`). Nothing changes on error.
+    #[cfg(feature = "dynamic-shapes")]
     fn fit(&mut self, total: usize, memory: &mut usize) -> Result<()> {
         match self {
             Arena::Borrowed { buf, used } => {
@@ -264,7 +283,13 @@ impl<'m> Interpreter<'m> {
                 // unaligned one needs up to 15 bytes more than the plan.
                 let skip = buf.as_ptr().align_offset(crate::plan::ARENA_ALIGN);
                 let given = buf.len();
-                match buf.get_mut(skip..).filter(|b| b.len() >= total) {
+                // With resizing the whole buffer is kept, to grow into.
+                let end = if cfg!(feature = "dynamic-shapes") {
+                    given
+                } else {
+                    skip.saturating_add(total)
+                };
+                match buf.get_mut(skip..end).filter(|b| b.len() >= total) {
                     Some(aligned) => Arena::Borrowed {
                         buf: aligned,
                         used: total,
@@ -279,12 +304,11 @@ impl<'m> Interpreter<'m> {
                 }
             }
             None => {
-                let mut arena = Arena::Owned {
-                    words: Vec::new(),
-                    used: 0,
-                };
-                arena.fit(total, &mut parts.memory)?;
-                arena
+                charge(&mut parts.memory, Some(total), "activation arena")?;
+                Arena::Owned {
+                    words: try_vec(total.div_ceil(16))?,
+                    used: total,
+                }
             }
         };
         Ok(Interpreter {

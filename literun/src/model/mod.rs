@@ -160,6 +160,7 @@ pub struct TensorDesc<'a> {
     pub data: Option<&'a [u8]>,
     /// The file's `shape_signature` when it has one: `shape` with -1 for each dimension that
     /// may change (`Interpreter::resize_input`). Read with the `dynamic-shapes` feature only.
+    #[cfg(feature = "dynamic-shapes")]
     pub shape_signature: Option<Vec<i32>>,
     /// Per-tensor quantization parameters, when the tensor has exactly one scale.
     pub quant: Option<Quant>,
@@ -461,8 +462,6 @@ impl<'a> Model<'a> {
                     });
                 #[cfg(feature = "dynamic-shapes")]
                 let shape_signature = t.shape_signature().map(|v| v.iter().collect());
-                #[cfg(not(feature = "dynamic-shapes"))]
-                let shape_signature = None;
                 tensors.push(TensorDesc {
                     name,
                     shape,
@@ -470,6 +469,7 @@ impl<'a> Model<'a> {
                     elements,
                     bytes: nbytes,
                     data,
+                    #[cfg(feature = "dynamic-shapes")]
                     shape_signature,
                     quant,
                     qparams,

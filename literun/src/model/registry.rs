@@ -42,16 +42,15 @@ macro_rules! op_table {
                 BATCH_MATMUL: (2, 2, 2, 1, 1);
             }
             pool "ops-pool" {
-                MAX_POOL_2D AVERAGE_POOL_2D L2_POOL_2D: (1, 1, 1, 1, 1);
+                MAX_POOL_2D AVERAGE_POOL_2D: (1, 1, 1, 1, 1);
             }
             softmax "ops-softmax" {
                 SOFTMAX LOG_SOFTMAX: (1, 1, 1, 1, 1);
             }
             elementwise "ops-elementwise" {
-                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU FLOOR_DIV FLOOR_MOD:
-                    (2, 2, 2, 1, 1);
+                ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU: (2, 2, 2, 1, 1);
                 ABS NEG EXP LOG SQRT RSQRT RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH GELU
-                    LEAKY_RELU FLOOR CEIL ROUND SQUARE SIN COS ELU CAST: (1, 1, 1, 1, 1);
+                    LEAKY_RELU FLOOR CEIL ROUND SQUARE CAST: (1, 1, 1, 1, 1);
             }
             reshape "ops-reshape" {
                 RESHAPE: (1, 2, 1, 1, 1);
@@ -69,16 +68,12 @@ macro_rules! op_table {
                 SPLIT_V: (3, 3, 3, 1, MAX_VARIADIC);
                 SLICE: (3, 3, 3, 1, 1);
                 STRIDED_SLICE: (3, 4, 3, 1, 1);
-                PACK: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
-                UNPACK: (1, 1, 1, 1, MAX_VARIADIC);
-                REVERSE_V2 EMBEDDING_LOOKUP: (2, 2, 2, 1, 1);
-                DEPTH_TO_SPACE SPACE_TO_DEPTH: (1, 1, 1, 1, 1);
             }
             quantize "ops-quantize" {
                 QUANTIZE DEQUANTIZE: (1, 1, 1, 1, 1);
             }
             reduce "ops-reduce" {
-                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD REDUCE_ALL ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
+                MEAN SUM REDUCE_MAX REDUCE_MIN REDUCE_PROD ARG_MAX ARG_MIN: (2, 2, 2, 1, 1);
             }
             resize "ops-resize" {
                 RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR: (2, 2, 2, 1, 1);
@@ -94,6 +89,22 @@ macro_rules! op_table {
             // TFLite Micro's further builtins: named in errors (`supported_name`) only when their
             // family or `error-details` is compiled in, so builds without them (the firmware)
             // carry none of their names.
+            pool "ops-pool" {
+                L2_POOL_2D: (1, 1, 1, 1, 1);
+            }
+            elementwise "ops-elementwise" {
+                FLOOR_DIV FLOOR_MOD: (2, 2, 2, 1, 1);
+                SIN COS ELU: (1, 1, 1, 1, 1);
+            }
+            shape "ops-shape" {
+                PACK: (1, MAX_VARIADIC, MAX_VARIADIC, 1, 1);
+                UNPACK: (1, 1, 1, 1, MAX_VARIADIC);
+                REVERSE_V2 EMBEDDING_LOOKUP: (2, 2, 2, 1, 1);
+                DEPTH_TO_SPACE SPACE_TO_DEPTH: (1, 1, 1, 1, 1);
+            }
+            reduce "ops-reduce" {
+                REDUCE_ALL: (2, 2, 2, 1, 1);
+            }
             data "ops-data" {
                 SHAPE ZEROS_LIKE: (1, 1, 1, 1, 1);
                 FILL BROADCAST_ARGS GATHER_ND: (2, 2, 2, 1, 1);
