@@ -84,6 +84,12 @@ macro_rules! op_table {
                 SELECT_V2: (3, 3, 3, 1, 1);
                 TOPK_V2: (2, 2, 2, 2, 2);
             }
+            variables "ops-variables" {
+                VAR_HANDLE: (0, 0, 0, 1, 1);
+                READ_VARIABLE: (1, 1, 1, 1, 1);
+                ASSIGN_VARIABLE: (2, 2, 2, 0, 0);
+                CALL_ONCE: (0, 0, 0, 0, 0);
+            }
         }
     };
 }
@@ -104,6 +110,23 @@ macro_rules! registry {
                     outputs: $o0..=$o1,
                     required_inputs: $req,
                 }, )*)*
+                _ => return None,
+            })
+        }
+
+        /// [`arity`] of an operator this build compiles in (its family's feature is on), `None`
+        /// for others: models are checked with it, and a build without some families keeps no
+        /// table of their arities.
+        pub(crate) fn compiled_arity(code: B) -> Option<Arity> {
+            Some(match code {
+                $($(
+                    #[cfg(feature = $feature)]
+                    $(B::$op)|+ => Arity {
+                        inputs: $i0..=$i1,
+                        outputs: $o0..=$o1,
+                        required_inputs: $req,
+                    },
+                )*)*
                 _ => return None,
             })
         }
@@ -157,7 +180,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 19] = compiled_in![
+pub const FEATURES: [(&str, bool); 20] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -177,6 +200,7 @@ pub const FEATURES: [(&str, bool); 19] = compiled_in![
     "ops-reduce",
     "ops-resize",
     "ops-compare",
+    "ops-variables",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.
@@ -224,6 +248,9 @@ mod tests {
             let code = B(c);
             let supported = arity(code).is_some();
             assert_eq!(family_feature(code).is_some(), supported, "{code:?}");
+            let compiled = family_feature(code).is_some_and(feature_enabled);
+            let want = arity(code).filter(|_| compiled);
+            assert_eq!(compiled_arity(code), want, "{code:?}");
             match supported_name(code) {
                 Some(n) => assert_eq!(Some(n), code.variant_name(), "{code:?}"),
                 None => assert!(!supported, "{code:?}"),

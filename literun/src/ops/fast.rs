@@ -164,6 +164,8 @@ impl Fast {
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => None,
+            #[cfg(feature = "ops-variables")]
+            Kind::Variables(_) => None,
         }
     }
 }
@@ -196,5 +198,7 @@ pub(crate) fn run_fast(
         | Kind::Copy
         | Kind::Precomputed
         | Kind::Lut8 { .. } => None,
+        #[cfg(feature = "ops-variables")]
+        Kind::Variables(_) => None,
     }
 }

@@ -63,6 +63,8 @@ pub(crate) mod resize;
 pub(crate) mod shape;
 pub(crate) mod softmax;
 pub(crate) mod transpose_conv;
+#[cfg(feature = "ops-variables")]
+pub(crate) mod variables;
 
 /// The integer element type of an operator whose int8 and int16 forms share their parameters
 /// and differ only in the kernel's element type (and the Cargo feature compiling it in).
@@ -102,6 +104,8 @@ pub(crate) enum Kind {
     Reduce(Reduce),
     Resize(Resize),
     Compare(Compare),
+    #[cfg(feature = "ops-variables")]
+    Variables(variables::Variables),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -209,6 +213,8 @@ impl Kind {
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => (0, 0, 0),
+            #[cfg(feature = "ops-variables")]
+            Kind::Variables(_) => (0, 0, 0),
         }
     }
 
@@ -245,6 +251,9 @@ impl Kind {
                 Ok(())
             }
             Kind::Precomputed => Ok(()),
+            // They need the interpreter's variables: `Interpreter::invoke` runs them.
+            #[cfg(feature = "ops-variables")]
+            Kind::Variables(_) => Err(op_err(index, op, "needs the interpreter's variables")),
             Kind::Lut8 { table } => {
                 ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out);
                 Ok(())
@@ -366,6 +375,8 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Compare(Compare::LogicalNot)
         | K::Compare(Compare::Select { .. })
         | K::Compare(Compare::TopK { .. }) => (f!("ops-compare"), None),
+        #[cfg(feature = "ops-variables")]
+        K::Variables(_) => (f!("ops-variables"), None),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };
