@@ -226,7 +226,8 @@ impl<'m> Interpreter<'m> {
     /// Runs in an arena the application owns (e.g. a `static` buffer in firmware): it must hold
     /// [`Model::arena_bytes`] bytes from its first 16-byte aligned byte (so up to 15 more for
     /// an unaligned buffer; the error says how many). [`invoke`](Self::invoke) then allocates
-    /// nothing.
+    /// nothing, but for a model with resource variables, each variable's buffer at its first
+    /// assignment (the subgraphs CALL_ONCE runs get arenas of their own, allocated here).
     pub fn with_arena(model: &'m Model<'m>, arena: &'m mut [u8]) -> Result<Interpreter<'m>> {
         Self::build(model, Options::default(), Some(arena), None)
     }
@@ -294,6 +295,8 @@ impl<'m> Interpreter<'m> {
                 arena
             }
         };
+        #[cfg(feature = "ops-variables")]
+        let memory = parts.memory;
         #[allow(unused_mut)]
         let mut it = Interpreter {
             model: ModelRef::File(model),
@@ -313,6 +316,7 @@ impl<'m> Interpreter<'m> {
         #[cfg(feature = "ops-variables")]
         {
             let mut store = Store::default();
+            store.memory = memory;
             it.prepare_state(&mut store)?;
             it.variables = store;
         }

@@ -3,7 +3,7 @@
 
 use super::Interpreter;
 #[cfg(feature = "ops-variables")]
-use super::{prepare, Arena, ModelRef, Options};
+use super::{arena::charge, prepare, Arena, ModelRef, Options};
 #[cfg(feature = "ops-variables")]
 use crate::error::Result;
 #[cfg(feature = "ops-variables")]
@@ -78,8 +78,18 @@ impl<'m> Interpreter<'m> {
         let mut calls = Vec::new();
         for p in &self.ops {
             if let Kind::Variables(Variables::CallOnce { subgraph }) = p.kind {
+                // Each subgraph is called from one place (a subgraph called from several would
+                // be prepared once per call, and calls can double at each level).
+                store.subgraphs += 1;
+                if store.subgraphs >= self.model.subgraph_count() {
+                    return Err(op_err(
+                        p.index,
+                        &self.model.operators()[p.index],
+                        "more CALL_ONCEs than subgraphs: a subgraph run by several is not supported",
+                    ));
+                }
                 let model = Box::new(self.model.subgraph_model(subgraph)?);
-                let mut interpreter = Interpreter::for_subgraph(model, self.options)?;
+                let mut interpreter = Interpreter::for_subgraph(model, self.options, store)?;
                 interpreter.prepare_state(store)?;
                 calls.push(Call {
                     op: p.index,
@@ -93,13 +103,19 @@ impl<'m> Interpreter<'m> {
     }
 
     /// An interpreter for a subgraph a CALL_ONCE runs, in an arena of its own.
-    fn for_subgraph(model: Box<Model<'m>>, options: Options) -> Result<Interpreter<'m>> {
+    /// Its memory is charged to `store.memory`, with the top interpreter's.
+    fn for_subgraph(
+        model: Box<Model<'m>>,
+        options: Options,
+        store: &mut Store<'m>,
+    ) -> Result<Interpreter<'m>> {
         let mut parts = prepare(&model, options, None)?;
         let mut arena = Arena::Owned {
             words: Vec::new(),
             used: 0,
         };
         arena.fit(parts.arena_bytes, &mut parts.memory)?;
+        charge(&mut store.memory, Some(parts.memory), "subgraphs")?;
         Ok(Interpreter {
             model: ModelRef::Owned(model),
             options,

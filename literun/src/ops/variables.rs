@@ -15,7 +15,7 @@ use super::buffers::Loc;
 use super::context::Ctx;
 use super::Kind;
 use crate::error::{format, Result};
-use crate::interpreter::arena::try_vec;
+use crate::interpreter::arena::{charge, try_vec};
 use crate::model::{called_subgraph, op_err, DType, Model, OpDesc, TensorDesc};
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
@@ -107,6 +107,11 @@ struct Variable {
 pub(crate) struct VariableStore<'m> {
     keys: Vec<(&'m str, &'m str)>,
     values: Vec<Variable>,
+    /// Bytes the interpreter, the subgraphs its CALL_ONCEs run and the variables' buffers
+    /// allocated together, charged against [`MAX_MEMORY_BYTES`](crate::MAX_MEMORY_BYTES).
+    pub(crate) memory: usize,
+    /// Interpreters prepared for subgraphs CALL_ONCE runs.
+    pub(crate) subgraphs: usize,
 }
 
 impl<'m> VariableStore<'m> {
@@ -231,9 +236,11 @@ pub(crate) fn run(
             let t = op.inputs.get(1).copied().flatten().unwrap_or(usize::MAX);
             let dtype = tensors.get(t).map(|d| d.dtype);
             let value = bytes_of(t, tensors, locs, arena, packed);
-            let var = &mut store.values[slot];
+            let VariableStore { values, memory, .. } = store;
+            let var = &mut values[slot];
             match var.dtype {
                 None => {
+                    charge(memory, Some(value.len()), "variables")?;
                     var.data = try_vec::<u8>(value.len())?;
                     var.dtype = dtype;
                 }
