@@ -202,6 +202,8 @@ fn npy_dtype_name(d: literun::DType) -> &'static str {
         literun::DType::I8 => "int8",
         literun::DType::U8 => "uint8",
         literun::DType::I16 => "int16",
+        // Not a numpy type: a resource variable's handle, never a model input or output.
+        literun::DType::Resource => "resource",
     }
 }
 

@@ -157,6 +157,8 @@ fn dtype(d: DType) -> LiterunDtype {
         DType::I8 => LiterunDtype::Int8,
         DType::U8 => LiterunDtype::Uint8,
         DType::I16 => LiterunDtype::Int16,
+        // A resource handle holds the variable's id as an int32 (as in LiteRT).
+        DType::Resource => LiterunDtype::Int32,
     }
 }
 

@@ -98,3 +98,75 @@ fn dynamic_length_in_an_app_arena() {
     it.resize_input(0, &[1, LENGTHS[1]]).unwrap();
     check_length(&mut it, LENGTHS[1]);
 }
+
+/// LiteRT's output after each of the committed frames of `streaming_state`, one per invoke.
+#[cfg(feature = "ops-variables")]
+fn streaming_steps() -> (Vec<Vec<u8>>, Vec<Vec<f32>>) {
+    let frames = read_npy(&dir().join("streaming_state.input0.npy"));
+    let want = read_npy(&dir().join("streaming_state.litert.npy"));
+    let steps = frames.shape[0];
+    assert_eq!(want.shape[0], steps);
+    let frame_bytes = frames.data.len() / steps;
+    let want = f32s(&want.data);
+    let per_step = want.len() / steps;
+    (
+        frames
+            .data
+            .chunks(frame_bytes)
+            .map(<[u8]>::to_vec)
+            .collect(),
+        want.chunks(per_step).map(<[f32]>::to_vec).collect(),
+    )
+}
+
+/// Runs `frames` from the interpreter's current state, comparing each output with LiteRT's.
+#[cfg(feature = "ops-variables")]
+fn run_steps(it: &mut Interpreter<'_>, frames: &[Vec<u8>], want: &[Vec<f32>]) {
+    for (step, (x, w)) in frames.iter().zip(want).enumerate() {
+        it.input_by_name("frame")
+            .unwrap()
+            .bytes_mut()
+            .copy_from_slice(x);
+        it.invoke().unwrap();
+        let out = it.output_by_name("scores").unwrap();
+        let r = max_rel(out.as_f32().unwrap(), w);
+        assert!(r <= 1e-5, "step {step}: {r}");
+    }
+}
+
+#[cfg(feature = "ops-variables")]
+#[test]
+fn streaming_state_matches_litert_every_step_and_restarts_after_reset() {
+    let bytes = AlignedBytes::read_file(dir().join("streaming_state.tflite")).unwrap();
+    let model = Model::from_bytes(&bytes).unwrap();
+    assert!(
+        model.subgraph_count() >= 2,
+        "TensorFlow initialises variables in a subgraph"
+    );
+    let names: Vec<String> = model.operators().iter().map(|o| o.name()).collect();
+    for op in [
+        "CALL_ONCE",
+        "VAR_HANDLE",
+        "READ_VARIABLE",
+        "ASSIGN_VARIABLE",
+    ] {
+        assert!(names.iter().any(|n| n == op), "{op} not in {names:?}");
+    }
+    let (frames, want) = streaming_steps();
+    assert_eq!(frames.len(), 50);
+
+    let mut it = Interpreter::new(&model).unwrap();
+    assert_eq!(it.variable_count(), 1);
+    run_steps(&mut it, &frames, &want);
+    // Reset: the sequence starts over from the variables' initial values.
+    it.reset_variables();
+    run_steps(&mut it, &frames[..10], &want[..10]);
+    // Without a reset the state goes on: the first frame again gives another output.
+    it.input_by_name("frame")
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&frames[0]);
+    it.invoke().unwrap();
+    let out = it.output_by_name("scores").unwrap();
+    assert!(max_rel(out.as_f32().unwrap(), &want[0]) > 1e-3);
+}

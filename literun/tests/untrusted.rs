@@ -340,3 +340,100 @@ fn bad_layout_parameters_are_refused() {
         assert!(prepare(B::SPACE_TO_DEPTH, &[], o, &[1, 2, 2, 32]).is_err());
     }
 }
+
+/// `streaming_state.tflite` (TensorFlow's converter: subgraph 0 starts with CALL_ONCE of
+/// subgraph 1, which assigns the variable its initial value).
+#[cfg(feature = "ops-variables")]
+fn streaming_model() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/tf/streaming_state.tflite");
+    std::fs::read(path).unwrap()
+}
+
+/// The byte position of field `voff` of the options table of operator `op` of subgraph `sg`.
+#[cfg(feature = "ops-variables")]
+fn option_field(bytes: &[u8], sg: usize, op: usize, voff: u16) -> usize {
+    let m = s::root_as_model(bytes).unwrap();
+    let o = m.subgraphs().unwrap().get(sg).operators().unwrap().get(op);
+    let t = o.builtin_options().unwrap();
+    let off = t.vtable().get(voff);
+    assert_ne!(off, 0, "field {voff} absent");
+    t.loc() + usize::from(off)
+}
+
+/// The operator index of the first `code` in subgraph `sg`.
+#[cfg(feature = "ops-variables")]
+fn first_op(bytes: &[u8], sg: usize, code: B) -> usize {
+    let m = s::root_as_model(bytes).unwrap();
+    let codes = m.operator_codes().unwrap();
+    let ops = m.subgraphs().unwrap().get(sg).operators().unwrap();
+    ops.iter()
+        .position(|o| codes.get(o.opcode_index() as usize).builtin_code() == code)
+        .unwrap()
+}
+
+#[cfg(feature = "ops-variables")]
+#[test]
+fn call_once_of_a_missing_subgraph_or_itself_is_invalid() {
+    let good = streaming_model();
+    let call = first_op(&good, 0, B::CALL_ONCE);
+    // CallOnceOptions.init_subgraph_index.
+    let pos = option_field(&good, 0, call, 4);
+    assert_eq!(
+        i32::from_le_bytes(good[pos..pos + 4].try_into().unwrap()),
+        1
+    );
+    for (k, why) in [
+        (2, "out of range"),
+        (-1, "out of range"),
+        (i32::MAX, "out of range"),
+        (0, "calls itself"),
+    ] {
+        let mut bad = good.clone();
+        bad[pos..pos + 4].copy_from_slice(&k.to_le_bytes());
+        let bytes = AlignedBytes::from_slice(&bad);
+        let e = Model::from_bytes(&bytes).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidModel(m) if m.contains(why)),
+            "index {k}: {e}"
+        );
+    }
+}
+
+#[cfg(feature = "ops-variables")]
+#[test]
+fn reading_a_variable_before_it_is_assigned_is_an_error() {
+    // The initialising subgraph assigns another variable (its VAR_HANDLE's shared_name
+    // changed), so subgraph 0 reads its variable before anything assigned it. LiteRT (2.21)
+    // invokes such a file and outputs whatever its uninitialised buffer held; literun refuses
+    // the read, on every invoke, and does not panic.
+    let mut bad = streaming_model();
+    let handle = first_op(&bad, 1, B::VAR_HANDLE);
+    // VarHandleOptions.shared_name: an offset to the string.
+    let pos = option_field(&bad, 1, handle, 6);
+    let string = pos + u32::from_le_bytes(bad[pos..pos + 4].try_into().unwrap()) as usize;
+    bad[string + 4] ^= 0x20;
+    let bytes = AlignedBytes::from_slice(&bad);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    assert_eq!(it.variable_count(), 2);
+    for _ in 0..2 {
+        let e = it.invoke().unwrap_err();
+        assert!(format!("{e}").contains("before it is assigned"), "{e}");
+    }
+    it.reset_variables();
+    assert!(it.invoke().is_err());
+}
+
+#[cfg(feature = "ops-variables")]
+#[test]
+fn every_changed_byte_of_a_model_with_subgraphs_is_ok_or_an_error() {
+    let good = streaming_model();
+    for i in 0..good.len() {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut bad = good.clone();
+            bad[i] ^= flip;
+            run_untrusted(&bad);
+        }
+    }
+}

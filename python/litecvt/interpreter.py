@@ -20,6 +20,8 @@ _DTYPES = {
     "INT8": np.int8,
     "UINT8": np.uint8,
     "INT16": np.int16,
+    # A resource variable's handle: the variable's id, an int32 as LiteRT stores it.
+    "RESOURCE": np.int32,
 }
 
 
@@ -58,6 +60,9 @@ class Interpreter:
         )
         self._inputs = list(self._native.input_indices())
         self._outputs = list(self._native.output_indices())
+        self._read_details()
+
+    def _read_details(self) -> None:
         self._details = [self._native.tensor_details(i) for i in range(self._native.tensor_count())]
 
     # -- details ---------------------------------------------------------------------------
@@ -66,11 +71,14 @@ class Interpreter:
         self._check_index(index)
         d = self._details[index]
         shape = np.array(d["shape"], dtype=np.int32)
+        signature = d["shape_signature"]
         return {
             "name": d["name"],
             "index": index,
             "shape": shape,
-            "shape_signature": shape.copy(),
+            "shape_signature": shape.copy()
+            if signature is None
+            else np.array(signature, dtype=np.int32),
             "dtype": _DTYPES[d["dtype"]],
             "quantization": (float(d["scale"]), int(d["zero_point"])),
             "quantization_parameters": {
@@ -103,21 +111,36 @@ class Interpreter:
     # -- running ---------------------------------------------------------------------------
 
     def allocate_tensors(self) -> None:
-        """Accepted for compatibility: literun plans and allocates when the model is loaded."""
+        """literun plans and allocates when the model is loaded and when an input is resized;
+        this raises `RuntimeError` when the model cannot run with its inputs' current shapes (a
+        file whose dynamic dimensions need `resize_tensor_input` first)."""
+        self._native.allocate()
 
     def resize_tensor_input(
         self, input_index: int, tensor_size: Sequence[int], strict: bool = False
     ) -> None:
-        """Only the input's current shape is accepted: literun plans memory for the model's
-        static shapes (convert with `input_shapes=` for another size)."""
-        current = list(self._details[input_index]["shape"]) if 0 <= input_index < len(self._details) else None
+        """Gives input tensor `input_index` the shape `tensor_size` and prepares the model again
+        for it (shapes, memory plan), as LiteRT's `resize_tensor_input` + `allocate_tensors`.
+
+        Only dimensions the input's `shape_signature` marks -1 may change, whatever `strict`
+        says (literun does not re-shape a model's fixed dimensions; convert with
+        `input_shapes=` for that). Inputs must be set again afterwards. Raises `ValueError` for
+        a shape the model cannot take (the interpreter is then unchanged), and `RuntimeError`
+        while a view from `tensor()` is alive (the memory it views may move). A file that
+        cannot run with the shapes it stores (a dynamic length stored as 1) loads unprepared:
+        resize its inputs, then `allocate_tensors()` says whether it can run."""
         if input_index not in self._inputs:
             raise ValueError(f"tensor {input_index} is not an input of the model")
-        if [int(d) for d in tensor_size] != current:
-            raise NotImplementedError(
-                f"literun cannot resize input {input_index} from {current} to "
-                f"{list(tensor_size)}; convert the model with input_shapes= for that shape"
-            )
+        shape = [int(d) for d in tensor_size]
+        if any(d < 0 for d in shape):
+            raise ValueError(f"negative dimension in {shape}")
+        self._native.resize_input(self._inputs.index(input_index), shape)
+        self._read_details()
+
+    def reset_all_variables(self) -> None:
+        """Restores the model's resource variables to their state before the first `invoke`
+        (the next `invoke` runs the initialisation again): a streaming model starts over."""
+        self._native.reset_variables()
 
     def set_tensor(self, tensor_index: int, value: Any) -> None:
         """Copies `value` into input `tensor_index`; its dtype and shape must be the input's."""

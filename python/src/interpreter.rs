@@ -5,7 +5,7 @@ use numpy::ndarray::{ArrayView1, ArrayViewMut1};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyWeakrefMethods, PyWeakrefReference};
 use std::ptr::NonNull;
 
 /// A heap value that references with any lifetime may borrow: a `Box` whose contents the owner
@@ -40,13 +40,21 @@ unsafe impl<T: Send> Send for Pinned<T> {}
 // SAFETY: as for `Box<T>`: shared access to the `Pinned` gives only shared access to the `T`.
 unsafe impl<T: Sync> Sync for Pinned<T> {}
 
-/// A literun interpreter together with the model and bytes it borrows.
+/// A literun interpreter together with the model and bytes it borrows. A model that cannot be
+/// prepared with the shapes in its file but has inputs with -1 dimensions is held unprepared
+/// until `resize_input` gives it shapes it can run with (LiteRT's `resize_tensor_input` before
+/// `allocate_tensors`).
 struct OwnedInterpreter {
-    // Fields drop in declaration order: the interpreter (which borrows the model) first, then
-    // the model (which borrows the bytes), then the bytes.
-    interp: literun::Interpreter<'static>,
+    // Fields drop in declaration order: the interpreter (which borrows `resized` or `model`)
+    // first, then the models (which borrow the bytes), then the bytes.
+    interp: Option<literun::Interpreter<'static>>,
+    /// The file's model with the input shapes given while it was unprepared.
+    resized: Option<Pinned<literun::Model<'static>>>,
     model: Pinned<literun::Model<'static>>,
     _bytes: Pinned<literun::AlignedBytes>,
+    /// Why the model is not prepared (while `interp` is `None`).
+    unprepared: String,
+    threads: usize,
 }
 
 impl OwnedInterpreter {
@@ -59,20 +67,81 @@ impl OwnedInterpreter {
         let model = Pinned::new(model);
         // SAFETY: the interpreter is stored beside `model` and dropped before it (field order);
         // on the error paths no interpreter outlives this function.
-        let interp = literun::Interpreter::new(unsafe { model.get() })
-            .and_then(|i| i.with_threads(threads.max(1)))
-            .map_err(|e| e.to_string())?;
+        let (interp, unprepared) = match prepare(unsafe { model.get() }, threads) {
+            Ok(i) => (Some(i), String::new()),
+            Err(e) if has_dynamic_input(unsafe { model.get() }) => (None, e),
+            Err(e) => return Err(e),
+        };
         Ok(OwnedInterpreter {
             interp,
+            resized: None,
             model,
             _bytes: bytes,
+            unprepared,
+            threads,
         })
     }
 
-    fn model(&self) -> &literun::Model<'static> {
-        // SAFETY: the returned reference borrows `self`, which owns the model.
-        unsafe { self.model.get() }
+    /// The model being run: the file's, with the input shapes of the last resize.
+    fn model(&self) -> &literun::Model<'_> {
+        match &self.interp {
+            Some(i) => i.model(),
+            // SAFETY: the returned reference borrows `self`, which owns both models.
+            None => unsafe { self.resized.as_ref().unwrap_or(&self.model).get() },
+        }
     }
+
+    /// The prepared interpreter, or why there is none.
+    fn interp(&mut self) -> PyResult<&mut literun::Interpreter<'static>> {
+        let why = &self.unprepared;
+        self.interp.as_mut().ok_or_else(|| {
+            PyRuntimeError::new_err(format!(
+                "the model cannot run with its inputs' shapes ({why}); resize them with \
+                 resize_tensor_input"
+            ))
+        })
+    }
+
+    /// Resizes input `position`. A prepared interpreter resizes and prepares again at once (an
+    /// error leaves it as it was); an unprepared model takes the new shape and is prepared
+    /// when it can be, else keeps the reason for `interp`.
+    fn resize_input(&mut self, position: usize, shape: &[usize]) -> Result<(), String> {
+        if let Some(i) = &mut self.interp {
+            return i.resize_input(position, shape).map_err(|e| e.to_string());
+        }
+        // SAFETY: `base` borrows a model `self` owns; the resized model it makes borrows only
+        // the bytes (not `base`), and the old `resized` is dropped below only after nothing
+        // borrows it (there is no interpreter).
+        let base = unsafe { self.resized.as_ref().unwrap_or(&self.model).get() };
+        let new = Pinned::new(base.resized(position, shape).map_err(|e| e.to_string())?);
+        // SAFETY: the interpreter is stored beside `new` (in `resized`) and dropped before it
+        // (field order, and `resize_input` replaces `resized` only while there is none).
+        match prepare(unsafe { new.get() }, self.threads) {
+            Ok(i) => self.interp = Some(i),
+            Err(e) => self.unprepared = e,
+        }
+        self.resized = Some(new);
+        Ok(())
+    }
+}
+
+fn prepare(
+    model: &'static literun::Model<'static>,
+    threads: usize,
+) -> Result<literun::Interpreter<'static>, String> {
+    literun::Interpreter::new(model)
+        .and_then(|i| i.with_threads(threads.max(1)))
+        .map_err(|e| e.to_string())
+}
+
+/// Whether an input of `model` has -1 dimensions (its shapes may be given at run time).
+fn has_dynamic_input(model: &literun::Model<'_>) -> bool {
+    model.inputs().iter().any(|i| {
+        model.tensors()[i.tensor]
+            .shape_signature
+            .as_ref()
+            .is_some_and(|s| s.contains(&-1))
+    })
 }
 
 /// The literun interpreter behind `litecvt.Interpreter` (tensors by their index in the model).
@@ -80,6 +149,9 @@ impl OwnedInterpreter {
 pub struct NativeInterpreter {
     inner: OwnedInterpreter,
     signature_key: Option<String>,
+    /// The arrays `tensor_view` returned, weakly: resizing may move the arena they view, so it
+    /// is refused while any is alive (numpy views of them keep them alive).
+    views: Vec<Py<PyWeakrefReference>>,
 }
 
 fn runtime_error(e: literun::Error) -> PyErr {
@@ -87,7 +159,7 @@ fn runtime_error(e: literun::Error) -> PyErr {
 }
 
 impl NativeInterpreter {
-    fn tensor_desc(&self, index: usize) -> PyResult<&literun::model::TensorDesc<'static>> {
+    fn tensor_desc(&self, index: usize) -> PyResult<&literun::model::TensorDesc<'_>> {
         let tensors = self.inner.model().tensors();
         tensors.get(index).ok_or_else(|| {
             PyIndexError::new_err(format!(
@@ -135,6 +207,7 @@ impl NativeInterpreter {
         Ok(NativeInterpreter {
             inner,
             signature_key,
+            views: Vec::new(),
         })
     }
 
@@ -188,6 +261,7 @@ impl NativeInterpreter {
         d.set_item("name", t.name)?;
         d.set_item("index", index)?;
         d.set_item("shape", t.shape.clone())?;
+        d.set_item("shape_signature", t.shape_signature.clone())?;
         d.set_item("dtype", t.dtype.name())?;
         let (scale, zero_point) = t.quant.map_or((0.0, 0), |q| (q.scale, q.zero_point));
         d.set_item("scale", scale)?;
@@ -215,7 +289,7 @@ impl NativeInterpreter {
         let data = data.as_slice()?;
         let mut t = self
             .inner
-            .interp
+            .interp()?
             .input_mut(position)
             .map_err(runtime_error)?;
         let dst = t.bytes_mut();
@@ -230,9 +304,37 @@ impl NativeInterpreter {
         Ok(())
     }
 
+    /// Gives input `position` (its place among the inputs) the shape `shape` and prepares the
+    /// model again for it: only dimensions the input's `shape_signature` marks -1 may change.
+    /// Refused while an array `tensor_view` returned is alive (the arena may move).
+    fn resize_input(&mut self, py: Python<'_>, position: usize, shape: Vec<usize>) -> PyResult<()> {
+        if self.views.iter().any(|w| w.bind(py).upgrade().is_some()) {
+            return Err(PyRuntimeError::new_err(
+                "there is at least 1 reference to internal data in the interpreter in the form \
+                 of a numpy array (from tensor()): drop it before resizing",
+            ));
+        }
+        self.views.clear();
+        self.inner
+            .resize_input(position, &shape)
+            .map_err(PyValueError::new_err)
+    }
+
+    /// Raises the reason when the model cannot run with its inputs' current shapes.
+    fn allocate(&mut self) -> PyResult<()> {
+        self.inner.interp().map(|_| ())
+    }
+
+    /// Restores every resource variable to its state before the first `invoke`.
+    fn reset_variables(&mut self) {
+        if let Some(i) = &mut self.inner.interp {
+            i.reset_variables();
+        }
+    }
+
     /// Runs the model (without holding the GIL).
     fn invoke(&mut self, py: Python<'_>) -> PyResult<()> {
-        let interp = &mut self.inner.interp;
+        let interp = self.inner.interp()?;
         py.detach(|| interp.invoke()).map_err(runtime_error)
     }
 
@@ -243,7 +345,10 @@ impl NativeInterpreter {
         index: usize,
     ) -> PyResult<Bound<'py, PyArray1<u8>>> {
         self.tensor_desc(index)?;
-        let t = self.inner.interp.tensor(index).map_err(runtime_error)?;
+        let interp = self.inner.interp.as_ref().ok_or_else(|| {
+            PyRuntimeError::new_err("the model cannot run with its inputs' shapes: resize them")
+        })?;
+        let t = interp.tensor(index).map_err(runtime_error)?;
         Ok(PyArray1::from_slice(py, t.bytes()))
     }
 
@@ -260,17 +365,18 @@ impl NativeInterpreter {
             Some(position) => {
                 let mut t = this
                     .inner
-                    .interp
+                    .interp()?
                     .input_mut(position)
                     .map_err(runtime_error)?;
                 let bytes = ArrayViewMut1::from(t.bytes_mut());
-                // SAFETY: the bytes lie in the interpreter's arena, allocated once when it was
-                // built and never moved or freed before the interpreter is dropped; the
-                // numpy array's base (`owner`) keeps the interpreter alive as long as it.
+                // SAFETY: the bytes lie in the interpreter's arena, which is moved or freed
+                // only by `resize_input` (refused while this array, recorded in `views`
+                // below, is alive) and when the interpreter is dropped; the numpy array's
+                // base (`owner`) keeps the interpreter alive as long as it.
                 unsafe { PyArray1::borrow_from_array(&bytes, owner) }
             }
             None => {
-                let t = this.inner.interp.tensor(index).map_err(runtime_error)?;
+                let t = this.inner.interp()?.tensor(index).map_err(runtime_error)?;
                 let bytes = ArrayView1::from(t.bytes());
                 // SAFETY: as above (arena, prepacked or model bytes, all owned by the
                 // interpreter and never moved); `litecvt.Interpreter` marks this view
@@ -278,6 +384,10 @@ impl NativeInterpreter {
                 unsafe { PyArray1::borrow_from_array(&bytes, owner) }
             }
         };
+        let py = slf.py();
+        this.views.retain(|w| w.bind(py).upgrade().is_some());
+        this.views
+            .push(PyWeakrefReference::new(view.as_any())?.unbind());
         Ok(view)
     }
 }

@@ -249,13 +249,65 @@ def test_interpreter_errors():
         interp.set_tensor(inp["index"], np.zeros((1, 2), np.float32))
     with pytest.raises(ValueError, match="not an input"):
         interp.set_tensor(interp.get_output_details()[0]["index"], np.zeros(1, np.float32))
-    with pytest.raises(NotImplementedError, match="input_shapes"):
+    with pytest.raises(ValueError, match="only -1 dimensions"):
         interp.resize_tensor_input(inp["index"], [4, 1, 8, 8])
     interp.resize_tensor_input(inp["index"], list(inp["shape"]))
     with pytest.raises(ValueError):
         litecvt.Interpreter(model_content=b"not a model")
     with pytest.raises(ValueError):
         litecvt.Interpreter()
+
+
+def test_resize_tensor_input_runs_a_dynamic_length_model_as_litert():
+    tf_dir = FIXTURES / "tf"
+    interp = litecvt.Interpreter(model_path=tf_dir / "dynamic_length.tflite")
+    (inp,) = interp.get_input_details()
+    np.testing.assert_array_equal(inp["shape_signature"], [1, -1])
+    out = interp.get_output_details()[0]["index"]
+    # As stored ([1, 1]) the first convolution (filter 5, VALID) cannot run: resize first.
+    with pytest.raises(RuntimeError, match="resize"):
+        interp.allocate_tensors()
+    with pytest.raises(RuntimeError, match="resize"):
+        interp.invoke()
+    for n in (64, 203, 64):
+        interp.resize_tensor_input(inp["index"], [1, n], strict=True)
+        interp.allocate_tensors()
+        assert list(interp.get_input_details()[0]["shape"]) == [1, n]
+        interp.set_tensor(inp["index"], np.load(tf_dir / f"dynamic_length.len{n}.input0.npy"))
+        interp.invoke()
+        assert_float_close(interp.get_tensor(out), np.load(tf_dir / f"dynamic_length.len{n}.litert.npy"))
+    # Only the -1 dimension may change; a refused resize leaves the interpreter as it was.
+    with pytest.raises(ValueError, match="only -1 dimensions"):
+        interp.resize_tensor_input(inp["index"], [2, 64])
+    with pytest.raises(ValueError, match="not an input"):
+        interp.resize_tensor_input(out, [1, 3])
+    assert list(interp.get_input_details()[0]["shape"]) == [1, 64]
+    # The arena may move: not while a view of it is alive.
+    view = interp.tensor(inp["index"])()
+    with pytest.raises(RuntimeError, match="reference"):
+        interp.resize_tensor_input(inp["index"], [1, 203])
+    del view
+    gc.collect()
+    interp.resize_tensor_input(inp["index"], [1, 203])
+
+
+def test_reset_all_variables_restarts_a_streaming_model():
+    tf_dir = FIXTURES / "tf"
+    frames = np.load(tf_dir / "streaming_state.input0.npy")
+    want = np.load(tf_dir / "streaming_state.litert.npy")
+    interp = litecvt.Interpreter(model_path=tf_dir / "streaming_state.tflite")
+    inp = interp.get_input_details()[0]["index"]
+    out = interp.get_output_details()[0]["index"]
+
+    def run_steps(count):
+        for x, w in zip(frames[:count], want[:count]):
+            interp.set_tensor(inp, x)
+            interp.invoke()
+            assert_float_close(interp.get_tensor(out), w)
+
+    run_steps(len(frames))
+    interp.reset_all_variables()
+    run_steps(5)
 
 
 def test_conversion_errors_name_the_node():

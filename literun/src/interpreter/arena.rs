@@ -178,7 +178,8 @@ impl Model<'_> {
     pub fn stored_plan(&self) -> Result<Option<Vec<i32>>> {
         // Without the `offline-plan` feature stored plans are ignored (literun plans its own).
         // A resized model's tensors are not the sizes the stored plan was made for.
-        if !cfg!(feature = "offline-plan") || self.is_resized() {
+        // It plans subgraph 0 only.
+        if !cfg!(feature = "offline-plan") || self.is_resized() || self.subgraph_index() != 0 {
             return Ok(None);
         }
         let root = self.root();

@@ -12,9 +12,10 @@
     )
 )]
 
-mod arena;
+pub(crate) mod arena;
 mod compiled;
 mod io;
+mod state;
 
 use crate::error::format;
 use crate::kernels::shape_ops as so;
@@ -26,6 +27,7 @@ use arena::{charge, fold_pads, try_vec, ConstCopies};
 use compiled::{compiled_in, types_compiled_in};
 use io::typed_mut;
 pub use io::{TensorMut, TensorRef};
+use state::Store;
 
 use crate::error::{Error, Result};
 use crate::kernels::simd::{self, FastScratch, Isa};
@@ -173,12 +175,12 @@ impl Arena<'_> {
     }
 }
 
-/// The model an [`Interpreter`] runs: the application's, or its copy with new input shapes
-/// ([`Interpreter::resize_input`]).
+/// The model an [`Interpreter`] runs: the application's, or one of its own: the application's
+/// with new input shapes ([`Interpreter::resize_input`]), or a subgraph a CALL_ONCE runs.
 enum ModelRef<'m> {
     File(&'m Model<'m>),
-    #[cfg(feature = "dynamic-shapes")]
-    Resized(alloc::boxed::Box<Model<'m>>),
+    #[cfg(any(feature = "dynamic-shapes", feature = "ops-variables"))]
+    Owned(alloc::boxed::Box<Model<'m>>),
 }
 
 impl<'m> core::ops::Deref for ModelRef<'m> {
@@ -186,8 +188,8 @@ impl<'m> core::ops::Deref for ModelRef<'m> {
     fn deref(&self) -> &Model<'m> {
         match self {
             ModelRef::File(m) => m,
-            #[cfg(feature = "dynamic-shapes")]
-            ModelRef::Resized(m) => m,
+            #[cfg(any(feature = "dynamic-shapes", feature = "ops-variables"))]
+            ModelRef::Owned(m) => m,
         }
     }
 }
@@ -221,6 +223,11 @@ pub struct Interpreter<'m> {
     packed_bytes: usize,
     scratch: Scratch,
     isa: Isa,
+    /// The values of the model's resource variables (feature `ops-variables`).
+    variables: Store<'m>,
+    /// The subgraphs this one's CALL_ONCE operators run.
+    #[cfg(feature = "ops-variables")]
+    calls: Vec<state::Call<'m>>,
 }
 
 impl<'m> Interpreter<'m> {
@@ -238,7 +245,8 @@ impl<'m> Interpreter<'m> {
     /// Runs in an arena the application owns (e.g. a `static` buffer in firmware): it must hold
     /// [`Model::arena_bytes`] bytes from its first 16-byte aligned byte (so up to 15 more for
     /// an unaligned buffer; the error says how many). [`invoke`](Self::invoke) then allocates
-    /// nothing.
+    /// nothing, but for a model with resource variables, each variable's buffer at its first
+    /// assignment (the subgraphs CALL_ONCE runs get arenas of their own, allocated here).
     pub fn with_arena(model: &'m Model<'m>, arena: &'m mut [u8]) -> Result<Interpreter<'m>> {
         Self::build(model, Options::default(), Some(arena), None)
     }
@@ -311,7 +319,10 @@ impl<'m> Interpreter<'m> {
                 }
             }
         };
-        Ok(Interpreter {
+        #[cfg(feature = "ops-variables")]
+        let memory = parts.memory;
+        #[allow(unused_mut)]
+        let mut it = Interpreter {
             model: ModelRef::File(model),
             options,
             arena,
@@ -322,7 +333,18 @@ impl<'m> Interpreter<'m> {
             packed_bytes: parts.packed_bytes,
             scratch: parts.scratch,
             isa: parts.isa,
-        })
+            variables: Store::default(),
+            #[cfg(feature = "ops-variables")]
+            calls: Vec::new(),
+        };
+        #[cfg(feature = "ops-variables")]
+        {
+            let mut store = Store::default();
+            store.memory = memory;
+            it.prepare_state(&mut store)?;
+            it.variables = store;
+        }
+        Ok(it)
     }
 
     /// Gives input `i` the shape `dims` and prepares the model again for it (LiteRT's
@@ -345,7 +367,13 @@ impl<'m> Interpreter<'m> {
         let mut parts = prepare(&resized, self.options, None)?;
         let threads = self.threads();
         self.arena.fit(parts.arena_bytes, &mut parts.memory)?;
-        self.model = ModelRef::Resized(resized);
+        #[cfg(feature = "ops-variables")]
+        crate::ops::variables::bind_handles(
+            &resized,
+            &mut parts.ops.iter_mut().map(|p| (p.index, &mut p.kind)),
+            &mut self.variables,
+        )?;
+        self.model = ModelRef::Owned(resized);
         self.arena_bytes = parts.arena_bytes;
         self.locs = parts.locs;
         self.ops = parts.ops;
@@ -733,12 +761,36 @@ impl<'m> Interpreter<'m> {
 
     /// Runs all operators.
     pub fn invoke(&mut self) -> Result<()> {
+        let mut store = core::mem::take(&mut self.variables);
+        let r = self.invoke_with(&mut store);
+        self.variables = store;
+        r
+    }
+
+    /// [`invoke`](Self::invoke) with the variables in `store` (the top interpreter's, for the
+    /// subgraph a CALL_ONCE runs).
+    fn invoke_with(&mut self, store: &mut Store<'m>) -> Result<()> {
         let arena = self.arena.bytes_mut();
         let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
         let tensors = self.model.tensors();
         let ops = self.model.operators();
         for p in self.ops.iter().filter(|p| !p.folded) {
             let op = &ops[p.index];
+            #[cfg(feature = "ops-variables")]
+            if let Kind::Variables(v) = &p.kind {
+                state::run_variable_op(
+                    v,
+                    p.index,
+                    op,
+                    tensors,
+                    &self.locs,
+                    arena,
+                    packed,
+                    store,
+                    &mut self.calls,
+                )?;
+                continue;
+            }
             run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
         }
         Ok(())
@@ -748,12 +800,35 @@ impl<'m> Interpreter<'m> {
     /// operator that runs (a PAD folded into the convolution after it does not run and is not
     /// reported). For timing operators.
     pub fn invoke_timed(&mut self, f: &mut dyn FnMut(usize)) -> Result<()> {
+        let mut store = core::mem::take(&mut self.variables);
+        let r = self.invoke_timed_with(&mut store, f);
+        self.variables = store;
+        r
+    }
+
+    fn invoke_timed_with(&mut self, store: &mut Store<'m>, f: &mut dyn FnMut(usize)) -> Result<()> {
         let arena = self.arena.bytes_mut();
         let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
         let tensors = self.model.tensors();
         let ops = self.model.operators();
         for p in self.ops.iter().filter(|p| !p.folded) {
             let op = &ops[p.index];
+            #[cfg(feature = "ops-variables")]
+            if let Kind::Variables(v) = &p.kind {
+                state::run_variable_op(
+                    v,
+                    p.index,
+                    op,
+                    tensors,
+                    &self.locs,
+                    arena,
+                    packed,
+                    store,
+                    &mut self.calls,
+                )?;
+                f(p.index);
+                continue;
+            }
             run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
             f(p.index);
         }
@@ -774,6 +849,17 @@ impl<'m> Interpreter<'m> {
     /// during the call (the arena reuses memory).
     pub fn invoke_observed(
         &mut self,
+        f: &mut dyn FnMut(usize, usize, TensorRef<'_>),
+    ) -> Result<()> {
+        let mut store = core::mem::take(&mut self.variables);
+        let r = self.invoke_observed_with(&mut store, f);
+        self.variables = store;
+        r
+    }
+
+    fn invoke_observed_with(
+        &mut self,
+        store: &mut Store<'m>,
         f: &mut dyn FnMut(usize, usize, TensorRef<'_>),
     ) -> Result<()> {
         let tensors = self.model.tensors();
@@ -818,6 +904,23 @@ impl<'m> Interpreter<'m> {
             {
                 let arena = self.arena.bytes_mut();
                 let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
+                #[cfg(feature = "ops-variables")]
+                if let Kind::Variables(v) = &p.kind {
+                    state::run_variable_op(
+                        v,
+                        p.index,
+                        op,
+                        tensors,
+                        &self.locs,
+                        arena,
+                        packed,
+                        store,
+                        &mut self.calls,
+                    )?;
+                } else {
+                    run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+                }
+                #[cfg(not(feature = "ops-variables"))]
                 run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
             }
             for &o in &op.outputs {

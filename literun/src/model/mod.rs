@@ -10,14 +10,19 @@ use alloc::vec::Vec;
 use core::ops::Deref;
 
 use self::rawfb::RawTable;
-use crate::error::{invalid, Error, Result, UnsupportedOp};
+use crate::error::{invalid, Error, Result};
 use crate::schema;
 
 pub(crate) mod rawfb;
 pub(crate) mod registry;
 #[cfg(feature = "dynamic-shapes")]
 mod resize;
+mod subgraph;
 mod verify;
+
+#[cfg(feature = "ops-variables")]
+pub(crate) use self::subgraph::called_subgraph;
+use self::subgraph::{read_subgraph, Subgraph};
 
 /// Largest tensor literun accepts, in bytes.
 pub const MAX_TENSOR_BYTES: usize = 1 << 31;
@@ -38,6 +43,10 @@ pub enum DType {
     U8,
     /// Quantized 16-bit (only as DEQUANTIZE input and in data-movement ops).
     I16,
+    /// A resource variable's handle (VAR_HANDLE's output): the variable's id, an int32 as
+    /// LiteRT stores it.
+    #[cfg(feature = "ops-variables")]
+    Resource,
 }
 
 impl DType {
@@ -45,6 +54,8 @@ impl DType {
     pub const fn size(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
+            #[cfg(feature = "ops-variables")]
+            DType::Resource => 4,
             DType::F16 | DType::I16 => 2,
             DType::I64 => 8,
             DType::Bool | DType::I8 | DType::U8 => 1,
@@ -63,6 +74,8 @@ impl DType {
             DType::I8 => T::INT8,
             DType::U8 => T::UINT8,
             DType::I16 => T::INT16,
+            #[cfg(feature = "ops-variables")]
+            DType::Resource => T::RESOURCE,
         }
     }
 
@@ -78,6 +91,8 @@ impl DType {
             T::INT8 => DType::I8,
             T::UINT8 => DType::U8,
             T::INT16 => DType::I16,
+            #[cfg(feature = "ops-variables")]
+            T::RESOURCE => DType::Resource,
             _ => return None,
         })
     }
@@ -93,6 +108,8 @@ impl DType {
             DType::I8 => "INT8",
             DType::U8 => "UINT8",
             DType::I16 => "INT16",
+            #[cfg(feature = "ops-variables")]
+            DType::Resource => "RESOURCE",
         }
     }
 
@@ -241,6 +258,13 @@ pub struct Model<'a> {
     /// Whether tensor shapes differ from the file's ([`Model::resized`]): a memory plan stored
     /// in the file no longer applies.
     resized: bool,
+    /// The file's other subgraphs (1, 2, ...), verified: the ones CALL_ONCE runs.
+    #[cfg(feature = "ops-variables")]
+    subgraphs: Vec<Subgraph<'a>>,
+    /// Which subgraph of the file `tensors` and `ops` are: 0, or the one a CALL_ONCE runs in the
+    /// view [`Model::subgraph_model`] makes of it.
+    #[cfg(feature = "ops-variables")]
+    subgraph: usize,
 }
 
 fn verifier_options(len: usize) -> flatbuffers::VerifierOptions {
@@ -375,260 +399,14 @@ impl<'a> Model<'a> {
             return Err(invalid!("no subgraphs"));
         }
         let sg = subgraphs.get(0);
-        let buffers = root.buffers();
-        let nbuf = buffers.map_or(0, |b| b.len());
-
-        // Tensors.
-        let mut tensors = Vec::new();
-        if let Some(ts) = sg.tensors() {
-            for (ti, t) in ts.iter().enumerate() {
-                let name = t.name().unwrap_or("");
-                // Built without `core::fmt`: the same text in every build.
-                let ti_ = crate::error::decimal(ti as i64);
-                let ctx = |m: String| {
-                    Error::InvalidModel(["tensor ", &ti_, " '", name, "': ", &m].concat())
-                };
-                let dtype = DType::from_tflite(t.type_()).ok_or_else(|| {
-                    ctx(format!(
-                        "unsupported type {}",
-                        t.type_().variant_name().unwrap_or("UNKNOWN")
-                    ))
-                })?;
-                // Presence only (the lean verifier does not follow the offset).
-                if t._tab.vtable().get(schema::Tensor::VT_SPARSITY) != 0 {
-                    return Err(ctx("sparse tensors are not supported".into()));
-                }
-                let mut shape = Vec::new();
-                if let Some(s) = t.shape() {
-                    if s.len() > MAX_RANK {
-                        return Err(ctx(format!("rank {} exceeds {MAX_RANK}", s.len())));
-                    }
-                    for d in s.iter() {
-                        let d = usize::try_from(d).map_err(|_| {
-                            ctx(format!(
-                                "negative dimension {d} (dynamic shapes are not supported)"
-                            ))
-                        })?;
-                        shape.push(d);
-                    }
-                }
-                let elements = element_count(&shape)
-                    .filter(|&n| {
-                        n.checked_mul(dtype.size())
-                            .is_some_and(|b| b <= MAX_TENSOR_BYTES)
-                    })
-                    .ok_or_else(|| ctx(format!("shape {shape:?} is too large")))?;
-                let nbytes = elements * dtype.size();
-                let bi = t.buffer() as usize;
-                if bi >= nbuf && bi != 0 {
-                    return Err(ctx(format!("buffer index {bi} out of range (0..{nbuf})")));
-                }
-                let mut data = None;
-                if let Some(buffers) = buffers.filter(|_| bi < nbuf) {
-                    let b = buffers.get(bi);
-                    if b.offset() > 1 {
-                        return Err(ctx(
-                            "external buffer data (offset/size) is not supported".into()
-                        ));
-                    }
-                    if let Some(d) = b.data() {
-                        let d = d.bytes();
-                        if !d.is_empty() {
-                            if d.len() != nbytes {
-                                return Err(ctx(format!(
-                                    "buffer {bi} holds {} bytes, shape {shape:?} x {} needs {nbytes}",
-                                    d.len(),
-                                    dtype.name()
-                                )));
-                            }
-                            let align = dtype.size();
-                            if (d.as_ptr() as usize) & (align - 1) != 0 {
-                                return Err(Error::Misaligned);
-                            }
-                            data = Some(d);
-                        }
-                    }
-                }
-                let qparams = match t.quantization() {
-                    Some(q) => read_quant(q, dtype, &shape).map_err(ctx)?,
-                    None => None,
-                };
-                let quant = qparams
-                    .as_ref()
-                    .filter(|q| q.is_per_tensor())
-                    .map(|q| Quant {
-                        scale: q.scales[0],
-                        zero_point: q.zero_points[0],
-                    });
-                #[cfg(feature = "dynamic-shapes")]
-                let shape_signature = t.shape_signature().map(|v| v.iter().collect());
-                tensors.push(TensorDesc {
-                    name,
-                    shape,
-                    dtype,
-                    elements,
-                    bytes: nbytes,
-                    data,
-                    #[cfg(feature = "dynamic-shapes")]
-                    shape_signature,
-                    quant,
-                    qparams,
-                    // Only the sequence operators keep state; builds without them (the
-                    // firmware) skip reading the flag and refuse such files as before.
-                    variable: cfg!(feature = "ops-sequence") && t.is_variable(),
-                });
-            }
-        }
-        let nt = tensors.len();
-
-        // Inputs and outputs.
-        let read_list =
-            |v: Option<flatbuffers::Vector<'a, i32>>, what: &str| -> Result<Vec<usize>> {
-                v.map_or(Ok(Vec::new()), |v| {
-                    v.iter().map(|i| index(i64::from(i), nt, what)).collect()
-                })
-            };
-        let in_ids = read_list(sg.inputs(), "subgraph input tensor")?;
-        let out_ids = read_list(sg.outputs(), "subgraph output tensor")?;
-        for &i in &in_ids {
-            if tensors[i].data.is_some() {
-                return Err(invalid!(
-                    "model input tensor {i} '{}' is constant",
-                    tensors[i].name
-                ));
-            }
-        }
-
-        // Operators.
-        let codes = root.operator_codes();
-        let ncodes = codes.map_or(0, |c| c.len());
-        let mut ops = Vec::new();
-        let mut unsupported = Vec::new();
-        let mut produced = vec![false; nt];
-        for &i in &in_ids {
-            produced[i] = true;
-        }
-        // Variable tensors hold state from before the first operator runs.
-        #[cfg(feature = "ops-sequence")]
-        for (p, t) in produced.iter_mut().zip(&tensors) {
-            *p |= t.variable;
-        }
-        if let Some(sops) = sg.operators() {
-            for (oi, op) in sops.iter().enumerate() {
-                let ci = index(i64::from(op.opcode_index()), ncodes, "operator code")
-                    .map_err(|e| invalid!("operator #{oi}: {e}"))?;
-                let oc = codes.ok_or_else(|| invalid!("no operator codes"))?.get(ci);
-                let code = schema::BuiltinOperator(
-                    oc.builtin_code()
-                        .0
-                        .max(i32::from(oc.deprecated_builtin_code())),
-                );
-                let name = if code == schema::BuiltinOperator::CUSTOM {
-                    ["CUSTOM(", oc.custom_code().unwrap_or(""), ")"].concat()
-                } else {
-                    op_name(code)
-                };
-                let oi_ = crate::error::decimal(oi as i64);
-                let err = |m: String| {
-                    Error::InvalidModel(["operator #", &oi_, " (", &name, "): ", &m].concat())
-                };
-                let mut inputs = Vec::new();
-                if let Some(v) = op.inputs() {
-                    for i in v.iter() {
-                        inputs.push(if i == -1 {
-                            None
-                        } else {
-                            Some(
-                                index(i64::from(i), nt, "input tensor")
-                                    .map_err(|e| err(e.to_string()))?,
-                            )
-                        });
-                    }
-                }
-                let mut outputs = Vec::new();
-                if let Some(v) = op.outputs() {
-                    for i in v.iter() {
-                        outputs.push(
-                            index(i64::from(i), nt, "output tensor")
-                                .map_err(|e| err(e.to_string()))?,
-                        );
-                    }
-                }
-                for &i in inputs.iter().flatten() {
-                    let t = &tensors[i];
-                    if t.data.is_none() && !produced[i] && t.elements != 0 {
-                        return Err(err(format!(
-                            "reads tensor {i} '{}' before any operator writes it",
-                            t.name
-                        )));
-                    }
-                }
-                for &o in &outputs {
-                    if tensors[o].data.is_some() {
-                        return Err(err(format!("writes constant tensor {o}")));
-                    }
-                    if produced[o] {
-                        return Err(err(format!(
-                            "writes tensor {o} '{}', which is a model input or already written",
-                            tensors[o].name
-                        )));
-                    }
-                    produced[o] = true;
-                }
-                let compiled_out = registry::missing_feature(code);
-                match registry::arity(code).filter(|_| compiled_out.is_none()) {
-                    None => unsupported.push(UnsupportedOp {
-                        index: oi,
-                        op: match compiled_out {
-                            Some(f) => [name.as_str(), " (feature ", f, " is off)"].concat(),
-                            None => name.clone(),
-                        },
-                    }),
-                    Some(a) => {
-                        if !a.inputs.contains(&inputs.len()) || !a.outputs.contains(&outputs.len())
-                        {
-                            return Err(err(format!(
-                                "has {} inputs and {} outputs (expected {:?} and {:?})",
-                                inputs.len(),
-                                outputs.len(),
-                                a.inputs,
-                                a.outputs
-                            )));
-                        }
-                        for (k, i) in inputs.iter().enumerate() {
-                            if i.is_none() && k < a.required_inputs {
-                                return Err(err(format!("required input {k} is omitted")));
-                            }
-                        }
-                    }
-                }
-                let options = match op.builtin_options_type().0 {
-                    0 => None,
-                    _ => RawTable::new(op._tab.buf(), op._tab.loc())
-                        .and_then(|t| t.table(schema::Operator::VT_BUILTIN_OPTIONS))
-                        .map_err(|e| err(format!("malformed builtin options: {e}")))?,
-                };
-                ops.push(OpDesc {
-                    code,
-                    inputs,
-                    outputs,
-                    options_type: op.builtin_options_type().0,
-                    options,
-                });
-            }
-        }
-        if !unsupported.is_empty() {
-            return Err(Error::Unsupported(unsupported));
-        }
-        for &o in &out_ids {
-            let t = &tensors[o];
-            if !produced[o] && t.data.is_none() && t.elements != 0 {
-                return Err(invalid!(
-                    "model output tensor {o} '{}' is never written",
-                    t.name
-                ));
-            }
-        }
+        let Subgraph {
+            tensors,
+            ops,
+            in_ids,
+            out_ids,
+        } = read_subgraph(root, sg)?;
+        #[cfg(feature = "ops-variables")]
+        let others = subgraph::read_called_subgraphs(root, subgraphs, &ops)?;
 
         // Names: from the first SignatureDef when present.
         let sig = root
@@ -667,6 +445,52 @@ impl<'a> Model<'a> {
             inputs,
             outputs,
             resized: false,
+            #[cfg(feature = "ops-variables")]
+            subgraphs: others,
+            #[cfg(feature = "ops-variables")]
+            subgraph: 0,
+        })
+    }
+
+    /// How many subgraphs the file has (only subgraph 0 is read without the `ops-variables`
+    /// feature, and a file with more is run only if nothing calls them).
+    pub fn subgraph_count(&self) -> usize {
+        self.root.subgraphs().map_or(0, |s| s.len())
+    }
+
+    /// Which subgraph of the file this model's tensors and operators are (0 unless this is the
+    /// view of a subgraph a CALL_ONCE runs).
+    pub(crate) fn subgraph_index(&self) -> usize {
+        #[cfg(feature = "ops-variables")]
+        return self.subgraph;
+        #[cfg(not(feature = "ops-variables"))]
+        0
+    }
+
+    /// Subgraph `k` (1 or more) as a model of its own, with no inputs or outputs of its own
+    /// beyond its subgraph's, for preparing the interpreter that runs it.
+    #[cfg(feature = "ops-variables")]
+    pub(crate) fn subgraph_model(&self, k: usize) -> Result<Model<'a>> {
+        let sg = k
+            .checked_sub(1)
+            .and_then(|i| self.subgraphs.get(i))
+            .ok_or_else(|| invalid!("no subgraph {k}"))?;
+        let info = |t: usize| TensorInfo {
+            name: sg.tensors[t].name,
+            tensor: t,
+            shape: sg.tensors[t].shape.clone(),
+            dtype: sg.tensors[t].dtype,
+        };
+        Ok(Model {
+            bytes: self.bytes,
+            root: self.root,
+            tensors: sg.tensors.clone(),
+            ops: sg.ops.clone(),
+            inputs: sg.in_ids.iter().map(|&t| info(t)).collect(),
+            outputs: sg.out_ids.iter().map(|&t| info(t)).collect(),
+            resized: false,
+            subgraphs: self.subgraphs.clone(),
+            subgraph: k,
         })
     }
 

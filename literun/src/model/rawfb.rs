@@ -112,6 +112,23 @@ impl<'a> RawTable<'a> {
         }
     }
 
+    /// Reads a `string` field (UTF-8, borrowed from the buffer), `None` when absent.
+    #[cfg_attr(not(feature = "ops-variables"), allow(dead_code))]
+    pub(crate) fn str(&self, voff: u16) -> RawResult<Option<&'a str>> {
+        let Some(p) = self.field(voff)? else {
+            return Ok(None);
+        };
+        let off = read_u32(self.buf, p)? as usize;
+        let spos = p.checked_add(off).ok_or("offset overflow")?;
+        let len = read_u32(self.buf, spos)? as usize;
+        let start = spos + 4;
+        let end = start.checked_add(len).ok_or("string length overflow")?;
+        let data = self.buf.get(start..end).ok_or("string out of range")?;
+        core::str::from_utf8(data)
+            .map(Some)
+            .map_err(|_| "string is not UTF-8")
+    }
+
     /// Reads a `[int]` field (copied out), `None` when absent.
     pub(crate) fn vec_i32(&self, voff: u16) -> RawResult<Option<Vec<i32>>> {
         let Some(p) = self.field(voff)? else {
@@ -156,6 +173,7 @@ mod tests {
                         let _ = t.u8(v, 0);
                         let _ = t.vec_i32(v);
                         let _ = t.table(v);
+                        let _ = t.str(v);
                     }
                 }
             }

@@ -119,6 +119,12 @@ macro_rules! op_table {
                 UNIDIRECTIONAL_SEQUENCE_LSTM: (20, 24, 1, 1, 1);
                 SVDF: (5, 5, 3, 1, 1);
             }
+            variables "ops-variables" {
+                VAR_HANDLE: (0, 0, 0, 1, 1);
+                READ_VARIABLE: (1, 1, 1, 1, 1);
+                ASSIGN_VARIABLE: (2, 2, 2, 0, 0);
+                CALL_ONCE: (0, 0, 0, 0, 0);
+            }
         }
     };
 }
@@ -148,6 +154,33 @@ macro_rules! registry {
                     outputs: $lo0..=$lo1,
                     required_inputs: $lreq,
                 }, )*)*
+                _ => return None,
+            })
+        }
+
+        /// [`arity`] of an operator this build compiles in (its family's feature is on), `None`
+        /// for others: models are checked with it, and a build without some families keeps no
+        /// table of their arities.
+        // With no family compiled in, every arm is `return None`.
+        #[allow(unreachable_code)]
+        pub(crate) fn compiled_arity(code: B) -> Option<Arity> {
+            Some(match code {
+                $($(
+                    #[cfg(feature = $feature)]
+                    $(B::$op)|+ => Arity {
+                        inputs: $i0..=$i1,
+                        outputs: $o0..=$o1,
+                        required_inputs: $req,
+                    },
+                )*)*
+                $($(
+                    #[cfg(feature = $lfeature)]
+                    $(B::$lop)|+ => Arity {
+                        inputs: $li0..=$li1,
+                        outputs: $lo0..=$lo1,
+                        required_inputs: $lreq,
+                    },
+                )*)*
                 _ => return None,
             })
         }
@@ -213,7 +246,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 22] = compiled_in![
+pub const FEATURES: [(&str, bool); 23] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -236,6 +269,7 @@ pub const FEATURES: [(&str, bool); 22] = compiled_in![
     "ops-data",
     "ops-accumulate",
     "ops-sequence",
+    "ops-variables",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.
@@ -283,6 +317,9 @@ mod tests {
             let code = B(c);
             let supported = arity(code).is_some();
             assert_eq!(family_feature(code).is_some(), supported, "{code:?}");
+            let compiled = family_feature(code).is_some_and(feature_enabled);
+            let want = arity(code).filter(|_| compiled);
+            assert_eq!(compiled_arity(code), want, "{code:?}");
             match supported_name(code) {
                 Some(n) => assert_eq!(Some(n), code.variant_name(), "{code:?}"),
                 None => assert!(!supported, "{code:?}"),

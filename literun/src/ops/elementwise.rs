@@ -198,7 +198,11 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
 fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
     let from = data_dtype(c, 0)?;
     let to = c.output(0)?.dtype;
-    if matches!(to, DType::F16 | DType::I16) {
+    #[cfg(feature = "ops-variables")]
+    let unsupported = matches!(to, DType::F16 | DType::I16 | DType::Resource);
+    #[cfg(not(feature = "ops-variables"))]
+    let unsupported = matches!(to, DType::F16 | DType::I16);
+    if unsupported {
         return Err(c.err(format!("cast to {} is not supported", to.name())));
     }
     c.check_out(0, c.shape(0)?, to)?;
@@ -342,7 +346,7 @@ pub(crate) fn run_cast(ins: &Ins<'_>, from: DType, to: DType, out: &mut [u8]) ->
                         *o = so::CastTo::<Bool8>::cast(i).0;
                     }
                 }
-                DType::F16 | DType::I16 => {}
+                _ => {}
             }
         }};
     }
@@ -376,10 +380,10 @@ pub(crate) fn run_cast(ins: &Ins<'_>, from: DType, to: DType, out: &mut [u8]) ->
                     .iter_mut()
                     .zip(src)
                     .for_each(|(o, &i)| *o = i8::from(i != 0)),
-                DType::F16 | DType::I16 => {}
+                _ => {}
             }
         }
-        DType::F16 | DType::I16 => {}
+        _ => {}
     }
     Ok(())
 }

@@ -170,6 +170,8 @@ impl Fast {
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => None,
+            #[cfg(feature = "ops-variables")]
+            Kind::Variables(_) => None,
         }
     }
 }
@@ -208,5 +210,7 @@ pub(crate) fn run_fast(
         | Kind::Copy
         | Kind::Precomputed
         | Kind::Lut8 { .. } => None,
+        #[cfg(feature = "ops-variables")]
+        Kind::Variables(_) => None,
     }
 }

@@ -76,6 +76,8 @@ pub(crate) mod shape;
 pub(crate) mod shape_views;
 pub(crate) mod softmax;
 pub(crate) mod transpose_conv;
+#[cfg(feature = "ops-variables")]
+pub(crate) mod variables;
 
 /// The integer element type of an operator whose int8 and int16 forms share their parameters
 /// and differ only in the kernel's element type (and the Cargo feature compiling it in).
@@ -123,6 +125,8 @@ pub(crate) enum Kind {
     Accumulate(Accumulate),
     #[cfg(feature = "ops-sequence")]
     Sequence(Sequence),
+    #[cfg(feature = "ops-variables")]
+    Variables(variables::Variables),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -244,6 +248,8 @@ impl Kind {
             | Kind::Copy
             | Kind::Precomputed
             | Kind::Lut8 { .. } => (0, 0, 0),
+            #[cfg(feature = "ops-variables")]
+            Kind::Variables(_) => (0, 0, 0),
         }
     }
 
@@ -286,6 +292,9 @@ impl Kind {
                 Ok(())
             }
             Kind::Precomputed => Ok(()),
+            // They need the interpreter's variables: `Interpreter::invoke` runs them.
+            #[cfg(feature = "ops-variables")]
+            Kind::Variables(_) => Err(op_err(index, op, "needs the interpreter's variables")),
             Kind::Lut8 { table } => {
                 ew::apply_lut8(table, ins.bytes(0).unwrap_or(&[]), out);
                 Ok(())
@@ -428,6 +437,8 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         }
         #[cfg(feature = "ops-sequence")]
         K::Sequence(Sequence::SvdfI8 { .. }) => (f!("ops-sequence"), Some(I)),
+        #[cfg(feature = "ops-variables")]
+        K::Variables(_) => (f!("ops-variables"), None),
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };
