@@ -8,7 +8,7 @@
 //!
 //! Each tensor's *useful interval* is computed backwards from the outputs: a model output, or a
 //! tensor read by anything else, keeps all of it; `MAXIMUM(t, c)` / `MINIMUM(t, c)` /
-//! ReLU-family ops bound it by the constant, HardSwish bounds it below by -3, `ADD` / `SUB` / `MUL` of a constant map their
+//! ReLU-family ops bound it by the constant, `ADD` / `SUB` / `MUL` of a constant map their
 //! reader's interval back, and ops that only move values (reshape, transpose, slice, pools)
 //! pass it through. A tensor read several times keeps the hull of its readers' intervals.
 
@@ -70,9 +70,9 @@ fn useful_input(g: &Graph, node: &Node, t: TensorId, (a, z): Interval) -> Interv
         Op::Unary(UnaryOp::Relu) => relu(0.0, f32::INFINITY),
         Op::Unary(UnaryOp::Relu6) => relu(0.0, 6.0),
         Op::Unary(UnaryOp::ReluN1To1) => relu(-1.0, 1.0),
-        // x·relu6(x+3)/6 is 0 for every x ≤ -3: a conv's negative tail before a HardSwish
-        // needs no steps.
-        Op::Unary(UnaryOp::HardSwish) => (-3.0, f32::INFINITY),
+        // HardSwish is 0 for every x ≤ -3, so saturating its input there would be exact too,
+        // but it is left out: on PP-OCRv4 det (16 held-out inputs) it raised the mean SNR by
+        // 1.2 dB and dropped one input from 13.1 to 6.3 dB, and it cost PP-OCRv4 rec 0.5 dB.
         // Monotone ops that move or select values.
         Op::Reshape { .. } | Op::Transpose { .. } | Op::Slice { .. } | Op::Split { .. } => (a, z),
         Op::Pool2d {
@@ -209,28 +209,5 @@ mod tests {
         assert_eq!(r[&a], (-3.5, 1.9));
         assert_eq!(r[&m], (-4.0, 1.4));
         assert_eq!(r[&x], (-20.0, 7.0));
-    }
-
-    #[test]
-    fn a_hardswish_input_needs_nothing_below_minus_three() {
-        let mut g = Graph::default();
-        let x = g.add_tensor("x", vec![1, 4], DType::F32);
-        let m = binary(&mut g, BinaryOp::Mul, x, 2.0, "scaled");
-        let y = g.add_tensor("y", vec![1, 4], DType::F32);
-        g.nodes.push(Node {
-            name: "hs".into(),
-            op: Op::Unary(UnaryOp::HardSwish),
-            inputs: vec![m],
-            outputs: vec![y],
-        });
-        g.inputs = vec![x];
-        g.outputs = vec![y];
-        let mut r: Ranges = [(x, (-20.0, 7.0)), (m, (-40.0, 14.0)), (y, (-0.375, 14.0))]
-            .into_iter()
-            .collect();
-        narrow(&g, &mut r);
-        assert_eq!(r[&m], (-3.0, 14.0));
-        assert_eq!(r[&x], (-1.5, 7.0));
-        assert_eq!(r[&y], (-0.375, 14.0));
     }
 }
