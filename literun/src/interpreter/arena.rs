@@ -383,3 +383,68 @@ pub(crate) fn stored_plan_keeps(
             _ => true,
         })
 }
+
+/// The activation arena: owned, or lent by the application (from its first 16-byte aligned
+/// byte); `used` bytes of it are the current plan's.
+pub(super) enum Arena<'m> {
+    Owned { words: Vec<u128>, used: usize },
+    Borrowed { buf: &'m mut [u8], used: usize },
+}
+
+impl Arena<'_> {
+    // Without resizing, the arena is exactly the plan's (an owned one rounded up to 16 bytes):
+    // no `used` to slice by on every access, which small devices pay for in code size.
+    #[cfg(feature = "dynamic-shapes")]
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            Arena::Owned { words, used } => &bytemuck::cast_slice(words)[..*used],
+            Arena::Borrowed { buf, used } => &buf[..*used],
+        }
+    }
+    #[cfg(feature = "dynamic-shapes")]
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Arena::Owned { words, used } => &mut bytemuck::cast_slice_mut(words)[..*used],
+            Arena::Borrowed { buf, used } => &mut buf[..*used],
+        }
+    }
+    #[cfg(not(feature = "dynamic-shapes"))]
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            Arena::Owned { words, .. } => bytemuck::cast_slice(words),
+            Arena::Borrowed { buf, .. } => buf,
+        }
+    }
+    #[cfg(not(feature = "dynamic-shapes"))]
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Arena::Owned { words, .. } => bytemuck::cast_slice_mut(words),
+            Arena::Borrowed { buf, .. } => buf,
+        }
+    }
+
+    /// Makes room for a plan of `total` bytes: a lent arena must already hold it; an owned one
+    /// grows (charged to `memory`). Nothing changes on error.
+    #[cfg(any(feature = "dynamic-shapes", feature = "ops-variables"))]
+    pub(super) fn fit(&mut self, total: usize, memory: &mut usize) -> Result<()> {
+        match self {
+            Arena::Borrowed { buf, used } => {
+                if buf.len() < total {
+                    return Err(Error::InvalidModel(format!(
+                        "the arena given has {} aligned bytes; the model needs {total}",
+                        buf.len()
+                    )));
+                }
+                *used = total;
+            }
+            Arena::Owned { words, used } => {
+                charge(memory, Some(total), "activation arena")?;
+                if words.len() * 16 < total {
+                    *words = try_vec(total.div_ceil(16))?;
+                }
+                *used = total;
+            }
+        }
+        Ok(())
+    }
+}
