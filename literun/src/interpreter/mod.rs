@@ -705,30 +705,7 @@ impl<'m> Interpreter<'m> {
     /// [`invoke`](Self::invoke) with the variables in `store` (the top interpreter's, for the
     /// subgraph a CALL_ONCE runs).
     fn invoke_with(&mut self, store: &mut Store<'m>) -> Result<()> {
-        let arena = self.arena.bytes_mut();
-        let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
-        let tensors = self.model.tensors();
-        let ops = self.model.operators();
-        for p in self.ops.iter().filter(|p| !p.folded) {
-            let op = &ops[p.index];
-            #[cfg(feature = "ops-variables")]
-            if let Kind::Variables(v) = &p.kind {
-                state::run_variable_op(
-                    v,
-                    p.index,
-                    op,
-                    tensors,
-                    &self.locs,
-                    arena,
-                    packed,
-                    store,
-                    &mut self.calls,
-                )?;
-                continue;
-            }
-            run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
-        }
-        Ok(())
+        self.invoke_timed_with(store, &mut |_| {})
     }
 
     /// Runs the operators like [`invoke`](Self::invoke), calling `f(op_index)` after each
