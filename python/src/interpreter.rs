@@ -145,7 +145,10 @@ fn has_dynamic_input(model: &literun::Model<'_>) -> bool {
 }
 
 /// The literun interpreter behind `litecvt.Interpreter` (tensors by their index in the model).
-#[pyclass(name = "NativeInterpreter", module = "litecvt._litecvt")]
+/// Used from the Python thread that made it, as LiteRT's interpreter is (`unsendable`: literun's
+/// interpreter keeps LSTM/SVDF state in cells, so it is `Send` but not `Sync`); `invoke` still
+/// releases the GIL.
+#[pyclass(name = "NativeInterpreter", module = "litecvt._litecvt", unsendable)]
 pub struct NativeInterpreter {
     inner: OwnedInterpreter,
     signature_key: Option<String>,
