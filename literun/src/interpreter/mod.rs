@@ -725,23 +725,20 @@ impl<'m> Interpreter<'m> {
         let ops = self.model.operators();
         for p in self.ops.iter().filter(|p| !p.folded) {
             let op = &ops[p.index];
-            #[cfg(feature = "ops-variables")]
-            if let Kind::Variables(v) = &p.kind {
-                state::run_variable_op(
-                    v,
-                    p.index,
-                    op,
-                    tensors,
-                    &self.locs,
-                    arena,
-                    packed,
-                    store,
-                    &mut self.calls,
-                )?;
-                f(p.index);
-                continue;
-            }
-            run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+            run_prepared(
+                p,
+                op,
+                tensors,
+                &self.locs,
+                arena,
+                packed,
+                &mut self.scratch,
+                Vars {
+                    store: &mut *store,
+                    #[cfg(feature = "ops-variables")]
+                    calls: &mut self.calls,
+                },
+            )?;
             f(p.index);
         }
         Ok(())
@@ -816,24 +813,20 @@ impl<'m> Interpreter<'m> {
             {
                 let arena = self.arena.bytes_mut();
                 let packed = bytemuck::cast_slice::<u128, u8>(&self.packed);
-                #[cfg(feature = "ops-variables")]
-                if let Kind::Variables(v) = &p.kind {
-                    state::run_variable_op(
-                        v,
-                        p.index,
-                        op,
-                        tensors,
-                        &self.locs,
-                        arena,
-                        packed,
-                        store,
-                        &mut self.calls,
-                    )?;
-                } else {
-                    run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
-                }
-                #[cfg(not(feature = "ops-variables"))]
-                run_op(p, op, tensors, &self.locs, arena, packed, &mut self.scratch)?;
+                run_prepared(
+                    p,
+                    op,
+                    tensors,
+                    &self.locs,
+                    arena,
+                    packed,
+                    &mut self.scratch,
+                    Vars {
+                        store: &mut *store,
+                        #[cfg(feature = "ops-variables")]
+                        calls: &mut self.calls,
+                    },
+                )?;
             }
             for &o in &op.outputs {
                 let d = &tensors[o];
@@ -855,6 +848,37 @@ impl<'m> Interpreter<'m> {
         }
         Ok(())
     }
+}
+
+/// What variable operators run with: the interpreter's variables and (with `ops-variables`)
+/// its CALL_ONCE subgraphs.
+struct Vars<'a, 'm> {
+    #[cfg_attr(not(feature = "ops-variables"), allow(dead_code))]
+    store: &'a mut Store<'m>,
+    #[cfg(feature = "ops-variables")]
+    calls: &'a mut [state::Call<'m>],
+}
+
+/// Runs prepared operator `p`: a variable operator with `vars`, any other with its kernel.
+#[allow(clippy::too_many_arguments)]
+fn run_prepared<'b>(
+    p: &'b Prepared,
+    op: &'b OpDesc<'b>,
+    tensors: &'b [TensorDesc<'b>],
+    locs: &'b [Loc],
+    arena: &'b mut [u8],
+    packed: &'b [u8],
+    scratch: &mut Scratch,
+    vars: Vars<'_, '_>,
+) -> Result<()> {
+    #[cfg(feature = "ops-variables")]
+    if let Kind::Variables(v) = &p.kind {
+        let Vars { store, calls } = vars;
+        return state::run_variable_op(v, p.index, op, tensors, locs, arena, packed, store, calls);
+    }
+    #[cfg(not(feature = "ops-variables"))]
+    let _ = vars;
+    run_op(p, op, tensors, locs, arena, packed, scratch)
 }
 
 fn run_op<'b>(
