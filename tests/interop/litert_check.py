@@ -16,7 +16,8 @@ fixtures/ops/*.onnx and every fixtures/zoo/*.onnx):
      every output with literun's: max|a-b| / max(max|b|, 1e-6) <= --tol (1e-5) for floats, exact for ints.
 
 `--modes float,fp16,int8w,int8` also checks the quantized conversions (int8w: weights only, hybrid
-kernels; int8: full integer, calibrated on calibration/<model> or on the op's own test input). Full int8
+kernels, checked against LiteRT's default XNNPACK delegate whose per-row input quantization they
+follow; int8: full integer, calibrated on calibration/<model> or on the op's own test input). Full int8
 is bit-exact against LiteRT's reference kernels (`--resolver ref`); against its optimized kernels,
 `--int8-steps N` allows N output quantization steps where those round ties differently, and
 `--int8-min-snr DB` accepts larger differences when literun and LiteRT still agree to DB, or to 3 dB
@@ -419,8 +420,11 @@ def check_model(name, model, litecvt, work, args, mode="float"):
         return False, "FAIL", None, f"literun wrote no .npy into {outdir}"
 
     feeds = {k: np.load(f) for k, f in feeds_files.items()}
+    # litecvt's weights-only files have per-channel hybrid convolutions, whose float input
+    # literun quantizes as LiteRT's default XNNPACK delegate does (a pointwise convolution per
+    # pixel, not per image as LiteRT's builtin and reference kernels): checked against XNNPACK.
     try:
-        lrt, notes = run_litert(lite, feeds, args.resolver)
+        lrt, notes = run_litert(lite, feeds, "auto" if mode == "int8w" else args.resolver)
     except Exception as e:  # noqa: BLE001 - any interpreter error is a failure of the written model
         msg = str(e).strip()
         return False, "FAIL", None, "LiteRT could not load/run the model:\n" + indent(msg)

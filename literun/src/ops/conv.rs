@@ -576,7 +576,7 @@ impl Conv {
                 #[cfg(all(feature = "ops-conv", feature = "ops-hybrid"))]
                 {
                     {
-                        let n = in_shape[0];
+                        let n = conv::hybrid_rows(*in_shape, *filter_shape, params, *mode);
                         let mut hs = conv::HybridScratch {
                             quantized: &mut scratch.i8s,
                             scales: &mut scratch.f32s[..n],
@@ -631,7 +631,16 @@ impl Conv {
     /// Scratch this operator needs at run time: (i8 values, f32 values, i32 values).
     pub(super) fn scratch(&self) -> (usize, usize, usize) {
         match self {
-            Conv::Hybrid { in_shape, .. } => (in_shape.iter().product(), in_shape[0], in_shape[0]),
+            Conv::Hybrid {
+                in_shape,
+                filter_shape,
+                params,
+                mode,
+                ..
+            } => {
+                let rows = conv::hybrid_rows(*in_shape, *filter_shape, params, *mode);
+                (in_shape.iter().product(), rows, rows)
+            }
             Conv::F32 { .. }
             | Conv::Quantized {
                 precision: Precision::I8,
