@@ -186,9 +186,19 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
         ..Default::default()
     };
     let uses = g.use_counts();
-    // Hybrid kernels exist for conv, depthwise and dense layers (not TRANSPOSE_CONV).
+    // Hybrid kernels exist for conv, depthwise and dense layers (not TRANSPOSE_CONV). Depthwise
+    // layers are not given them: a hybrid depthwise kernel quantizes its input with one range for
+    // all channels, and each output channel reads one input channel only, so a channel with small
+    // inputs and large weights (a batch norm folded into it) loses all its bits (-27 dB in one
+    // layer of PicoDet). Their weights stay int8 behind a per-channel DEQUANTIZE: the same bytes,
+    // and a float kernel with the int8 weights' exact values. (An already-quantized model's own
+    // depthwise weights keep their hybrid kernel, which reads them as they are.)
     let hybrid_axis = |g: &Graph, node: &Node| match node.op {
-        Op::Conv2d { .. } | Op::FullyConnected { .. } => weight_channel_axis(g, node),
+        Op::Conv2d { .. } | Op::FullyConnected { .. } => {
+            let own = |w: &TensorId| model.constants.contains_key(w);
+            weight_channel_axis(g, node)
+                .filter(|&axis| axis == 0 || node.inputs.get(1).is_some_and(own))
+        }
         _ => None,
     };
     // Weights every reader of which is a hybrid layer (an unrolled LSTM's recurrent weights,
@@ -281,8 +291,14 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
             if !big_f32 && !done.contains_key(&c) {
                 continue;
             }
+            // Conv weights per output channel (depthwise: the last axis), others per tensor.
+            let axis = if k == 1 && matches!(node.op, Op::Conv2d { .. }) {
+                weight_channel_axis(g, &node)
+            } else {
+                None
+            };
             node.inputs[k] = reencoded(g, c, &mut done, &mut nodes, |d| {
-                let (q, p) = weights::quantize_symmetric(d.as_f32().expect("f32"), None);
+                let (q, p) = weights::quantize_symmetric(d.as_f32().expect("f32"), axis);
                 (q, Some(p))
             });
         }
@@ -313,4 +329,80 @@ pub fn const_values(d: &ConstData, p: &QuantParams, axis_len: usize) -> Vec<f32>
             (q - p.zero_point[c]) as f32 * p.scale[c]
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Activation, Layout};
+
+    fn conv(
+        g: &mut Graph,
+        name: &str,
+        x: TensorId,
+        w: ndarray::ArrayD<f32>,
+        group: usize,
+    ) -> TensorId {
+        let out_c = if group > 1 {
+            w.shape()[3]
+        } else {
+            w.shape()[0]
+        };
+        let w = g.add_const(&format!("{name}_w"), ConstData::F32(w));
+        let y = g.add_tensor(format!("{name}_out"), vec![1, 4, 4, out_c], DType::F32);
+        g.nodes.push(Node {
+            name: name.into(),
+            op: Op::Conv2d {
+                layout: Layout::Nhwc,
+                group,
+                strides: [1, 1],
+                dilations: [1, 1],
+                pads: [1; 4],
+                activation: Activation::None,
+            },
+            inputs: vec![x, w],
+            outputs: vec![y],
+        });
+        y
+    }
+
+    /// Weights-only: a conv reads its int8 weights directly (hybrid); a depthwise conv reads them
+    /// through a per-channel DEQUANTIZE (its float kernel sees each channel's exact int8 values).
+    #[test]
+    fn depthwise_weights_are_dequantized_per_channel_and_conv_weights_stay_hybrid() {
+        let c = 128; // 3x3x128 = 1152 weights: above the float threshold
+        let mut g = Graph::default();
+        let x = g.add_tensor("x", vec![1, 4, 4, c], DType::F32);
+        g.inputs.push(x);
+        // Channel k's weights scale with k: one shared scale would round the first ones to 0.
+        let dw = ndarray::Array4::from_shape_fn((1, 3, 3, c), |(_, i, j, k)| {
+            (1.0 + i as f32 - j as f32) * (k + 1) as f32 * 1e-3
+        });
+        let d = conv(&mut g, "dw", x, dw.into_dyn(), c);
+        let pw =
+            ndarray::Array4::from_shape_fn((16, 1, 1, c), |(o, _, _, k)| (o + k) as f32 * 0.01);
+        let y = conv(&mut g, "pw", d, pw.into_dyn(), 1);
+        g.outputs.push(y);
+        let s = int8_weights(&mut g);
+        assert_eq!((s.quantized_nodes, s.dequantize_ops), (1, 1));
+        let node = |name: &str| g.nodes.iter().find(|n| n.name == name).expect("node");
+        let pw_w = node("pw").inputs[1];
+        assert_eq!(g.tensors[pw_w].dtype, DType::I8);
+        let dw_w = node("dw").inputs[1];
+        assert_eq!(g.tensors[dw_w].dtype, DType::F32);
+        let deq = g
+            .nodes
+            .iter()
+            .find(|n| n.outputs == [dw_w])
+            .expect("a DEQUANTIZE");
+        assert!(matches!(deq.op, Op::Dequantize));
+        let q = &g.tensors[deq.inputs[0]];
+        assert_eq!(q.dtype, DType::I8);
+        let p = q.quant.as_ref().expect("quantized");
+        assert_eq!((p.axis, p.scale.len()), (3, c));
+        // Every channel keeps its values to within half its own step.
+        let values = const_values(q.data.as_ref().expect("data"), p, c);
+        let first = (1.0 + 0.0 - 2.0) * 1e-3; // (i, j, k) = (0, 2, 0)
+        assert!((values[2 * c] - first).abs() <= p.scale[0] * 0.5 + 1e-9);
+    }
 }
