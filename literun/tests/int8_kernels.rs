@@ -615,6 +615,7 @@ fn activations_int8_match_float() {
     unary_case(B::RELU, 0, vec![], None, 54);
     unary_case(B::RELU6, 0, vec![], None, 55);
     unary_case(B::RELU_N1_TO_1, 0, vec![], None, 56);
+    unary_case(B::RELU_0_TO_1, 0, vec![], None, 59);
     unary_case(
         B::LEAKY_RELU,
         75,

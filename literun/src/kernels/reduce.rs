@@ -197,6 +197,36 @@ pub fn reduce_max_min_i8(
     }
 }
 
+/// Int32 SUM, REDUCE_PROD, REDUCE_MAX and REDUCE_MIN (TensorFlow's converter writes them for
+/// shape arithmetic, e.g. the element count of a dynamic shape), wrapping as TFLite's int32
+/// kernels; an empty reduction gives the fold's identity.
+pub fn reduce_i32(
+    input: &[i32],
+    shape: &[usize],
+    axes: &[usize],
+    kind: ReduceKind,
+    output: &mut [i32],
+) {
+    if input.len() != shape.iter().product::<usize>() {
+        return;
+    }
+    let (identity, fold): (i32, fn(i32, i32) -> i32) = match kind {
+        ReduceKind::Sum | ReduceKind::Mean => (0, i32::wrapping_add),
+        ReduceKind::Prod => (1, i32::wrapping_mul),
+        ReduceKind::Max => (i32::MIN, i32::max),
+        ReduceKind::Min => (i32::MAX, i32::min),
+    };
+    output.fill(identity);
+    if input.is_empty() {
+        return;
+    }
+    if shape.len() <= MAX_FAST_RANK {
+        fold_fast(input, shape, axes, output, fold);
+    } else {
+        fold_slow(input, shape, axes, output, fold);
+    }
+}
+
 /// Sums int8 or int16 `input` (of `shape`) over `axes` into `sums` (one per output element,
 /// in the kept-dims order), in row-major order like TFLite's `ReduceSumImpl` (int32, wrapping).
 pub fn sum_quantized<T: super::Quantized>(
@@ -518,5 +548,26 @@ mod tests {
             &mut o,
         );
         assert_eq!(o, [f32::MIN]);
+    }
+
+    #[test]
+    fn int32_reductions_wrap_and_start_from_the_identity() {
+        // [2, 3]: rows [1, 2, 3] and [4, 5, -6].
+        let x = [1, 2, 3, 4, 5, -6];
+        let mut o = [0i32; 2];
+        reduce_i32(&x, &[2, 3], &[1], ReduceKind::Prod, &mut o);
+        assert_eq!(o, [6, -120]);
+        reduce_i32(&x, &[2, 3], &[1], ReduceKind::Sum, &mut o);
+        assert_eq!(o, [6, 3]);
+        let mut o3 = [0i32; 3];
+        reduce_i32(&x, &[2, 3], &[0], ReduceKind::Max, &mut o3);
+        assert_eq!(o3, [4, 5, 3]);
+        reduce_i32(&x, &[2, 3], &[0], ReduceKind::Min, &mut o3);
+        assert_eq!(o3, [1, 2, -6]);
+        let mut one = [0i32; 1];
+        reduce_i32(&[i32::MAX, 2], &[2], &[0], ReduceKind::Prod, &mut one);
+        assert_eq!(one, [-2]); // wraps as TFLite's int32 kernel
+        reduce_i32(&[], &[0], &[0], ReduceKind::Prod, &mut one);
+        assert_eq!(one, [1]);
     }
 }

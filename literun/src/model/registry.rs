@@ -49,7 +49,7 @@ macro_rules! op_table {
             }
             elementwise "ops-elementwise" {
                 ADD SUB MUL DIV POW MAXIMUM MINIMUM SQUARED_DIFFERENCE PRELU: (2, 2, 2, 1, 1);
-                ABS NEG EXP LOG SQRT RSQRT RELU RELU6 RELU_N1_TO_1 LOGISTIC TANH HARD_SWISH GELU
+                ABS NEG EXP LOG SQRT RSQRT RELU RELU6 RELU_N1_TO_1 RELU_0_TO_1 LOGISTIC TANH HARD_SWISH GELU
                     LEAKY_RELU FLOOR CEIL ROUND SQUARE CAST: (1, 1, 1, 1, 1);
             }
             reshape "ops-reshape" {

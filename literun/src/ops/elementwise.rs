@@ -151,6 +151,7 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::RELU => U::Relu,
         B::RELU6 => U::Relu6,
         B::RELU_N1_TO_1 => U::ReluN1To1,
+        B::RELU_0_TO_1 => U::Relu0To1,
         B::LOGISTIC => U::Logistic,
         B::TANH => U::Tanh,
         B::HARD_SWISH => U::HardSwish,
@@ -281,6 +282,7 @@ pub(crate) fn unary_8bit(c: &Ctx<'_, '_>, op: ew::UnaryOp) -> Result<Kind> {
         U::Relu => ew::lut8_relu(qi, qo, signed, 0.0, None),
         U::Relu6 => ew::lut8_relu(qi, qo, signed, 0.0, Some(6.0)),
         U::ReluN1To1 => ew::lut8_relu(qi, qo, signed, -1.0, Some(1.0)),
+        U::Relu0To1 => ew::lut8_relu(qi, qo, signed, 0.0, Some(1.0)),
         U::LeakyRelu { alpha } => ew::lut8_leaky_relu(qi, qo, signed, alpha),
         U::HardSwish => {
             let hp = ew::HardSwishParams::new(qi, qo)

@@ -409,9 +409,9 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         })
         | K::Reduce(Reduce::SumI8 { .. })
         | K::Reduce(Reduce::MaxMinI8 { .. }) => (f!("ops-reduce"), Some(I)),
-        K::Reduce(Reduce::ArgMinMax { .. }) | K::Reduce(Reduce::All { .. }) => {
-            (f!("ops-reduce"), None)
-        }
+        K::Reduce(Reduce::ArgMinMax { .. })
+        | K::Reduce(Reduce::All { .. })
+        | K::Reduce(Reduce::I32 { .. }) => (f!("ops-reduce"), None),
         K::Resize(Resize { .. }) => (f!("ops-resize"), None),
         K::Compare(Compare::Relation { .. })
         | K::Compare(Compare::Logical { .. })

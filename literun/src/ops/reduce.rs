@@ -59,6 +59,12 @@ pub(crate) enum Reduce {
         axes: Vec<usize>,
         kind: ReduceKind,
     },
+    /// SUM, REDUCE_PROD, REDUCE_MAX and REDUCE_MIN of INT32 values.
+    I32 {
+        shape: Vec<usize>,
+        axes: Vec<usize>,
+        kind: ReduceKind,
+    },
     /// REDUCE_ALL of BOOL values: their minimum as bytes, written as 0 or 1.
     All { shape: Vec<usize>, axes: Vec<usize> },
 }
@@ -107,9 +113,11 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     let dt = if code == B::REDUCE_ALL {
         c.want_dtype(0, &[DType::Bool])?
     } else if code == B::REDUCE_PROD {
-        c.want_dtype(0, &[DType::F32])?
-    } else {
+        c.want_dtype(0, &[DType::F32, DType::I32])?
+    } else if code == B::MEAN {
         c.want_dtype(0, &[DType::F32, DType::I8, DType::I16])?
+    } else {
+        c.want_dtype(0, &[DType::F32, DType::I8, DType::I16, DType::I32])?
     };
     if dt == DType::I16 && code != B::MEAN {
         return Err(c.err("only MEAN has an int16 kernel among the reductions"));
@@ -200,6 +208,13 @@ fn reduce(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         return Ok(Kind::Reduce(Reduce::Mean {
             precision: Precision::of(dt),
             mean,
+        }));
+    }
+    if dt == DType::I32 {
+        return Ok(Kind::Reduce(Reduce::I32 {
+            shape: s.to_vec(),
+            axes,
+            kind,
         }));
     }
     Ok(Kind::Reduce(Reduce::F32 {
@@ -375,6 +390,12 @@ impl Reduce {
                 #[cfg(not(feature = "ops-reduce"))]
                 return Err(super::compiled_out(_index, _op));
             }
+            Reduce::I32 { shape, axes, kind } => {
+                #[cfg(feature = "ops-reduce")]
+                reduce::reduce_i32(ins.typed(0)?, shape, axes, *kind, cast_out(out)?);
+                #[cfg(not(feature = "ops-reduce"))]
+                return Err(super::compiled_out(_index, _op));
+            }
             Reduce::F32 { shape, axes, kind } => {
                 #[cfg(all(feature = "ops-reduce", feature = "ops-float"))]
                 {
@@ -403,6 +424,7 @@ impl Reduce {
                 (0, 0, out)
             }
             Reduce::F32 { .. }
+            | Reduce::I32 { .. }
             | Reduce::MaxMinI8 { .. }
             | Reduce::ArgMinMax { .. }
             | Reduce::All { .. } => (0, 0, 0),
