@@ -119,6 +119,39 @@ fn tf_cnn_float_fp16_dynamic() {
     check_float("cnn_dynamic");
 }
 
+/// Dense layers on a dynamic batch: SHAPE, GATHER, REDUCE_PROD, CONCATENATION and PACK on
+/// INT32 compute the flattened size around each FULLY_CONNECTED (float and hybrid); the shapes
+/// after them are computed from the input's before running.
+#[test]
+fn tf_dense_dynamic_batch() {
+    check_float("dense_float");
+    check_float("dense_dynamic");
+}
+
+/// The same file resized to a batch of 3 (the input repeated): every row of the output is
+/// LiteRT's batch-1 output.
+#[cfg(feature = "dynamic-shapes")]
+#[test]
+fn tf_dense_resized_batch() {
+    let bytes = AlignedBytes::read_file(dir().join("dense_float.tflite")).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap();
+    it.resize_input(0, &[3, 7, 64]).unwrap();
+    let x = read_npy(&dir().join("dense_float.input0.npy"));
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&x.data.repeat(3));
+    it.invoke().unwrap();
+    let o = it.output(0).unwrap();
+    assert_eq!(o.shape(), &[3, 7, 40]);
+    let got: Vec<f64> = o.as_f32().unwrap().iter().map(|&v| f64::from(v)).collect();
+    let (_, want) = expected("dense_float.litert.npy", DType::F32);
+    for row in got.chunks(want.len()) {
+        assert!(max_rel(row, &want) <= 1e-5);
+    }
+}
+
 #[test]
 fn tf_cnn_int8() {
     check_int8("cnn_int8");

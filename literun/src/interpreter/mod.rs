@@ -218,7 +218,36 @@ impl<'m> Interpreter<'m> {
         arena: Option<&'m mut [u8]>,
         done: Option<&mut dyn FnMut(&'m [u8])>,
     ) -> Result<Interpreter<'m>> {
-        let mut parts = prepare(model, options, done)?;
+        let (model, parts) = match prepare(model, options, done) {
+            Ok(parts) => (ModelRef::File(model), parts),
+            Err(e) => {
+                // A model whose file shapes after shape arithmetic (SHAPE → ... → RESHAPE) are
+                // placeholders: its shapes computed from the input shapes.
+                #[cfg(feature = "dynamic-shapes")]
+                if model
+                    .operators()
+                    .iter()
+                    .any(|op| op.code == crate::schema::BuiltinOperator::SHAPE)
+                {
+                    if let Ok(computed) = model.resized_inputs(&[]) {
+                        let computed = alloc::boxed::Box::new(computed);
+                        if let Ok(parts) = prepare(&computed, options, None) {
+                            return Self::finish(ModelRef::Owned(computed), parts, options, arena);
+                        }
+                    }
+                }
+                return Err(e);
+            }
+        };
+        Self::finish(model, parts, options, arena)
+    }
+
+    fn finish(
+        model: ModelRef<'m>,
+        mut parts: Parts,
+        options: Options,
+        arena: Option<&'m mut [u8]>,
+    ) -> Result<Interpreter<'m>> {
         let total = parts.arena_bytes;
         let arena = match arena {
             Some(buf) => {
@@ -258,7 +287,7 @@ impl<'m> Interpreter<'m> {
         let memory = parts.memory;
         #[allow(unused_mut)]
         let mut it = Interpreter {
-            model: ModelRef::File(model),
+            model,
             options,
             arena,
             arena_bytes: total,

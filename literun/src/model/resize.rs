@@ -46,16 +46,23 @@ impl<'a> Model<'a> {
             }
             set_shape(&mut model, info.tensor, dims)?;
         }
+        // Integer values known before running, by tensor: SHAPE's and what is computed from
+        // them (the file's shapes after a RESHAPE to such values are placeholders).
+        let mut values: Vec<Option<Vec<i64>>> = Vec::new();
+        values.resize(self.tensors.len(), None);
         for (index, op) in self.ops.iter().enumerate() {
-            let changed = op
-                .inputs
-                .iter()
-                .flatten()
-                .any(|&i| model.tensors[i].shape != self.tensors[i].shape);
+            let changed = op.code == crate::schema::BuiltinOperator::SHAPE
+                || op.inputs.iter().flatten().any(|&i| {
+                    model.tensors[i].shape != self.tensors[i].shape || values[i].is_some()
+                });
             if !changed {
                 continue;
             }
-            let shapes = crate::ops::infer_output_shapes(&model.tensors, index, op)?;
+            let inferred = crate::ops::infer_output_shapes(&model.tensors, &values, index, op)?;
+            let shapes = inferred.shapes;
+            if let (Some(v), Some(&o)) = (inferred.values, op.outputs.first()) {
+                values[o] = Some(v);
+            }
             for (j, &o) in op.outputs.iter().enumerate() {
                 match shapes.iter().find(|(k, _)| *k == j) {
                     Some((_, shape)) => set_shape(&mut model, o, shape)?,

@@ -57,8 +57,14 @@ pub(crate) mod tag {
     pub const GELU: u8 = 116;
 }
 
-/// Output shapes recorded while inferring: (output position, shape).
-pub(crate) type InferredShapes = RefCell<Vec<(usize, Vec<usize>)>>;
+/// What an operator's preparation records and reads while inferring shapes.
+pub(crate) struct Inference<'v> {
+    /// Output shapes the inputs imply: (output position, shape).
+    pub(crate) shapes: RefCell<Vec<(usize, Vec<usize>)>>,
+    /// Integer values known before running, by tensor: what SHAPE gives and what is computed
+    /// from it (`None` for the others; constants are read from the file).
+    pub(crate) values: &'v [Option<Vec<i64>>],
+}
 
 /// Preparation context of one operator.
 pub(crate) struct Ctx<'c, 'm> {
@@ -69,7 +75,7 @@ pub(crate) struct Ctx<'c, 'm> {
     /// [`check_out`](Self::check_out) records the output shapes the inputs imply, as
     /// (output position, shape), instead of comparing them with the file's.
     #[cfg_attr(not(feature = "dynamic-shapes"), allow(dead_code))]
-    pub(crate) inferred: Option<&'c InferredShapes>,
+    pub(crate) inferred: Option<&'c Inference<'c>>,
 }
 
 impl<'c, 'm> Ctx<'c, 'm> {
@@ -122,9 +128,22 @@ impl<'c, 'm> Ctx<'c, 'm> {
         r.map_err(|e| self.err(format!("malformed options: {e}")))
     }
 
-    /// A constant integer input (INT32 or INT64) as i64 values.
+    /// Values of integer input `k` known before running while inferring shapes (what SHAPE
+    /// gives and what is computed from it).
+    pub(crate) fn known_ints(&self, k: usize) -> Option<&'c [i64]> {
+        let t = self.op.inputs.get(k).copied().flatten()?;
+        self.inferred?.values.get(t)?.as_deref()
+    }
+
+    /// A constant integer input (INT32 or INT64) as i64 values (or, while inferring shapes, one
+    /// whose values are known before running: [`known_ints`](Self::known_ints)).
     pub(crate) fn const_ints(&self, k: usize) -> Result<Vec<i64>> {
         let t = self.input(k)?;
+        if t.data.is_none() {
+            if let Some(v) = self.known_ints(k) {
+                return Ok(v.to_vec());
+            }
+        }
         let d = t.data.ok_or_else(|| {
             self.err(format!(
                 "input {k} must be a constant (dynamic values are not supported)"
@@ -157,7 +176,7 @@ impl<'c, 'm> Ctx<'c, 'm> {
         }
         #[cfg(feature = "dynamic-shapes")]
         if let Some(inferred) = self.inferred {
-            inferred.borrow_mut().push((j, shape.to_vec()));
+            inferred.shapes.borrow_mut().push((j, shape.to_vec()));
             return Ok(());
         }
         if o.shape != shape {

@@ -73,6 +73,8 @@ pub(crate) mod resize;
 #[cfg(feature = "ops-sequence")]
 pub(crate) mod sequence;
 pub(crate) mod shape;
+#[cfg(feature = "dynamic-shapes")]
+pub(crate) mod shape_values;
 pub(crate) mod shape_views;
 pub(crate) mod softmax;
 pub(crate) mod transpose_conv;
@@ -175,16 +177,30 @@ pub(crate) fn prepare_op(model: &Model<'_>, index: usize, op: &OpDesc<'_>) -> Re
     prepare_family(&c, op.code)
 }
 
+/// What [`infer_output_shapes`] finds for one operator.
 #[cfg(feature = "dynamic-shapes")]
-/// The output shapes operator `index` computes from the shapes of its inputs in `tensors`, as
-/// (output position, shape); an output the operator's preparation does not compute is left
-/// out. Runs the operator's preparation with its output shape checks turned into records.
+pub(crate) struct Inferred {
+    /// (output position, shape); an output the operator's preparation does not compute is
+    /// left out.
+    pub(crate) shapes: Vec<(usize, Vec<usize>)>,
+    /// The values of output 0 when they are known before running (shape arithmetic).
+    pub(crate) values: Option<Vec<i64>>,
+}
+
+#[cfg(feature = "dynamic-shapes")]
+/// The output shapes operator `index` computes from the shapes of its inputs in `tensors` (and
+/// the integer `values` known before running, by tensor). Runs the operator's preparation with
+/// its output shape checks turned into records, then [`shape_values::evaluate`].
 pub(crate) fn infer_output_shapes(
     tensors: &[crate::model::TensorDesc<'_>],
+    values: &[Option<Vec<i64>>],
     index: usize,
     op: &OpDesc<'_>,
-) -> Result<Vec<(usize, Vec<usize>)>> {
-    let inferred = core::cell::RefCell::new(Vec::new());
+) -> Result<Inferred> {
+    let inferred = context::Inference {
+        shapes: core::cell::RefCell::new(Vec::new()),
+        values,
+    };
     let c = Ctx {
         index,
         op,
@@ -192,7 +208,11 @@ pub(crate) fn infer_output_shapes(
         inferred: Some(&inferred),
     };
     prepare_family(&c, op.code)?;
-    Ok(inferred.into_inner())
+    let values = shape_values::evaluate(&c);
+    Ok(Inferred {
+        shapes: inferred.shapes.into_inner(),
+        values,
+    })
 }
 
 impl Kind {

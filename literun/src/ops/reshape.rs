@@ -93,10 +93,10 @@ fn reshape(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
 }
 
 #[cfg(feature = "dynamic-shapes")]
-/// The shape a RESHAPE with a constant shape input (input 1) gives `elements` elements, its one
-/// `-1` resolved; `None` without a constant shape input.
+/// The shape a RESHAPE with a constant shape input (input 1, or one whose values are known
+/// before running) gives `elements` elements, its one `-1` resolved; `None` without one.
 fn reshape_target(c: &Ctx<'_, '_>, elements: usize) -> Result<Option<Vec<usize>>> {
-    if !c.has_input(1) || c.input(1)?.data.is_none() {
+    if !c.has_input(1) || (c.input(1)?.data.is_none() && c.known_ints(1).is_none()) {
         return Ok(None);
     }
     let dims = c.const_ints(1)?;
