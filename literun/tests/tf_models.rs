@@ -152,6 +152,14 @@ fn tf_dense_resized_batch() {
     }
 }
 
+/// IF (both branches taken once) and WHILE (a value-dependent trip count), each subgraph in an
+/// arena of its own.
+#[cfg(feature = "ops-variables")]
+#[test]
+fn tf_control_flow() {
+    check_float("control_float");
+}
+
 #[test]
 fn tf_cnn_int8() {
     check_int8("cnn_int8");

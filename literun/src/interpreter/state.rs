@@ -7,7 +7,7 @@ use super::{arena::charge, prepare, Arena, ModelRef, Options};
 #[cfg(feature = "ops-variables")]
 use crate::error::Result;
 #[cfg(feature = "ops-variables")]
-use crate::model::{op_err, OpDesc, TensorDesc};
+use crate::model::{op_err, DType, OpDesc, TensorDesc};
 #[cfg(feature = "ops-variables")]
 use crate::ops::buffers::Loc;
 #[cfg(feature = "ops-variables")]
@@ -25,12 +25,13 @@ pub(crate) type Store<'m> = VariableStore<'m>;
 #[cfg(not(feature = "ops-variables"))]
 pub(crate) type Store<'m> = core::marker::PhantomData<&'m ()>;
 
-/// A subgraph a CALL_ONCE operator runs, prepared, and whether it has run.
+/// The subgraphs a CALL_ONCE, IF or WHILE operator runs, prepared (in the operator's order of
+/// subgraph indices), and whether a CALL_ONCE has run.
 #[cfg(feature = "ops-variables")]
 pub(crate) struct Call<'m> {
-    /// The CALL_ONCE operator's index.
+    /// The operator's index.
     op: usize,
-    interpreter: Interpreter<'m>,
+    interpreters: Vec<Interpreter<'m>>,
     done: bool,
 }
 
@@ -62,7 +63,9 @@ impl<'m> Interpreter<'m> {
     fn reset_calls(&mut self) {
         for c in &mut self.calls {
             c.done = false;
-            c.interpreter.reset_calls();
+            for it in &mut c.interpreters {
+                it.reset_calls();
+            }
         }
     }
 
@@ -77,23 +80,33 @@ impl<'m> Interpreter<'m> {
         )?;
         let mut calls = Vec::new();
         for p in &self.ops {
-            if let Kind::Variables(Variables::CallOnce { subgraph }) = p.kind {
+            let Kind::Variables(v) = &p.kind else {
+                continue;
+            };
+            let op = &self.model.operators()[p.index];
+            let mut interpreters = Vec::new();
+            for subgraph in v.subgraphs() {
                 // Each subgraph is called from one place (a subgraph called from several would
                 // be prepared once per call, and calls can double at each level).
                 store.subgraphs += 1;
                 if store.subgraphs >= self.model.subgraph_count() {
                     return Err(op_err(
                         p.index,
-                        &self.model.operators()[p.index],
-                        "more CALL_ONCEs than subgraphs: a subgraph run by several is not supported",
+                        op,
+                        "more subgraph calls than subgraphs: a subgraph run by several is not \
+                         supported",
                     ));
                 }
                 let model = Box::new(self.model.subgraph_model(subgraph)?);
                 let mut interpreter = Interpreter::for_subgraph(model, self.options, store)?;
                 interpreter.prepare_state(store)?;
+                interpreters.push(interpreter);
+            }
+            if !interpreters.is_empty() {
+                check_call_io(p.index, op, self.model.tensors(), v, &interpreters)?;
                 calls.push(Call {
                     op: p.index,
-                    interpreter,
+                    interpreters,
                     done: false,
                 });
             }
@@ -151,16 +164,175 @@ pub(super) fn run_variable_op<'m>(
     store: &mut Store<'m>,
     calls: &mut [Call<'m>],
 ) -> Result<()> {
-    if let Variables::CallOnce { .. } = v {
-        let call = calls
-            .iter_mut()
-            .find(|c| c.op == index)
-            .ok_or_else(|| op_err(index, op, "subgraph not prepared"))?;
-        if !call.done {
-            call.interpreter.invoke_with(store)?;
-            call.done = true;
-        }
-        return Ok(());
+    if matches!(
+        v,
+        Variables::Handle { .. } | Variables::Read | Variables::Assign
+    ) {
+        return variables::run(v, index, op, tensors, locs, arena, packed, store);
     }
-    variables::run(v, index, op, tensors, locs, arena, packed, store)
+    let call = calls
+        .iter_mut()
+        .find(|c| c.op == index)
+        .ok_or_else(|| op_err(index, op, "subgraph not prepared"))?;
+    match v {
+        Variables::CallOnce { .. } => {
+            if !call.done {
+                if let Some(it) = call.interpreters.first_mut() {
+                    it.invoke_with(store)?;
+                }
+                call.done = true;
+            }
+            Ok(())
+        }
+        Variables::If { .. } => {
+            let cond = op.inputs.first().copied().flatten().unwrap_or(usize::MAX);
+            let taken = variables::bytes_of(cond, tensors, locs, arena, packed)
+                .first()
+                .is_some_and(|&b| b != 0);
+            let it = &mut call.interpreters[usize::from(!taken)];
+            let ins: Vec<usize> = op.inputs[1..].iter().flatten().copied().collect();
+            set_inputs(it, &ins, tensors, locs, arena, packed)?;
+            it.invoke_with(store)?;
+            get_outputs(it, &op.outputs, locs, arena)
+        }
+        Variables::While { .. } => {
+            // The loop's values: the inputs, then each pass's body outputs, copied from one
+            // subgraph's arena to the other's (the interpreters check they have equal sizes).
+            let (cond, body) = call.interpreters.split_at_mut(1);
+            let (cond, body) = (&mut cond[0], &mut body[0]);
+            let ins: Vec<usize> = op.inputs.iter().flatten().copied().collect();
+            set_inputs(cond, &ins, tensors, locs, arena, packed)?;
+            set_inputs(body, &ins, tensors, locs, arena, packed)?;
+            loop {
+                cond.invoke_with(store)?;
+                if cond.output(0)?.bytes().first().is_none_or(|&b| b == 0) {
+                    break;
+                }
+                body.invoke_with(store)?;
+                // Through the condition's inputs (no allocation while invoking).
+                for k in 0..ins.len() {
+                    copy(cond.input_mut(k)?.bytes_mut(), body.output(k)?.bytes())?;
+                    let t = cond.model().inputs()[k].tensor;
+                    copy(body.input_mut(k)?.bytes_mut(), cond.tensor(t)?.bytes())?;
+                }
+            }
+            // The values after the last pass are the body's inputs, written after its last run
+            // (the operator's inputs when it never ran); the condition's may have been reused
+            // for its own intermediate values since.
+            for (k, &o) in op.outputs.iter().enumerate() {
+                if let Some(out) = out_bytes(o, locs, arena)? {
+                    let t = body.model().inputs()[k].tensor;
+                    copy(out, body.tensor(t)?.bytes())?;
+                }
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The arena bytes of output tensor `t`; `None` for an output nothing reads (no memory).
+#[cfg(feature = "ops-variables")]
+fn out_bytes<'b>(t: usize, locs: &[Loc], arena: &'b mut [u8]) -> Result<Option<&'b mut [u8]>> {
+    match locs.get(t) {
+        Some(&Loc::Arena { off, len }) => arena
+            .get_mut(off..off + len)
+            .map(Some)
+            .ok_or_else(|| crate::error::invalid!("tensor {t} is outside the arena")),
+        Some(Loc::Empty) => Ok(None),
+        _ => Err(crate::error::invalid!("tensor {t} is not in the arena")),
+    }
+}
+
+/// `dst` gets `src`, which must have its size.
+#[cfg(feature = "ops-variables")]
+fn copy(dst: &mut [u8], src: &[u8]) -> Result<()> {
+    if dst.len() != src.len() {
+        return Err(crate::error::invalid!(
+            "a subgraph value has {} bytes where {} are expected",
+            src.len(),
+            dst.len()
+        ));
+    }
+    dst.copy_from_slice(src);
+    Ok(())
+}
+
+/// Copies tensors `from` of the calling graph into the inputs of subgraph interpreter `it`.
+#[cfg(feature = "ops-variables")]
+fn set_inputs(
+    it: &mut Interpreter<'_>,
+    from: &[usize],
+    tensors: &[TensorDesc<'_>],
+    locs: &[Loc],
+    arena: &[u8],
+    packed: &[u8],
+) -> Result<()> {
+    for (k, &t) in from.iter().enumerate() {
+        let value = variables::bytes_of(t, tensors, locs, arena, packed);
+        copy(it.input_mut(k)?.bytes_mut(), value)?;
+    }
+    Ok(())
+}
+
+/// Copies the outputs of subgraph interpreter `it` into tensors `to` of the calling graph.
+#[cfg(feature = "ops-variables")]
+fn get_outputs(it: &Interpreter<'_>, to: &[usize], locs: &[Loc], arena: &mut [u8]) -> Result<()> {
+    for (j, &t) in to.iter().enumerate() {
+        if let Some(out) = out_bytes(t, locs, arena)? {
+            copy(out, it.output(j)?.bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the subgraphs an IF or WHILE runs take and give exactly the operator's values
+/// (same count, types and sizes: shapes are static), and that a WHILE's condition gives one
+/// BOOL. A CALL_ONCE's subgraph takes and gives nothing.
+#[cfg(feature = "ops-variables")]
+fn check_call_io(
+    index: usize,
+    op: &OpDesc<'_>,
+    tensors: &[TensorDesc<'_>],
+    v: &Variables,
+    subs: &[Interpreter<'_>],
+) -> Result<()> {
+    let err = |m: String| op_err(index, op, m);
+    let desc = |ts: &[usize]| -> Vec<(DType, usize)> {
+        ts.iter()
+            .map(|&t| (tensors[t].dtype, tensors[t].bytes))
+            .collect()
+    };
+    let io = |it: &Interpreter<'_>, outputs: bool| -> Vec<(DType, usize)> {
+        let m = it.model();
+        let list = if outputs { m.outputs() } else { m.inputs() };
+        list.iter()
+            .map(|i| (m.tensors()[i.tensor].dtype, m.tensors()[i.tensor].bytes))
+            .collect()
+    };
+    let ins: Vec<usize> = op.inputs.iter().flatten().copied().collect();
+    let (values_in, values_out) = match v {
+        Variables::If { .. } => (desc(&ins[1..]), desc(&op.outputs)),
+        Variables::While { .. } => (desc(&ins), desc(&op.outputs)),
+        _ => return Ok(()),
+    };
+    for (k, it) in subs.iter().enumerate() {
+        let is_cond = matches!(v, Variables::While { .. }) && k == 0;
+        let want_out = if is_cond {
+            alloc::vec![(DType::Bool, 1)]
+        } else {
+            values_out.clone()
+        };
+        if io(it, false) != values_in || io(it, true) != want_out {
+            return Err(err(format!(
+                "subgraph {k} of the call takes {:?} and gives {:?}; the operator has {:?} and \
+                 needs {:?}",
+                io(it, false),
+                io(it, true),
+                values_in,
+                want_out
+            )));
+        }
+    }
+    Ok(())
 }

@@ -21,7 +21,7 @@ mod subgraph;
 mod verify;
 
 #[cfg(feature = "ops-variables")]
-pub(crate) use self::subgraph::called_subgraph;
+pub(crate) use self::subgraph::called_subgraphs;
 use self::subgraph::{read_subgraph, Subgraph};
 
 /// Largest tensor literun accepts, in bytes.

@@ -124,6 +124,8 @@ macro_rules! op_table {
                 READ_VARIABLE: (1, 1, 1, 1, 1);
                 ASSIGN_VARIABLE: (2, 2, 2, 0, 0);
                 CALL_ONCE: (0, 0, 0, 0, 0);
+                IF: (1, MAX_VARIADIC, MAX_VARIADIC, 0, MAX_VARIADIC);
+                WHILE: (0, MAX_VARIADIC, MAX_VARIADIC, 0, MAX_VARIADIC);
             }
         }
     };

@@ -289,25 +289,43 @@ pub(crate) fn read_subgraph<'a>(
     })
 }
 
-/// The `builtin_options_type` of CALL_ONCE's options (`CallOnceOptions`).
+/// The `builtin_options_type` of CALL_ONCE's, IF's and WHILE's options (`CallOnceOptions`,
+/// `IfOptions`, `WhileOptions`).
 #[cfg(feature = "ops-variables")]
 pub(crate) const CALL_ONCE_OPTIONS: u8 = 103;
-
-/// The subgraph a CALL_ONCE operator runs (`init_subgraph_index`), checked to be one of the
-/// `count` subgraphs of the file.
 #[cfg(feature = "ops-variables")]
-pub(crate) fn called_subgraph(
+pub(crate) const IF_OPTIONS: u8 = 92;
+#[cfg(feature = "ops-variables")]
+pub(crate) const WHILE_OPTIONS: u8 = 93;
+
+/// The subgraphs an operator runs, each checked to be one of the `count` subgraphs of the file:
+/// CALL_ONCE's `init_subgraph_index`; IF's `then_subgraph_index`, `else_subgraph_index`;
+/// WHILE's `cond_subgraph_index`, `body_subgraph_index`; none for other operators.
+#[cfg(feature = "ops-variables")]
+pub(crate) fn called_subgraphs(
     op: &OpDesc<'_>,
     count: usize,
-) -> core::result::Result<usize, String> {
-    let table = match (op.options_type, op.options) {
-        (CALL_ONCE_OPTIONS, Some(t)) => t,
-        _ => return Err("has no CallOnceOptions".into()),
+) -> core::result::Result<Vec<usize>, String> {
+    let (options, fields): (u8, &[(u16, &str)]) = match op.code {
+        schema::BuiltinOperator::CALL_ONCE => (CALL_ONCE_OPTIONS, &[(4, "init subgraph")]),
+        schema::BuiltinOperator::IF => (IF_OPTIONS, &[(4, "then subgraph"), (6, "else subgraph")]),
+        schema::BuiltinOperator::WHILE => {
+            (WHILE_OPTIONS, &[(4, "cond subgraph"), (6, "body subgraph")])
+        }
+        _ => return Ok(Vec::new()),
     };
-    let k = table
-        .i32(4, 0)
-        .map_err(|e| format!("malformed options: {e}"))?;
-    index(i64::from(k), count, "init subgraph").map_err(|e| e.to_string())
+    let table = match (op.options_type, op.options) {
+        (t, Some(table)) if t == options => table,
+        _ => return Err(format!("has no {}Options", op.name())),
+    };
+    let mut to = Vec::new();
+    for &(field, what) in fields {
+        let k = table
+            .i32(field, 0)
+            .map_err(|e| format!("malformed options: {e}"))?;
+        to.push(index(i64::from(k), count, what).map_err(|e| e.to_string())?);
+    }
+    Ok(to)
 }
 
 /// Reads and verifies subgraphs `1..` of the file and checks the calls between all of them:
@@ -338,12 +356,10 @@ pub(crate) fn read_called_subgraphs<'a>(
     {
         let mut to = Vec::new();
         for (oi, op) in ops.iter().enumerate() {
-            if op.code == schema::BuiltinOperator::CALL_ONCE {
-                to.push(
-                    called_subgraph(op, count)
-                        .map_err(|m| invalid!("subgraph {k}, operator #{oi} (CALL_ONCE): {m}"))?,
-                );
-            }
+            to.extend(
+                called_subgraphs(op, count)
+                    .map_err(|m| invalid!("subgraph {k}, operator #{oi} ({}): {m}", op.name()))?,
+            );
         }
         calls.push(to);
     }
@@ -363,7 +379,11 @@ pub(crate) fn read_called_subgraphs<'a>(
                         state[to] = 1;
                         stack.push((to, 0));
                     }
-                    1 => return Err(invalid!("subgraph {to} calls itself (CALL_ONCE cycle)")),
+                    1 => {
+                        return Err(invalid!(
+                            "subgraph {to} calls itself (a cycle of subgraph calls)"
+                        ))
+                    }
                     _ => {}
                 }
             } else {

@@ -1,4 +1,5 @@
-//! Resource variables and CALL_ONCE: the state a streaming model keeps between invocations.
+//! Resource variables and CALL_ONCE: the state a streaming model keeps between invocations;
+//! IF and WHILE, which run other subgraphs as CALL_ONCE does.
 //!
 //! VAR_HANDLE gives a RESOURCE tensor naming a variable by `(container, shared_name)` (as
 //! LiteRT keys them: every handle with the same pair is the same variable, in any subgraph);
@@ -16,7 +17,7 @@ use super::context::Ctx;
 use super::Kind;
 use crate::error::{format, Result};
 use crate::interpreter::arena::{charge, try_vec};
-use crate::model::{called_subgraph, op_err, DType, Model, OpDesc, TensorDesc};
+use crate::model::{called_subgraphs, op_err, DType, Model, OpDesc, TensorDesc};
 use crate::schema::BuiltinOperator as B;
 use alloc::vec::Vec;
 
@@ -38,6 +39,23 @@ pub(crate) enum Variables {
     Assign,
     /// CALL_ONCE: runs subgraph `subgraph` on the first invoke.
     CallOnce { subgraph: usize },
+    /// IF: runs subgraph `then` on inputs `1..` when input 0 is true, `otherwise` when false.
+    If { then: usize, otherwise: usize },
+    /// WHILE: runs subgraph `body` on the values (the inputs, then the body's outputs) as long
+    /// as subgraph `cond` gives true for them.
+    While { cond: usize, body: usize },
+}
+
+impl Variables {
+    /// The subgraphs this operator runs (prepared with their own arenas by the interpreter).
+    pub(crate) fn subgraphs(&self) -> Vec<usize> {
+        match *self {
+            Variables::CallOnce { subgraph } => alloc::vec![subgraph],
+            Variables::If { then, otherwise } => alloc::vec![then, otherwise],
+            Variables::While { cond, body } => alloc::vec![cond, body],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// Prepares a variable operator: this family's entry in the operator table
@@ -72,10 +90,28 @@ pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             }
             Variables::Assign
         }
-        B::CALL_ONCE => Variables::CallOnce {
-            // The model checked the index and that no subgraph calls itself.
-            subgraph: called_subgraph(c.op, usize::MAX).map_err(|e| c.err(e))?,
-        },
+        // The model checked the indices and that no subgraph calls itself; the interpreter
+        // checks the subgraphs' inputs and outputs against the operator's.
+        B::CALL_ONCE | B::IF | B::WHILE => {
+            let to = called_subgraphs(c.op, usize::MAX).map_err(|e| c.err(e))?;
+            match (code, &to[..]) {
+                (B::CALL_ONCE, &[subgraph]) => Variables::CallOnce { subgraph },
+                (B::IF, &[then, otherwise]) => {
+                    let cond = c.input(0)?;
+                    if cond.dtype != DType::Bool || cond.elements != 1 {
+                        return Err(c.err("the condition (input 0) must be one BOOL"));
+                    }
+                    Variables::If { then, otherwise }
+                }
+                (B::WHILE, &[cond, body]) => {
+                    if c.op.inputs.len() != c.op.outputs.len() {
+                        return Err(c.err("WHILE needs as many outputs as inputs"));
+                    }
+                    Variables::While { cond, body }
+                }
+                _ => return Err(c.err("malformed subgraph indices")),
+            }
+        }
         _ => return Err(c.err("not a variable operator")),
     };
     Ok(Kind::Variables(v))
@@ -154,7 +190,7 @@ pub(crate) fn bind_handles<'m>(
 }
 
 /// The bytes of tensor `t`: the arena's, the file's or the prepacked ones.
-fn bytes_of<'b>(
+pub(crate) fn bytes_of<'b>(
     t: usize,
     tensors: &'b [TensorDesc<'b>],
     locs: &[Loc],
@@ -258,7 +294,9 @@ pub(crate) fn run(
             var.data.copy_from_slice(value);
             var.assigned = true;
         }
-        Variables::CallOnce { .. } => return Err(err("CALL_ONCE runs in the interpreter")),
+        Variables::CallOnce { .. } | Variables::If { .. } | Variables::While { .. } => {
+            return Err(err("subgraph calls run in the interpreter"))
+        }
     }
     Ok(())
 }
