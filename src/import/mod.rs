@@ -1,5 +1,7 @@
 //! Importers: ONNX protobuf → IR (with ONNX semantics, static shapes, constants folded).
 
+#[cfg(test)]
+mod attention_tests;
 pub mod builder;
 #[cfg(test)]
 mod conformance_tests;

@@ -8,6 +8,7 @@
 //! (`conv.rs`, `reshape.rs`, `slice.rs`, ...), each naming the ONNX ops it imports.
 
 mod activation;
+mod attention;
 mod constant;
 mod control_flow;
 mod conv;
@@ -616,6 +617,7 @@ impl<'m> Importer<'m> {
             "ConvTranspose" => self.conv_transpose(n, &a),
             "Gemm" => self.gemm(n, &a),
             "MatMul" => self.matmul(n),
+            "Attention" => self.attention(n, &a),
             "BatchNormalization" => self.batchnorm(n, &a),
             "LayerNormalization" => self.layernorm(n, &a),
             "RMSNormalization" => self.rmsnorm(n, &a),
