@@ -1,6 +1,6 @@
 //! ONNX Attention through literun against a direct evaluation of the operator's definition.
 
-use super::builder::{itensor, Attr as A, OnnxBuilder as B};
+use super::builder::{ftensor, itensor, Attr as A, OnnxBuilder as B};
 use crate::convert::{convert_bytes, ConvertOptions};
 use crate::npy::{NpyArray, NpyData};
 
@@ -290,4 +290,38 @@ fn attention_refuses_what_it_cannot_express_exactly() {
         )
         .output("Y");
     m.import().unwrap();
+}
+
+#[test]
+fn a_row_max_equal_to_minus_infinity_means_every_element_is() {
+    // How Attention's function body finds fully-masked rows: Equal(ReduceMax(bias), -inf).
+    // TFLite's REDUCE_MAX gives the lowest finite float for a row of -inf; the comparison is
+    // rewritten to still ask ONNX's question.
+    let mut b = B::new(18);
+    b.input("x", &[4, 3])
+        .init(ftensor("neg_inf", &[], vec![f32::NEG_INFINITY]))
+        .node("ReduceMax", "max", &["x", "axes_i"], &["m"], vec![])
+        .node("Equal", "eq", &["m", "neg_inf"], &["all_masked"], vec![])
+        .output("all_masked");
+    b.init(itensor("axes_i", &[1], vec![1]));
+    let ninf = f32::NEG_INFINITY;
+    let x = vec![
+        ninf,
+        ninf,
+        ninf, // every element -inf
+        ninf,
+        f32::MIN,
+        ninf, // the lowest finite float is not -inf
+        1.0,
+        ninf,
+        -2.0, //
+        f32::INFINITY,
+        ninf,
+        ninf,
+    ];
+    let out = run(&b, vec![("x", NpyArray::f32(vec![4, 3], x))]);
+    assert_eq!(
+        out[0].1.data,
+        NpyData::Bool(vec![true, false, false, false])
+    );
 }

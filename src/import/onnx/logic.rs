@@ -1,9 +1,9 @@
 //! Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not, Where, IsNaN, IsInf,
 //! Trilu and Hardmax.
 
-use super::{bad, unsup, Importer, R};
+use super::{bad, bin, unsup, Importer, R};
 use crate::import::fold;
-use crate::ir::{CompareOp, ConstData, DType, Op, TensorId};
+use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, ReduceOp, TensorId};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -86,6 +86,10 @@ impl Importer<'_> {
             if matches!(dt, DType::F16 | DType::U8) {
                 return unsup(format!("{op} of {} tensors is not supported", dt.name()));
             }
+            let (a, b) = match c {
+                C::Equal | C::NotEqual => self.exact_extreme_test(a, b)?,
+                _ => (a, b),
+            };
             self.emit_to(Op::Compare { op: c }, &[a, b], out)?;
             return Ok(());
         }
@@ -106,6 +110,50 @@ impl Importer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The operands of `ReduceMax(x) == -inf` (or `ReduceMin(x) == +inf`, or `!=`) such that
+    /// the test means what it does in ONNX, where it asks whether every element is -inf.
+    /// TFLite's REDUCE_MAX starts from the lowest finite float, so a row of -inf reduces to
+    /// that, not to -inf. Halving keeps -inf and lifts every finite value above the lowest
+    /// float: `REDUCE_MAX(x * 0.5)` is the lowest float exactly when every element is -inf.
+    /// Other operands are returned as they are.
+    fn exact_extreme_test(&mut self, a: TensorId, b: TensorId) -> R<(TensorId, TensorId)> {
+        for (reduced, limit) in [(a, b), (b, a)] {
+            let Some(ConstData::F32(l)) = self.cst(limit) else {
+                continue;
+            };
+            let Some(&first) = l.iter().next() else {
+                continue;
+            };
+            let (want, bound) = match first {
+                f32::NEG_INFINITY => (ReduceOp::Max, f32::MIN),
+                f32::INFINITY => (ReduceOp::Min, f32::MAX),
+                _ => continue,
+            };
+            if l.iter().any(|&v| v != first) {
+                continue;
+            }
+            let Some(node) = self.g.nodes.iter().find(|n| n.outputs.contains(&reduced)) else {
+                continue;
+            };
+            let Op::Reduce { op, .. } = &node.op else {
+                continue;
+            };
+            if *op != want || self.dtype(node.inputs[0]) != DType::F32 {
+                continue;
+            }
+            let (reduce, x) = (node.op.clone(), node.inputs[0]);
+            let half = self.scalar(0.5, DType::F32, "half");
+            let halved = self.emit_tmp(bin(BinaryOp::Mul), &[x, half], "halved")?;
+            let h = self.emit_tmp(reduce, &[halved], "halved_extreme")?;
+            let limit_shape = self.shape(limit);
+            let count = limit_shape.iter().product();
+            let bound = ConstData::from_f32(&limit_shape, vec![bound; count]);
+            let bound = self.add_const(&format!("{}/finite_limit", self.cur), bound);
+            return Ok(if reduced == a { (h, bound) } else { (bound, h) });
+        }
+        Ok((a, b))
     }
 
     /// IsNaN (x != x) and IsInf (x == +inf and/or x == -inf, as detect_positive/negative say).
