@@ -15,6 +15,8 @@ mod proto;
 #[cfg(test)]
 mod qdq_tests;
 #[cfg(test)]
+mod remainder_tests;
+#[cfg(test)]
 mod tests;
 
 use crate::ir;

@@ -38,6 +38,8 @@ pub enum BinaryOp {
     Max,
     Min,
     SquaredDifference,
+    /// The remainder with the divisor's sign (Python's `%`; TFLite FLOOR_MOD).
+    FloorMod,
 }
 
 /// A comparison with a bool output (TFLite EQUAL, NOT_EQUAL, LESS, ...).
@@ -310,6 +312,7 @@ impl Op {
                 BinaryOp::Max => "Max",
                 BinaryOp::Min => "Min",
                 BinaryOp::SquaredDifference => "SquaredDifference",
+                BinaryOp::FloorMod => "FloorMod",
             },
             Op::Unary(u) => match u {
                 UnaryOp::Abs => "Abs",

@@ -591,6 +591,7 @@ impl<'m> Importer<'m> {
             "Mul" => self.binary(n, BinaryOp::Mul),
             "Div" => self.binary(n, BinaryOp::Div),
             "Pow" => self.binary(n, BinaryOp::Pow),
+            "Mod" => self.modulo(n, &a),
             "Max" => self.variadic(n, BinaryOp::Max, false),
             "Min" => self.variadic(n, BinaryOp::Min, false),
             "Sum" => self.variadic(n, BinaryOp::Add, false),
