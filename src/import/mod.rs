@@ -11,6 +11,8 @@ mod functions;
 mod if_tests;
 mod int64;
 mod onnx;
+#[cfg(test)]
+mod pointwise_tests;
 mod proto;
 #[cfg(test)]
 mod qdq_tests;

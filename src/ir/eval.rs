@@ -364,6 +364,8 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Floor => v.floor(),
         UnaryOp::Ceil => v.ceil(),
         UnaryOp::Round => v.round_ties_even(),
+        UnaryOp::Sin => v.sin(),
+        UnaryOp::Cos => v.cos(),
         UnaryOp::LeakyRelu { alpha } => {
             if v < 0.0 {
                 alpha * v

@@ -80,6 +80,8 @@ pub enum UnaryOp {
     Ceil,
     /// To the nearest integer, halves to even (ONNX Round, TFLite ROUND).
     Round,
+    Sin,
+    Cos,
     LeakyRelu {
         alpha: f32,
     },
@@ -333,6 +335,8 @@ impl Op {
                 UnaryOp::Floor => "Floor",
                 UnaryOp::Ceil => "Ceil",
                 UnaryOp::Round => "Round",
+                UnaryOp::Sin => "Sin",
+                UnaryOp::Cos => "Cos",
                 UnaryOp::LeakyRelu { .. } => "LeakyRelu",
             },
             Op::PRelu => "PRelu",

@@ -306,6 +306,8 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             UnaryOp::Floor => spec.code = B::FLOOR,
             UnaryOp::Ceil => spec.code = B::CEIL,
             UnaryOp::Round => spec.code = B::ROUND,
+            UnaryOp::Sin => spec.code = B::SIN,
+            UnaryOp::Cos => spec.code = B::COS,
             UnaryOp::Gelu { approximate } => {
                 spec.code = B::GELU;
                 opts!(

@@ -17,6 +17,7 @@ mod inputs;
 mod logic;
 mod matmul;
 mod normalization;
+mod pointwise;
 #[path = "../qdq.rs"]
 mod qdq;
 #[path = "../recurrent.rs"]
@@ -625,6 +626,16 @@ impl<'m> Importer<'m> {
             "LpNormalization" => self.lp_norm(n, &a),
             "Ceil" => self.float_unary(n, UnaryOp::Ceil),
             "Round" => self.float_unary(n, UnaryOp::Round),
+            "Sin" => self.float_unary(n, UnaryOp::Sin),
+            "Cos" => self.float_unary(n, UnaryOp::Cos),
+            "Celu" => self.celu(n, &a),
+            "Softsign" => self.softsign(n),
+            "ThresholdedRelu" => self.thresholded_relu(n, &a),
+            "Shrink" => self.shrink(n, &a),
+            "Swish" => self.swish(n, &a),
+            "Mish" => self.mish(n),
+            "Sign" => self.sign(n),
+            "Sinh" | "Cosh" => self.hyperbolic(n),
             "Trilu" => self.trilu(n, &a),
             "IsNaN" | "IsInf" => self.is_special(n, &a),
             "Hardmax" => self.hardmax(n, &a),
