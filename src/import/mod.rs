@@ -10,6 +10,8 @@ mod functions;
 #[cfg(test)]
 mod if_tests;
 mod int64;
+#[cfg(test)]
+mod loss_tests;
 mod onnx;
 #[cfg(test)]
 mod pointwise_tests;

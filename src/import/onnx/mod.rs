@@ -15,6 +15,7 @@ mod conv;
 mod elementwise;
 mod inputs;
 mod logic;
+mod loss;
 mod matmul;
 mod normalization;
 mod pointwise;
@@ -629,6 +630,8 @@ impl<'m> Importer<'m> {
             "Sin" => self.float_unary(n, UnaryOp::Sin),
             "Cos" => self.float_unary(n, UnaryOp::Cos),
             "Celu" => self.celu(n, &a),
+            "NegativeLogLikelihoodLoss" => self.nll_loss(n, &a),
+            "SoftmaxCrossEntropyLoss" => self.softmax_cross_entropy(n, &a),
             "Softsign" => self.softsign(n),
             "ThresholdedRelu" => self.thresholded_relu(n, &a),
             "Shrink" => self.shrink(n, &a),
@@ -656,6 +659,7 @@ impl<'m> Importer<'m> {
             "Split" => self.split(n, &a),
             "Slice" => self.slice(n, &a),
             "Gather" => self.gather(n, &a),
+            "GatherElements" => self.gather_elements(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
             "DepthToSpace" => self.depth_space(n, &a, true),

@@ -1,8 +1,8 @@
-//! Concat, Split, Slice, Gather, Pad and CenterCropPad.
+//! Concat, Split, Slice, Gather, GatherElements, Pad and CenterCropPad.
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
-use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, PadMode, TensorId};
+use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, PadMode, ReduceOp, TensorId};
 use std::collections::HashSet;
 use tract_onnx::pb::NodeProto;
 
@@ -187,26 +187,92 @@ impl Importer<'_> {
                 let name = format!("{}_normalized", self.g.tensors[idx].name);
                 idx = self.add_const(&name, nd);
             }
-        } else if self.dtype(idx) != DType::U8 && !self.never_negative(idx) {
-            // ONNX counts a negative index from the end; TFLite GATHER rejects it:
-            // indices < 0 ? indices + dim : indices.
-            let dt = self.dtype(idx);
-            let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
-            let zero = self.add_const(&format!("{}/zero", self.cur), zero);
-            let dim = ConstData::from_i64(&[], vec![xs[axis] as i64]).cast(dt);
-            let dim = self.add_const(&format!("{}/axis_length", self.cur), dim);
-            let negative = self.emit_tmp(
-                Op::Compare {
-                    op: CompareOp::Less,
-                },
-                &[idx, zero],
-                "negative_index",
-            )?;
-            let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, dim], "wrapped_index")?;
-            idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
+        } else {
+            // ONNX counts a negative index from the end; TFLite GATHER rejects it.
+            idx = self.wrap_negative(idx, xs[axis])?;
         }
         let out = self.out0(n)?;
         self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    /// Run-time indices along an axis of length `dim`, a negative one counted from the end:
+    /// `indices < 0 ? indices + dim : indices` (as they are when they cannot be negative).
+    fn wrap_negative(&mut self, idx: TensorId, dim: usize) -> R<TensorId> {
+        if self.dtype(idx) == DType::U8 || self.never_negative(idx) {
+            return Ok(idx);
+        }
+        let dt = self.dtype(idx);
+        let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let dim = ConstData::from_i64(&[], vec![dim as i64]).cast(dt);
+        let dim = self.add_const(&format!("{}/axis_length", self.cur), dim);
+        let negative = self.emit_tmp(
+            Op::Compare {
+                op: CompareOp::Less,
+            },
+            &[idx, zero],
+            "negative_index",
+        )?;
+        let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, dim], "wrapped_index")?;
+        self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")
+    }
+
+    /// GatherElements: `out[.., i, ..] = data[.., indices[.., i, ..], ..]` along `axis`, as a
+    /// sum over that axis of the data where the position equals the index and 0 elsewhere
+    /// (one nonzero term: exact). Other axes of the data are cut to the indices' extent.
+    pub(super) fn gather_elements(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let mut x = self.req(n, 0, "data")?;
+        let idx = self.req(n, 1, "indices")?;
+        let (xs, is) = (self.shape(x), self.shape(idx));
+        if xs.len() != is.len() || xs.is_empty() {
+            return bad(format!("data {xs:?} and indices {is:?} must have one rank"));
+        }
+        let axis = norm_axis(a.int_or("axis", 0)?, xs.len())?;
+        if matches!(self.dtype(idx), DType::F32 | DType::F16 | DType::Bool) {
+            return bad("indices must be integers");
+        }
+        if (0..xs.len()).any(|d| d != axis && is[d] > xs[d]) {
+            return bad(format!("indices {is:?} exceed data {xs:?} off axis {axis}"));
+        }
+        let len = xs[axis];
+        let mut cut = is.clone();
+        cut[axis] = len;
+        if cut != xs {
+            let slice = Op::Slice {
+                begins: vec![0; xs.len()],
+                ends: cut.iter().map(|&e| e as i64).collect(),
+                steps: vec![1; xs.len()],
+            };
+            x = self.emit_tmp(slice, &[x], "data_cut")?;
+        }
+        let idx = self.wrap_negative(idx, len)?;
+        // indices [.., I, 1, ..] against positions [1.., 1, len, 1..]; data [.., 1, len, ..].
+        let mut i_shape = is.clone();
+        i_shape.insert(axis + 1, 1);
+        let idx = self.emit_tmp(Op::Reshape { shape: i_shape }, &[idx], "indices_1")?;
+        let mut p_shape = vec![1; xs.len() + 1];
+        p_shape[axis + 1] = len;
+        let pos: Vec<i64> = (0..len as i64).collect();
+        let pos = ConstData::from_i64(&p_shape, pos).cast(self.dtype(idx));
+        let pos = self.add_const(&format!("{}/positions", self.cur), pos);
+        let eq = Op::Compare {
+            op: CompareOp::Equal,
+        };
+        let mask = self.emit_tmp(eq, &[idx, pos], "picked")?;
+        let mut x_shape = cut;
+        x_shape.insert(axis, 1);
+        let x = self.emit_tmp(Op::Reshape { shape: x_shape }, &[x], "data_1")?;
+        let zero = ConstData::from_i64(&[], vec![0]).cast(self.dtype(x));
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let sel = self.emit_tmp(Op::Where, &[mask, x, zero], "selected")?;
+        let out = self.out0(n)?;
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![axis + 1],
+            keep_dims: false,
+        };
+        self.emit_to(sum, &[sel], out)?;
         Ok(())
     }
 
