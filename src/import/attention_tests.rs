@@ -295,8 +295,8 @@ fn attention_refuses_what_it_cannot_express_exactly() {
 #[test]
 fn a_row_max_equal_to_minus_infinity_means_every_element_is() {
     // How Attention's function body finds fully-masked rows: Equal(ReduceMax(bias), -inf).
-    // TFLite's REDUCE_MAX gives the lowest finite float for a row of -inf; the comparison is
-    // rewritten to still ask ONNX's question.
+    // TFLite's reference REDUCE_MAX gives the lowest finite float for a row of -inf (XNNPACK's
+    // gives -inf); the comparison is rewritten to ask ONNX's question in either runtime.
     let mut b = B::new(18);
     b.input("x", &[4, 3])
         .init(ftensor("neg_inf", &[], vec![f32::NEG_INFINITY]))

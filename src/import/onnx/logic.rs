@@ -86,10 +86,11 @@ impl Importer<'_> {
             if matches!(dt, DType::F16 | DType::U8) {
                 return unsup(format!("{op} of {} tensors is not supported", dt.name()));
             }
-            let (a, b) = match c {
-                C::Equal | C::NotEqual => self.exact_extreme_test(a, b)?,
-                _ => (a, b),
+            let exact = match c {
+                C::Equal => self.exact_extreme_test(a, b)?,
+                _ => None,
             };
+            let (c, a, b) = exact.unwrap_or((c, a, b));
             self.emit_to(Op::Compare { op: c }, &[a, b], out)?;
             return Ok(());
         }
@@ -112,13 +113,17 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// The operands of `ReduceMax(x) == -inf` (or `ReduceMin(x) == +inf`, or `!=`) such that
-    /// the test means what it does in ONNX, where it asks whether every element is -inf.
-    /// TFLite's REDUCE_MAX starts from the lowest finite float, so a row of -inf reduces to
-    /// that, not to -inf. Halving keeps -inf and lifts every finite value above the lowest
-    /// float: `REDUCE_MAX(x * 0.5)` is the lowest float exactly when every element is -inf.
-    /// Other operands are returned as they are.
-    fn exact_extreme_test(&mut self, a: TensorId, b: TensorId) -> R<(TensorId, TensorId)> {
+    /// `ReduceMax(x) == -inf` (or `ReduceMin(x) == +inf`) as ONNX means it: whether every
+    /// element is -inf (+inf). TFLite's reference REDUCE_MAX starts from the lowest finite
+    /// float, so a row of -inf reduces to that (XNNPACK's to -inf). Halving keeps -inf and
+    /// lifts every finite value above the lowest float, so `REDUCE_MAX(x * 0.5) <= lowest`
+    /// holds exactly when every element is -inf, in either runtime. Returns the comparison and
+    /// its operands, or None for other operands.
+    fn exact_extreme_test(
+        &mut self,
+        a: TensorId,
+        b: TensorId,
+    ) -> R<Option<(CompareOp, TensorId, TensorId)>> {
         for (reduced, limit) in [(a, b), (b, a)] {
             let Some(ConstData::F32(l)) = self.cst(limit) else {
                 continue;
@@ -126,9 +131,9 @@ impl Importer<'_> {
             let Some(&first) = l.iter().next() else {
                 continue;
             };
-            let (want, bound) = match first {
-                f32::NEG_INFINITY => (ReduceOp::Max, f32::MIN),
-                f32::INFINITY => (ReduceOp::Min, f32::MAX),
+            let (want, bound, at_bound) = match first {
+                f32::NEG_INFINITY => (ReduceOp::Max, f32::MIN, CompareOp::LessEqual),
+                f32::INFINITY => (ReduceOp::Min, f32::MAX, CompareOp::GreaterEqual),
                 _ => continue,
             };
             if l.iter().any(|&v| v != first) {
@@ -151,9 +156,9 @@ impl Importer<'_> {
             let count = limit_shape.iter().product();
             let bound = ConstData::from_f32(&limit_shape, vec![bound; count]);
             let bound = self.add_const(&format!("{}/finite_limit", self.cur), bound);
-            return Ok(if reduced == a { (h, bound) } else { (bound, h) });
+            return Ok(Some((at_bound, h, bound)));
         }
-        Ok((a, b))
+        Ok(None)
     }
 
     /// IsNaN (x != x) and IsInf (x == +inf and/or x == -inf, as detect_positive/negative say).
