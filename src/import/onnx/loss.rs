@@ -58,7 +58,8 @@ impl Importer<'_> {
     /// The loss of log-probabilities `x` [N, C, d...] against input 1 (targets [N, d...])
     /// with the optional class weights of input 2.
     fn loss(&mut self, n: &NodeProto, a: &Attrs, x: TensorId, out: &str) -> R<()> {
-        let target = self.req(n, 1, "target")?;
+        let mut x = x;
+        let mut target = self.req(n, 1, "target")?;
         let weight = self.inp(n, 2)?;
         let reduction = match a.string_or("reduction", "mean")?.as_str() {
             "none" => Reduction::None,
@@ -74,13 +75,25 @@ impl Importer<'_> {
                 self.dtype(x).name()
             ));
         }
-        let (xs, ts) = (self.shape(x), self.shape(target));
+        let (mut xs, mut ts) = (self.shape(x), self.shape(target));
         let tdt = self.dtype(target);
         if xs.len() < 2 || ts.len() + 1 != xs.len() || ts[0] != xs[0] || ts[1..] != xs[2..] {
             return bad(format!("input {xs:?} and target {ts:?} do not match"));
         }
         if !matches!(tdt, DType::I64 | DType::I32) {
             return bad(format!("target must be int32 or int64, is {}", tdt.name()));
+        }
+        // Several trailing axes as one ([N, C, d1·d2·...]), as few axes as TFLite's kernels
+        // (and XNNPACK's) take; a per-element loss gets its shape back at the end.
+        let target_shape = ts.clone();
+        if xs.len() > 3 {
+            let d = xs[2..].iter().product();
+            xs = vec![xs[0], xs[1], d];
+            ts = vec![ts[0], d];
+            let flat = Op::Reshape { shape: xs.clone() };
+            x = self.emit_tmp(flat, &[x], "input_3d")?;
+            let flat = Op::Reshape { shape: ts.clone() };
+            target = self.emit_tmp(flat, &[target], "target_2d")?;
         }
         let classes = xs[1];
         // [N, 1, d...] against [1, C, 1...]: the one-hot mask of each target.
@@ -144,6 +157,12 @@ impl Importer<'_> {
             keep_dims: false,
         };
         match (reduction, gathered) {
+            (Reduction::None, _) if ts != target_shape => {
+                let back = Op::Reshape {
+                    shape: target_shape,
+                };
+                self.emit_to(back, &[loss], out)?;
+            }
             (Reduction::None, _) => {
                 self.bind(out, loss);
             }

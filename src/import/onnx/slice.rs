@@ -247,32 +247,32 @@ impl Importer<'_> {
             x = self.emit_tmp(slice, &[x], "data_cut")?;
         }
         let idx = self.wrap_negative(idx, len)?;
-        // indices [.., I, 1, ..] against positions [1.., 1, len, 1..]; data [.., 1, len, ..].
-        let mut i_shape = is.clone();
-        i_shape.insert(axis + 1, 1);
-        let idx = self.emit_tmp(Op::Reshape { shape: i_shape }, &[idx], "indices_1")?;
-        let mut p_shape = vec![1; xs.len() + 1];
-        p_shape[axis + 1] = len;
+        // The axes before and after `axis` as one each (at most 4 axes below):
+        // indices [A, I, 1, B] against positions [1, 1, len, 1]; data [A, 1, len, B].
+        let before: usize = is[..axis].iter().product();
+        let after: usize = is[axis + 1..].iter().product();
+        let i_shape = vec![before, is[axis], 1, after];
+        let idx = self.emit_tmp(Op::Reshape { shape: i_shape }, &[idx], "indices_4d")?;
         let pos: Vec<i64> = (0..len as i64).collect();
-        let pos = ConstData::from_i64(&p_shape, pos).cast(self.dtype(idx));
+        let pos = ConstData::from_i64(&[1, 1, len, 1], pos).cast(self.dtype(idx));
         let pos = self.add_const(&format!("{}/positions", self.cur), pos);
         let eq = Op::Compare {
             op: CompareOp::Equal,
         };
         let mask = self.emit_tmp(eq, &[idx, pos], "picked")?;
-        let mut x_shape = cut;
-        x_shape.insert(axis, 1);
-        let x = self.emit_tmp(Op::Reshape { shape: x_shape }, &[x], "data_1")?;
+        let x_shape = vec![before, 1, len, after];
+        let x = self.emit_tmp(Op::Reshape { shape: x_shape }, &[x], "data_4d")?;
         let zero = ConstData::from_i64(&[], vec![0]).cast(self.dtype(x));
         let zero = self.add_const(&format!("{}/zero", self.cur), zero);
         let sel = self.emit_tmp(Op::Where, &[mask, x, zero], "selected")?;
-        let out = self.out0(n)?;
         let sum = Op::Reduce {
             op: ReduceOp::Sum,
-            axes: vec![axis + 1],
+            axes: vec![2],
             keep_dims: false,
         };
-        self.emit_to(sum, &[sel], out)?;
+        let picked = self.emit_tmp(sum, &[sel], "gathered")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape: is }, &[picked], out)?;
         Ok(())
     }
 
