@@ -645,6 +645,7 @@ impl<'m> Importer<'m> {
             "CenterCropPad" => self.center_crop_pad(n, &a),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
+            "LpPool" => self.lp_pool(n, &a),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),
             "GlobalMaxPool" => self.global_pool(n, ReduceOp::Max),
             "ReduceMean" => self.reduce(n, &a, ReduceOp::Mean),
@@ -660,6 +661,8 @@ impl<'m> Importer<'m> {
             "Slice" => self.slice(n, &a),
             "Gather" => self.gather(n, &a),
             "GatherElements" => self.gather_elements(n, &a),
+            "Compress" => self.compress(n, &a),
+            "OneHot" => self.one_hot(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
             "DepthToSpace" => self.depth_space(n, &a, true),
@@ -698,6 +701,7 @@ impl<'m> Importer<'m> {
                 self.out_const(out, r)
             }
             "Constant" => self.constant(n, &a),
+            "EyeLike" => self.eye_like(n, &a),
             "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "And" | "Or"
             | "Xor" | "Not" | "Where" => self.const_logic(n, op),
             "Elu" | "Selu" => self.elu(n, &a),

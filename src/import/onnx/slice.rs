@@ -1,4 +1,4 @@
-//! Concat, Split, Slice, Gather, GatherElements, Pad and CenterCropPad.
+//! Concat, Split, Slice, Gather, GatherElements, Compress, OneHot, Pad and CenterCropPad.
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
@@ -286,6 +286,99 @@ impl Importer<'_> {
                     Op::ArgMax { .. } | Op::ArgMin { .. } | Op::TopK { .. }
                 )
         })
+    }
+
+    /// Compress with a constant condition: a Gather of the selected positions along `axis`
+    /// (of the flattened input without one).
+    pub(super) fn compress(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let mut x = self.req(n, 0, "input")?;
+        let Some(cond) = self.const_input(n, 1, "condition")? else {
+            return bad("condition is required");
+        };
+        let xs = self.shape(x);
+        let axis = match a.int("axis")? {
+            Some(ax) => norm_axis(ax, xs.len())?,
+            None => {
+                let flat = vec![xs.iter().product()];
+                x = self.emit_tmp(Op::Reshape { shape: flat }, &[x], "flat")?;
+                0
+            }
+        };
+        let len = self.shape(x)[axis];
+        let keep: Vec<i64> = cond
+            .to_i64_vec()
+            .iter()
+            .enumerate()
+            .filter(|&(i, &c)| c != 0 && i < len)
+            .map(|(i, _)| i as i64)
+            .collect();
+        if keep.is_empty() {
+            return unsup("the condition selects nothing: a zero-element output");
+        }
+        let idx = ConstData::from_i64(&[keep.len()], keep).cast(DType::I32);
+        let idx = self.add_const(&format!("{}/selected", self.cur), idx);
+        let out = self.out0(n)?;
+        self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    /// OneHot with constant depth and values: `on` where the index (negative ones counted
+    /// from the end) equals the position along the new axis, `off` elsewhere; out-of-range
+    /// indices give a row of `off`.
+    pub(super) fn one_hot(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let idx = self.req(n, 0, "indices")?;
+        let Some(depth) = self.const_scalar(n, 1, "depth")? else {
+            return bad("depth is required");
+        };
+        let Some(values) = self.const_input(n, 2, "values")? else {
+            return bad("values is required");
+        };
+        if values.len() != 2 {
+            return bad(format!("values must hold [off, on], has {}", values.len()));
+        }
+        let depth = depth as i64;
+        if depth < 1 {
+            return bad(format!("depth {depth} must be positive"));
+        }
+        let is = self.shape(idx);
+        let axis = norm_axis(a.int_or("axis", -1)?, is.len() + 1)?;
+        let dt = self.dtype(idx);
+        if dt == DType::Bool {
+            return bad("indices must be numbers");
+        }
+        let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let d = ConstData::from_i64(&[], vec![depth]).cast(dt);
+        let d = self.add_const(&format!("{}/depth", self.cur), d);
+        let less = Op::Compare {
+            op: CompareOp::Less,
+        };
+        let negative = self.emit_tmp(less, &[idx, zero], "negative")?;
+        let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, d], "wrapped")?;
+        let idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
+        let mut i_shape = is.clone();
+        i_shape.insert(axis, 1);
+        let idx = self.emit_tmp(Op::Reshape { shape: i_shape }, &[idx], "index_1")?;
+        let mut p_shape = vec![1; is.len() + 1];
+        p_shape[axis] = depth as usize;
+        let pos = ConstData::from_i64(&p_shape, (0..depth).collect()).cast(dt);
+        let pos = self.add_const(&format!("{}/positions", self.cur), pos);
+        let eq = Op::Compare {
+            op: CompareOp::Equal,
+        };
+        let hot = self.emit_tmp(eq, &[idx, pos], "hot")?;
+        let vt = values.dtype();
+        let v = values.to_f32_vec();
+        let iv = values.to_i64_vec();
+        let scalar = |k: usize| match vt {
+            DType::F32 | DType::F16 => ConstData::scalar_f32(v[k]).cast(vt),
+            _ => ConstData::from_i64(&[], vec![iv[k]]).cast(vt),
+        };
+        let off = self.add_const(&format!("{}/off", self.cur), scalar(0));
+        let on = self.add_const(&format!("{}/on", self.cur), scalar(1));
+        let out = self.out0(n)?;
+        self.emit_to(Op::Where, &[hot, on, off], out)?;
+        Ok(())
     }
 
     /// CenterCropPad: each listed axis cropped (a Slice) or zero-padded (a Pad) to the given
