@@ -27,6 +27,7 @@ mod reduce;
 mod reshape;
 mod resize;
 mod rounding;
+mod scatter;
 mod schedule;
 mod slice;
 
@@ -663,6 +664,8 @@ impl<'m> Importer<'m> {
             "GatherElements" => self.gather_elements(n, &a),
             "Compress" => self.compress(n, &a),
             "OneHot" => self.one_hot(n, &a),
+            "ScatterElements" | "Scatter" => self.scatter_elements(n, &a),
+            "ScatterND" => self.scatter_nd(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
             "DepthToSpace" => self.depth_space(n, &a, true),

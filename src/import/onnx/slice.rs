@@ -198,7 +198,7 @@ impl Importer<'_> {
 
     /// Run-time indices along an axis of length `dim`, a negative one counted from the end:
     /// `indices < 0 ? indices + dim : indices` (as they are when they cannot be negative).
-    fn wrap_negative(&mut self, idx: TensorId, dim: usize) -> R<TensorId> {
+    pub(super) fn wrap_negative(&mut self, idx: TensorId, dim: usize) -> R<TensorId> {
         if self.dtype(idx) == DType::U8 || self.never_negative(idx) {
             return Ok(idx);
         }
