@@ -21,6 +21,8 @@ mod qdq_tests;
 #[cfg(test)]
 mod remainder_tests;
 #[cfg(test)]
+mod rotary_tests;
+#[cfg(test)]
 mod scatter_tests;
 #[cfg(test)]
 mod selection_tests;

@@ -26,6 +26,7 @@ mod recurrent;
 mod reduce;
 mod reshape;
 mod resize;
+mod rotary;
 mod rounding;
 mod scatter;
 mod schedule;
@@ -638,6 +639,8 @@ impl<'m> Importer<'m> {
             "Shrink" => self.shrink(n, &a),
             "Swish" => self.swish(n, &a),
             "Mish" => self.mish(n),
+            "SwiGLU" => self.swiglu(n, &a),
+            "RotaryEmbedding" => self.rotary_embedding(n, &a),
             "Sign" => self.sign(n),
             "Sinh" | "Cosh" => self.hyperbolic(n),
             "Trilu" => self.trilu(n, &a),

@@ -1,8 +1,8 @@
-//! Celu, Softsign, ThresholdedRelu, Shrink, Swish, Mish, Sign, Sinh and Cosh: float32
+//! Celu, Softsign, ThresholdedRelu, Shrink, Swish, SwiGLU, Mish, Sign, Sinh and Cosh: float32
 //! elementwise functions TFLite has no operator for, written with IR ops as their ONNX
 //! definitions read.
 
-use super::{bin, unsup, Importer, R};
+use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::Attrs;
 use crate::ir::{BinaryOp, CompareOp, DType, Op, TensorId, UnaryOp};
 use tract_onnx::pb::NodeProto;
@@ -93,6 +93,31 @@ impl Importer<'_> {
         };
         let s = self.emit_tmp(Op::Unary(UnaryOp::Sigmoid), &[ax], "sigmoid")?;
         self.emit_to(bin(BinaryOp::Mul), &[x, s], out)?;
+        Ok(())
+    }
+
+    /// SwiGLU: a * sigmoid(alpha * a) * b, for A and B of one shape.
+    pub(super) fn swiglu(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.float_input(n)?;
+        let gate = self.req(n, 1, "B")?;
+        if self.shape(gate) != self.shape(x) || self.dtype(gate) != DType::F32 {
+            return bad(format!(
+                "B {:?} must be float32 of A's shape {:?}",
+                self.shape(gate),
+                self.shape(x)
+            ));
+        }
+        let out = self.out0(n)?;
+        let alpha = a.float_or("alpha", 1.0)?;
+        let ax = if alpha == 1.0 {
+            x
+        } else {
+            let k = self.scalar(alpha, DType::F32, "alpha");
+            self.emit_tmp(bin(BinaryOp::Mul), &[x, k], "alpha_x")?
+        };
+        let s = self.emit_tmp(Op::Unary(UnaryOp::Sigmoid), &[ax], "sigmoid")?;
+        let swish = self.emit_tmp(bin(BinaryOp::Mul), &[x, s], "swish")?;
+        self.emit_to(bin(BinaryOp::Mul), &[swish, gate], out)?;
         Ok(())
     }
 
