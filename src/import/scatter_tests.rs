@@ -1,4 +1,4 @@
-//! ScatterElements and ScatterND through literun against their ONNX definitions.
+//! ScatterElements, ScatterND and GatherND through literun against their ONNX definitions.
 
 use super::builder::{Attr as A, OnnxBuilder as B};
 use crate::convert::{convert_bytes, ConvertOptions};
@@ -81,4 +81,29 @@ fn scatter_nd_replaces_slices_at_index_tuples() {
         ],
     );
     assert_eq!(got, vec![0.0, 1.0, -3.0, -4.0, -1.0, -2.0, 6.0, 7.0]);
+}
+
+#[test]
+fn gather_nd_reads_slices_at_index_tuples_per_batch() {
+    // data [2 batches, 2, 2]; batch_dims 1: batch 0 reads row 1, batch 1 row -2 (0).
+    let data: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    let mut b = B::new(13);
+    b.input("x", &[2, 2, 2])
+        .typed_input("i", &[2, 1], 7)
+        .node(
+            "GatherND",
+            "g",
+            &["x", "i"],
+            &["y"],
+            vec![("batch_dims", A::I(1))],
+        )
+        .output("y");
+    let got = run(
+        &b,
+        vec![
+            ("x", NpyArray::f32(vec![2, 2, 2], data)),
+            ("i", i64s(vec![2, 1], vec![1, -2])),
+        ],
+    );
+    assert_eq!(got, vec![2.0, 3.0, 4.0, 5.0]);
 }

@@ -669,6 +669,7 @@ impl<'m> Importer<'m> {
             "OneHot" => self.one_hot(n, &a),
             "ScatterElements" | "Scatter" => self.scatter_elements(n, &a),
             "ScatterND" => self.scatter_nd(n, &a),
+            "GatherND" => self.gather_nd(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
             "DepthToSpace" => self.depth_space(n, &a, true),

@@ -1,4 +1,4 @@
-//! ScatterElements (and the older Scatter) and ScatterND, written with IR ops.
+//! ScatterElements (and the older Scatter), ScatterND and GatherND, written with IR ops.
 //!
 //! The data is seen as `[B, L, A]` (L the scattered positions) and the updates as
 //! `[B, I, 1, A]` with a one-hot mask `[B, I, L, A]` of the position each update goes to. Each
@@ -113,37 +113,7 @@ impl Importer<'_> {
         }
         let slice: usize = xs[k..].iter().product();
         let count: usize = is[..is.len() - 1].iter().product();
-        // Linear position: sum of index[j] (negative ones from the end) * stride[j].
-        let idx = self.emit_tmp(Op::Cast { to: DType::F32 }, &[idx], "indices_f")?;
-        let dims: Vec<f32> = xs[..k].iter().map(|&d| d as f32).collect();
-        let dims = self.add_const(
-            &format!("{}/dims", self.cur),
-            ConstData::from_f32(&[1, k], dims),
-        );
-        let zero = self.scalar(0.0, DType::F32, "zero");
-        let shape = vec![count, k];
-        let idx = self.emit_tmp(Op::Reshape { shape }, &[idx], "indices_2d")?;
-        let less = Op::Compare {
-            op: CompareOp::Less,
-        };
-        let negative = self.emit_tmp(less, &[idx, zero], "negative")?;
-        let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, dims], "wrapped")?;
-        let idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
-        let mut strides = vec![1.0f32; k];
-        for j in (0..k.saturating_sub(1)).rev() {
-            strides[j] = strides[j + 1] * xs[j + 1] as f32;
-        }
-        let strides = self.add_const(
-            &format!("{}/strides", self.cur),
-            ConstData::from_f32(&[1, k], strides),
-        );
-        let lin = self.emit_tmp(bin(BinaryOp::Mul), &[idx, strides], "offsets")?;
-        let sum = Op::Reduce {
-            op: ReduceOp::Sum,
-            axes: vec![1],
-            keep_dims: false,
-        };
-        let lin = self.emit_tmp(sum, &[lin], "position")?;
+        let lin = self.nd_positions(idx, count, &xs[..k])?;
         let shape = vec![1, count, 1, 1];
         let lin = self.emit_tmp(Op::Reshape { shape }, &[lin], "position_4d")?;
         let pos: Vec<f32> = (0..places).map(|p| p as f32).collect();
@@ -160,6 +130,103 @@ impl Importer<'_> {
         let y = self.scatter_combine(x3, mask, upd, reduction)?;
         let out = self.out0(n)?;
         self.emit_to(Op::Reshape { shape: xs }, &[y], out)?;
+        Ok(())
+    }
+
+    /// The linear positions (float32, row-major over `dims`) of `rows` index tuples of
+    /// `dims.len()` values each, negative values counted from the end of their axis.
+    fn nd_positions(&mut self, idx: TensorId, rows: usize, dims: &[usize]) -> R<TensorId> {
+        let k = dims.len();
+        let idx = self.emit_tmp(Op::Cast { to: DType::F32 }, &[idx], "indices_f")?;
+        let lens: Vec<f32> = dims.iter().map(|&d| d as f32).collect();
+        let lens = self.add_const(
+            &format!("{}/dims", self.cur),
+            ConstData::from_f32(&[1, k], lens),
+        );
+        let zero = self.scalar(0.0, DType::F32, "zero");
+        let shape = vec![rows, k];
+        let idx = self.emit_tmp(Op::Reshape { shape }, &[idx], "indices_2d")?;
+        let less = Op::Compare {
+            op: CompareOp::Less,
+        };
+        let negative = self.emit_tmp(less, &[idx, zero], "negative")?;
+        let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, lens], "wrapped")?;
+        let idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
+        let mut strides = vec![1.0f32; k];
+        for j in (0..k.saturating_sub(1)).rev() {
+            strides[j] = strides[j + 1] * dims[j + 1] as f32;
+        }
+        let strides = self.add_const(
+            &format!("{}/strides", self.cur),
+            ConstData::from_f32(&[1, k], strides),
+        );
+        let lin = self.emit_tmp(bin(BinaryOp::Mul), &[idx, strides], "offsets")?;
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![1],
+            keep_dims: false,
+        };
+        self.emit_tmp(sum, &[lin], "position")
+    }
+
+    /// GatherND: the slices `data[b][indices[b, q]]` (batch axes `b`, index tuples of the
+    /// first `k` other axes), summed over a one-hot mask of the positions (one nonzero term;
+    /// positions compared in float32: exact below 2^24).
+    pub(super) fn gather_nd(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "data")?;
+        let idx = self.req(n, 1, "indices")?;
+        if matches!(self.dtype(idx), DType::F32 | DType::F16 | DType::Bool) {
+            return bad("indices must be integers");
+        }
+        if self.dtype(x) != DType::F32 {
+            // (The selection sums over positions: TFLite's SUM has no integer kernel here.)
+            return unsup(format!(
+                "GatherND of {} is not supported (only float32)",
+                self.dtype(x).name()
+            ));
+        }
+        let (xs, is) = (self.shape(x), self.shape(idx));
+        let bd = usize::try_from(a.int_or("batch_dims", 0)?).unwrap_or(usize::MAX);
+        let Some(&k) = is.last() else {
+            return bad("indices must have a last axis");
+        };
+        if bd >= is.len() || k == 0 || bd + k > xs.len() || xs[..bd] != is[..bd] {
+            return bad(format!(
+                "data {xs:?} and indices {is:?} do not fit batch_dims {bd}"
+            ));
+        }
+        let batch: usize = xs[..bd].iter().product();
+        let places: usize = xs[bd..bd + k].iter().product();
+        if places >= 1 << 24 {
+            return unsup(format!(
+                "{places} positions: more than float32 counts exactly"
+            ));
+        }
+        let slice: usize = xs[bd + k..].iter().product();
+        let count: usize = is[bd..is.len() - 1].iter().product();
+        let lin = self.nd_positions(idx, batch * count, &xs[bd..bd + k])?;
+        let shape = vec![batch, count, 1, 1];
+        let lin = self.emit_tmp(Op::Reshape { shape }, &[lin], "position_4d")?;
+        let pos: Vec<f32> = (0..places).map(|p| p as f32).collect();
+        let pos = ConstData::from_f32(&[1, 1, places, 1], pos);
+        let pos = self.add_const(&format!("{}/positions", self.cur), pos);
+        let eq = Op::Compare {
+            op: CompareOp::Equal,
+        };
+        let mask = self.emit_tmp(eq, &[lin, pos], "picked")?;
+        let shape = vec![batch, 1, places, slice];
+        let x4 = self.emit_tmp(Op::Reshape { shape }, &[x], "data_4d")?;
+        let zero = self.scalar(0.0, DType::F32, "zero");
+        let sel = self.emit_tmp(Op::Where, &[mask, x4, zero], "selected")?;
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![2],
+            keep_dims: false,
+        };
+        let picked = self.emit_tmp(sum, &[sel], "gathered")?;
+        let shape = [&is[..is.len() - 1], &xs[bd + k..]].concat();
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape }, &[picked], out)?;
         Ok(())
     }
 
