@@ -1,5 +1,5 @@
-//! Compress, OneHot, EyeLike, 1-D MatMul operands and LpPool through literun against their
-//! ONNX definitions.
+//! Compress, OneHot, ReverseSequence, EyeLike, 1-D MatMul operands and LpPool through literun
+//! against their ONNX definitions.
 
 use super::builder::{ftensor, Attr as A, OnnxBuilder as B};
 use crate::convert::{convert_bytes, ConvertOptions};
@@ -132,4 +132,26 @@ fn eye_like_vector_matmul_and_lp_pool() {
         let want = sum.powf(1.0 / 3.0);
         assert!((g - want).abs() <= 1e-5 * want.max(1.0), "{g} vs {want}");
     }
+}
+
+#[test]
+fn reverse_sequence_reverses_each_entrys_first_steps() {
+    // [batch 3, time 3]: lengths 0, 2, 3 along the time axis 1.
+    let x: Vec<f32> = (0..9).map(|v| v as f32).collect();
+    let mut b = B::new(10);
+    b.input("x", &[3, 3])
+        .init(super::builder::itensor("lens", &[3], vec![0, 2, 3]))
+        .node(
+            "ReverseSequence",
+            "rev",
+            &["x", "lens"],
+            &["y"],
+            vec![("time_axis", A::I(1)), ("batch_axis", A::I(0))],
+        )
+        .output("y");
+    let out = run(&b, vec![("x", NpyArray::f32(vec![3, 3], x))]);
+    assert_eq!(
+        out[0].to_f32(),
+        vec![0.0, 1.0, 2.0, 4.0, 3.0, 5.0, 8.0, 7.0, 6.0]
+    );
 }

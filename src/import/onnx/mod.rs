@@ -666,6 +666,7 @@ impl<'m> Importer<'m> {
             "Gather" => self.gather(n, &a),
             "GatherElements" => self.gather_elements(n, &a),
             "Compress" => self.compress(n, &a),
+            "ReverseSequence" => self.reverse_sequence(n, &a),
             "OneHot" => self.one_hot(n, &a),
             "ScatterElements" | "Scatter" => self.scatter_elements(n, &a),
             "ScatterND" => self.scatter_nd(n, &a),

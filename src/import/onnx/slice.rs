@@ -1,4 +1,5 @@
-//! Concat, Split, Slice, Gather, GatherElements, Compress, OneHot, Pad and CenterCropPad.
+//! Concat, Split, Slice, Gather, GatherElements, Compress, ReverseSequence, OneHot, Pad and
+//! CenterCropPad.
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
@@ -319,6 +320,58 @@ impl Importer<'_> {
         let idx = self.add_const(&format!("{}/selected", self.cur), idx);
         let out = self.out0(n)?;
         self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    /// ReverseSequence with constant sequence lengths: the first `len[b]` time steps of each
+    /// batch entry reversed, as a Gather of the (time, batch) rows at constant positions.
+    pub(super) fn reverse_sequence(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let Some(lens) = self.const_ints(n, 1, "sequence_lens")? else {
+            return bad("sequence_lens is required");
+        };
+        let xs = self.shape(x);
+        let time_axis = a.int_or("time_axis", 0)?;
+        let batch_axis = a.int_or("batch_axis", 1)?;
+        if xs.len() < 2 || ![(0, 1), (1, 0)].contains(&(time_axis, batch_axis)) {
+            return bad(format!(
+                "time_axis {time_axis} and batch_axis {batch_axis} must be 0 and 1 (either \
+                 way) of a rank >= 2 input, got {xs:?}"
+            ));
+        }
+        let (steps, batch) = if time_axis == 0 {
+            (xs[0], xs[1])
+        } else {
+            (xs[1], xs[0])
+        };
+        if lens.len() != batch || lens.iter().any(|&l| l < 0 || l as usize > steps) {
+            return bad(format!(
+                "sequence_lens {lens:?} must hold {batch} lengths in 0..={steps}"
+            ));
+        }
+        let row = |t: usize, b: usize| {
+            if time_axis == 0 {
+                t * batch + b
+            } else {
+                b * steps + t
+            }
+        };
+        let mut src = vec![0i64; steps * batch];
+        for (b, &len) in lens.iter().enumerate() {
+            let len = len as usize;
+            for t in 0..steps {
+                let from = if t < len { len - 1 - t } else { t };
+                src[row(t, b)] = row(from, b) as i64;
+            }
+        }
+        let rest: usize = xs[2..].iter().product();
+        let flat = vec![steps * batch, rest];
+        let x2 = self.emit_tmp(Op::Reshape { shape: flat }, &[x], "rows")?;
+        let idx = ConstData::from_i64(&[src.len()], src).cast(DType::I32);
+        let idx = self.add_const(&format!("{}/source_rows", self.cur), idx);
+        let y = self.emit_tmp(Op::Gather { axis: 0 }, &[x2, idx], "reversed")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape: xs }, &[y], out)?;
         Ok(())
     }
 
