@@ -157,6 +157,9 @@ pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
         (B::REDUCE_MAX, 1) | (B::REDUCE_MIN, 1) | (B::REDUCE_PROD, 1) => (1, 11, 0),
         (B::DEPTHWISE_CONV_2D, 2) => (1, 12, 0),
         (B::ABS, 1) => (1, 13, 0),
+        (B::FLOOR_MOD, 1) => (1, 13, 0),
+        (B::SIN, 1) => (1, 9, 0),
+        (B::COS, 1) => (1, 14, 0),
         (B::SQUARED_DIFFERENCE, 1) | (B::LEAKY_RELU, 1) | (B::SPLIT_V, 1) | (B::MIRROR_PAD, 1) => {
             (1, 13, 1)
         }

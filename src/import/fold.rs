@@ -66,6 +66,20 @@ pub fn logical(op: &str, a: &ConstData, b: &ConstData) -> Result<ConstData, Stri
     )?))
 }
 
+/// Mod with `fmod=1`: the truncated remainder, with the dividend's sign (C's `fmod`, exact).
+pub fn truncated_mod(a: &ConstData, b: &ConstData) -> Result<ConstData, String> {
+    if is_float(a) || is_float(b) {
+        let r = zip_broadcast(&f32_array(a), &f32_array(b), |x, y| x % y)?;
+        return Ok(ConstData::F32(r).cast(a.dtype()));
+    }
+    let (x, y) = (i64_array(a), i64_array(b));
+    if y.iter().any(|&v| v == 0) {
+        return Err("integer division by zero".into());
+    }
+    let r = zip_broadcast(&x, &y, |p, q| p.wrapping_rem(*q))?;
+    Ok(ConstData::I64(r).cast(a.dtype()))
+}
+
 pub fn not(a: &ConstData) -> ConstData {
     ConstData::Bool(bool_array(a).mapv(|x| !x))
 }

@@ -1,5 +1,7 @@
 //! Importers: ONNX protobuf → IR (with ONNX semantics, static shapes, constants folded).
 
+#[cfg(test)]
+mod attention_tests;
 pub mod builder;
 #[cfg(test)]
 mod conformance_tests;
@@ -8,10 +10,22 @@ mod functions;
 #[cfg(test)]
 mod if_tests;
 mod int64;
+#[cfg(test)]
+mod loss_tests;
 mod onnx;
+#[cfg(test)]
+mod pointwise_tests;
 mod proto;
 #[cfg(test)]
 mod qdq_tests;
+#[cfg(test)]
+mod remainder_tests;
+#[cfg(test)]
+mod rotary_tests;
+#[cfg(test)]
+mod scatter_tests;
+#[cfg(test)]
+mod selection_tests;
 #[cfg(test)]
 mod tests;
 

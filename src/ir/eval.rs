@@ -243,6 +243,17 @@ fn result_dtype(a: &ConstData, b: &ConstData) -> DType {
     }
 }
 
+/// TFLite's float FLOOR_MOD: the truncated remainder, moved by `y` when its sign differs
+/// from `y`'s.
+fn floor_mod_f32(x: f32, y: f32) -> f32 {
+    let r = x % y;
+    if r != 0.0 && ((y < 0.0) != (r < 0.0)) {
+        r + y
+    } else {
+        r
+    }
+}
+
 fn float_binary(
     a: &ConstData,
     b: &ConstData,
@@ -265,11 +276,12 @@ pub fn binary(op: BinaryOp, a: &ConstData, b: &ConstData) -> Result<ConstData, S
             BinaryOp::Max => f32::max,
             BinaryOp::Min => f32::min,
             BinaryOp::SquaredDifference => |x, y| (x - y) * (x - y),
+            BinaryOp::FloorMod => floor_mod_f32,
         };
         return float_binary(a, b, f);
     }
     let (x, y) = (to_i64_array(a), to_i64_array(b));
-    if op == BinaryOp::Div && y.iter().any(|&v| v == 0) {
+    if matches!(op, BinaryOp::Div | BinaryOp::FloorMod) && y.iter().any(|&v| v == 0) {
         return Err("integer division by zero".into());
     }
     let f: fn(i64, i64) -> i64 = match op {
@@ -289,6 +301,14 @@ pub fn binary(op: BinaryOp, a: &ConstData, b: &ConstData) -> Result<ConstData, S
         BinaryOp::SquaredDifference => |x, y| {
             let d = x.wrapping_sub(y);
             d.wrapping_mul(d)
+        },
+        BinaryOp::FloorMod => |x, y| {
+            let r = x.wrapping_rem(y);
+            if r != 0 && ((r < 0) != (y < 0)) {
+                r + y
+            } else {
+                r
+            }
         },
     };
     let r = zip_broadcast(&x, &y, |&p, &q| f(p, q))?;
@@ -344,6 +364,8 @@ fn unary_f32(u: UnaryOp, v: f32) -> f32 {
         UnaryOp::Floor => v.floor(),
         UnaryOp::Ceil => v.ceil(),
         UnaryOp::Round => v.round_ties_even(),
+        UnaryOp::Sin => v.sin(),
+        UnaryOp::Cos => v.cos(),
         UnaryOp::LeakyRelu { alpha } => {
             if v < 0.0 {
                 alpha * v

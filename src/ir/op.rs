@@ -38,6 +38,8 @@ pub enum BinaryOp {
     Max,
     Min,
     SquaredDifference,
+    /// The remainder with the divisor's sign (Python's `%`; TFLite FLOOR_MOD).
+    FloorMod,
 }
 
 /// A comparison with a bool output (TFLite EQUAL, NOT_EQUAL, LESS, ...).
@@ -78,6 +80,8 @@ pub enum UnaryOp {
     Ceil,
     /// To the nearest integer, halves to even (ONNX Round, TFLite ROUND).
     Round,
+    Sin,
+    Cos,
     LeakyRelu {
         alpha: f32,
     },
@@ -310,6 +314,7 @@ impl Op {
                 BinaryOp::Max => "Max",
                 BinaryOp::Min => "Min",
                 BinaryOp::SquaredDifference => "SquaredDifference",
+                BinaryOp::FloorMod => "FloorMod",
             },
             Op::Unary(u) => match u {
                 UnaryOp::Abs => "Abs",
@@ -330,6 +335,8 @@ impl Op {
                 UnaryOp::Floor => "Floor",
                 UnaryOp::Ceil => "Ceil",
                 UnaryOp::Round => "Round",
+                UnaryOp::Sin => "Sin",
+                UnaryOp::Cos => "Cos",
                 UnaryOp::LeakyRelu { .. } => "LeakyRelu",
             },
             Op::PRelu => "PRelu",

@@ -264,6 +264,10 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
                         fb::MaximumMinimumOptionsArgs {}
                     );
                 }
+                BinaryOp::FloorMod => {
+                    spec.code = B::FLOOR_MOD;
+                    opts!(FloorModOptions, FloorModOptions, fb::FloorModOptionsArgs {});
+                }
                 BinaryOp::SquaredDifference => {
                     spec.code = B::SQUARED_DIFFERENCE;
                     opts!(
@@ -276,7 +280,11 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             if *act != Activation::None
                 && matches!(
                     op,
-                    BinaryOp::Pow | BinaryOp::Max | BinaryOp::Min | BinaryOp::SquaredDifference
+                    BinaryOp::Pow
+                        | BinaryOp::Max
+                        | BinaryOp::Min
+                        | BinaryOp::SquaredDifference
+                        | BinaryOp::FloorMod
                 )
             {
                 bail!("no fused activation on {:?}", op);
@@ -298,6 +306,8 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             UnaryOp::Floor => spec.code = B::FLOOR,
             UnaryOp::Ceil => spec.code = B::CEIL,
             UnaryOp::Round => spec.code = B::ROUND,
+            UnaryOp::Sin => spec.code = B::SIN,
+            UnaryOp::Cos => spec.code = B::COS,
             UnaryOp::Gelu { approximate } => {
                 spec.code = B::GELU;
                 opts!(

@@ -1,9 +1,11 @@
-//! Conv, ConvTranspose, MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
+//! Conv, ConvTranspose, MaxPool, AveragePool, LpPool, GlobalAveragePool and GlobalMaxPool.
 
-use super::{bad, unsup, Importer, R};
+use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, size_value, size_values, Attrs};
-use crate::ir::{Activation, DType, Layout, Op, PadMode, PoolKind, ReduceOp, TensorId};
-use tract_onnx::pb::NodeProto;
+use crate::ir::{
+    Activation, BinaryOp, DType, Layout, Op, PadMode, PoolKind, ReduceOp, TensorId, UnaryOp,
+};
+use tract_onnx::pb::{attribute_proto::AttributeType, AttributeProto, NodeProto};
 
 impl Importer<'_> {
     /// Explicit (begin, end) pads per spatial axis from auto_pad / pads.
@@ -398,6 +400,69 @@ impl Importer<'_> {
         };
         let out = self.out0(n)?;
         self.emit_to(op, &[src], out)?;
+        Ok(())
+    }
+
+    /// LpPool: `(sum over the window of |x|^p)^(1/p)`, zero padding included, as an average
+    /// pool that counts the padding, times the window size.
+    pub(super) fn lp_pool(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "X")?;
+        if self.dtype(x) != DType::F32 {
+            return unsup(format!(
+                "LpPool of {} is not supported",
+                self.dtype(x).name()
+            ));
+        }
+        let p = a.int_or("p", 2)?;
+        if p < 1 {
+            return bad(format!("p {p} must be positive"));
+        }
+        let Some(k) = a.ints("kernel_shape")? else {
+            return bad("kernel_shape is required");
+        };
+        let window: usize = size_values(&k, "kernel")?.iter().product();
+        let abs = self.emit_tmp(Op::Unary(UnaryOp::Abs), &[x], "abs")?;
+        let powered = match p {
+            1 => abs,
+            2 => self.emit_tmp(bin(BinaryOp::Mul), &[abs, abs], "square")?,
+            _ => {
+                let e = self.scalar(p as f32, DType::F32, "p");
+                self.emit_tmp(bin(BinaryOp::Pow), &[abs, e], "power")?
+            }
+        };
+        // The same node as an AveragePool over |x|^p that counts the padding.
+        let mut avg = n.clone();
+        avg.op_type = "AveragePool".into();
+        avg.attribute
+            .retain(|at| at.name != "p" && at.name != "count_include_pad");
+        avg.attribute.push(AttributeProto {
+            name: "count_include_pad".into(),
+            i: 1,
+            r#type: AttributeType::Int as i32,
+            ..Default::default()
+        });
+        let in_name = self.tmp("powered");
+        self.bind(&in_name, powered);
+        let out_name = self.tmp("power_average");
+        avg.input = vec![in_name];
+        avg.output = vec![out_name.clone()];
+        self.pool(&avg, &Attrs::new(&avg), PoolKind::Average)?;
+        let Some(&mean) = self.values.get(&out_name) else {
+            return bad("LpPool's average pool produced no output");
+        };
+        let count = self.scalar(window as f32, DType::F32, "window");
+        let sum = self.emit_tmp(bin(BinaryOp::Mul), &[mean, count], "power_sum")?;
+        let out = self.out0(n)?;
+        match p {
+            1 => self.bind(out, sum),
+            2 => {
+                self.emit_to(Op::Unary(UnaryOp::Sqrt), &[sum], out)?;
+            }
+            _ => {
+                let e = self.scalar(1.0 / p as f32, DType::F32, "inv_p");
+                self.emit_to(bin(BinaryOp::Pow), &[sum, e], out)?;
+            }
+        }
         Ok(())
     }
 

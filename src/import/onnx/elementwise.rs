@@ -1,7 +1,8 @@
-//! Add, Sub, Mul, Div, Pow, Max, Min, Sum, Mean, Cast and CastLike (one-input ops are mapped in
-//! `node`).
+//! Add, Sub, Mul, Div, Pow, Mod, Max, Min, Sum, Mean, Cast and CastLike (one-input ops are mapped
+//! in `node`).
 
 use super::{bad, bin, unsup, Importer, R};
+use crate::import::fold;
 use crate::import::proto::{cast_dtype, Attrs};
 use crate::ir::{BinaryOp, ConstData, Op};
 use tract_onnx::pb::NodeProto;
@@ -50,6 +51,39 @@ impl Importer<'_> {
             self.bind(out, acc);
         }
         Ok(())
+    }
+
+    /// Mod: `fmod=0` is FLOOR_MOD (the remainder takes the divisor's sign); `fmod=1` (C's
+    /// `fmod`, the dividend's sign) only on constants, since TFLite has no such operator and
+    /// correcting FLOOR_MOD's result rounds for floats.
+    pub(super) fn modulo(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "A")?;
+        let y = self.req(n, 1, "B")?;
+        if self.dtype(x) != self.dtype(y) {
+            return bad(format!(
+                "A is {} and B is {}",
+                self.dtype(x).name(),
+                self.dtype(y).name()
+            ));
+        }
+        let out = self.out0(n)?;
+        match a.int_or("fmod", 0)? {
+            0 => {
+                self.emit_to(bin(BinaryOp::FloorMod), &[x, y], out)?;
+                Ok(())
+            }
+            1 => match (self.cst(x), self.cst(y)) {
+                (Some(cx), Some(cy)) => {
+                    let r = fold::truncated_mod(cx, cy)?;
+                    self.out_const(out, r)
+                }
+                _ => unsup(
+                    "fmod=1 (remainder with the dividend's sign) on run-time values: TFLite \
+                     has no such operator",
+                ),
+            },
+            f => bad(format!("fmod {f} is not 0 or 1")),
+        }
     }
 
     pub(super) fn cast(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {

@@ -1,9 +1,9 @@
 //! Equal, Less, Greater, LessOrEqual, GreaterOrEqual, And, Or, Xor, Not, Where, IsNaN, IsInf,
 //! Trilu and Hardmax.
 
-use super::{bad, unsup, Importer, R};
+use super::{bad, bin, unsup, Importer, R};
 use crate::import::fold;
-use crate::ir::{CompareOp, ConstData, DType, Op, TensorId};
+use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, ReduceOp, TensorId};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -86,6 +86,11 @@ impl Importer<'_> {
             if matches!(dt, DType::F16 | DType::U8) {
                 return unsup(format!("{op} of {} tensors is not supported", dt.name()));
             }
+            let exact = match c {
+                C::Equal => self.exact_extreme_test(a, b)?,
+                _ => None,
+            };
+            let (c, a, b) = exact.unwrap_or((c, a, b));
             self.emit_to(Op::Compare { op: c }, &[a, b], out)?;
             return Ok(());
         }
@@ -106,6 +111,54 @@ impl Importer<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `ReduceMax(x) == -inf` (or `ReduceMin(x) == +inf`) as ONNX means it: whether every
+    /// element is -inf (+inf). TFLite's reference REDUCE_MAX starts from the lowest finite
+    /// float, so a row of -inf reduces to that (XNNPACK's to -inf). Halving keeps -inf and
+    /// lifts every finite value above the lowest float, so `REDUCE_MAX(x * 0.5) <= lowest`
+    /// holds exactly when every element is -inf, in either runtime. Returns the comparison and
+    /// its operands, or None for other operands.
+    fn exact_extreme_test(
+        &mut self,
+        a: TensorId,
+        b: TensorId,
+    ) -> R<Option<(CompareOp, TensorId, TensorId)>> {
+        for (reduced, limit) in [(a, b), (b, a)] {
+            let Some(ConstData::F32(l)) = self.cst(limit) else {
+                continue;
+            };
+            let Some(&first) = l.iter().next() else {
+                continue;
+            };
+            let (want, bound, at_bound) = match first {
+                f32::NEG_INFINITY => (ReduceOp::Max, f32::MIN, CompareOp::LessEqual),
+                f32::INFINITY => (ReduceOp::Min, f32::MAX, CompareOp::GreaterEqual),
+                _ => continue,
+            };
+            if l.iter().any(|&v| v != first) {
+                continue;
+            }
+            let Some(node) = self.g.nodes.iter().find(|n| n.outputs.contains(&reduced)) else {
+                continue;
+            };
+            let Op::Reduce { op, .. } = &node.op else {
+                continue;
+            };
+            if *op != want || self.dtype(node.inputs[0]) != DType::F32 {
+                continue;
+            }
+            let (reduce, x) = (node.op.clone(), node.inputs[0]);
+            let half = self.scalar(0.5, DType::F32, "half");
+            let halved = self.emit_tmp(bin(BinaryOp::Mul), &[x, half], "halved")?;
+            let h = self.emit_tmp(reduce, &[halved], "halved_extreme")?;
+            let limit_shape = self.shape(limit);
+            let count = limit_shape.iter().product();
+            let bound = ConstData::from_f32(&limit_shape, vec![bound; count]);
+            let bound = self.add_const(&format!("{}/finite_limit", self.cur), bound);
+            return Ok(Some((at_bound, h, bound)));
+        }
+        Ok(None)
     }
 
     /// IsNaN (x != x) and IsInf (x == +inf and/or x == -inf, as detect_positive/negative say).

@@ -1,8 +1,8 @@
 //! Gemm and MatMul.
 
-use super::{bad, bin, unsup, Importer, R};
+use super::{bad, bin, Importer, R};
 use crate::import::proto::Attrs;
-use crate::ir::{Activation, BinaryOp, ConstData, DType, Op};
+use crate::ir::{Activation, BinaryOp, ConstData, DType, Op, TensorId};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -124,12 +124,13 @@ impl Importer<'_> {
         let am = self.req(n, 0, "A")?;
         let bm = self.req(n, 1, "B")?;
         let (sa, sb) = (self.shape(am), self.shape(bm));
-        if sa.len() < 2 || sb.len() < 2 {
-            return unsup(format!(
-                "1-D MatMul operands ({sa:?} x {sb:?}) are not supported"
-            ));
+        if sa.is_empty() || sb.is_empty() {
+            return bad(format!("MatMul of a scalar ({sa:?} x {sb:?})"));
         }
         let out = self.out0(n)?;
+        if sa.len() == 1 || sb.len() == 1 {
+            return self.matmul_vector(am, bm, out);
+        }
         let b_const = self.cst(bm).cloned();
         if let Some(bd) = b_const.filter(|_| sb.len() == 2 && self.dtype(am) == DType::F32) {
             if self.cst(am).is_none() {
@@ -157,6 +158,39 @@ impl Importer<'_> {
             &[am, bm],
             out,
         )?;
+        Ok(())
+    }
+
+    /// MatMul with a 1-D operand, as numpy defines it: a vector `a` is a [1, K] matrix and a
+    /// vector `b` a [K, 1] one, and the added axis is removed from the product.
+    fn matmul_vector(&mut self, am: TensorId, bm: TensorId, out: &str) -> R<()> {
+        let (sa, sb) = (self.shape(am), self.shape(bm));
+        let a2 = if sa.len() == 1 {
+            let shape = vec![1, sa[0]];
+            self.emit_tmp(Op::Reshape { shape }, &[am], "a_row")?
+        } else {
+            am
+        };
+        let b2 = if sb.len() == 1 {
+            let shape = vec![sb[0], 1];
+            self.emit_tmp(Op::Reshape { shape }, &[bm], "b_column")?
+        } else {
+            bm
+        };
+        let op = Op::MatMul {
+            transpose_a: false,
+            transpose_b: false,
+        };
+        let y = self.emit_tmp(op, &[a2, b2], "matmul")?;
+        let mut shape = self.shape(y);
+        let r = shape.len();
+        if sb.len() == 1 {
+            shape.remove(r - 1);
+        }
+        if sa.len() == 1 {
+            shape.remove(r - 2);
+        }
+        self.emit_to(Op::Reshape { shape }, &[y], out)?;
         Ok(())
     }
 }

@@ -8,14 +8,17 @@
 //! (`conv.rs`, `reshape.rs`, `slice.rs`, ...), each naming the ONNX ops it imports.
 
 mod activation;
+mod attention;
 mod constant;
 mod control_flow;
 mod conv;
 mod elementwise;
 mod inputs;
 mod logic;
+mod loss;
 mod matmul;
 mod normalization;
+mod pointwise;
 #[path = "../qdq.rs"]
 mod qdq;
 #[path = "../recurrent.rs"]
@@ -23,7 +26,9 @@ mod recurrent;
 mod reduce;
 mod reshape;
 mod resize;
+mod rotary;
 mod rounding;
+mod scatter;
 mod schedule;
 mod slice;
 
@@ -590,6 +595,7 @@ impl<'m> Importer<'m> {
             "Mul" => self.binary(n, BinaryOp::Mul),
             "Div" => self.binary(n, BinaryOp::Div),
             "Pow" => self.binary(n, BinaryOp::Pow),
+            "Mod" => self.modulo(n, &a),
             "Max" => self.variadic(n, BinaryOp::Max, false),
             "Min" => self.variadic(n, BinaryOp::Min, false),
             "Sum" => self.variadic(n, BinaryOp::Add, false),
@@ -616,18 +622,34 @@ impl<'m> Importer<'m> {
             "ConvTranspose" => self.conv_transpose(n, &a),
             "Gemm" => self.gemm(n, &a),
             "MatMul" => self.matmul(n),
+            "Attention" => self.attention(n, &a),
             "BatchNormalization" => self.batchnorm(n, &a),
             "LayerNormalization" => self.layernorm(n, &a),
             "RMSNormalization" => self.rmsnorm(n, &a),
             "LpNormalization" => self.lp_norm(n, &a),
             "Ceil" => self.float_unary(n, UnaryOp::Ceil),
             "Round" => self.float_unary(n, UnaryOp::Round),
+            "Sin" => self.float_unary(n, UnaryOp::Sin),
+            "Cos" => self.float_unary(n, UnaryOp::Cos),
+            "Celu" => self.celu(n, &a),
+            "NegativeLogLikelihoodLoss" => self.nll_loss(n, &a),
+            "SoftmaxCrossEntropyLoss" => self.softmax_cross_entropy(n, &a),
+            "Softsign" => self.softsign(n),
+            "ThresholdedRelu" => self.thresholded_relu(n, &a),
+            "Shrink" => self.shrink(n, &a),
+            "Swish" => self.swish(n, &a),
+            "Mish" => self.mish(n),
+            "SwiGLU" => self.swiglu(n, &a),
+            "RotaryEmbedding" => self.rotary_embedding(n, &a),
+            "Sign" => self.sign(n),
+            "Sinh" | "Cosh" => self.hyperbolic(n),
             "Trilu" => self.trilu(n, &a),
             "IsNaN" | "IsInf" => self.is_special(n, &a),
             "Hardmax" => self.hardmax(n, &a),
             "CenterCropPad" => self.center_crop_pad(n, &a),
             "MaxPool" => self.pool(n, &a, PoolKind::Max),
             "AveragePool" => self.pool(n, &a, PoolKind::Average),
+            "LpPool" => self.lp_pool(n, &a),
             "GlobalAveragePool" => self.global_pool(n, ReduceOp::Mean),
             "GlobalMaxPool" => self.global_pool(n, ReduceOp::Max),
             "ReduceMean" => self.reduce(n, &a, ReduceOp::Mean),
@@ -642,6 +664,13 @@ impl<'m> Importer<'m> {
             "Split" => self.split(n, &a),
             "Slice" => self.slice(n, &a),
             "Gather" => self.gather(n, &a),
+            "GatherElements" => self.gather_elements(n, &a),
+            "Compress" => self.compress(n, &a),
+            "ReverseSequence" => self.reverse_sequence(n, &a),
+            "OneHot" => self.one_hot(n, &a),
+            "ScatterElements" | "Scatter" => self.scatter_elements(n, &a),
+            "ScatterND" => self.scatter_nd(n, &a),
+            "GatherND" => self.gather_nd(n, &a),
             "Reshape" => self.reshape(n, &a),
             "Flatten" => self.flatten(n, &a),
             "DepthToSpace" => self.depth_space(n, &a, true),
@@ -680,6 +709,7 @@ impl<'m> Importer<'m> {
                 self.out_const(out, r)
             }
             "Constant" => self.constant(n, &a),
+            "EyeLike" => self.eye_like(n, &a),
             "Equal" | "Less" | "Greater" | "LessOrEqual" | "GreaterOrEqual" | "And" | "Or"
             | "Xor" | "Not" | "Where" => self.const_logic(n, op),
             "Elu" | "Selu" => self.elu(n, &a),

@@ -1,8 +1,9 @@
-//! Concat, Split, Slice, Gather, Pad and CenterCropPad.
+//! Concat, Split, Slice, Gather, GatherElements, Compress, ReverseSequence, OneHot, Pad and
+//! CenterCropPad.
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{dim_values, norm_axis, size_values, Attrs};
-use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, PadMode, TensorId};
+use crate::ir::{BinaryOp, CompareOp, ConstData, DType, Op, PadMode, ReduceOp, TensorId};
 use std::collections::HashSet;
 use tract_onnx::pb::NodeProto;
 
@@ -187,26 +188,92 @@ impl Importer<'_> {
                 let name = format!("{}_normalized", self.g.tensors[idx].name);
                 idx = self.add_const(&name, nd);
             }
-        } else if self.dtype(idx) != DType::U8 && !self.never_negative(idx) {
-            // ONNX counts a negative index from the end; TFLite GATHER rejects it:
-            // indices < 0 ? indices + dim : indices.
-            let dt = self.dtype(idx);
-            let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
-            let zero = self.add_const(&format!("{}/zero", self.cur), zero);
-            let dim = ConstData::from_i64(&[], vec![xs[axis] as i64]).cast(dt);
-            let dim = self.add_const(&format!("{}/axis_length", self.cur), dim);
-            let negative = self.emit_tmp(
-                Op::Compare {
-                    op: CompareOp::Less,
-                },
-                &[idx, zero],
-                "negative_index",
-            )?;
-            let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, dim], "wrapped_index")?;
-            idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
+        } else {
+            // ONNX counts a negative index from the end; TFLite GATHER rejects it.
+            idx = self.wrap_negative(idx, xs[axis])?;
         }
         let out = self.out0(n)?;
         self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    /// Run-time indices along an axis of length `dim`, a negative one counted from the end:
+    /// `indices < 0 ? indices + dim : indices` (as they are when they cannot be negative).
+    pub(super) fn wrap_negative(&mut self, idx: TensorId, dim: usize) -> R<TensorId> {
+        if self.dtype(idx) == DType::U8 || self.never_negative(idx) {
+            return Ok(idx);
+        }
+        let dt = self.dtype(idx);
+        let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let dim = ConstData::from_i64(&[], vec![dim as i64]).cast(dt);
+        let dim = self.add_const(&format!("{}/axis_length", self.cur), dim);
+        let negative = self.emit_tmp(
+            Op::Compare {
+                op: CompareOp::Less,
+            },
+            &[idx, zero],
+            "negative_index",
+        )?;
+        let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, dim], "wrapped_index")?;
+        self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")
+    }
+
+    /// GatherElements: `out[.., i, ..] = data[.., indices[.., i, ..], ..]` along `axis`, as a
+    /// sum over that axis of the data where the position equals the index and 0 elsewhere
+    /// (one nonzero term: exact). Other axes of the data are cut to the indices' extent.
+    pub(super) fn gather_elements(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let mut x = self.req(n, 0, "data")?;
+        let idx = self.req(n, 1, "indices")?;
+        let (xs, is) = (self.shape(x), self.shape(idx));
+        if xs.len() != is.len() || xs.is_empty() {
+            return bad(format!("data {xs:?} and indices {is:?} must have one rank"));
+        }
+        let axis = norm_axis(a.int_or("axis", 0)?, xs.len())?;
+        if matches!(self.dtype(idx), DType::F32 | DType::F16 | DType::Bool) {
+            return bad("indices must be integers");
+        }
+        if (0..xs.len()).any(|d| d != axis && is[d] > xs[d]) {
+            return bad(format!("indices {is:?} exceed data {xs:?} off axis {axis}"));
+        }
+        let len = xs[axis];
+        let mut cut = is.clone();
+        cut[axis] = len;
+        if cut != xs {
+            let slice = Op::Slice {
+                begins: vec![0; xs.len()],
+                ends: cut.iter().map(|&e| e as i64).collect(),
+                steps: vec![1; xs.len()],
+            };
+            x = self.emit_tmp(slice, &[x], "data_cut")?;
+        }
+        let idx = self.wrap_negative(idx, len)?;
+        // The axes before and after `axis` as one each (at most 4 axes below):
+        // indices [A, I, 1, B] against positions [1, 1, len, 1]; data [A, 1, len, B].
+        let before: usize = is[..axis].iter().product();
+        let after: usize = is[axis + 1..].iter().product();
+        let i_shape = vec![before, is[axis], 1, after];
+        let idx = self.emit_tmp(Op::Reshape { shape: i_shape }, &[idx], "indices_4d")?;
+        let pos: Vec<i64> = (0..len as i64).collect();
+        let pos = ConstData::from_i64(&[1, 1, len, 1], pos).cast(self.dtype(idx));
+        let pos = self.add_const(&format!("{}/positions", self.cur), pos);
+        let eq = Op::Compare {
+            op: CompareOp::Equal,
+        };
+        let mask = self.emit_tmp(eq, &[idx, pos], "picked")?;
+        let x_shape = vec![before, 1, len, after];
+        let x = self.emit_tmp(Op::Reshape { shape: x_shape }, &[x], "data_4d")?;
+        let zero = ConstData::from_i64(&[], vec![0]).cast(self.dtype(x));
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let sel = self.emit_tmp(Op::Where, &[mask, x, zero], "selected")?;
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![2],
+            keep_dims: false,
+        };
+        let picked = self.emit_tmp(sum, &[sel], "gathered")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape: is }, &[picked], out)?;
         Ok(())
     }
 
@@ -220,6 +287,151 @@ impl Importer<'_> {
                     Op::ArgMax { .. } | Op::ArgMin { .. } | Op::TopK { .. }
                 )
         })
+    }
+
+    /// Compress with a constant condition: a Gather of the selected positions along `axis`
+    /// (of the flattened input without one).
+    pub(super) fn compress(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let mut x = self.req(n, 0, "input")?;
+        let Some(cond) = self.const_input(n, 1, "condition")? else {
+            return bad("condition is required");
+        };
+        let xs = self.shape(x);
+        let axis = match a.int("axis")? {
+            Some(ax) => norm_axis(ax, xs.len())?,
+            None => {
+                let flat = vec![xs.iter().product()];
+                x = self.emit_tmp(Op::Reshape { shape: flat }, &[x], "flat")?;
+                0
+            }
+        };
+        let len = self.shape(x)[axis];
+        let keep: Vec<i64> = cond
+            .to_i64_vec()
+            .iter()
+            .enumerate()
+            .filter(|&(i, &c)| c != 0 && i < len)
+            .map(|(i, _)| i as i64)
+            .collect();
+        if keep.is_empty() {
+            return unsup("the condition selects nothing: a zero-element output");
+        }
+        let idx = ConstData::from_i64(&[keep.len()], keep).cast(DType::I32);
+        let idx = self.add_const(&format!("{}/selected", self.cur), idx);
+        let out = self.out0(n)?;
+        self.emit_to(Op::Gather { axis }, &[x, idx], out)?;
+        Ok(())
+    }
+
+    /// ReverseSequence with constant sequence lengths: the first `len[b]` time steps of each
+    /// batch entry reversed, as a Gather of the (time, batch) rows at constant positions.
+    pub(super) fn reverse_sequence(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "input")?;
+        let Some(lens) = self.const_ints(n, 1, "sequence_lens")? else {
+            return bad("sequence_lens is required");
+        };
+        let xs = self.shape(x);
+        let time_axis = a.int_or("time_axis", 0)?;
+        let batch_axis = a.int_or("batch_axis", 1)?;
+        if xs.len() < 2 || ![(0, 1), (1, 0)].contains(&(time_axis, batch_axis)) {
+            return bad(format!(
+                "time_axis {time_axis} and batch_axis {batch_axis} must be 0 and 1 (either \
+                 way) of a rank >= 2 input, got {xs:?}"
+            ));
+        }
+        let (steps, batch) = if time_axis == 0 {
+            (xs[0], xs[1])
+        } else {
+            (xs[1], xs[0])
+        };
+        if lens.len() != batch || lens.iter().any(|&l| l < 0 || l as usize > steps) {
+            return bad(format!(
+                "sequence_lens {lens:?} must hold {batch} lengths in 0..={steps}"
+            ));
+        }
+        let row = |t: usize, b: usize| {
+            if time_axis == 0 {
+                t * batch + b
+            } else {
+                b * steps + t
+            }
+        };
+        let mut src = vec![0i64; steps * batch];
+        for (b, &len) in lens.iter().enumerate() {
+            let len = len as usize;
+            for t in 0..steps {
+                let from = if t < len { len - 1 - t } else { t };
+                src[row(t, b)] = row(from, b) as i64;
+            }
+        }
+        let rest: usize = xs[2..].iter().product();
+        let flat = vec![steps * batch, rest];
+        let x2 = self.emit_tmp(Op::Reshape { shape: flat }, &[x], "rows")?;
+        let idx = ConstData::from_i64(&[src.len()], src).cast(DType::I32);
+        let idx = self.add_const(&format!("{}/source_rows", self.cur), idx);
+        let y = self.emit_tmp(Op::Gather { axis: 0 }, &[x2, idx], "reversed")?;
+        let out = self.out0(n)?;
+        self.emit_to(Op::Reshape { shape: xs }, &[y], out)?;
+        Ok(())
+    }
+
+    /// OneHot with constant depth and values: `on` where the index (negative ones counted
+    /// from the end) equals the position along the new axis, `off` elsewhere; out-of-range
+    /// indices give a row of `off`.
+    pub(super) fn one_hot(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let idx = self.req(n, 0, "indices")?;
+        let Some(depth) = self.const_scalar(n, 1, "depth")? else {
+            return bad("depth is required");
+        };
+        let Some(values) = self.const_input(n, 2, "values")? else {
+            return bad("values is required");
+        };
+        if values.len() != 2 {
+            return bad(format!("values must hold [off, on], has {}", values.len()));
+        }
+        let depth = depth as i64;
+        if depth < 1 {
+            return bad(format!("depth {depth} must be positive"));
+        }
+        let is = self.shape(idx);
+        let axis = norm_axis(a.int_or("axis", -1)?, is.len() + 1)?;
+        let dt = self.dtype(idx);
+        if dt == DType::Bool {
+            return bad("indices must be numbers");
+        }
+        let zero = ConstData::from_i64(&[], vec![0]).cast(dt);
+        let zero = self.add_const(&format!("{}/zero", self.cur), zero);
+        let d = ConstData::from_i64(&[], vec![depth]).cast(dt);
+        let d = self.add_const(&format!("{}/depth", self.cur), d);
+        let less = Op::Compare {
+            op: CompareOp::Less,
+        };
+        let negative = self.emit_tmp(less, &[idx, zero], "negative")?;
+        let wrapped = self.emit_tmp(bin(BinaryOp::Add), &[idx, d], "wrapped")?;
+        let idx = self.emit_tmp(Op::Where, &[negative, wrapped, idx], "index")?;
+        let mut i_shape = is.clone();
+        i_shape.insert(axis, 1);
+        let idx = self.emit_tmp(Op::Reshape { shape: i_shape }, &[idx], "index_1")?;
+        let mut p_shape = vec![1; is.len() + 1];
+        p_shape[axis] = depth as usize;
+        let pos = ConstData::from_i64(&p_shape, (0..depth).collect()).cast(dt);
+        let pos = self.add_const(&format!("{}/positions", self.cur), pos);
+        let eq = Op::Compare {
+            op: CompareOp::Equal,
+        };
+        let hot = self.emit_tmp(eq, &[idx, pos], "hot")?;
+        let vt = values.dtype();
+        let v = values.to_f32_vec();
+        let iv = values.to_i64_vec();
+        let scalar = |k: usize| match vt {
+            DType::F32 | DType::F16 => ConstData::scalar_f32(v[k]).cast(vt),
+            _ => ConstData::from_i64(&[], vec![iv[k]]).cast(vt),
+        };
+        let off = self.add_const(&format!("{}/off", self.cur), scalar(0));
+        let on = self.add_const(&format!("{}/on", self.cur), scalar(1));
+        let out = self.out0(n)?;
+        self.emit_to(Op::Where, &[hot, on, off], out)?;
+        Ok(())
     }
 
     /// CenterCropPad: each listed axis cropped (a Slice) or zero-padded (a Pad) to the given
