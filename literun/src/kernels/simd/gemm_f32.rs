@@ -436,7 +436,7 @@ pub(crate) fn conv2d_f32(
     p: &Conv2dParams,
     output: &mut [f32],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
@@ -483,7 +483,7 @@ pub(crate) fn fully_connected_f32(
     input: &[f32],
     batches: usize,
     output: &mut [f32],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let rows = Rows::Direct {
         data: input,

@@ -311,7 +311,7 @@ pub(crate) fn conv2d_i8(
     input_offset: i32,
     output: &mut [i8],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
@@ -333,7 +333,7 @@ pub(crate) fn fully_connected_i8(
     input: &[i8],
     batches: usize,
     output: &mut [i8],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let rows = Rows::Direct {
         data: input,
