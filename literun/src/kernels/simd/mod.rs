@@ -208,8 +208,9 @@ impl Workers {
     }
 }
 
-/// Multiply-accumulates below which an operator stays on the calling thread (handing a block
-/// to a pool worker costs about as much as this many).
+/// Multiply-accumulates below which an operator stays on the calling thread: such a layer
+/// takes a few microseconds, about what handing a block to a worker and moving its output
+/// between cores cost.
 #[cfg(all(feature = "threads", not(test)))]
 const PARALLEL_MIN_WORK: usize = 1 << 17;
 #[cfg(all(feature = "threads", test))]
