@@ -27,6 +27,9 @@ use std::time::{Duration, Instant};
 /// operators of one invoke, far shorter than the gap between invokes of a paced application.
 const SPIN: Duration = Duration::from_micros(50);
 
+/// How long of [`SPIN`] is polled without yielding the core.
+const SPIN_ALONE: Duration = Duration::from_micros(5);
+
 /// A job's closure with its borrow's lifetime erased (see [`Pool::run`]).
 type Job = &'static (dyn Fn(usize) + Sync);
 
@@ -77,7 +80,10 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Polls `ready` with a CPU pause between polls for at most [`SPIN`]; whether it became true.
+/// Polls `ready` for at most [`SPIN`]; whether it became true. Between polls a CPU pause, and
+/// after the first [`SPIN_ALONE`] also a yield to the OS: if the thread that will make `ready`
+/// true shares this core (the other cores busy with other processes), it runs at once instead
+/// of after this thread's time slice or spin.
 fn spin_until(ready: impl Fn() -> bool) -> bool {
     let start = Instant::now();
     loop {
@@ -87,8 +93,12 @@ fn spin_until(ready: impl Fn() -> bool) -> bool {
             }
             core::hint::spin_loop();
         }
-        if start.elapsed() >= SPIN {
+        let spun = start.elapsed();
+        if spun >= SPIN {
             return ready();
+        }
+        if spun >= SPIN_ALONE {
+            std::thread::yield_now();
         }
     }
 }
