@@ -15,11 +15,13 @@ fn root() -> PathBuf {
 }
 
 /// Runs `models/<model>.lite` on `input` and compares with `models/<model>.expected.npy`, on one
-/// thread and (feature `threads`) on three, which must give the same numbers.
+/// thread and (feature `threads`) on two to four, which must give the same numbers.
 fn check(model: &str, input: &str, exact: bool) {
     check_on(model, input, exact, 1);
     #[cfg(feature = "threads")]
-    check_on(model, input, exact, 3);
+    for threads in 2..=4 {
+        check_on(model, input, exact, threads);
+    }
 }
 
 fn check_on(model: &str, input: &str, exact: bool, threads: usize) {
@@ -131,5 +133,74 @@ fn per_channel_quantization_is_borrowed_from_the_model() {
         assert!(bytes
             .as_ptr_range()
             .contains(&(q.scales.as_ptr() as *const u8)));
+    }
+}
+
+/// The outputs of `models/<model>.lite` on `input` after `invokes` invokes on `threads` threads
+/// (each invoke's outputs must equal the first's).
+#[cfg(feature = "threads")]
+fn outputs_after(model: &str, input: &str, threads: usize, invokes: usize) -> Vec<u8> {
+    let bytes =
+        AlignedBytes::read_file(root().join(format!("examples/models/{model}.lite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap().with_threads(threads).unwrap();
+    let x = read_npy(&root().join(input));
+    let mut first: Option<Vec<u8>> = None;
+    for i in 0..invokes {
+        it.input_mut(0)
+            .unwrap()
+            .bytes_mut()
+            .copy_from_slice(&x.data);
+        it.invoke().unwrap();
+        let out = it.output(0).unwrap().bytes().to_vec();
+        match &first {
+            Some(f) => assert_eq!(&out, f, "{model} on {threads} threads, invoke {i}"),
+            None => first = Some(out),
+        }
+    }
+    first.unwrap()
+}
+
+/// The worker threads persist across invokes (with pauses long enough for them to fall
+/// asleep), several interpreters run their own workers at once, and each stops cleanly when
+/// its interpreter is dropped: the numbers stay those of one thread throughout.
+#[cfg(feature = "threads")]
+#[test]
+fn workers_across_invokes_and_interpreters() {
+    let cases = [
+        (
+            "mobilenetv2_block",
+            "../fixtures/mobilenetv2_block.input.npy",
+        ),
+        (
+            "mobilenetv2_block.int8",
+            "../fixtures/mobilenetv2_block.input.npy",
+        ),
+    ];
+    for (model, input) in cases {
+        let want = outputs_after(model, input, 1, 1);
+        std::thread::scope(|s| {
+            let runs: Vec<_> = (2..=4)
+                .map(|threads| s.spawn(move || outputs_after(model, input, threads, 40)))
+                .collect();
+            for r in runs {
+                assert_eq!(r.join().unwrap(), want, "{model}");
+            }
+        });
+        // Invokes far apart: the workers park in between and must wake for the next one.
+        let bytes =
+            AlignedBytes::read_file(root().join(format!("examples/models/{model}.lite"))).unwrap();
+        let m = Model::from_bytes(&bytes).unwrap();
+        let mut it = Interpreter::new(&m).unwrap().with_threads(2).unwrap();
+        let x = read_npy(&root().join(input));
+        for _ in 0..3 {
+            it.input_mut(0)
+                .unwrap()
+                .bytes_mut()
+                .copy_from_slice(&x.data);
+            it.invoke().unwrap();
+            assert_eq!(it.output(0).unwrap().bytes(), &want[..], "{model}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 }

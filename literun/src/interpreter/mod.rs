@@ -30,7 +30,7 @@ pub use io::{TensorMut, TensorRef};
 use state::Store;
 
 use crate::error::{Error, Result};
-use crate::kernels::simd::{self, FastScratch, Isa};
+use crate::kernels::simd::{self, FastScratch, Isa, Workers};
 use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
 use crate::ops::buffers::{by_size, cast_out, split_io, Ins, Loc, Scratch};
 use crate::ops::compare::{run_topk, Compare};
@@ -490,11 +490,11 @@ fn prepare<'m>(
         scratch.i8s = try_vec(n8)?;
         scratch.f32s = try_vec(nf)?;
         scratch.i32s = try_vec(n32)?;
-        scratch.fast = vec![FastScratch {
+        scratch.fast = Workers::new(vec![FastScratch {
             i8s: try_vec(f8)?,
             i32s: try_vec(f32n)?,
             f32s: try_vec(ff)?,
-        }];
+        }]);
 
         let nt = tensors.len();
         let mut locs = vec![Loc::Empty; nt];
@@ -559,9 +559,11 @@ impl<'m> Interpreter<'m> {
     }
 
     /// Runs the convolution, dense and depthwise kernels on `n` threads (feature `threads`):
-    /// each such operator big enough to gain splits its output rows over scoped std threads,
-    /// so results are identical to one thread. Allocates `n - 1` more kernel scratch buffers;
-    /// `invoke` then starts threads (an app arena's no-allocation guarantee is for one thread).
+    /// each such operator big enough to gain splits its output rows into one contiguous block
+    /// per thread, so results are identical to one thread. Allocates `n - 1` more kernel
+    /// scratch buffers; the first such operator starts `n - 1` worker threads, which then
+    /// wait between operators and invokes (spinning briefly, then asleep) and stop when the
+    /// interpreter is dropped. An app arena's no-allocation guarantee is for one thread.
     #[cfg(feature = "threads")]
     pub fn with_threads(mut self, n: usize) -> Result<Self> {
         self.add_thread_scratch(n)?;
@@ -577,22 +579,24 @@ impl<'m> Interpreter<'m> {
         let first = self
             .scratch
             .fast
+            .scratch()
             .first()
             .map_or((0, 0, 0), |s| (s.i8s.len(), s.i32s.len(), s.f32s.len()));
-        self.scratch.fast.truncate(1);
-        for _ in 1..n.max(1) {
-            self.scratch.fast.push(FastScratch {
+        let mut scratch = Vec::with_capacity(n.max(1));
+        for _ in 0..n.max(1) {
+            scratch.push(FastScratch {
                 i8s: try_vec(first.0)?,
                 i32s: try_vec(first.1)?,
                 f32s: try_vec(first.2)?,
             });
         }
+        self.scratch.fast = Workers::new(scratch);
         Ok(())
     }
 
     /// Threads the kernels may use (1 unless [`Interpreter::with_threads`]).
     pub fn threads(&self) -> usize {
-        self.scratch.fast.len().max(1)
+        self.scratch.fast.scratch().len().max(1)
     }
 
     /// Size of the activation arena in bytes.

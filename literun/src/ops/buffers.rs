@@ -14,7 +14,7 @@
 )]
 
 use crate::error::{format, Error, Result};
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::model::{OpDesc, TensorDesc};
 use alloc::vec::Vec;
 
@@ -38,7 +38,7 @@ pub(crate) struct Scratch {
     pub(crate) f32s: Vec<f32>,
     pub(crate) i32s: Vec<i32>,
     /// One per thread (the first is the calling thread's; more with `with_threads`).
-    pub(crate) fast: Vec<FastScratch>,
+    pub(crate) fast: Workers,
 }
 
 /// The inputs of one operator while one of its outputs is borrowed mutably.

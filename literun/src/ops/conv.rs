@@ -25,7 +25,7 @@ use super::{prepare_op, Kind};
 use crate::error::{format, Result};
 use crate::kernels::conv;
 use crate::kernels::conv::{Conv2dParams, HybridInput};
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::kernels::simd::{self, GemmF32, GemmI8, Isa, WinoF32};
 use crate::model::{DType, Model, OpDesc};
 use crate::quant::OutputStage;
@@ -731,7 +731,7 @@ impl Conv {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        s: &mut [FastScratch],
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (

@@ -23,7 +23,7 @@ use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
 use crate::kernels::depthwise_conv::DepthwiseParams;
 use crate::kernels::simd;
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::kernels::simd::{DwF32, DwI8, Isa};
 use crate::kernels::{conv, depthwise_conv};
 use crate::model::{DType, OpDesc};
@@ -368,7 +368,7 @@ impl Depthwise {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        s: &mut [FastScratch],
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (

@@ -18,7 +18,7 @@ use super::context::{act_range, activation, data_dtype, tag, Ctx};
 use super::fast::Fast;
 use super::{Kind, Precision};
 use crate::error::{format, Result};
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc};
@@ -569,7 +569,7 @@ impl Elementwise {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        _s: &mut [FastScratch],
+        _s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (Fast::PairTableI8(t), Elementwise::BinaryQuantized { bc, .. })

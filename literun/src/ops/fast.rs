@@ -17,7 +17,7 @@
 use super::buffers::Ins;
 use super::Kind;
 use crate::kernels::simd;
-use crate::kernels::simd::{DwF32, DwI8, FastScratch, GemmF32, GemmI8, Isa, WinoF32};
+use crate::kernels::simd::{DwF32, DwI8, GemmF32, GemmI8, Isa, WinoF32, Workers};
 use crate::model::OpDesc;
 
 /// The constant inputs of an operator whose fast kernel is being prepared.
@@ -184,7 +184,7 @@ pub(crate) fn run_fast(
     kind: &Kind,
     ins: &Ins<'_>,
     out: &mut [u8],
-    s: &mut [FastScratch],
+    s: &mut Workers,
 ) -> Option<()> {
     match kind {
         Kind::Conv(k) => k.run_fast(fast, ins, out, s),

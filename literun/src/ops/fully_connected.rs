@@ -21,7 +21,7 @@ use super::{Kind, Precision};
 use crate::error::{format, Result};
 use crate::kernels::conv::HybridInput;
 use crate::kernels::simd;
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::kernels::simd::{GemmF32, GemmI8, Isa};
 use crate::kernels::{conv, fully_connected, Activation};
 use crate::model::{DType, OpDesc};
@@ -361,7 +361,7 @@ impl FullyConnected {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        s: &mut [FastScratch],
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (

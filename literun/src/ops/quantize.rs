@@ -17,7 +17,7 @@ use super::context::Ctx;
 use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so};
 use crate::model::{op_err, DType, OpDesc};
@@ -338,7 +338,7 @@ impl Quantize {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        _s: &mut [FastScratch],
+        _s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (

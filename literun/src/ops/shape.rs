@@ -20,7 +20,7 @@ use super::fast::Fast;
 use super::shape_views as views;
 use super::Kind;
 use crate::error::{format, Result};
-use crate::kernels::simd::FastScratch;
+use crate::kernels::simd::Workers;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc, MAX_RANK};
@@ -683,7 +683,7 @@ impl Shape {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        _s: &mut [FastScratch],
+        _s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             #[cfg(feature = "ops-shape")]

@@ -187,7 +187,7 @@ pub(super) fn depthwise_rows<T: Send + Sync>(
     k_hw: [usize; 2],
     output: &mut [T],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
     rows: impl Fn(&[T], Range<usize>, &mut [T], &mut [i32]) + Sync,
 ) {
     let [batches, in_h, in_w, c] = in_shape;
@@ -212,7 +212,7 @@ pub(super) fn depthwise_pixels<T: Send + Sync>(
     p: &DepthwiseParams,
     output: &mut [T],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
     pixel: impl Fn(&[T], &[usize], &mut [T]) + Sync,
 ) {
     let [_, in_h, in_w, c] = in_shape;

@@ -68,7 +68,7 @@ pub(crate) fn depthwise_f32(
     p: &DepthwiseParams,
     output: &mut [f32],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let isa = dw.isa;
     #[cfg(target_arch = "x86_64")]

@@ -440,7 +440,7 @@ pub(crate) fn depthwise_i8(
     p: &DepthwiseParams,
     output: &mut [i8],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let isa = dw.isa;
     #[cfg(target_arch = "x86_64")]

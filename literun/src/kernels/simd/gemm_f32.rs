@@ -170,6 +170,50 @@ impl GemmF32 {
         }
     }
 
+    /// `out = act(x · W[cols]ᵀ + bias[cols])` for one row `x` and the output channels `cols`
+    /// only (`cols.start` a multiple of [`COLS_F32`]), each channel computed exactly as
+    /// [`Self::run`] computes it: a dense layer with one batch row splits its channels over
+    /// the workers.
+    pub(crate) fn run_cols(&self, cols: Range<usize>, x: &[f32], out: &mut [f32]) {
+        let k = self.k;
+        let out = &mut out[..cols.len()];
+        #[cfg(target_arch = "x86_64")]
+        if self.isa == Isa::Avx512Vnni {
+            if self.n <= 2 * NR_F32 {
+                // `run`'s path for narrow outputs (never split: fewer than 2 * COLS_F32).
+                let rows = Rows::Direct { data: x, stride: k };
+                return self.run(0..1, &rows, &mut [], out);
+            }
+            let (b, bias) = (&self.b[cols.start * k..], &self.bias[cols.start..]);
+            x86::gemm_direct_f32_avx512(x, k, 0..1, b, bias, cols.len(), k, self.act, out);
+            if self.act == Activation::Tanh {
+                for v in out.iter_mut() {
+                    *v = self.act.apply(*v);
+                }
+            }
+            return;
+        }
+        let x = &x[..k];
+        let mut tile = [[0f32; NR_F32]; MR_F32];
+        for p in cols.start / NR_F32..cols.end.div_ceil(NR_F32) {
+            let panel = &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
+            let bias = &self.bias[p * NR_F32..(p + 1) * NR_F32];
+            #[cfg(target_arch = "x86_64")]
+            x86::tile_f32(self.isa, &[x], panel, bias, self.act, &mut tile);
+            #[cfg(target_arch = "aarch64")]
+            aarch64::tile_f32(self.isa, &[x], panel, bias, self.act, &mut tile);
+            let c0 = p * NR_F32;
+            let cn = (cols.end - c0).min(NR_F32);
+            let o = &mut out[c0 - cols.start..][..cn];
+            o.copy_from_slice(&tile[0][..cn]);
+            if self.act == Activation::Tanh {
+                for v in o.iter_mut() {
+                    *v = self.act.apply(*v);
+                }
+            }
+        }
+    }
+
     /// [`Self::run`] with AVX-512: a convolution's receptive field is read in place, one
     /// segment per kernel row (`KW * C` contiguous input floats when the window's columns
     /// lie inside the input), so only windows that cross the left or right edge are gathered
@@ -436,7 +480,7 @@ pub(crate) fn conv2d_f32(
     p: &Conv2dParams,
     output: &mut [f32],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
@@ -477,19 +521,30 @@ pub(crate) fn gemm_packed_direct_f32_avx512(
     }
 }
 
-/// Float FULLY_CONNECTED through [`GemmF32`].
+/// Output channels of one block when a one-row dense layer is split over workers (whole
+/// AVX-512 tiles: 4 panels of 16).
+pub(crate) const COLS_F32: usize = GROUP_F32 * NR_F32;
+
+/// Float FULLY_CONNECTED through [`GemmF32`]: split over workers by rows, or with one batch
+/// row and enough channels, by output channels.
 pub(crate) fn fully_connected_f32(
     g: &GemmF32,
     input: &[f32],
     batches: usize,
     output: &mut [f32],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
+    let work = batches * g.n * g.k;
+    if batches == 1 && g.n >= 2 * COLS_F32 {
+        for_row_blocks(g.n, COLS_F32, 1, work, output, workers, |cols, o, _| {
+            g.run_cols(cols, input, o)
+        });
+        return;
+    }
     let rows = Rows::Direct {
         data: input,
         stride: g.k,
     };
-    let work = batches * g.n * g.k;
     for_row_blocks(batches, MR_F32, g.n, work, output, workers, |ms, o, s| {
         g.run(ms, &rows, &mut s.f32s, o)
     });

@@ -103,8 +103,22 @@ impl GemmI8 {
         a_buf: &mut [i32],
         out: &mut [i8],
     ) {
+        self.run_cols(ms, 0..self.n, rows, row_buf, a_buf, out)
+    }
+
+    /// [`Self::run`] for the output channels `cols` only (`cols.start` a multiple of the
+    /// tile's channels, e.g. [`COLS_I8`]): `out` has rows of `cols.len()`.
+    pub(crate) fn run_cols(
+        &self,
+        ms: Range<usize>,
+        cols: Range<usize>,
+        rows: &Rows<'_, i8>,
+        row_buf: &mut [i8],
+        a_buf: &mut [i32],
+        out: &mut [i8],
+    ) {
         let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
-        let n = self.n;
+        let n = cols.len();
         let (a_buf, scratch) = a_buf.split_at_mut(self.groups * mr);
         // (Only the AVX-512 tile reads it: empty elsewhere.)
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
@@ -122,11 +136,11 @@ impl GemmI8 {
         while m0 < m_count {
             let rows_here = (m_count - m0).min(mr);
             self.pack_rows(rows, m0, rows_here, row_buf, a_buf);
-            for p in 0..n.div_ceil(nr) {
+            for p in cols.start / nr..cols.end.div_ceil(nr) {
                 let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
                 let c0 = p * nr;
-                let cn = (n - c0).min(nr);
-                let at = (m0 - base) * n + c0;
+                let cn = (cols.end - c0).min(nr);
+                let at = (m0 - base) * n + c0 - cols.start;
                 #[cfg(target_arch = "x86_64")]
                 if self.isa == Isa::Avx512Vnni {
                     x86::tile_rq_i8_avx512(
@@ -311,7 +325,7 @@ pub(crate) fn conv2d_i8(
     input_offset: i32,
     output: &mut [i8],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;
@@ -327,19 +341,30 @@ pub(crate) fn conv2d_i8(
     }
 }
 
-/// Int8 FULLY_CONNECTED through [`GemmI8`].
+/// Output channels of one block when a one-row dense layer is split over workers (whole
+/// tiles on every ISA).
+pub(crate) const COLS_I8: usize = 64;
+
+/// Int8 FULLY_CONNECTED through [`GemmI8`]: split over workers by rows, or with one batch row
+/// and enough channels, by output channels.
 pub(crate) fn fully_connected_i8(
     g: &GemmI8,
     input: &[i8],
     batches: usize,
     output: &mut [i8],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let rows = Rows::Direct {
         data: input,
         stride: g.k,
     };
     let work = batches * g.n * g.k;
+    if batches == 1 && g.n >= 2 * COLS_I8 {
+        for_row_blocks(g.n, COLS_I8, 1, work, output, workers, |cols, o, s| {
+            g.run_cols(0..1, cols, &rows, &mut s.i8s, &mut s.i32s, o)
+        });
+        return;
+    }
     for_row_blocks(
         batches,
         g.isa.mr_i8(),

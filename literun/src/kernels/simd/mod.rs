@@ -60,6 +60,8 @@ mod gemm_f32;
 mod gemm_i8;
 mod im2col;
 mod requant;
+#[cfg(feature = "threads")]
+mod thread_pool;
 mod winograd;
 
 pub(crate) use depthwise::*;
@@ -180,8 +182,35 @@ pub(crate) struct FastScratch {
     pub(crate) f32s: Vec<f32>,
 }
 
-/// Multiply-accumulates below which an operator stays on one thread (a thread start costs
-/// about as much as this many).
+/// The kernels' workers: one scratch each, the first the calling thread's, and (feature
+/// `threads`, more than one) the [`thread_pool::Pool`] that runs the others, started by the first
+/// operator big enough to split.
+#[derive(Debug, Default)]
+pub(crate) struct Workers {
+    scratch: Vec<FastScratch>,
+    #[cfg(feature = "threads")]
+    pool: Option<thread_pool::Pool>,
+}
+
+impl Workers {
+    /// Workers with these scratch buffers (no threads started yet).
+    pub(crate) fn new(scratch: Vec<FastScratch>) -> Self {
+        Workers {
+            scratch,
+            #[cfg(feature = "threads")]
+            pool: None,
+        }
+    }
+
+    /// The scratch buffers, one per worker.
+    pub(crate) fn scratch(&self) -> &[FastScratch] {
+        &self.scratch
+    }
+}
+
+/// Multiply-accumulates below which an operator stays on the calling thread: such a layer
+/// takes a few microseconds, about what handing a block to a worker and moving its output
+/// between cores cost.
 #[cfg(all(feature = "threads", not(test)))]
 const PARALLEL_MIN_WORK: usize = 1 << 17;
 #[cfg(all(feature = "threads", test))]
@@ -197,42 +226,48 @@ fn for_row_blocks<T: Send>(
     row_len: usize,
     work: usize,
     out: &mut [T],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
     f: impl Fn(Range<usize>, &mut [T], &mut FastScratch) + Sync,
 ) {
-    if workers.is_empty() {
+    if workers.scratch.is_empty() {
         return;
     }
     #[cfg(feature = "threads")]
     {
         let align = align.max(1);
-        let blocks = workers.len().min(m_count / align);
-        if blocks > 1 && work >= PARALLEL_MIN_WORK {
-            let per = m_count.div_ceil(blocks).div_ceil(align) * align;
-            let f = &f;
-            std::thread::scope(|scope| {
-                let mut rest = &mut out[..m_count * row_len];
-                let mut m0 = 0;
-                let mut ws = workers.iter_mut();
-                while m0 < m_count {
-                    let m1 = (m0 + per).min(m_count);
-                    let (block, tail) =
-                        core::mem::take(&mut rest).split_at_mut((m1 - m0) * row_len);
-                    rest = tail;
-                    let Some(w) = ws.next() else { break };
-                    if m1 == m_count {
-                        f(m0..m1, block, w); // the last block on this thread
-                    } else {
-                        scope.spawn(move || f(m0..m1, block, w));
+        let wanted = workers.scratch.len().min(m_count / align);
+        if wanted > 1 && row_len > 0 && work >= PARALLEL_MIN_WORK {
+            let n = workers.scratch.len();
+            let pool = workers
+                .pool
+                .get_or_insert_with(|| thread_pool::Pool::new(n - 1));
+            let blocks = wanted.min(pool.workers() + 1);
+            if blocks > 1 {
+                let per = m_count.div_ceil(blocks).div_ceil(align) * align;
+                // One slot per block, each taken by the one task that runs it.
+                type Slot<'a, T> =
+                    std::sync::Mutex<Option<(Range<usize>, &'a mut [T], &'a mut FastScratch)>>;
+                let slots: Vec<Slot<'_, T>> = out[..m_count * row_len]
+                    .chunks_mut(per * row_len)
+                    .zip(workers.scratch.iter_mut())
+                    .enumerate()
+                    .map(|(i, (block, s))| {
+                        let rows = i * per..((i + 1) * per).min(m_count);
+                        std::sync::Mutex::new(Some((rows, block, s)))
+                    })
+                    .collect();
+                pool.run(slots.len(), &|t| {
+                    let taken = slots[t].lock().ok().and_then(|mut slot| slot.take());
+                    if let Some((rows, block, s)) = taken {
+                        f(rows, block, s);
                     }
-                    m0 = m1;
-                }
-            });
-            return;
+                });
+                return;
+            }
         }
     }
     let _ = (align, row_len, work);
-    f(0..m_count, out, &mut workers[0]);
+    f(0..m_count, out, &mut workers.scratch[0]);
 }
 
 #[cfg(test)]

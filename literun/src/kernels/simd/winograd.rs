@@ -109,7 +109,7 @@ pub(crate) fn conv2d_wino_f32(
     p: &Conv2dParams,
     output: &mut [f32],
     out_shape: [usize; 4],
-    workers: &mut [FastScratch],
+    workers: &mut Workers,
 ) {
     let [batches, in_h, in_w, in_c] = in_shape;
     let [_, out_h, out_w, out_c] = out_shape;

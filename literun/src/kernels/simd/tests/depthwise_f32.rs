@@ -93,8 +93,7 @@ fast_vs_portable! {
         let mut got = vec![0f32; want.len()];
         // One worker and three (rows split).
         for workers in [1, 3] {
-            let mut s = scratch_for(0, 0);
-            s.truncate(workers);
+            let mut s = workers_for(0, 0, workers);
             depthwise_f32(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s);
             close(
                 &got,

@@ -190,3 +190,29 @@ fn conv_f32_strided_matches_portable() {
         }
     }
 }
+
+fast_vs_portable! {
+    /// A dense layer with one batch row splits its output channels over 1 to 4 workers: the
+    /// same bits as the unsplit GEMM, and close to the portable kernel.
+    fn fc_f32_one_row_split_by_channels(seed 9, cases 12usize, isa, case, rng) {
+        let n = [2 * COLS_F32, 2 * COLS_F32 + 1, 200, 257, 1000, 3 * COLS_F32 + 17][case % 6];
+        let k = 1 + rng.below(300);
+        let act = [Activation::None, Activation::Relu6, Activation::Tanh][case % 3];
+        let x = rng.f32s(k);
+        let wts = rng.f32s(n * k);
+        let bias = rng.f32s(n);
+        let g = GemmF32::pack(isa, &wts, n, k, Some(&bias), act).unwrap();
+        let mut unsplit = vec![0f32; n];
+        let rows = Rows::Direct { data: &x, stride: k };
+        g.run(0..1, &rows, &mut vec![0f32; (MR_F32 + 1) * k], &mut unsplit);
+        let mut want = vec![0f32; n];
+        fully_connected::fully_connected_f32(&x, 1, k, &wts, n, Some(&bias), act, &mut want);
+        close(&unsplit, &want, &format!("{isa:?} fc 1x{k}x{n}"));
+        for workers in 1..=4 {
+            let mut got = vec![0f32; n];
+            fully_connected_f32(&g, &x, 1, &mut got, &mut workers_for(k, 8, workers));
+            let same = got.iter().zip(&unsplit).all(|(a, b)| a.to_bits() == b.to_bits());
+            assert!(same, "{isa:?} fc 1x{k}x{n} {act:?} on {workers} workers");
+        }
+    }
+}

@@ -113,13 +113,18 @@ fn tested_isas() {
 
 /// Scratch of three workers: with the `threads` feature every case runs split over three
 /// threads (the tests' work threshold is 0), so the split must not change any output.
-fn scratch_for(k: usize, i32s: usize) -> Vec<FastScratch> {
+fn scratch_for(k: usize, i32s: usize) -> Workers {
+    workers_for(k, i32s, 3)
+}
+
+/// Scratch of `n` workers.
+fn workers_for(k: usize, i32s: usize, n: usize) -> Workers {
     let one = || FastScratch {
         i8s: vec![0; k],
         i32s: vec![0; i32s],
         f32s: vec![0.0; (MR_F32 + 1) * k],
     };
-    vec![one(), one(), one()]
+    Workers::new((0..n).map(|_| one()).collect())
 }
 
 fn dw_case(rng: &mut Rng, case: usize) -> ([usize; 4], [usize; 4], [usize; 4], DepthwiseParams) {

@@ -37,7 +37,7 @@ fast_vs_portable! {
             f32s: vec![0.0; wf.scratch_f32()],
             ..Default::default()
         };
-        let mut s = vec![one(), one(), one()];
+        let mut s = Workers::new(vec![one(), one(), one()]);
         let mut got = vec![0f32; want.len()];
         conv2d_wino_f32(&wf, &input, is, &p, &mut got, os, &mut s);
         close(
