@@ -348,7 +348,7 @@ mod tests {
         } else {
             w.shape()[0]
         };
-        let w = g.add_const(&format!("{name}_w"), ConstData::F32(w));
+        let w = g.add_const(format!("{name}_w"), ConstData::F32(w));
         let y = g.add_tensor(format!("{name}_out"), vec![1, 4, 4, out_c], DType::F32);
         g.nodes.push(Node {
             name: name.into(),
