@@ -62,6 +62,13 @@ pub fn exp_fast(x: f32) -> f32 {
     let nf = t - 12_582_912.0;
     // ln 2 in two parts (the first exact in few bits), so r is exact enough.
     let r = x - nf * 0.693_359_4 - nf * -2.121_944_4e-4;
+    exp_reduced(r, n)
+}
+
+/// `e^r 2^n` for `|r| <= ln 2 / 2` (about; the polynomial's range) and `n` in `-252..=128`:
+/// the polynomial and scaling of [`exp_fast`].
+#[inline(always)]
+fn exp_reduced(r: f32, n: i32) -> f32 {
     let p = 1.987_569_1e-4;
     let p = p * r + 1.398_199_9e-3;
     let p = p * r + 8.333_452e-3;
@@ -106,6 +113,69 @@ pub fn erff(x: f32) -> f32 {
     libm::erff(x)
 }
 
+/// [`exp_fast`] of an argument given as `hi + lo` (`|lo|` a few units at most, `hi + lo` in
+/// `-176..=88`), reduced as `hi - n ln 2 + lo`, so the digits of `lo` a rounded `hi + lo`
+/// would drop still count. `hi - n ln2_hi` is exact when `hi` has its low bits clear.
+#[inline(always)]
+fn exp_hi_lo(hi: f32, lo: f32) -> f32 {
+    let t = (hi + lo) * core::f32::consts::LOG2_E + 12_582_912.0;
+    let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let nf = t - 12_582_912.0;
+    let r = hi - nf * 0.693_359_4 + lo - nf * -2.121_944_4e-4;
+    exp_reduced(r, n)
+}
+
+/// `erfc(a / √2)` for `a >= 0` within about 4e-7 relative (the Numerical Recipes Chebyshev fit,
+/// `t e^(-z^2 + P(t))` with `z = a / √2`, `t = 1 / (1 + z / 2)`, fractional error 1.2e-7,
+/// evaluated in f32 with [`exp_fast`]'s method) as straight-line arithmetic, so loops over it
+/// vectorize. Relative, not absolute, accuracy: the tail `1 - erf` that cancels in
+/// `1 + erf(-z)` keeps its digits. The exponent `-a^2 / 2` is taken from `a`, not from a
+/// rounded `z` (whose relative error `2 z^2` times larger in the result would be 1e-5 at z = 9).
+#[inline(always)]
+fn erfc_of_scaled(a: f32) -> f32 {
+    // erfc(16 / √2) = 2e-58 is zero in f32 (as everything beyond); up to it the exponent's
+    // 2^n stays in the range of `exp_reduced`'s scaling.
+    let a = a.min(16.0);
+    let t = 1.0 / (1.0 + 0.5 * core::f32::consts::FRAC_1_SQRT_2 * a);
+    let p = 0.170_872_77;
+    let p = p * t - 0.822_152_23;
+    let p = p * t + 1.488_515_9;
+    let p = p * t - 1.135_204;
+    let p = p * t + 0.278_868_07;
+    let p = p * t - 0.186_288_06;
+    let p = p * t + 0.096_784_18;
+    let p = p * t + 0.374_091_96;
+    let p = p * t + 1.000_023_7;
+    let p = p * t - 1.265_512_2;
+    // -a^2 / 2 = -s^2 / 2 - (a - s)(a + s) / 2 with `s` the top 12 bits of `a`: `s^2` is
+    // exact, so the digits a rounded a^2 would drop (3.8e-6 of it at a = 13) are kept.
+    let s = f32::from_bits(a.to_bits() & 0xFFFF_F000);
+    t * exp_hi_lo(-0.5 * (s * s), p - 0.5 * (a - s) * (a + s))
+}
+
+/// GELU, `x Φ(x) = x/2 erfc(-x/√2)`, within 1e-5 relative of the exact value down to 1e-35
+/// (below, within 1e-35 absolute), vectorizing (branch-free). The reference formula
+/// `x/2 (1 + erf(x/√2))` ([`crate::kernels::elementwise::unary_fn`]) loses its digits below
+/// x ≈ -3, where `1 + erf` cancels: the two agree there to about `|x| 2^-25`, not relatively.
+#[inline(always)]
+pub fn gelu_fast(x: f32) -> f32 {
+    let e = erfc_of_scaled(x.abs());
+    // erfc(-|z|) = 2 - erfc(|z|).
+    let erfc = if x <= 0.0 { e } else { 2.0 - e };
+    0.5 * x * erfc
+}
+
+/// GELU's tanh approximation, `x/2 (1 + tanh(√(2/π) (x + 0.044715 x^3)))`, as the equal
+/// `x / (1 + e^(-2u))` (no cancellation for negative x), vectorizing: within 1e-5 relative of
+/// the exact value down to 1e-30 (the reference formula's `1 + tanh` cancels below x ≈ -3).
+#[inline(always)]
+pub fn gelu_tanh_fast(x: f32) -> f32 {
+    // 2 sqrt(2 / pi)
+    const K2: f32 = 1.595_769_2;
+    let u2 = K2 * (x + 0.044715 * x * x * x);
+    x / (1.0 + exp_fast(-u2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +215,46 @@ mod tests {
         assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp_fast(0.0), 1.0);
         assert!(exp_fast(f32::NAN).is_nan());
+    }
+
+    /// Exact GELU and its tanh form in f64.
+    fn gelu_f64(x: f32, approximate: bool) -> f64 {
+        let x = f64::from(x);
+        if approximate {
+            let u = (2.0 / core::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            x / (1.0 + (-2.0 * u).exp())
+        } else {
+            // erfc(t) for t = -x/sqrt2 from libm's double erfc (relative in the tail).
+            0.5 * x * libm::erfc(-x * core::f64::consts::FRAC_1_SQRT_2)
+        }
+    }
+
+    #[test]
+    fn gelu_fast_is_within_1e5_of_exact() {
+        for approximate in [false, true] {
+            let f = if approximate {
+                gelu_tanh_fast
+            } else {
+                gelu_fast
+            };
+            for x in sweep(-14.0, 14.0).chain(sweep(-0.01, 0.01)) {
+                let (got, want) = (f(x), gelu_f64(x, approximate));
+                // (Below 1e-35 intermediates go subnormal or to zero. The tanh form's exponent,
+                // rounded from a cubic in x, costs its result 6e-6 relative near 1e-35.)
+                let tiny = if approximate { 1e-30 } else { 1e-35 };
+                if want.abs() >= tiny {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-5 * want.abs(),
+                        "gelu({x}, {approximate}) = {got}, want {want}"
+                    );
+                } else {
+                    assert!((f64::from(got) - want).abs() <= tiny, "gelu({x}) = {got}");
+                }
+            }
+            assert_eq!(f(f32::INFINITY), f32::INFINITY);
+            assert_eq!(f(-200.0), 0.0);
+            assert!(f(f32::NAN).is_nan());
+        }
     }
 
     #[test]

@@ -320,6 +320,33 @@ impl<'m> Interpreter<'m> {
     }
 }
 
+/// Float operators whose output a QUANTIZE reads keep LiteRT's reference math
+/// ([`Kind::keep_reference_math`]), so the requantized values are LiteRT's.
+#[cfg(all(
+    feature = "ops-float",
+    any(feature = "ops-softmax", feature = "ops-elementwise")
+))]
+fn keep_reference_math_before_quantize(model: &Model<'_>, ops: &mut [Prepared]) {
+    let operators = model.operators();
+    let quantized: Vec<usize> = operators
+        .iter()
+        .filter(|op| op.code == crate::schema::BuiltinOperator::QUANTIZE)
+        .filter_map(|op| op.inputs.first().copied().flatten())
+        .collect();
+    if quantized.is_empty() {
+        return;
+    }
+    for p in ops.iter_mut() {
+        if operators[p.index]
+            .outputs
+            .iter()
+            .any(|t| quantized.contains(t))
+        {
+            p.kind.keep_reference_math();
+        }
+    }
+}
+
 /// Prepares `model`: every operator's parameters, the prepacked constants, the kernels' scratch
 /// and the arena plan (allocating everything but the arena).
 fn prepare<'m>(
@@ -347,6 +374,11 @@ fn prepare<'m>(
             });
         }
         compiled_in(model, &ops)?;
+        #[cfg(all(
+            feature = "ops-float",
+            any(feature = "ops-softmax", feature = "ops-elementwise")
+        ))]
+        keep_reference_math_before_quantize(model, &mut ops);
         let plan = model.memory_plan()?;
         fold_pads(model, &mut ops, &plan)?;
 
