@@ -275,3 +275,28 @@ pub(crate) fn softmax_f32(
     let _ = (input, outer, depth, beta, out);
     true
 }
+
+/// LayerNorm rows ([`crate::kernels::layer_norm::layer_norm_f32`]) at this ISA's vector width,
+/// bit-identical with that kernel. `false` (nothing done) when `isa` has no such kernel.
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+pub(crate) fn layer_norm_f32(
+    isa: Isa,
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) -> bool {
+    if !has_elementwise(isa) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    x86::layer_norm_f32(isa, input, depth, eps, affine, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (input, depth, eps, affine, out);
+    true
+}

@@ -324,6 +324,30 @@ pub(crate) fn softmax_f32(
     }
 }
 
+/// [`crate::kernels::layer_norm::layer_norm_f32`] compiled for `isa`'s vectors.
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+pub(crate) fn layer_norm_f32(
+    isa: Isa,
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { layer_norm_f32_avx512(input, depth, eps, affine, out) }
+    } else {
+        // SAFETY: only called for an available x86 ISA (`has_elementwise`), all of which
+        // include AVX2 and FMA.
+        unsafe { layer_norm_f32_avx2(input, depth, eps, affine, out) }
+    }
+}
+
 /// `out[j * rows + i] = input[i * cols + j]` for `rows` 2 to 4 (`cols = input.len() / rows`):
 /// the transpose of a `[rows, cols]` matrix with few rows.
 #[cfg(feature = "ops-shape")]
@@ -421,6 +445,38 @@ fn softmax_f32_avx512(input: &[f32], outer: usize, depth: usize, beta: f32, out:
 #[target_feature(enable = "avx2,fma")]
 fn softmax_f32_avx2(input: &[f32], outer: usize, depth: usize, beta: f32, out: &mut [f32]) {
     crate::kernels::softmax::softmax_fast_loops(input, outer, depth, beta, out)
+}
+
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn layer_norm_f32_avx512(
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) {
+    crate::kernels::layer_norm::layer_norm_loops(input, depth, eps, affine, out)
+}
+
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+#[target_feature(enable = "avx2,fma")]
+fn layer_norm_f32_avx2(
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) {
+    crate::kernels::layer_norm::layer_norm_loops(input, depth, eps, affine, out)
 }
 
 // ------------------------------------------------------------------------------ QUANTIZE
