@@ -54,6 +54,24 @@ pub fn powf(x: f32, y: f32) -> f32 {
 /// infinity and underflow zero, as `expf`.
 #[inline(always)]
 pub fn exp_fast(x: f32) -> f32 {
+    exp_fast_with::<false>(x)
+}
+
+/// `a b + c`: rounded once (a fused multiply-add) with `FMA`, else twice. Only where the CPU
+/// has the instruction (the x86-64 kernels compiled for FMA; with `std`, which has `mul_add`):
+/// elsewhere it would be a math-library call.
+#[inline(always)]
+fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(feature = "std")]
+    if FMA {
+        return a.mul_add(b, c);
+    }
+    a * b + c
+}
+
+/// [`exp_fast`], its polynomial with fused multiply-adds when `FMA` ([`mul_add`]).
+#[inline(always)]
+fn exp_fast_with<const FMA: bool>(x: f32) -> f32 {
     // Beyond these the result is infinite or zero anyway; inside, `n` fits the bit tricks.
     let x = x.clamp(-104.0, 89.0);
     // Round to nearest with the 1.5 * 2^23 trick; its bits hold n.
@@ -62,20 +80,21 @@ pub fn exp_fast(x: f32) -> f32 {
     let nf = t - 12_582_912.0;
     // ln 2 in two parts (the first exact in few bits), so r is exact enough.
     let r = x - nf * 0.693_359_4 - nf * -2.121_944_4e-4;
-    exp_reduced(r, n)
+    exp_reduced::<FMA>(r, n)
 }
 
 /// `e^r 2^n` for `|r| <= ln 2 / 2` (about; the polynomial's range) and `n` in `-252..=128`:
 /// the polynomial and scaling of [`exp_fast`].
 #[inline(always)]
-fn exp_reduced(r: f32, n: i32) -> f32 {
+fn exp_reduced<const FMA: bool>(r: f32, n: i32) -> f32 {
+    let ma = mul_add::<FMA>;
     let p = 1.987_569_1e-4;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5e-1;
-    let e = p * r * r + r + 1.0;
+    let p = ma(p, r, 1.398_199_9e-3);
+    let p = ma(p, r, 8.333_452e-3);
+    let p = ma(p, r, 4.166_579_6e-2);
+    let p = ma(p, r, 1.666_666_5e-1);
+    let p = ma(p, r, 5e-1);
+    let e = ma(p * r, r, r) + 1.0;
     let half = n >> 1;
     let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
     e * scale(half) * scale(n - half)
@@ -117,12 +136,12 @@ pub fn erff(x: f32) -> f32 {
 /// `-176..=88`), reduced as `hi - n ln 2 + lo`, so the digits of `lo` a rounded `hi + lo`
 /// would drop still count. `hi - n ln2_hi` is exact when `hi` has its low bits clear.
 #[inline(always)]
-fn exp_hi_lo(hi: f32, lo: f32) -> f32 {
+fn exp_hi_lo<const FMA: bool>(hi: f32, lo: f32) -> f32 {
     let t = (hi + lo) * core::f32::consts::LOG2_E + 12_582_912.0;
     let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
     let nf = t - 12_582_912.0;
     let r = hi - nf * 0.693_359_4 + lo - nf * -2.121_944_4e-4;
-    exp_reduced(r, n)
+    exp_reduced::<FMA>(r, n)
 }
 
 /// `erfc(a / √2)` for `a >= 0` within about 4e-7 relative (the Numerical Recipes Chebyshev fit,
@@ -132,25 +151,26 @@ fn exp_hi_lo(hi: f32, lo: f32) -> f32 {
 /// `1 + erf(-z)` keeps its digits. The exponent `-a^2 / 2` is taken from `a`, not from a
 /// rounded `z` (whose relative error `2 z^2` times larger in the result would be 1e-5 at z = 9).
 #[inline(always)]
-fn erfc_of_scaled(a: f32) -> f32 {
+fn erfc_of_scaled<const FMA: bool>(a: f32) -> f32 {
+    let ma = mul_add::<FMA>;
     // erfc(16 / √2) = 2e-58 is zero in f32 (as everything beyond); up to it the exponent's
     // 2^n stays in the range of `exp_reduced`'s scaling.
     let a = a.min(16.0);
     let t = 1.0 / (1.0 + 0.5 * core::f32::consts::FRAC_1_SQRT_2 * a);
     let p = 0.170_872_77;
-    let p = p * t - 0.822_152_23;
-    let p = p * t + 1.488_515_9;
-    let p = p * t - 1.135_204;
-    let p = p * t + 0.278_868_07;
-    let p = p * t - 0.186_288_06;
-    let p = p * t + 0.096_784_18;
-    let p = p * t + 0.374_091_96;
-    let p = p * t + 1.000_023_7;
-    let p = p * t - 1.265_512_2;
+    let p = ma(p, t, -0.822_152_23);
+    let p = ma(p, t, 1.488_515_9);
+    let p = ma(p, t, -1.135_204);
+    let p = ma(p, t, 0.278_868_07);
+    let p = ma(p, t, -0.186_288_06);
+    let p = ma(p, t, 0.096_784_18);
+    let p = ma(p, t, 0.374_091_96);
+    let p = ma(p, t, 1.000_023_7);
+    let p = ma(p, t, -1.265_512_2);
     // -a^2 / 2 = -s^2 / 2 - (a - s)(a + s) / 2 with `s` the top 12 bits of `a`: `s^2` is
     // exact, so the digits a rounded a^2 would drop (3.8e-6 of it at a = 13) are kept.
     let s = f32::from_bits(a.to_bits() & 0xFFFF_F000);
-    t * exp_hi_lo(-0.5 * (s * s), p - 0.5 * (a - s) * (a + s))
+    t * exp_hi_lo::<FMA>(-0.5 * (s * s), p - 0.5 * (a - s) * (a + s))
 }
 
 /// GELU, `x Φ(x) = x/2 erfc(-x/√2)`, within 1e-5 relative of the exact value down to 1e-35
@@ -159,7 +179,20 @@ fn erfc_of_scaled(a: f32) -> f32 {
 /// x ≈ -3, where `1 + erf` cancels: the two agree there to about `|x| 2^-25`, not relatively.
 #[inline(always)]
 pub fn gelu_fast(x: f32) -> f32 {
-    let e = erfc_of_scaled(x.abs());
+    gelu_with::<false>(x)
+}
+
+/// [`gelu_fast`] with fused multiply-adds in its polynomials: for kernels compiled for FMA
+/// (within a few ulp of `gelu_fast`, as accurate).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn gelu_fma(x: f32) -> f32 {
+    gelu_with::<true>(x)
+}
+
+#[inline(always)]
+fn gelu_with<const FMA: bool>(x: f32) -> f32 {
+    let e = erfc_of_scaled::<FMA>(x.abs());
     // erfc(-|z|) = 2 - erfc(|z|).
     let erfc = if x <= 0.0 { e } else { 2.0 - e };
     0.5 * x * erfc
@@ -170,10 +203,22 @@ pub fn gelu_fast(x: f32) -> f32 {
 /// the exact value down to 1e-30 (the reference formula's `1 + tanh` cancels below x ≈ -3).
 #[inline(always)]
 pub fn gelu_tanh_fast(x: f32) -> f32 {
+    gelu_tanh_with::<false>(x)
+}
+
+/// [`gelu_tanh_fast`] with fused multiply-adds in its `exp` (for kernels compiled for FMA).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn gelu_tanh_fma(x: f32) -> f32 {
+    gelu_tanh_with::<true>(x)
+}
+
+#[inline(always)]
+fn gelu_tanh_with<const FMA: bool>(x: f32) -> f32 {
     // 2 sqrt(2 / pi)
     const K2: f32 = 1.595_769_2;
     let u2 = K2 * (x + 0.044715 * x * x * x);
-    x / (1.0 + exp_fast(-u2))
+    x / (1.0 + exp_fast_with::<FMA>(-u2))
 }
 
 #[cfg(test)]

@@ -241,8 +241,9 @@ pub(crate) fn unary_f32(
 }
 
 /// Float GELU ([`crate::kernels::elementwise::gelu_f32`]'s vectorizing form) at this ISA's
-/// vector width, bit-identical with that kernel (which runs at the baseline width: SSE2, or
-/// NEON on aarch64). `false` (nothing done) when `isa` has no such kernel.
+/// vector width with fused multiply-adds, within a few ulp of that kernel (which runs at the
+/// baseline width: SSE2, or NEON on aarch64). `false` (nothing done) when `isa` has no such
+/// kernel.
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f32]) -> bool {
     if !has_elementwise(isa) {

@@ -295,7 +295,7 @@ fn unary_f32_matches_portable_bit_for_bit() {
 
 #[test]
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-fn gelu_f32_matches_portable_bit_for_bit() {
+fn gelu_f32_matches_portable() {
     use crate::kernels::elementwise::gelu_f32 as portable;
     let mut x = vec![
         f32::NAN,
@@ -318,8 +318,10 @@ fn gelu_f32_matches_portable_bit_for_bit() {
             portable(approximate, &x, &mut want);
             assert!(gelu_f32(isa, approximate, &x, &mut got));
             for i in 0..x.len() {
+                // Fused multiply-adds: a few ulp apart (absolutely, where exp underflows).
+                let close = (got[i] - want[i]).abs() <= 1e-6 * want[i].abs() + 1e-37;
                 assert!(
-                    got[i].to_bits() == want[i].to_bits() || (got[i].is_nan() && want[i].is_nan()),
+                    close || got[i] == want[i] || (got[i].is_nan() && want[i].is_nan()),
                     "{isa:?} gelu({}, {approximate}) = {}, portable {}",
                     x[i],
                     got[i],

@@ -291,7 +291,8 @@ pub(crate) fn unary_f32(
     }
 }
 
-/// [`crate::kernels::elementwise::gelu_f32`] compiled for `isa`'s vectors.
+/// [`crate::kernels::elementwise::gelu_f32`] compiled for `isa`'s vectors, with fused
+/// multiply-adds (within a few ulp of the portable kernel).
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f32]) {
     if isa == Isa::Avx512Vnni {
@@ -426,13 +427,13 @@ fn unary_f32_avx2(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: 
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn gelu_f32_avx512(approximate: bool, input: &[f32], out: &mut [f32]) {
-    crate::kernels::elementwise::gelu_loops(approximate, input, out)
+    crate::kernels::elementwise::gelu_loops_fma(approximate, input, out)
 }
 
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma")]
 fn gelu_f32_avx2(approximate: bool, input: &[f32], out: &mut [f32]) {
-    crate::kernels::elementwise::gelu_loops(approximate, input, out)
+    crate::kernels::elementwise::gelu_loops_fma(approximate, input, out)
 }
 
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
