@@ -5,7 +5,8 @@
         [--models mobilenetv2_block,mnv2_224,convnet_112] [--rounds 5] [--runs 20]
 
 For every model (the fixtures, plus generated bigger ones: a MobileNetV2 (width 1.0, 224x224,
-random weights) and a conv-heavy 3x3 CNN at 112x112) it
+random weights), a conv-heavy 3x3 CNN at 112x112 and a 2-layer transformer encoder (d=64,
+4 heads, seq 32: `encoder_2l`)) it
   - converts the ONNX file with `litecvt convert` to float and to full int8 (calibrated on
     calibration/<model> for the fixtures, on random samples for the generated models);
   - quantizes the ONNX file with ONNX Runtime's `quantize_static` (QDQ, per-channel, MinMax,
@@ -129,10 +130,83 @@ def make_convnet(path: Path, size: int) -> None:
     _finish(nodes, inits, rng, x, cin, 10, size, "convnet", path)
 
 
+ENC_D, ENC_HEADS, ENC_SEQ, ENC_FF = 64, 4, 32, 256
+
+
+def make_encoder(path: Path, layers: int) -> None:
+    """Transformer encoder, post-norm like PyTorch's default: `layers` layers of self-attention
+    (d=64, 4 heads, seq 32, the head split as Reshape/Transpose and two batched MatMuls),
+    LayerNorm written out (ReduceMean/Sub/Pow/Sqrt/Div, as older exporters), a 256-wide GELU
+    (Erf form) feed-forward block; random weights. Input [1, 32, 64]."""
+    import onnx
+    from onnx import TensorProto, helper as h, numpy_helper as nh
+
+    d, heads, seq, ff = ENC_D, ENC_HEADS, ENC_SEQ, ENC_FF
+    rng = np.random.default_rng(2)
+    nodes, inits = [], []
+
+    def const(name, arr):
+        inits.append(nh.from_array(np.asarray(arr), name))
+        return name
+
+    def node(op, ins, out, **kw):
+        nodes.append(h.make_node(op, ins, [out], name=out, **kw))
+        return out
+
+    def linear(x, cin, cout, p):
+        w = const(p + "_w", (rng.standard_normal((cin, cout)) / np.sqrt(cin)).astype(np.float32))
+        b = const(p + "_b", (rng.standard_normal(cout) * 0.1).astype(np.float32))
+        return node("Add", [node("MatMul", [x, w], p + "_mm"), b], p + "_out")
+
+    def layer_norm(x, p):
+        m = node("ReduceMean", [x], p + "_m", axes=[-1], keepdims=1)
+        c = node("Sub", [x, m], p + "_c")
+        sq = node("Pow", [c, const(p + "_two", np.float32(2.0))], p + "_sq")
+        v = node("ReduceMean", [sq], p + "_v", axes=[-1], keepdims=1)
+        s = node("Sqrt", [node("Add", [v, const(p + "_eps", np.float32(1e-5))], p + "_ve")], p + "_s")
+        n = node("Div", [c, s], p + "_n")
+        g = const(p + "_g", (1 + 0.1 * rng.standard_normal(d)).astype(np.float32))
+        b = const(p + "_b", (0.1 * rng.standard_normal(d)).astype(np.float32))
+        return node("Add", [node("Mul", [n, g], p + "_ng"), b], p + "_out")
+
+    def gelu(x, p):
+        e = node("Erf", [node("Div", [x, const(p + "_r2", np.float32(np.sqrt(2)))], p + "_dv")], p + "_erf")
+        y = node("Mul", [x, node("Add", [e, const(p + "_one", np.float32(1))], p + "_e1")], p + "_xm")
+        return node("Mul", [y, const(p + "_half", np.float32(0.5))], p + "_out")
+
+    split = const("split_heads", np.array([1, seq, heads, d // heads], np.int64))
+    merge = const("merge_heads", np.array([1, seq, d], np.int64))
+    x = "input"
+    for i in range(layers):
+        p = f"l{i}"
+        q, k, v = (linear(x, d, d, f"{p}_{t}") for t in "qkv")
+
+        def heads_of(t, perm):
+            return node("Transpose", [node("Reshape", [t, split], t + "_r")], t + "_t", perm=perm)
+
+        qh, kt, vh = heads_of(q, [0, 2, 1, 3]), heads_of(k, [0, 2, 3, 1]), heads_of(v, [0, 2, 1, 3])
+        scale = const(p + "_scale", np.float32(1 / np.sqrt(d // heads)))
+        att = node("Softmax", [node("Mul", [node("MatMul", [qh, kt], p + "_qk"), scale], p + "_sc")],
+                   p + "_att", axis=-1)
+        o = node("Transpose", [node("MatMul", [att, vh], p + "_av")], p + "_avt", perm=[0, 2, 1, 3])
+        o = linear(node("Reshape", [o, merge], p + "_merged"), d, d, p + "_o")
+        x = layer_norm(node("Add", [x, o], p + "_res1"), p + "_ln1")
+        f = linear(gelu(linear(x, d, ff, p + "_f1"), p + "_gelu"), ff, d, p + "_f2")
+        x = layer_norm(node("Add", [x, f], p + "_res2"), p + "_ln2")
+    graph = h.make_graph(nodes, "encoder", [h.make_tensor_value_info("input", TensorProto.FLOAT, [1, seq, d])],
+                         [h.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, d])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+# name: (generator, its size argument, input shape)
 GENERATED = {
-    "mnv2_224": (make_mobilenetv2, 224),
-    "mnv2_112": (make_mobilenetv2, 112),
-    "convnet_112": (make_convnet, 112),
+    "mnv2_224": (make_mobilenetv2, 224, (1, 3, 224, 224)),
+    "mnv2_112": (make_mobilenetv2, 112, (1, 3, 112, 112)),
+    "convnet_112": (make_convnet, 112, (1, 3, 112, 112)),
+    "encoder_2l": (make_encoder, 2, (1, ENC_SEQ, ENC_D)),
 }
 
 
@@ -307,6 +381,8 @@ def main() -> int:
     ap.add_argument("--json-out")
     ap.add_argument("--no-tract", action="store_true")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--variants", default="float,int8", help="float, int8 or both")
+    ap.add_argument("--literun-isa", help="LITERUN_ISA for literun (e.g. avx2 on an AVX-512 machine)")
     ap.add_argument("--portable", action="store_true",
                     help="also run literun's portable (reference) kernels (LITERUN_ISA=portable)")
     args = ap.parse_args()
@@ -326,14 +402,14 @@ def main() -> int:
             calib = [np.load(f).astype(np.float32) for f in calib_files]
             calib_arg = calib_dir
         elif name in GENERATED:
-            make, size = GENERATED[name]
+            make, size, shape = GENERATED[name]
             onnx_path = work / f"{name}.onnx"
             if not onnx_path.exists():
                 make(onnx_path, size)
-            x = rng.standard_normal((1, 3, size, size)).astype(np.float32)
+            x = rng.standard_normal(shape).astype(np.float32)
             calib_dir = work / f"{name}_calib"
             calib_dir.mkdir(exist_ok=True)
-            calib = [rng.standard_normal((1, 3, size, size)).astype(np.float32)
+            calib = [rng.standard_normal(shape).astype(np.float32)
                      for _ in range(CALIBRATION_SAMPLES)]
             for i, c in enumerate(calib):
                 np.save(calib_dir / f"{i:04}.npy", c)
@@ -346,14 +422,18 @@ def main() -> int:
         i8 = work / f"{name}.int8.lite"
         if not f32.exists():
             run([args.litecvt, "convert", str(onnx_path), "-o", str(f32)])
-        if not i8.exists():
+        variants = args.variants.split(",")
+        if "int8" in variants and not i8.exists():
             run([args.litecvt, "convert", str(onnx_path), "-o", str(i8), "--quantize", "int8",
                  "--calibration", str(calib_arg)])
         qdq = work / f"{name}.qdq.onnx"
-        if not args.no_ort and not qdq.exists():
+        if not args.no_ort and "int8" in variants and not qdq.exists():
             ort_quantize(onnx_path, calib, qdq)
         for variant, lite in (("float", f32), ("int8", i8)):
-            benches.append((name, variant, "literun", LiteCvtBench(args.litecvt, lite, x_npy, args.runs)))
+            if variant not in variants:
+                continue
+            benches.append((name, variant, "literun",
+                            LiteCvtBench(args.litecvt, lite, x_npy, args.runs, args.literun_isa)))
             if args.portable:
                 benches.append((name, variant, "literun portable",
                                 LiteCvtBench(args.litecvt, lite, x_npy, max(1, args.runs // 4), "portable")))
@@ -366,9 +446,11 @@ def main() -> int:
                 lr = None
             arenas[(name, variant)] = {"LiteRT": lr}
         if not args.no_ort:
-            benches.append((name, "float", "ORT", OrtBench(Path(onnx_path), x, args.runs)))
-            benches.append((name, "int8", "ORT (QDQ)", OrtBench(qdq, x, args.runs)))
-        if not args.no_tract:
+            if "float" in variants:
+                benches.append((name, "float", "ORT", OrtBench(Path(onnx_path), x, args.runs)))
+            if "int8" in variants:
+                benches.append((name, "int8", "ORT (QDQ)", OrtBench(qdq, x, args.runs)))
+        if not args.no_tract and "float" in variants:
             benches.append((name, "float", "tract", LiteCvtBench(args.litecvt, Path(onnx_path), x_npy, args.runs)))
 
     samples: dict[tuple[str, str, str], list[float]] = {}
@@ -406,6 +488,8 @@ def main() -> int:
     # Float vs int8 of literun itself.
     print()
     for model in dict.fromkeys(m for m, _, _, _ in benches):
+        if (model, "int8", "literun") not in samples or (model, "float", "literun") not in samples:
+            continue
         f = stats(samples[(model, "float", "literun")])[0]
         q = stats(samples[(model, "int8", "literun")])[0]
         print(f"literun {model}: int8 is {f / q:.2f}x faster than float")

@@ -54,6 +54,24 @@ pub fn powf(x: f32, y: f32) -> f32 {
 /// infinity and underflow zero, as `expf`.
 #[inline(always)]
 pub fn exp_fast(x: f32) -> f32 {
+    exp_fast_with::<false>(x)
+}
+
+/// `a b + c`: rounded once (a fused multiply-add) with `FMA`, else twice. Only where the CPU
+/// has the instruction (the x86-64 kernels compiled for FMA; with `std`, which has `mul_add`):
+/// elsewhere it would be a math-library call.
+#[inline(always)]
+fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(feature = "std")]
+    if FMA {
+        return a.mul_add(b, c);
+    }
+    a * b + c
+}
+
+/// [`exp_fast`], its polynomial with fused multiply-adds when `FMA` ([`mul_add`]).
+#[inline(always)]
+fn exp_fast_with<const FMA: bool>(x: f32) -> f32 {
     // Beyond these the result is infinite or zero anyway; inside, `n` fits the bit tricks.
     let x = x.clamp(-104.0, 89.0);
     // Round to nearest with the 1.5 * 2^23 trick; its bits hold n.
@@ -62,13 +80,21 @@ pub fn exp_fast(x: f32) -> f32 {
     let nf = t - 12_582_912.0;
     // ln 2 in two parts (the first exact in few bits), so r is exact enough.
     let r = x - nf * 0.693_359_4 - nf * -2.121_944_4e-4;
+    exp_reduced::<FMA>(r, n)
+}
+
+/// `e^r 2^n` for `|r| <= ln 2 / 2` (about; the polynomial's range) and `n` in `-252..=128`:
+/// the polynomial and scaling of [`exp_fast`].
+#[inline(always)]
+fn exp_reduced<const FMA: bool>(r: f32, n: i32) -> f32 {
+    let ma = mul_add::<FMA>;
     let p = 1.987_569_1e-4;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 5e-1;
-    let e = p * r * r + r + 1.0;
+    let p = ma(p, r, 1.398_199_9e-3);
+    let p = ma(p, r, 8.333_452e-3);
+    let p = ma(p, r, 4.166_579_6e-2);
+    let p = ma(p, r, 1.666_666_5e-1);
+    let p = ma(p, r, 5e-1);
+    let e = ma(p * r, r, r) + 1.0;
     let half = n >> 1;
     let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
     e * scale(half) * scale(n - half)
@@ -104,6 +130,95 @@ pub fn tanh_fast(x: f32) -> f32 {
 #[inline]
 pub fn erff(x: f32) -> f32 {
     libm::erff(x)
+}
+
+/// [`exp_fast`] of an argument given as `hi + lo` (`|lo|` a few units at most, `hi + lo` in
+/// `-176..=88`), reduced as `hi - n ln 2 + lo`, so the digits of `lo` a rounded `hi + lo`
+/// would drop still count. `hi - n ln2_hi` is exact when `hi` has its low bits clear.
+#[inline(always)]
+fn exp_hi_lo<const FMA: bool>(hi: f32, lo: f32) -> f32 {
+    let t = (hi + lo) * core::f32::consts::LOG2_E + 12_582_912.0;
+    let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
+    let nf = t - 12_582_912.0;
+    let r = hi - nf * 0.693_359_4 + lo - nf * -2.121_944_4e-4;
+    exp_reduced::<FMA>(r, n)
+}
+
+/// `erfc(a / √2)` for `a >= 0` within about 4e-7 relative (the Numerical Recipes Chebyshev fit,
+/// `t e^(-z^2 + P(t))` with `z = a / √2`, `t = 1 / (1 + z / 2)`, fractional error 1.2e-7,
+/// evaluated in f32 with [`exp_fast`]'s method) as straight-line arithmetic, so loops over it
+/// vectorize. Relative, not absolute, accuracy: the tail `1 - erf` that cancels in
+/// `1 + erf(-z)` keeps its digits. The exponent `-a^2 / 2` is taken from `a`, not from a
+/// rounded `z` (whose relative error `2 z^2` times larger in the result would be 1e-5 at z = 9).
+#[inline(always)]
+fn erfc_of_scaled<const FMA: bool>(a: f32) -> f32 {
+    let ma = mul_add::<FMA>;
+    // erfc(16 / √2) = 2e-58 is zero in f32 (as everything beyond); up to it the exponent's
+    // 2^n stays in the range of `exp_reduced`'s scaling.
+    let a = a.min(16.0);
+    let t = 1.0 / (1.0 + 0.5 * core::f32::consts::FRAC_1_SQRT_2 * a);
+    let p = 0.170_872_77;
+    let p = ma(p, t, -0.822_152_23);
+    let p = ma(p, t, 1.488_515_9);
+    let p = ma(p, t, -1.135_204);
+    let p = ma(p, t, 0.278_868_07);
+    let p = ma(p, t, -0.186_288_06);
+    let p = ma(p, t, 0.096_784_18);
+    let p = ma(p, t, 0.374_091_96);
+    let p = ma(p, t, 1.000_023_7);
+    let p = ma(p, t, -1.265_512_2);
+    // -a^2 / 2 = -s^2 / 2 - (a - s)(a + s) / 2 with `s` the top 12 bits of `a`: `s^2` is
+    // exact, so the digits a rounded a^2 would drop (3.8e-6 of it at a = 13) are kept.
+    let s = f32::from_bits(a.to_bits() & 0xFFFF_F000);
+    t * exp_hi_lo::<FMA>(-0.5 * (s * s), p - 0.5 * (a - s) * (a + s))
+}
+
+/// GELU, `x Φ(x) = x/2 erfc(-x/√2)`, within 1e-5 relative of the exact value down to 1e-35
+/// (below, within 1e-35 absolute), vectorizing (branch-free). The reference formula
+/// `x/2 (1 + erf(x/√2))` ([`crate::kernels::elementwise::unary_fn`]) loses its digits below
+/// x ≈ -3, where `1 + erf` cancels: the two agree there to about `|x| 2^-25`, not relatively.
+#[inline(always)]
+pub fn gelu_fast(x: f32) -> f32 {
+    gelu_with::<false>(x)
+}
+
+/// [`gelu_fast`] with fused multiply-adds in its polynomials: for kernels compiled for FMA
+/// (within a few ulp of `gelu_fast`, as accurate).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn gelu_fma(x: f32) -> f32 {
+    gelu_with::<true>(x)
+}
+
+#[inline(always)]
+fn gelu_with<const FMA: bool>(x: f32) -> f32 {
+    let e = erfc_of_scaled::<FMA>(x.abs());
+    // erfc(-|z|) = 2 - erfc(|z|).
+    let erfc = if x <= 0.0 { e } else { 2.0 - e };
+    0.5 * x * erfc
+}
+
+/// GELU's tanh approximation, `x/2 (1 + tanh(√(2/π) (x + 0.044715 x^3)))`, as the equal
+/// `x / (1 + e^(-2u))` (no cancellation for negative x), vectorizing: within 1e-5 relative of
+/// the exact value down to 1e-30 (the reference formula's `1 + tanh` cancels below x ≈ -3).
+#[inline(always)]
+pub fn gelu_tanh_fast(x: f32) -> f32 {
+    gelu_tanh_with::<false>(x)
+}
+
+/// [`gelu_tanh_fast`] with fused multiply-adds in its `exp` (for kernels compiled for FMA).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn gelu_tanh_fma(x: f32) -> f32 {
+    gelu_tanh_with::<true>(x)
+}
+
+#[inline(always)]
+fn gelu_tanh_with<const FMA: bool>(x: f32) -> f32 {
+    // 2 sqrt(2 / pi)
+    const K2: f32 = 1.595_769_2;
+    let u2 = K2 * (x + 0.044715 * x * x * x);
+    x / (1.0 + exp_fast_with::<FMA>(-u2))
 }
 
 #[cfg(test)]
@@ -145,6 +260,46 @@ mod tests {
         assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
         assert_eq!(exp_fast(0.0), 1.0);
         assert!(exp_fast(f32::NAN).is_nan());
+    }
+
+    /// Exact GELU and its tanh form in f64.
+    fn gelu_f64(x: f32, approximate: bool) -> f64 {
+        let x = f64::from(x);
+        if approximate {
+            let u = (2.0 / core::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            x / (1.0 + (-2.0 * u).exp())
+        } else {
+            // erfc(t) for t = -x/sqrt2 from libm's double erfc (relative in the tail).
+            0.5 * x * libm::erfc(-x * core::f64::consts::FRAC_1_SQRT_2)
+        }
+    }
+
+    #[test]
+    fn gelu_fast_is_within_1e5_of_exact() {
+        for approximate in [false, true] {
+            let f = if approximate {
+                gelu_tanh_fast
+            } else {
+                gelu_fast
+            };
+            for x in sweep(-14.0, 14.0).chain(sweep(-0.01, 0.01)) {
+                let (got, want) = (f(x), gelu_f64(x, approximate));
+                // (Below 1e-35 intermediates go subnormal or to zero. The tanh form's exponent,
+                // rounded from a cubic in x, costs its result 6e-6 relative near 1e-35.)
+                let tiny = if approximate { 1e-30 } else { 1e-35 };
+                if want.abs() >= tiny {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-5 * want.abs(),
+                        "gelu({x}, {approximate}) = {got}, want {want}"
+                    );
+                } else {
+                    assert!((f64::from(got) - want).abs() <= tiny, "gelu({x}) = {got}");
+                }
+            }
+            assert_eq!(f(f32::INFINITY), f32::INFINITY);
+            assert_eq!(f(-200.0), 0.0);
+            assert!(f(f32::NAN).is_nan());
+        }
     }
 
     #[test]

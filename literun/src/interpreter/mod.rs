@@ -15,6 +15,12 @@
 pub(crate) mod arena;
 mod compiled;
 mod io;
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+mod layer_norm;
 mod state;
 
 use crate::error::format;
@@ -55,6 +61,22 @@ pub(crate) struct Prepared {
     /// A PAD folded into the convolution reading it: [`Interpreter::invoke`] skips it
     /// ([`Interpreter::invoke_observed`] still runs it, for its output's value).
     pub(crate) folded: bool,
+    /// An operator of a LayerNorm chain whose last operator does its work
+    /// ([`layer_norm`]): [`Interpreter::invoke`] skips it ([`Interpreter::invoke_observed`]
+    /// runs it).
+    #[cfg(all(
+        feature = "ops-reduce",
+        feature = "ops-elementwise",
+        feature = "ops-float"
+    ))]
+    pub(crate) fused_away: bool,
+    /// The LayerNorm chain this operator ends, which [`Interpreter::invoke`] runs in its place.
+    #[cfg(all(
+        feature = "ops-reduce",
+        feature = "ops-elementwise",
+        feature = "ops-float"
+    ))]
+    pub(crate) layer_norm: Option<alloc::boxed::Box<layer_norm::LayerNormChain>>,
 }
 
 /// How an [`Interpreter`] is set up.
@@ -349,6 +371,33 @@ impl<'m> Interpreter<'m> {
     }
 }
 
+/// Float operators whose output a QUANTIZE reads keep LiteRT's reference math
+/// ([`Kind::keep_reference_math`]), so the requantized values are LiteRT's.
+#[cfg(all(
+    feature = "ops-float",
+    any(feature = "ops-softmax", feature = "ops-elementwise")
+))]
+fn keep_reference_math_before_quantize(model: &Model<'_>, ops: &mut [Prepared]) {
+    let operators = model.operators();
+    let quantized: Vec<usize> = operators
+        .iter()
+        .filter(|op| op.code == crate::schema::BuiltinOperator::QUANTIZE)
+        .filter_map(|op| op.inputs.first().copied().flatten())
+        .collect();
+    if quantized.is_empty() {
+        return;
+    }
+    for p in ops.iter_mut() {
+        if operators[p.index]
+            .outputs
+            .iter()
+            .any(|t| quantized.contains(t))
+        {
+            p.kind.keep_reference_math();
+        }
+    }
+}
+
 /// Prepares `model`: every operator's parameters, the prepacked constants, the kernels' scratch
 /// and the arena plan (allocating everything but the arena).
 fn prepare<'m>(
@@ -373,9 +422,26 @@ fn prepare<'m>(
                 fast: None,
                 input0: None,
                 folded: false,
+                #[cfg(all(
+                    feature = "ops-reduce",
+                    feature = "ops-elementwise",
+                    feature = "ops-float"
+                ))]
+                fused_away: false,
+                #[cfg(all(
+                    feature = "ops-reduce",
+                    feature = "ops-elementwise",
+                    feature = "ops-float"
+                ))]
+                layer_norm: None,
             });
         }
         compiled_in(model, &ops)?;
+        #[cfg(all(
+            feature = "ops-float",
+            any(feature = "ops-softmax", feature = "ops-elementwise")
+        ))]
+        keep_reference_math_before_quantize(model, &mut ops);
         let plan = model.memory_plan()?;
         fold_pads(model, &mut ops, &plan)?;
 
@@ -521,6 +587,27 @@ fn prepare<'m>(
                         .iter()
                         .any(|op| op.outputs.contains(&t) || op.inputs.contains(&Some(t)))
                 );
+            }
+        }
+        #[cfg(all(
+            feature = "ops-reduce",
+            feature = "ops-elementwise",
+            feature = "ops-float"
+        ))]
+        {
+            layer_norm::fuse_layer_norms(model, &mut ops, &locs, isa);
+            // A row for each chain whose output shares bytes with its input.
+            let row = ops
+                .iter()
+                .filter_map(|p| {
+                    let out = *model.operators()[p.index].outputs.first()?;
+                    Some(layer_norm::row_scratch(p.layer_norm.as_ref()?, out, &locs))
+                })
+                .max()
+                .unwrap_or(0);
+            if row > scratch.f32s.len() {
+                charge(&mut memory, row.checked_mul(4), "kernel scratch")?;
+                scratch.f32s = try_vec(row)?;
             }
         }
         // Every operator's outputs must be disjoint from its inputs (the planner guarantees it;
@@ -757,6 +844,30 @@ impl<'m> Interpreter<'m> {
         let tensors = self.model.tensors();
         let ops = self.model.operators();
         for p in self.ops.iter().filter(|p| !p.folded) {
+            #[cfg(all(
+                feature = "ops-reduce",
+                feature = "ops-elementwise",
+                feature = "ops-float"
+            ))]
+            {
+                if p.fused_away {
+                    continue;
+                }
+                if let Some(chain) = &p.layer_norm {
+                    let row = &mut self.scratch.f32s;
+                    layer_norm::run_layer_norm(
+                        chain,
+                        p,
+                        &self.model,
+                        &self.locs,
+                        arena,
+                        packed,
+                        row,
+                    )?;
+                    f(p.index);
+                    continue;
+                }
+            }
             let op = &ops[p.index];
             run_prepared(
                 p,
@@ -781,6 +892,24 @@ impl<'m> Interpreter<'m> {
     /// [`invoke`](Self::invoke)).
     pub fn folded_pads(&self) -> usize {
         self.ops.iter().filter(|p| p.folded).count()
+    }
+
+    /// How many LayerNorm chains (MEAN ... RSQRT ... MUL, ADD) [`invoke`](Self::invoke) runs
+    /// as one pass per row (0 in builds without the `ops-reduce`, `ops-elementwise` and
+    /// `ops-float` features).
+    pub fn fused_layer_norms(&self) -> usize {
+        #[cfg(all(
+            feature = "ops-reduce",
+            feature = "ops-elementwise",
+            feature = "ops-float"
+        ))]
+        return self.ops.iter().filter(|p| p.layer_norm.is_some()).count();
+        #[cfg(not(all(
+            feature = "ops-reduce",
+            feature = "ops-elementwise",
+            feature = "ops-float"
+        )))]
+        0
     }
 
     /// Runs all operators like [`invoke`](Self::invoke), calling `f(op_index, tensor_index,

@@ -48,7 +48,7 @@ pub fn batch_matmul_f32(
 /// Calls `f(lhs_offset, rhs_offset, out_offset)` for every output matrix, mapping each output
 /// batch index to the (broadcast) lhs/rhs matrix, innermost batch dim first. `lhs_mat` and
 /// `rhs_mat` are the element counts of one operand matrix.
-fn for_each_batch(
+pub(crate) fn for_each_batch(
     lhs_shape: &[usize],
     rhs_shape: &[usize],
     out_shape: &[usize],
@@ -118,7 +118,7 @@ pub fn matmul_dims(
 
 /// Checks the operand shapes against the slices; `(m, k, n)` when they agree.
 #[allow(clippy::too_many_arguments)]
-fn dims(
+pub(crate) fn dims(
     lhs_len: usize,
     lhs_shape: &[usize],
     rhs_len: usize,

@@ -12,6 +12,12 @@ pub mod data;
 pub mod depthwise_conv;
 pub mod elementwise;
 pub mod fully_connected;
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+pub mod layer_norm;
 pub mod pool;
 pub mod reduce;
 pub mod resize;

@@ -14,8 +14,10 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{f32_inputs, tag, Ctx};
+use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::{self, FastScratch, Isa};
 use crate::kernels::{batch_matmul, elementwise as ew};
 use crate::model::{DType, OpDesc};
 use crate::quant::{quantize_multiplier, OutputStage};
@@ -339,6 +341,64 @@ impl BatchMatMul {
                 (lhs_len, rows + k, rows + rhs_mats * n)
             }
             BatchMatMul::F32 { .. } => (0, 0, 0),
+        }
+    }
+}
+
+impl BatchMatMul {
+    /// A float BATCH_MATMUL through the float GEMM tile of `isa`, with the f32 scratch it packs
+    /// the rhs into.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        match self {
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+            BatchMatMul::F32 {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                ..
+            } if simd::has_batch_matmul_f32(isa) => {
+                let (m, k, n) = batch_matmul::matmul_dims(lhs_shape, rhs_shape, *adj_x, *adj_y)?;
+                let scratch = simd::batch_matmul_f32_scratch(m, k, n, *adj_x);
+                Some(Fast::BatchMatMulF32 { isa, scratch })
+            }
+            _ => None,
+        }
+    }
+
+    /// Runs this operator with its fast kernel (`None` if `fast` is not this operator's).
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        s: &mut [FastScratch],
+    ) -> Option<()> {
+        match (fast, self) {
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+            (
+                Fast::BatchMatMulF32 { isa, .. },
+                BatchMatMul::F32 {
+                    lhs_shape,
+                    rhs_shape,
+                    out_shape,
+                    adj_x,
+                    adj_y,
+                },
+            ) => simd::batch_matmul_f32(
+                *isa,
+                ins.typed(0).ok()?,
+                lhs_shape,
+                ins.typed(1).ok()?,
+                rhs_shape,
+                *adj_x,
+                *adj_y,
+                cast_out(out).ok()?,
+                out_shape,
+                &mut s.first_mut()?.f32s,
+            )
+            .then_some(()),
+            _ => None,
         }
     }
 }

@@ -37,6 +37,9 @@ pub(crate) enum Elementwise {
     Unary {
         op: ew::UnaryOp,
         dtype: DType,
+        /// A QUANTIZE reads the output: GELU keeps TFLite's reference formula (the
+        /// vectorizing one agrees to 1e-5, not to the rounding of the requantized value).
+        requantized: bool,
     },
     Cast {
         from: DType,
@@ -193,7 +196,11 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
     };
     let dtype = c.want_dtype(0, allowed)?;
     c.check_out(0, c.shape(0)?, dtype)?;
-    Ok(Kind::Elementwise(Elementwise::Unary { op, dtype }))
+    Ok(Kind::Elementwise(Elementwise::Unary {
+        op,
+        dtype,
+        requantized: false,
+    }))
 }
 
 fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
@@ -438,12 +445,19 @@ impl Elementwise {
                 #[cfg(not(all(feature = "ops-elementwise", feature = "ops-float")))]
                 return Err(super::compiled_out(index, op));
             }
-            Elementwise::Unary { op: uop, dtype } => {
+            Elementwise::Unary {
+                op: uop,
+                dtype,
+                requantized,
+            } => {
                 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
                 {
-                    match dtype {
-                        DType::I32 => {
+                    match (dtype, uop) {
+                        (DType::I32, _) => {
                             ew::unary_i32(*uop, ins.typed(0)?, cast_out(out)?);
+                        }
+                        (_, ew::UnaryOp::Gelu { approximate }) if !requantized => {
+                            ew::gelu_f32(*approximate, ins.typed(0)?, cast_out(out)?)
                         }
                         _ => ew::unary_f32(*uop, ins.typed(0)?, cast_out(out)?),
                     }
@@ -589,8 +603,16 @@ impl Elementwise {
                 cast_out(out).ok()?,
             ),
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-            (Fast::Unary(isa), Elementwise::Unary { op, .. }) => {
+            (
+                Fast::Unary(isa),
+                Elementwise::Unary {
+                    op, requantized, ..
+                },
+            ) => {
                 let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
+                if let (ew::UnaryOp::Gelu { approximate }, false) = (op, requantized) {
+                    return simd::gelu_f32(*isa, *approximate, i, o).then_some(());
+                }
                 return simd::unary_f32(*isa, *op, i, o).then_some(());
             }
             _ => return None,

@@ -81,6 +81,16 @@ pub(crate) enum Fast {
     Quantize(Isa),
     /// A float unary operator at this ISA's vector width.
     Unary(Isa),
+    /// A float SOFTMAX at this ISA's vector width (`simd::softmax_f32`).
+    #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+    Softmax(Isa),
+    /// A float BATCH_MATMUL through the float GEMM tile, packing the rhs into `scratch` floats
+    /// (`simd::batch_matmul_f32`).
+    #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+    BatchMatMulF32 {
+        isa: Isa,
+        scratch: usize,
+    },
     /// TRANSPOSE of 32-bit values from few rows (`simd::transpose_few_rows_32`).
     TransposeFewRows(Isa),
 }
@@ -95,6 +105,10 @@ impl Fast {
             Fast::Depthwise(d) => d.bytes(),
             Fast::PairTableI8(t) => t.len(),
             Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) | Fast::TransposeFewRows(_) => 0,
+            #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+            Fast::Softmax(_) => 0,
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+            Fast::BatchMatMulF32 { .. } => 0,
         }
     }
 
@@ -114,6 +128,10 @@ impl Fast {
             | Fast::Quantize(_)
             | Fast::Unary(_)
             | Fast::TransposeFewRows(_) => false,
+            #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+            Fast::Softmax(_) => false,
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+            Fast::BatchMatMulF32 { .. } => false,
         }
     }
 
@@ -125,11 +143,15 @@ impl Fast {
             Fast::ConvWino(w) => (0, 0, w.scratch_f32()),
             Fast::DepthwiseI8(d) => (0, d.scratch_i32(), 0),
             Fast::Depthwise(_) => (0, 0, 0),
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+            Fast::BatchMatMulF32 { scratch, .. } => (0, 0, *scratch),
             Fast::ArithI8(_)
             | Fast::PairTableI8(_)
             | Fast::Quantize(_)
             | Fast::Unary(_)
             | Fast::TransposeFewRows(_) => (0, 0, 0),
+            #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+            Fast::Softmax(_) => (0, 0, 0),
         }
     }
 
@@ -153,6 +175,8 @@ impl Fast {
             Kind::Elementwise(k) => k.fast(isa),
             Kind::Shape(k) => k.fast(isa),
             Kind::Quantize(k) => k.fast(isa),
+            Kind::Softmax(k) => k.fast(isa),
+            Kind::BatchMatMul(k) => k.fast(isa),
             #[cfg(feature = "ops-data")]
             Kind::Data(_) => None,
             #[cfg(feature = "ops-accumulate")]
@@ -160,9 +184,7 @@ impl Fast {
             #[cfg(feature = "ops-sequence")]
             Kind::Sequence(_) => None,
             Kind::TransposeConv(_)
-            | Kind::BatchMatMul(_)
             | Kind::Pool(_)
-            | Kind::Softmax(_)
             | Kind::Pad(_)
             | Kind::Reduce(_)
             | Kind::Resize(_)
@@ -193,6 +215,8 @@ pub(crate) fn run_fast(
         Kind::Elementwise(k) => k.run_fast(fast, ins, out, s),
         Kind::Shape(k) => k.run_fast(fast, ins, out, s),
         Kind::Quantize(k) => k.run_fast(fast, ins, out, s),
+        Kind::Softmax(k) => k.run_fast(fast, ins, out),
+        Kind::BatchMatMul(k) => k.run_fast(fast, ins, out, s),
         #[cfg(feature = "ops-data")]
         Kind::Data(_) => None,
         #[cfg(feature = "ops-accumulate")]
@@ -200,9 +224,7 @@ pub(crate) fn run_fast(
         #[cfg(feature = "ops-sequence")]
         Kind::Sequence(_) => None,
         Kind::TransposeConv(_)
-        | Kind::BatchMatMul(_)
         | Kind::Pool(_)
-        | Kind::Softmax(_)
         | Kind::Pad(_)
         | Kind::Reduce(_)
         | Kind::Resize(_)

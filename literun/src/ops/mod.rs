@@ -216,6 +216,17 @@ pub(crate) fn infer_output_shapes(
 }
 
 impl Kind {
+    /// For a float operator whose output a QUANTIZE reads: compute as LiteRT's reference
+    /// kernels do (math-library `exp`, TFLite's GELU formula) rather than with the vectorizing
+    /// approximations, which agree to a few ulp but could requantize a value one step apart.
+    pub(crate) fn keep_reference_math(&mut self) {
+        match self {
+            Kind::Softmax(Softmax::F32 { requantized, .. })
+            | Kind::Elementwise(Elementwise::Unary { requantized, .. }) => *requantized = true,
+            _ => {}
+        }
+    }
+
     /// Frees the per-channel multipliers and shifts of an int8 conv/depthwise/fully-connected
     /// layer once its fast kernel holds them in its own form: an operator with a fast kernel
     /// never runs the portable one (`run_one`), and a model with thousands of channels would

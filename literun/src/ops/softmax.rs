@@ -14,8 +14,10 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{f32_inputs, tag, Ctx};
+use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
+use crate::kernels::simd::{self, Isa};
 use crate::kernels::softmax;
 use crate::model::{DType, OpDesc};
 use crate::schema;
@@ -36,6 +38,10 @@ pub(crate) enum Softmax {
         depth: usize,
         beta: f32,
         log: bool,
+        /// A QUANTIZE reads the output: the math library's `exp` and an in-order sum, as
+        /// LiteRT's reference kernel (the vectorizing softmax agrees to a few ulp, not to the
+        /// rounding of the requantized value).
+        requantized: bool,
     },
 }
 
@@ -70,6 +76,7 @@ fn softmax(c: &Ctx<'_, '_>, log: bool) -> Result<Kind> {
         depth,
         beta,
         log,
+        requantized: false,
     }))
 }
 
@@ -138,12 +145,21 @@ impl Softmax {
                 depth,
                 beta,
                 log,
+                requantized,
             } => {
                 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
                 {
                     {
                         if *log {
                             softmax::log_softmax_f32(ins.typed(0)?, *outer, *depth, cast_out(out)?)
+                        } else if !requantized {
+                            softmax::softmax_f32_fast(
+                                ins.typed(0)?,
+                                *outer,
+                                *depth,
+                                *beta,
+                                cast_out(out)?,
+                            )
                         } else {
                             softmax::softmax_f32(
                                 ins.typed(0)?,
@@ -160,5 +176,38 @@ impl Softmax {
             }
         }
         Ok(())
+    }
+}
+
+impl Softmax {
+    /// The vectorized float softmax at `isa`'s width, for a float SOFTMAX whose output no
+    /// QUANTIZE reads.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        match self {
+            #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+            Softmax::F32 {
+                log: false,
+                requantized: false,
+                ..
+            } if simd::has_elementwise(isa) => Some(Fast::Softmax(isa)),
+            _ => None,
+        }
+    }
+
+    /// Runs this operator with its fast kernel (`None` if `fast` is not this operator's).
+    pub(super) fn run_fast(&self, fast: &Fast, ins: &Ins<'_>, out: &mut [u8]) -> Option<()> {
+        match (fast, self) {
+            #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+            (
+                Fast::Softmax(isa),
+                Softmax::F32 {
+                    outer, depth, beta, ..
+                },
+            ) => {
+                let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
+                simd::softmax_f32(*isa, i, *outer, *depth, *beta, o).then_some(())
+            }
+            _ => None,
+        }
     }
 }

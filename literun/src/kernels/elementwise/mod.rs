@@ -5,8 +5,8 @@
 // What the concern modules use, through `use super::*`.
 use super::Activation;
 use crate::math::{
-    ceilf, cosf, erff, exp_fast, expf, expm1f, floorf, logf, logistic_fast, powf, sinf, sqrtf,
-    tanh_fast, tanhf,
+    ceilf, cosf, erff, exp_fast, expf, expm1f, floorf, gelu_fast, gelu_tanh_fast, logf,
+    logistic_fast, powf, sinf, sqrtf, tanh_fast, tanhf,
 };
 use crate::quant::{
     downscale_multiplier_to_i16, multiply_by_quantized_multiplier as mbqm,

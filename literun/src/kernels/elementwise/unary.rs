@@ -133,6 +133,47 @@ pub(crate) fn unary_loops(op: UnaryOp, input: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Float GELU with the vectorizing [`gelu_fast`] (exact form) or [`gelu_tanh_fast`]
+/// (`approximate`): within 1e-5 relative of the exact function, where [`unary_f32`] keeps
+/// TFLite's reference formula (whose `1 + erf` cancels for negative inputs; kept for outputs
+/// that are requantized, which must round as LiteRT's reference kernels do). Not inlined, as
+/// [`unary_f32`]; `simd::gelu_f32` compiles the same loop for wider vectors.
+#[inline(never)]
+pub fn gelu_f32(approximate: bool, input: &[f32], out: &mut [f32]) {
+    gelu_loops(approximate, input, out)
+}
+
+/// The loops of [`gelu_f32`] with fused multiply-adds in its polynomials
+/// ([`crate::math::gelu_fma`]), for kernels compiled for FMA: within a few ulp of [`gelu_f32`].
+#[inline(always)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn gelu_loops_fma(approximate: bool, input: &[f32], out: &mut [f32]) {
+    if approximate {
+        for (o, &x) in out.iter_mut().zip(input) {
+            *o = crate::math::gelu_tanh_fma(x);
+        }
+    } else {
+        for (o, &x) in out.iter_mut().zip(input) {
+            *o = crate::math::gelu_fma(x);
+        }
+    }
+}
+
+/// The loops of [`gelu_f32`], inlined wherever they are compiled.
+#[inline(always)]
+pub(crate) fn gelu_loops(approximate: bool, input: &[f32], out: &mut [f32]) {
+    // (Two loops, not one over a chosen function pointer, which would not inline.)
+    if approximate {
+        for (o, &x) in out.iter_mut().zip(input) {
+            *o = gelu_tanh_fast(x);
+        }
+    } else {
+        for (o, &x) in out.iter_mut().zip(input) {
+            *o = gelu_fast(x);
+        }
+    }
+}
+
 /// Int32 unary operators available in TFLite (ABS, NEG, SQUARE).
 pub fn unary_i32(op: UnaryOp, input: &[i32], out: &mut [i32]) -> bool {
     let f: fn(i32) -> i32 = match op {
@@ -216,6 +257,16 @@ mod tests {
             0.841_191_97
         ));
         assert_eq!(unary_fn(UnaryOp::LeakyRelu { alpha: 0.1 }, -2.0), -0.2);
+        // The vectorizing GELU agrees with the reference formula: relatively where that
+        // keeps its digits, and to the rounding of `1 + erf` (2^-24 of |x| / 2) below.
+        for approximate in [false, true] {
+            gelu_f32(approximate, &x, &mut got);
+            for (&v, &g) in x.iter().zip(&got) {
+                let want = unary_fn(UnaryOp::Gelu { approximate }, v);
+                let tol = 1e-5 * want.abs() + 0.5 * v.abs() * f32::EPSILON;
+                assert!((g - want).abs() <= tol, "gelu({v}) = {g}, want {want}");
+            }
+        }
         assert_eq!(unary_fn(UnaryOp::Relu6, 7.0), 6.0);
         assert!(close(unary_fn(UnaryOp::Sin, 1.0), 0.841_470_96));
         assert!(close(unary_fn(UnaryOp::Cos, 1.0), 0.540_302_3));

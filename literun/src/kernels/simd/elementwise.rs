@@ -239,3 +239,65 @@ pub(crate) fn unary_f32(
     let _ = (op, input, out);
     true
 }
+
+/// Float GELU ([`crate::kernels::elementwise::gelu_f32`]'s vectorizing form) at this ISA's
+/// vector width with fused multiply-adds, within a few ulp of that kernel (which runs at the
+/// baseline width: SSE2, or NEON on aarch64). `false` (nothing done) when `isa` has no such
+/// kernel.
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f32]) -> bool {
+    if !has_elementwise(isa) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    x86::gelu_f32(isa, approximate, input, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (approximate, input, out);
+    true
+}
+
+/// Float SOFTMAX ([`crate::kernels::softmax::softmax_f32_fast`]) at this ISA's vector width,
+/// bit-identical with that kernel. `false` (nothing done) when `isa` has no such kernel.
+#[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+pub(crate) fn softmax_f32(
+    isa: Isa,
+    input: &[f32],
+    outer: usize,
+    depth: usize,
+    beta: f32,
+    out: &mut [f32],
+) -> bool {
+    if !has_elementwise(isa) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    x86::softmax_f32(isa, input, outer, depth, beta, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (input, outer, depth, beta, out);
+    true
+}
+
+/// LayerNorm rows ([`crate::kernels::layer_norm::layer_norm_f32`]) at this ISA's vector width,
+/// bit-identical with that kernel. `false` (nothing done) when `isa` has no such kernel.
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+pub(crate) fn layer_norm_f32(
+    isa: Isa,
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) -> bool {
+    if !has_elementwise(isa) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    x86::layer_norm_f32(isa, input, depth, eps, affine, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (input, depth, eps, affine, out);
+    true
+}

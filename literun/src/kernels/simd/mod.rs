@@ -13,7 +13,7 @@
 //! # Layout
 //! One module per kernel family holds the packed weights, the drivers and the one place that
 //! picks the ISA's kernel for each step: `gemm_i8` (int8 CONV_2D and FULLY_CONNECTED),
-//! `gemm_f32` (float), `winograd` (float 3x3), `depthwise_i8` and `depthwise_f32`
+//! `gemm_f32` (float; `batch_matmul_f32` runs its tile on two activations), `winograd` (float 3x3), `depthwise_i8` and `depthwise_f32`
 //! (sharing `depthwise`'s window walk), `elementwise` (int8 ADD/SUB/MUL, QUANTIZE, float
 //! unary, TRANSPOSE); `requant` is the int8 output stage and `im2col` the GEMMs' rows. The
 //! micro-kernels live beside them by ISA, one file per family: `x86` (AVX2, AVX-VNNI,
@@ -52,6 +52,8 @@ pub mod aarch64;
 #[cfg(target_arch = "x86_64")]
 pub mod x86;
 
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+mod batch_matmul_f32;
 mod depthwise;
 mod depthwise_f32;
 mod depthwise_i8;
@@ -64,6 +66,8 @@ mod requant;
 mod thread_pool;
 mod winograd;
 
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+pub(crate) use batch_matmul_f32::*;
 pub(crate) use depthwise::*;
 pub use depthwise_f32::*;
 pub use depthwise_i8::*;

@@ -294,6 +294,65 @@ fn unary_f32_matches_portable_bit_for_bit() {
 }
 
 #[test]
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+fn gelu_f32_matches_portable() {
+    use crate::kernels::elementwise::gelu_f32 as portable;
+    let mut x = vec![
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f32::MAX,
+        f32::MIN,
+        1e-45,
+        -16.0,
+        -20.0,
+    ];
+    // Odd length, so the vector loops have tails.
+    x.extend((0..1001).map(|i| (i as f32 - 500.0) * 0.0317));
+    let mut want = vec![0.0; x.len()];
+    let mut got = vec![0.0; x.len()];
+    for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
+        for approximate in [false, true] {
+            portable(approximate, &x, &mut want);
+            assert!(gelu_f32(isa, approximate, &x, &mut got));
+            for i in 0..x.len() {
+                // Fused multiply-adds: a few ulp apart (absolutely, where exp underflows).
+                let close = (got[i] - want[i]).abs() <= 1e-6 * want[i].abs() + 1e-37;
+                assert!(
+                    close || got[i] == want[i] || (got[i].is_nan() && want[i].is_nan()),
+                    "{isa:?} gelu({}, {approximate}) = {}, portable {}",
+                    x[i],
+                    got[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+fn softmax_f32_matches_portable_bit_for_bit() {
+    use crate::kernels::softmax::softmax_f32_fast as portable;
+    let mut rng = Rng(5);
+    for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
+        for depth in [1, 7, 16, 32, 45, 100] {
+            let x: Vec<f32> = (0..3 * depth)
+                .map(|_| rng.u() as i32 as f32 / 1e8)
+                .collect();
+            let (mut want, mut got) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+            portable(&x, 3, depth, 1.3, &mut want);
+            assert!(softmax_f32(isa, &x, 3, depth, 1.3, &mut got));
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.to_bits(), w.to_bits(), "{isa:?} depth {depth}");
+            }
+        }
+    }
+}
+
+#[test]
 fn quantize_f32_matches_scalar() {
     use crate::kernels::elementwise::quantize_f32 as scalar;
     let mut rng = Rng(11);

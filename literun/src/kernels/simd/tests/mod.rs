@@ -26,6 +26,8 @@ macro_rules! fast_vs_portable {
     };
 }
 
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+mod batch_matmul_f32;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;

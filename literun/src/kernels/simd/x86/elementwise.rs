@@ -291,6 +291,64 @@ pub(crate) fn unary_f32(
     }
 }
 
+/// [`crate::kernels::elementwise::gelu_f32`] compiled for `isa`'s vectors, with fused
+/// multiply-adds (within a few ulp of the portable kernel).
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f32]) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { gelu_f32_avx512(approximate, input, out) }
+    } else {
+        // SAFETY: only called for an available x86 ISA (`has_elementwise`), all of which
+        // include AVX2 and FMA.
+        unsafe { gelu_f32_avx2(approximate, input, out) }
+    }
+}
+
+/// [`crate::kernels::softmax::softmax_f32_fast`] compiled for `isa`'s vectors.
+#[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+pub(crate) fn softmax_f32(
+    isa: Isa,
+    input: &[f32],
+    outer: usize,
+    depth: usize,
+    beta: f32,
+    out: &mut [f32],
+) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { softmax_f32_avx512(input, outer, depth, beta, out) }
+    } else {
+        // SAFETY: only called for an available x86 ISA (`has_elementwise`), all of which
+        // include AVX2 and FMA.
+        unsafe { softmax_f32_avx2(input, outer, depth, beta, out) }
+    }
+}
+
+/// [`crate::kernels::layer_norm::layer_norm_f32`] compiled for `isa`'s vectors.
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+pub(crate) fn layer_norm_f32(
+    isa: Isa,
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) {
+    if isa == Isa::Avx512Vnni {
+        // SAFETY: Avx512Vnni is only chosen when the CPU has AVX-512 F/BW/VL (`available`).
+        unsafe { layer_norm_f32_avx512(input, depth, eps, affine, out) }
+    } else {
+        // SAFETY: only called for an available x86 ISA (`has_elementwise`), all of which
+        // include AVX2 and FMA.
+        unsafe { layer_norm_f32_avx2(input, depth, eps, affine, out) }
+    }
+}
+
 /// `out[j * rows + i] = input[i * cols + j]` for `rows` 2 to 4 (`cols = input.len() / rows`):
 /// the transpose of a `[rows, cols]` matrix with few rows.
 #[cfg(feature = "ops-shape")]
@@ -364,6 +422,62 @@ fn unary_f32_avx512(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out
 #[target_feature(enable = "avx2,fma")]
 fn unary_f32_avx2(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: &mut [f32]) {
     crate::kernels::elementwise::unary_loops(op, input, out)
+}
+
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn gelu_f32_avx512(approximate: bool, input: &[f32], out: &mut [f32]) {
+    crate::kernels::elementwise::gelu_loops_fma(approximate, input, out)
+}
+
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+#[target_feature(enable = "avx2,fma")]
+fn gelu_f32_avx2(approximate: bool, input: &[f32], out: &mut [f32]) {
+    crate::kernels::elementwise::gelu_loops_fma(approximate, input, out)
+}
+
+#[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn softmax_f32_avx512(input: &[f32], outer: usize, depth: usize, beta: f32, out: &mut [f32]) {
+    crate::kernels::softmax::softmax_fast_loops(input, outer, depth, beta, out)
+}
+
+#[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
+#[target_feature(enable = "avx2,fma")]
+fn softmax_f32_avx2(input: &[f32], outer: usize, depth: usize, beta: f32, out: &mut [f32]) {
+    crate::kernels::softmax::softmax_fast_loops(input, outer, depth, beta, out)
+}
+
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
+fn layer_norm_f32_avx512(
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) {
+    crate::kernels::layer_norm::layer_norm_loops(input, depth, eps, affine, out)
+}
+
+#[cfg(all(
+    feature = "ops-reduce",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+#[target_feature(enable = "avx2,fma")]
+fn layer_norm_f32_avx2(
+    input: &[f32],
+    depth: usize,
+    eps: f32,
+    affine: crate::kernels::layer_norm::Affine<'_>,
+    out: &mut [f32],
+) {
+    crate::kernels::layer_norm::layer_norm_loops(input, depth, eps, affine, out)
 }
 
 // ------------------------------------------------------------------------------ QUANTIZE
