@@ -17,7 +17,7 @@ use super::context::{f32_inputs, tag, Ctx};
 use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
-use crate::kernels::simd::{self, FastScratch, Isa};
+use crate::kernels::simd::{self, Isa, Workers};
 use crate::kernels::{batch_matmul, elementwise as ew};
 use crate::model::{DType, OpDesc};
 use crate::quant::{quantize_multiplier, OutputStage};
@@ -372,7 +372,7 @@ impl BatchMatMul {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        s: &mut [FastScratch],
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -395,7 +395,7 @@ impl BatchMatMul {
                 *adj_y,
                 cast_out(out).ok()?,
                 out_shape,
-                &mut s.first_mut()?.f32s,
+                &mut s.caller_scratch()?.f32s,
             )
             .then_some(()),
             _ => None,

@@ -210,6 +210,11 @@ impl Workers {
     pub(crate) fn scratch(&self) -> &[FastScratch] {
         &self.scratch
     }
+
+    /// The calling thread's scratch, for kernels that run on it alone.
+    pub(crate) fn caller_scratch(&mut self) -> Option<&mut FastScratch> {
+        self.scratch.first_mut()
+    }
 }
 
 /// Multiply-accumulates below which an operator stays on the calling thread: such a layer
