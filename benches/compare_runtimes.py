@@ -4,9 +4,10 @@
     /work/pyenv/bin/python benches/compare_runtimes.py --litecvt target/release/litecvt \
         [--models mobilenetv2_block,mnv2_224,convnet_112] [--rounds 5] [--runs 20]
 
-For every model (the fixtures, plus generated bigger ones: a MobileNetV2 (width 1.0, 224x224,
-random weights), a conv-heavy 3x3 CNN at 112x112 and a 2-layer transformer encoder (d=64,
-4 heads, seq 32: `encoder_2l`)) it
+For every model (the fixtures, plus generated ones with random weights: a MobileNetV2 (width
+1.0 at 224x224 `mnv2_224` and 112x112 `mnv2_112`, width 0.35 at 96x96 `mnv2_035_96`), a ResNet18 at
+112x112 (`resnet18_112`), a conv-heavy 3x3 CNN at 112x112 (`convnet_112`) and a 2-layer transformer
+encoder (d=64, 4 heads, seq 32: `encoder_2l`)) it
   - converts the ONNX file with `litecvt convert` to float and to full int8 (calibrated on
     calibration/<model> for the fixtures, on random samples for the generated models);
   - quantizes the ONNX file with ONNX Runtime's `quantize_static` (QDQ, per-channel, MinMax,
@@ -91,16 +92,25 @@ def _finish(nodes, inits, rng, x, cin, classes, size, name, path):
     onnx.save(m, str(path))
 
 
-def make_mobilenetv2(path: Path, size: int) -> None:
-    """MobileNetV2 1.0 (inverted residuals, ReLU6, PyTorch's symmetric padding), random weights
-    (BatchNorm already folded: conv + bias)."""
+def _divisible(v: float, d: int = 8) -> int:
+    """torchvision's `_make_divisible`: channels rounded to a multiple of 8, never 10% below."""
+    r = max(d, int(v + d / 2) // d * d)
+    return r + d if r < 0.9 * v else r
+
+
+def make_mobilenetv2(path: Path, size: int, width: float = 1.0) -> None:
+    """MobileNetV2 (inverted residuals, ReLU6, PyTorch's symmetric padding) at width multiplier
+    `width` (channels as torchvision rounds them), random weights (BatchNorm already folded:
+    conv + bias)."""
     rng = np.random.default_rng(0)
     nodes, inits = [], []
-    x = _conv(nodes, inits, rng, "stem", "input", 3, 32, 3, 2)
-    cin = 32
+    stem = _divisible(32 * width)
+    x = _conv(nodes, inits, rng, "stem", "input", 3, stem, 3, 2)
+    cin = stem
     i = 0
     for t, c, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
                        (6, 160, 3, 2), (6, 320, 1, 1)]:
+        c = _divisible(c * width)
         for j in range(n):
             stride = s if j == 0 else 1
             hid = cin * t
@@ -116,6 +126,41 @@ def make_mobilenetv2(path: Path, size: int) -> None:
             x, cin, i = y, c, i + 1
     x = _conv(nodes, inits, rng, "head", x, cin, 1280, 1, 1)
     _finish(nodes, inits, rng, x, 1280, 1000, size, "mobilenetv2", path)
+
+
+def make_mobilenetv2_035(path: Path, size: int) -> None:
+    make_mobilenetv2(path, size, 0.35)
+
+
+def make_resnet18(path: Path, size: int) -> None:
+    """ResNet18 (basic blocks, ReLU, 1x1 stride-2 shortcuts, the 3x3 max-pool stem), random
+    weights with BatchNorm folded; 1000 classes."""
+    import onnx.helper as h
+    rng = np.random.default_rng(3)
+    nodes, inits = [], []
+
+    def conv(name, x, cin, cout, k, stride, relu=True):
+        y = _conv(nodes, inits, rng, name, x, cin, cout, k, stride, act=False)
+        if relu:
+            nodes.append(h.make_node("Relu", [y], [f"{name}.relu"]))
+            return f"{name}.relu"
+        return y
+
+    x = conv("stem", "input", 3, 64, 7, 2)
+    nodes.append(h.make_node("MaxPool", [x], ["stem.pool"], kernel_shape=[3, 3], strides=[2, 2],
+                             pads=[1, 1, 1, 1]))
+    x, cin = "stem.pool", 64
+    for stage, c in enumerate([64, 128, 256, 512]):
+        for b in range(2):
+            stride = 2 if stage > 0 and b == 0 else 1
+            p = f"s{stage}b{b}"
+            y = conv(f"{p}.c1", x, cin, c, 3, stride)
+            y = conv(f"{p}.c2", y, c, c, 3, 1, relu=False)
+            short = conv(f"{p}.down", x, cin, c, 1, stride, relu=False) if stride != 1 or cin != c else x
+            nodes.append(h.make_node("Add", [y, short], [f"{p}.add"]))
+            nodes.append(h.make_node("Relu", [f"{p}.add"], [f"{p}.out"]))
+            x, cin = f"{p}.out", c
+    _finish(nodes, inits, rng, x, cin, 1000, size, "resnet18", path)
 
 
 def make_convnet(path: Path, size: int) -> None:
@@ -206,6 +251,8 @@ GENERATED = {
     "mnv2_224": (make_mobilenetv2, 224, (1, 3, 224, 224)),
     "mnv2_112": (make_mobilenetv2, 112, (1, 3, 112, 112)),
     "convnet_112": (make_convnet, 112, (1, 3, 112, 112)),
+    "mnv2_035_96": (make_mobilenetv2_035, 96, (1, 3, 96, 96)),
+    "resnet18_112": (make_resnet18, 112, (1, 3, 112, 112)),
     "encoder_2l": (make_encoder, 2, (1, ENC_SEQ, ENC_D)),
 }
 
