@@ -150,6 +150,12 @@ enum LiterunStatus literun_set_input(struct LiterunInterpreter *interpreter,
 // Runs the model on the current inputs.
 enum LiterunStatus literun_invoke(struct LiterunInterpreter *interpreter);
 
+// Restores the model's state to what it was before the first `literun_invoke` (LiteRT's
+// `reset_all_variables`): resource variables forget their values and the subgraphs that
+// initialise them run again on the next invoke, so a streaming model starts its sequence over.
+// Does nothing for a model without state.
+enum LiterunStatus literun_reset_variables(struct LiterunInterpreter *interpreter);
+
 // Copies output `index` (valid after `literun_invoke`) into `dst`, which has room for `bytes`
 // bytes; `bytes` must be the output's size.
 enum LiterunStatus literun_get_output(const struct LiterunInterpreter *interpreter,

@@ -481,6 +481,21 @@ pub unsafe extern "C" fn literun_invoke(interpreter: *mut LiterunInterpreter) ->
     })
 }
 
+/// Restores the model's state to what it was before the first `literun_invoke` (LiteRT's
+/// `reset_all_variables`): resource variables forget their values and the subgraphs that
+/// initialise them run again on the next invoke, so a streaming model starts its sequence over.
+/// Does nothing for a model without state.
+#[no_mangle]
+pub unsafe extern "C" fn literun_reset_variables(
+    interpreter: *mut LiterunInterpreter,
+) -> LiterunStatus {
+    guard(|| {
+        let it = interpreter.as_mut().ok_or_else(|| null("interpreter"))?;
+        it.interp.reset_variables();
+        Ok(())
+    })
+}
+
 /// Copies output `index` (valid after `literun_invoke`) into `dst`, which has room for `bytes`
 /// bytes; `bytes` must be the output's size.
 #[no_mangle]

@@ -220,6 +220,54 @@ fn resize_input_follows_the_shape_signature() {
     }
 }
 
+/// A streaming model (TensorFlow-made, state in resource variables): the same frame gives a
+/// different output once the state has moved, and the first output again after a reset.
+#[test]
+fn reset_variables_starts_a_stream_over() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/tf/");
+    let bytes = std::fs::read(format!("{root}streaming_state.tflite")).unwrap();
+    let frames = npy_data(&format!("{root}streaming_state.input0.npy"));
+    let mut it = ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            literun_interpreter_create(bytes.as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok,
+            "{}",
+            last_error()
+        );
+        let mut info = blank();
+        assert_eq!(literun_input_info(it, 0, &mut info), LiterunStatus::Ok);
+        let frame = &frames[..info.bytes];
+        assert_eq!(literun_output_info(it, 0, &mut info), LiterunStatus::Ok);
+        let step = |it| {
+            let mut out = vec![0u8; info.bytes];
+            assert_eq!(
+                literun_set_input(it, 0, frame.as_ptr().cast(), frame.len()),
+                LiterunStatus::Ok
+            );
+            assert_eq!(literun_invoke(it), LiterunStatus::Ok, "{}", last_error());
+            assert_eq!(
+                literun_get_output(it, 0, out.as_mut_ptr().cast(), out.len()),
+                LiterunStatus::Ok
+            );
+            out
+        };
+        let first = step(it);
+        let mut moved = step(it);
+        for _ in 0..2 {
+            moved = step(it);
+        }
+        assert_ne!(first, moved, "the state should change the output");
+        assert_eq!(literun_reset_variables(it), LiterunStatus::Ok);
+        assert_eq!(step(it), first);
+        assert_eq!(
+            literun_reset_variables(ptr::null_mut()),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(it);
+    }
+}
+
 #[test]
 fn a_model_that_only_runs_resized_is_created_with_its_shape() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/tf/");
