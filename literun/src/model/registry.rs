@@ -311,6 +311,8 @@ pub(crate) fn missing_type_feature(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use alloc::{vec, vec::Vec};
 
     /// Every supported operator has a family feature and its schema name, and nothing else does.
     #[test]
@@ -324,7 +326,11 @@ mod tests {
             assert_eq!(compiled_arity(code), want, "{code:?}");
             match supported_name(code) {
                 Some(n) => assert_eq!(Some(n), code.variant_name(), "{code:?}"),
-                None => assert!(!supported, "{code:?}"),
+                // Without `error-details`, families not compiled in may go unnamed.
+                None => assert!(
+                    !supported || (!compiled && !cfg!(feature = "error-details")),
+                    "{code:?}"
+                ),
             }
         }
     }

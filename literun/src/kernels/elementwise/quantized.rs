@@ -338,6 +338,8 @@ pub fn binary_quantized<T: crate::kernels::Quantized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use alloc::{vec, vec::Vec};
 
     #[test]
     fn int8_add_and_sub_tables_give_the_direct_values() {

@@ -194,6 +194,8 @@ pub fn unary_i32(op: UnaryOp, input: &[i32], out: &mut [i32]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use alloc::{vec, vec::Vec};
 
     #[test]
     fn unaries() {

@@ -4,6 +4,8 @@
 use super::*;
 use crate::kernels::{conv, depthwise_conv, fully_connected};
 use crate::quant::quantize_multiplier;
+#[allow(unused_imports)]
+use alloc::{format, vec, vec::Vec};
 
 /// A test of one fast path against the portable kernel: `$body` runs for cases `0..$cases` on
 /// every ISA this CPU has ([`isas`]), drawing from one `Rng($seed)` for all of them.

@@ -563,7 +563,7 @@ pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
         };
         let p = Rq16::load(rq, c);
         let cached = rq.fused.then(|| {
-            let mut cache = vec![0; rq.shift.len() / 16 * FUSED_CACHE_WORDS];
+            let mut cache = alloc::vec![0; rq.shift.len() / 16 * FUSED_CACHE_WORDS];
             fused_cache(rq, &mut cache);
             let q = Rq16::load_cached(rq, &cache, c);
             (in_order(&q), v16(q.rshift))
