@@ -190,8 +190,7 @@ pub(super) fn run_variable_op<'m>(
                 .first()
                 .is_some_and(|&b| b != 0);
             let it = &mut call.interpreters[usize::from(!taken)];
-            let ins: Vec<usize> = op.inputs[1..].iter().flatten().copied().collect();
-            set_inputs(it, &ins, tensors, locs, arena, packed)?;
+            set_inputs(it, &op.inputs[1..], tensors, locs, arena, packed)?;
             it.invoke_with(store)?;
             get_outputs(it, &op.outputs, locs, arena)
         }
@@ -200,9 +199,8 @@ pub(super) fn run_variable_op<'m>(
             // subgraph's arena to the other's (the interpreters check they have equal sizes).
             let (cond, body) = call.interpreters.split_at_mut(1);
             let (cond, body) = (&mut cond[0], &mut body[0]);
-            let ins: Vec<usize> = op.inputs.iter().flatten().copied().collect();
-            set_inputs(cond, &ins, tensors, locs, arena, packed)?;
-            set_inputs(body, &ins, tensors, locs, arena, packed)?;
+            set_inputs(cond, &op.inputs, tensors, locs, arena, packed)?;
+            set_inputs(body, &op.inputs, tensors, locs, arena, packed)?;
             loop {
                 cond.invoke_with(store)?;
                 if cond.output(0)?.bytes().first().is_none_or(|&b| b == 0) {
@@ -210,7 +208,7 @@ pub(super) fn run_variable_op<'m>(
                 }
                 body.invoke_with(store)?;
                 // Through the condition's inputs (no allocation while invoking).
-                for k in 0..ins.len() {
+                for k in 0..op.inputs.len() {
                     copy(cond.input_mut(k)?.bytes_mut(), body.output(k)?.bytes())?;
                     let t = cond.model().inputs()[k].tensor;
                     copy(body.input_mut(k)?.bytes_mut(), cond.tensor(t)?.bytes())?;
@@ -262,13 +260,15 @@ fn copy(dst: &mut [u8], src: &[u8]) -> Result<()> {
 #[cfg(feature = "ops-variables")]
 fn set_inputs(
     it: &mut Interpreter<'_>,
-    from: &[usize],
+    from: &[Option<usize>],
     tensors: &[TensorDesc<'_>],
     locs: &[Loc],
     arena: &[u8],
     packed: &[u8],
 ) -> Result<()> {
+    // Every input of IF and WHILE is required (the operator table), so none is omitted.
     for (k, &t) in from.iter().enumerate() {
+        let t = t.unwrap_or(usize::MAX);
         let value = variables::bytes_of(t, tensors, locs, arena, packed);
         copy(it.input_mut(k)?.bytes_mut(), value)?;
     }
