@@ -511,3 +511,28 @@ fn int16x8_digits_accuracy_matches_float_and_needs_calibration() {
     });
     assert!(err.contains("int16x8 needs --calibration"), "{err}");
 }
+
+#[test]
+fn lstm_cells_run_int16_with_float_gates_in_full_int8() {
+    // The LSTM's unrolled ops run 16x8 (its LOGISTIC/TANH gates in float): in int8 each time
+    // step's rounding feeds the next. `--strict-int8` keeps the whole cell int8.
+    let model = root().join("fixtures/ops/lstm_forward.onnx");
+    let data = root().join("fixtures/ops/lstm_forward.input.npy");
+    let input = npy::read(&data).unwrap();
+    let float = convert_file(&model, &ConvertOptions::default()).unwrap();
+    let reference = run(&float.bytes, &input);
+    let mut opts = with_calibration(data);
+    let mixed = convert_file(&model, &opts).unwrap();
+    opts.int8.strict = true;
+    let strict = convert_file(&model, &opts).unwrap();
+    assert!(mixed.quantization.as_ref().unwrap().recurrent_int16 > 0);
+    assert_eq!(strict.quantization.as_ref().unwrap().recurrent_int16, 0);
+    assert!(quantized_types(&mixed.bytes).contains(&literun::DType::I16));
+    assert!(!quantized_types(&strict.bytes).contains(&literun::DType::I16));
+    let snr = |c: &Conversion| error_stats(&run(&c.bytes, &input), &reference).snr_db;
+    let (mixed_snr, strict_snr) = (snr(&mixed), snr(&strict));
+    assert!(
+        mixed_snr > strict_snr + 10.0 && mixed_snr > 45.0,
+        "int16 cell {mixed_snr} dB, int8 cell {strict_snr} dB"
+    );
+}

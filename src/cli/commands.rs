@@ -300,6 +300,12 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
             before
         );
     }
+    if q.recurrent_int16 > 0 {
+        outln!(
+            "  LSTM/GRU cells with int16 activations and float gate functions: {} layer(s)",
+            q.recurrent_int16
+        );
+    }
     if !q.int16_for_snr.is_empty() {
         outln!(
             "  int16 activations to meet --min-snr ({}): {}",
@@ -321,8 +327,17 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
             q.error_samples
         );
         for o in &q.outputs {
+            let per_sample = &o.sample_snr_db;
+            let worst = if per_sample.len() > 1 {
+                let mean =
+                    per_sample.iter().map(|s| s.min(150.0)).sum::<f64>() / per_sample.len() as f64;
+                let min = per_sample.iter().copied().fold(f64::INFINITY, f64::min);
+                format!(" (per sample: mean {mean:.1}, lowest {min:.1} dB)")
+            } else {
+                String::new()
+            };
             outln!(
-                "    output '{}': SNR {:.1} dB, max abs error {:.3e}",
+                "    output '{}': SNR {:.1} dB{worst}, max abs error {:.3e}",
                 o.tensor,
                 o.snr_db,
                 o.max_abs_error

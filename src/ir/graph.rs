@@ -78,6 +78,9 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     pub inputs: Vec<TensorId>,
     pub outputs: Vec<TensorId>,
+    /// Names of the nodes an LSTM or GRU was unrolled into: full int8 runs them with int16
+    /// activations, as TFLite's integer LSTM kernel keeps its gates and cell state in int16.
+    pub recurrent_nodes: Vec<String>,
 }
 
 impl Graph {

@@ -133,7 +133,10 @@ pub fn to_nhwc(graph: &mut Graph, opts: LayoutOptions) -> Result<LayoutReport> {
     }
     let mut rw = Rewriter {
         old: graph,
-        new: Graph::default(),
+        new: Graph {
+            recurrent_nodes: graph.recurrent_nodes.clone(),
+            ..Graph::default()
+        },
         placed: HashMap::new(),
         cache: HashMap::new(),
         consumers,

@@ -257,7 +257,8 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         dequantize_ops: 0,
     };
     // Each node's activation type and rule are decided on the float graph, before any tensor
-    // becomes quantized; a node asked to run in int16 without a 16x8 kernel keeps int8.
+    // becomes quantized; a node asked to run in int16 without a 16x8 kernel keeps int8 if it
+    // only moves values and runs in float if it computes.
     let int16: HashSet<&str> = opts.int16_nodes.iter().map(String::as_str).collect();
     let rules: Vec<(weights::Activations, Option<OutputRule>)> = g
         .nodes
@@ -267,6 +268,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
             match (wide, params::int16_rule(g, n)) {
                 (true, Some(r)) => (weights::Activations::Int16, Some(r)),
                 (true, None) if act == weights::Activations::Int16 => (act, None),
+                // A computing op among int16 ones (an LSTM gate's LOGISTIC or TANH) runs in
+                // float: int8 would round what the int16 ops around it keep.
+                (true, None) if !opts.strict && !params::moves_values(&n.op) => {
+                    (weights::Activations::Int16, None)
+                }
                 _ => (weights::Activations::Int8, params::int8_rule(g, n)),
             }
         })

@@ -62,6 +62,9 @@ pub struct QuantReport {
     pub kept_float_for_snr: Vec<String>,
     /// Nodes `--min-snr` moved to int16 activations (int16x8), in the order they were chosen.
     pub int16_for_snr: Vec<String>,
+    /// Unrolled LSTM/GRU layers run with int16 activations (as TFLite's integer LSTM), their
+    /// gates' LOGISTIC and TANH in float.
+    pub recurrent_int16: usize,
     /// Tensors between two layers whose channels cross-layer equalization balanced.
     pub equalized: Vec<String>,
     /// Layers (by output tensor) whose bias empirical bias correction changed.
@@ -88,6 +91,7 @@ impl QuantReport {
             calibration_method: String::new(),
             kept_float_for_snr: vec![],
             int16_for_snr: vec![],
+            recurrent_int16: 0,
             equalized: vec![],
             bias_corrected: vec![],
             rounded_weight_layers: 0,
@@ -362,6 +366,14 @@ fn keep_rounded_weights(
     }
 }
 
+/// The unrolled LSTM/GRU layers of `g` (by name: each unrolled op keeps its layer's name).
+fn recurrent_layers(g: &Graph) -> Vec<String> {
+    let mut names = g.recurrent_nodes.clone();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Keeps the nodes between ops that stay float in float too (in `q` and `best`) if the model is
 /// measurably better so on the error samples.
 fn keep_float_between_float_ops(q: &mut Quantizer<'_>, best: &mut Attempt) -> Result<()> {
@@ -473,10 +485,21 @@ fn calibrated(
         .with_context(|| format!("{label}: measuring quantization error"))?;
     let mut int8 = opts.int8.clone();
     int8.activations = activations;
+    // An unrolled LSTM/GRU's cell runs 16x8, as TFLite's integer LSTM kernel keeps its gates
+    // and cell state in int16: in int8 each time step's rounding feeds the next one.
+    let recurrent =
+        if activations == weights::Activations::Int8 && !model.is_static() && !opts.int8.strict {
+            recurrent_layers(graph)
+        } else {
+            vec![]
+        };
     // Mixed precision's int16 tensors take min/max ranges: 16 bits need no clipping.
-    if activations == weights::Activations::Int8 && opts.min_snr_db.is_some() {
+    if activations == weights::Activations::Int8
+        && (opts.min_snr_db.is_some() || !recurrent.is_empty())
+    {
         int8.int16_ranges = Some(std::sync::Arc::new(ranges_by((Method::MinMax, false))));
     }
+    int8.int16_nodes.extend(recurrent.iter().cloned());
     // int16x8 is calibrated: an int8 QDQ model's parameters do not apply.
     if activations == weights::Activations::Int8 {
         int8.qdq = model.clone();
@@ -609,6 +632,7 @@ fn calibrated(
         layers,
         kept_float_for_snr: precision.float,
         int16_for_snr: precision.int16,
+        recurrent_int16: recurrent.len(),
         equalized,
         bias_corrected,
         rounded_weight_layers: rounded_layers,

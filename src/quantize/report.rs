@@ -16,6 +16,10 @@ pub struct LayerError {
     pub op: String,
     pub snr_db: f64,
     pub max_abs_error: f32,
+    /// A model output's SNR on each sample (its own signal against its own error); empty for
+    /// inner tensors.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sample_snr_db: Vec<f64>,
 }
 
 #[derive(Default, Clone)]
@@ -183,6 +187,7 @@ pub fn layer_errors(
             op: qlabels[t].1.clone(),
             snr_db: a.snr_db(),
             max_abs_error: a.max_abs,
+            sample_snr_db: vec![],
         })
         .collect();
     out.sort_by(|a, b| a.snr_db.total_cmp(&b.snr_db));
@@ -231,7 +236,11 @@ pub fn output_errors(
     let mut out = Vec::new();
     for (j, name) in float.names.iter().enumerate() {
         let mut a = Acc::default();
+        let mut per_sample = Vec::new();
         for (f, q) in float.values.iter().zip(&q) {
+            let mut one = Acc::default();
+            one.add(&f[j], q[j].iter().copied());
+            per_sample.push(one.snr_db());
             a.add(&f[j], q[j].iter().copied());
         }
         out.push(LayerError {
@@ -239,6 +248,7 @@ pub fn output_errors(
             op: "output".into(),
             snr_db: a.snr_db(),
             max_abs_error: a.max_abs,
+            sample_snr_db: per_sample,
         });
     }
     Ok(out)

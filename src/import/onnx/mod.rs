@@ -684,8 +684,17 @@ impl<'m> Importer<'m> {
             "ArgMax" => self.argmax(n, &a, false),
             "ArgMin" => self.argmax(n, &a, true),
             "TopK" => self.topk(n, &a),
-            "LSTM" => recurrent::lstm(self, n, &a),
-            "GRU" => recurrent::gru(self, n, &a),
+            "LSTM" | "GRU" => {
+                let first = self.g.nodes.len();
+                let r = if n.op_type == "LSTM" {
+                    recurrent::lstm(self, n, &a)
+                } else {
+                    recurrent::gru(self, n, &a)
+                };
+                let unrolled = self.g.nodes[first..].iter().map(|n| n.name.clone());
+                self.g.recurrent_nodes.extend(unrolled);
+                r
+            }
             "Cast" => self.cast(n, &a),
             "CastLike" => self.cast_like(n),
             "Resize" | "Upsample" => self.resize(n, &a),
