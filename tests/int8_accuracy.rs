@@ -371,3 +371,82 @@ fn bool_inputs_pass_through_calibration() {
         convert_bytes(&b.bytes(), "m.onnx", &full_int8(dir.path())).expect_err("0.5 is not a bool");
     assert!(format!("{e:#}").contains("all.npy"), "{e:#}");
 }
+
+/// Conv3x3 → LeakyRelu → Max(x, -0.4) → MaxPool → Conv1x1, the first conv's output channels
+/// scaled from 1e-2 to 10 (openWakeWord's embedding model has these blocks).
+fn leaky_clamp_pool_model() -> Vec<u8> {
+    let (c, cin) = (8usize, 3usize);
+    let s: Vec<f32> = (0..c)
+        .map(|i| 1e-2f32 * 1000f32.powf(i as f32 / (c - 1) as f32))
+        .collect();
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, cin as i64, 16, 16]);
+    let mut w = noise(c * cin * 9, 3);
+    for (i, v) in w.iter_mut().enumerate() {
+        *v *= s[i / (cin * 9)];
+    }
+    b.init(ftensor("w0", &[c as i64, cin as i64, 3, 3], w));
+    b.init(ftensor("b0", &[c as i64], noise(c, 4)));
+    b.init(ftensor("floor", &[1, 1, 1, 1], vec![-0.4]));
+    let mut w1 = noise(4 * c, 5);
+    for (i, v) in w1.iter_mut().enumerate() {
+        *v /= s[i % c];
+    }
+    b.init(ftensor("w1", &[4, c as i64, 1, 1], w1));
+    use litecvt::import::builder::Attr;
+    b.node(
+        "Conv",
+        "conv0",
+        &["input", "w0", "b0"],
+        &["conv0"],
+        vec![("pads", Attr::Is(vec![1, 1, 1, 1]))],
+    );
+    b.node(
+        "LeakyRelu",
+        "leaky",
+        &["conv0"],
+        &["leaky"],
+        vec![("alpha", Attr::F(0.2))],
+    );
+    b.node("Max", "clamp", &["leaky", "floor"], &["clamp"], vec![]);
+    b.node(
+        "MaxPool",
+        "pool",
+        &["clamp"],
+        &["pool"],
+        vec![
+            ("kernel_shape", Attr::Is(vec![2, 2])),
+            ("strides", Attr::Is(vec![2, 2])),
+        ],
+    );
+    b.node("Conv", "conv1", &["pool", "w1"], &["output"], vec![]);
+    b.output("output");
+    b.bytes()
+}
+
+#[test]
+fn equalization_crosses_leaky_relu_clamps_and_pooling() {
+    let model = leaky_clamp_pool_model();
+    let float = convert(&model, &ConvertOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 3, 16, 16], 16, 7);
+    let input = NpyArray::f32(
+        vec![1, 3, 16, 16],
+        noise(768, 77).iter().map(|x| x * 4.0).collect(),
+    );
+    let reference = run(&float.bytes, &input);
+    let mut opts = full_int8(dir.path());
+    let with = convert(&model, &opts);
+    opts.no_equalize = true;
+    let without = convert(&model, &opts);
+    let equalized = &with.quantization.as_ref().unwrap().equalized;
+    assert_eq!(equalized.len(), 1, "{equalized:?}");
+    let (snr_with, snr_without) = (
+        error_stats(&run(&with.bytes, &input), &reference).snr_db,
+        error_stats(&run(&without.bytes, &input), &reference).snr_db,
+    );
+    println!("full int8: {snr_with:.1} dB equalized, {snr_without:.1} dB not");
+    // The clamp's bound moves with each channel's scale, or the equalized model would be wrong.
+    assert!(snr_with > 30.0, "{snr_with}");
+    assert!(snr_with > snr_without + 6.0, "{snr_with} vs {snr_without}");
+}

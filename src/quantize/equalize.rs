@@ -1,8 +1,10 @@
 //! Cross-layer equalization of activations (the precondition stage, before calibration): where
-//! a conv or dense layer's output feeds only another conv or dense layer, with nothing or a
-//! ReLU between, channel `c` of the tensor between them can be divided by `s[c] > 0` in the
-//! first layer's weights and bias and multiplied back in the second layer's weights for input
-//! channel `c` — exact in real arithmetic (ReLU is positively homogeneous). Int8 gives the
+//! a conv or dense layer's output feeds only another conv or dense layer, with nothing between
+//! or only ops that commute with a positive per-channel scale (ReLU, LeakyReLU, max or average
+//! pooling, a MAXIMUM/MINIMUM with a constant, whose constant is scaled with the channel),
+//! channel `c` of the tensors between them can be divided by `s[c] > 0` in the first layer's
+//! weights and bias and multiplied back in the second layer's weights for input channel `c` —
+//! exact in real arithmetic (those ops are positively homogeneous). Int8 gives the
 //! tensor one range for all channels, so a tensor whose channels span ranges 20x apart (a
 //! depthwise layer's output after its batch norm was folded in) rounds its small channels to a
 //! few steps; equalized, every channel uses the range.
@@ -14,7 +16,7 @@
 //! or non-homogeneous activations, where the rewrite would not be exact.
 
 use super::calibrate::Sample;
-use crate::ir::{Activation, ConstData, Graph, Layout, Op, TensorId};
+use crate::ir::{Activation, BinaryOp, ConstData, Graph, Layout, Op, TensorId, UnaryOp};
 use anyhow::Result;
 use std::collections::HashMap;
 
@@ -37,9 +39,15 @@ pub(super) enum Axis {
     DepthwiseInput { multiplier: usize },
 }
 
+/// Longest chain of scale-commuting ops between two equalized layers.
+const MAX_BETWEEN: usize = 4;
+
 /// A pair of layers and the tensor between them.
 struct Pair {
     tensor: TensorId,
+    /// The MAXIMUM/MINIMUM nodes between them whose constant operand (input 1) scales with the
+    /// channel.
+    clamps: Vec<usize>,
     producer: usize,
     producer_axis: Axis,
     consumer: usize,
@@ -85,7 +93,7 @@ fn pairs(g: &Graph) -> Vec<Pair> {
         if uses.get(&t) != Some(&1) || g.outputs.contains(&t) || c.inputs.get(1).is_none() {
             continue;
         }
-        let Some(&pi) = producers.get(&t) else {
+        let Some((pi, clamps)) = producer_through_homogeneous(g, &producers, &uses, t) else {
             continue;
         };
         let p = &g.nodes[pi];
@@ -123,6 +131,7 @@ fn pairs(g: &Graph) -> Vec<Pair> {
         }
         out.push(Pair {
             tensor: t,
+            clamps,
             producer: pi,
             producer_axis,
             consumer: ci,
@@ -131,6 +140,52 @@ fn pairs(g: &Graph) -> Vec<Pair> {
         });
     }
     out
+}
+
+/// The node producing `t` through a chain of single-use ops that commute with a positive
+/// per-channel scale (at most `MAX_BETWEEN`), and the MAXIMUM/MINIMUM-with-a-constant nodes of
+/// that chain.
+fn producer_through_homogeneous(
+    g: &Graph,
+    producers: &HashMap<TensorId, usize>,
+    uses: &HashMap<TensorId, usize>,
+    t: TensorId,
+) -> Option<(usize, Vec<usize>)> {
+    let channels = *g.shape(t).last()?;
+    let mut cur = t;
+    let mut clamps = Vec::new();
+    for _ in 0..=MAX_BETWEEN {
+        let pi = *producers.get(&cur)?;
+        let n = &g.nodes[pi];
+        let passes = match &n.op {
+            Op::Unary(UnaryOp::Relu | UnaryOp::LeakyRelu { .. }) => true,
+            Op::Pool2d {
+                layout: Layout::Nhwc,
+                ..
+            } => true,
+            Op::Binary {
+                op: BinaryOp::Max | BinaryOp::Min,
+                activation: Activation::None,
+            } => {
+                let ok = n.inputs.len() == 2
+                    && const_f32(g, n.inputs[1])
+                        .is_some_and(|k| k.len() == 1 || k.len() == channels)
+                    && !g.tensors[n.inputs[0]].is_const()
+                    && g.shape(n.inputs[0]) == g.shape(cur);
+                if ok {
+                    clamps.push(pi);
+                }
+                ok
+            }
+            _ => return Some((pi, clamps)),
+        };
+        let x = *n.inputs.first()?;
+        if !passes || uses.get(&x) != Some(&1) || g.outputs.contains(&x) {
+            return None;
+        }
+        cur = x;
+    }
+    None
 }
 
 /// Largest |weight| per channel along `axis` (`channels` of them).
@@ -278,6 +333,18 @@ pub fn equalize(g: &mut Graph, float_bytes: &[u8], samples: &[Sample]) -> Result
         if let Some(b) = bias {
             let nb = scale_channels(const_f32(g, b).expect("checked"), Axis::Last, &inv);
             g.tensors[b].data = Some(ConstData::F32(nb));
+        }
+        // A clamp's bound moves with its channel: a constant of its own, one value per channel.
+        for &ni in &p.clamps {
+            let k = g.nodes[ni].inputs[1];
+            let values: Vec<f32> = const_f32(g, k).expect("checked").iter().copied().collect();
+            let per_channel: Vec<f32> = (0..p.channels)
+                .map(|c| values[if values.len() == 1 { 0 } else { c }] * inv[c])
+                .collect();
+            let name = g.fresh_name(&format!("{}/equalized", g.tensors[k].name));
+            let data = ConstData::from_f32(&[p.channels], per_channel);
+            let id = g.add_const(name, data);
+            g.nodes[ni].inputs[1] = id;
         }
         done.push(g.tensors[p.tensor].name.clone());
     }
