@@ -43,6 +43,8 @@ typedef enum LiterunDtype {
   LITERUN_DTYPE_INT8 = 6,
   LITERUN_DTYPE_UINT8 = 7,
   LITERUN_DTYPE_INT16 = 8,
+  // Two float32 per element, real then imaginary part.
+  LITERUN_DTYPE_COMPLEX64 = 9,
 } LiterunDtype;
 
 // A loaded model and its interpreter (opaque).

@@ -50,6 +50,8 @@ pub enum LiterunDtype {
     Int8 = 6,
     Uint8 = 7,
     Int16 = 8,
+    /// Two float32 per element, real then imaginary part.
+    Complex64 = 9,
 }
 
 /// A model input or output.
@@ -159,6 +161,7 @@ fn dtype(d: DType) -> LiterunDtype {
         DType::I16 => LiterunDtype::Int16,
         // A resource handle holds the variable's id as an int32 (as in LiteRT).
         DType::Resource => LiterunDtype::Int32,
+        DType::Complex64 => LiterunDtype::Complex64,
     }
 }
 
