@@ -499,6 +499,21 @@ pub unsafe extern "C" fn literun_reset_variables(
     })
 }
 
+/// Sets the most passes of WHILE bodies one `literun_invoke` may run (all WHILE operators
+/// together); past it the invoke fails with `LITERUN_STATUS_RUNTIME`. Default 1,000,000: a file
+/// whose loop condition never turns false cannot keep `literun_invoke` from returning.
+#[no_mangle]
+pub unsafe extern "C" fn literun_set_max_while_iterations(
+    interpreter: *mut LiterunInterpreter,
+    max_iterations: u64,
+) -> LiterunStatus {
+    guard(|| {
+        let it = interpreter.as_mut().ok_or_else(|| null("interpreter"))?;
+        it.interp.set_max_while_iterations(max_iterations);
+        Ok(())
+    })
+}
+
 /// Copies output `index` (valid after `literun_invoke`) into `dst`, which has room for `bytes`
 /// bytes; `bytes` must be the output's size.
 #[no_mangle]
