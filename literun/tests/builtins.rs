@@ -426,3 +426,20 @@ fn bad_rfft2d_operands_are_refused() {
     let bytes = m.finish(&[x], &[o]);
     assert!(Interpreter::new(&Model::from_bytes(&bytes).unwrap()).is_err());
 }
+
+/// A COMPLEX64 constant is 8 bytes per value: a buffer of another size is an invalid model.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn complex64_constants_are_checked_like_the_others() {
+    for (bytes, ok) in [(16, true), (12, false), (8, false)] {
+        let mut m = ModelBuilder::new();
+        let z = m.const_bytes("z", &[2], TensorType::COMPLEX64, vec![0; bytes]);
+        let x = m.f32("x", &[2]);
+        let (re, o) = (m.f32("re", &[2]), m.f32("o", &[2]));
+        m.op(B::REAL, &[z], &[re], None);
+        m.op(B::ADD, &[x, re], &[o], None);
+        let file = m.finish(&[x], &[o]);
+        let r = Model::from_bytes(&file);
+        assert_eq!(r.is_ok(), ok, "{bytes} bytes: {:?}", r.err());
+    }
+}
