@@ -443,3 +443,31 @@ fn complex64_constants_are_checked_like_the_others() {
         assert_eq!(r.is_ok(), ok, "{bytes} bytes: {:?}", r.err());
     }
 }
+
+/// COMPLEX64 model inputs and outputs through `as_complex64(_mut)`: a RESHAPE passes the values
+/// through, COMPLEX_ABS gives their magnitudes.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn complex64_inputs_and_outputs() {
+    let mut m = ModelBuilder::new();
+    let z = m.tensor("z", &[2], TensorType::COMPLEX64);
+    let shape = m.const_i32("shape", &[2], &[1, 2]);
+    let r = m.tensor("r", &[1, 2], TensorType::COMPLEX64);
+    m.op(B::RESHAPE, &[z, shape], &[r], None);
+    let abs = m.f32("abs", &[2]);
+    m.op(B::COMPLEX_ABS, &[z], &[abs], None);
+    let bytes = m.finish(&[z], &[r, abs]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    let mut t = it.input_mut(0).unwrap();
+    assert!(t.as_f32_mut().is_err());
+    t.as_complex64_mut()
+        .unwrap()
+        .copy_from_slice(&[[3.0, 4.0], [-0.5, 0.0]]);
+    it.invoke().unwrap();
+    assert_eq!(
+        it.output(0).unwrap().as_complex64().unwrap(),
+        [[3.0, 4.0], [-0.5, 0.0]]
+    );
+    assert_eq!(it.output(1).unwrap().as_f32().unwrap(), [5.0, 0.5]);
+}
