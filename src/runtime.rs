@@ -204,6 +204,7 @@ fn npy_dtype_name(d: literun::DType) -> &'static str {
         literun::DType::I16 => "int16",
         // Not a numpy type: a resource variable's handle, never a model input or output.
         literun::DType::Resource => "resource",
+        literun::DType::Complex64 => "complex64",
     }
 }
 

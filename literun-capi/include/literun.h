@@ -43,6 +43,8 @@ typedef enum LiterunDtype {
   LITERUN_DTYPE_INT8 = 6,
   LITERUN_DTYPE_UINT8 = 7,
   LITERUN_DTYPE_INT16 = 8,
+  // Two float32 per element, real then imaginary part.
+  LITERUN_DTYPE_COMPLEX64 = 9,
 } LiterunDtype;
 
 // A loaded model and its interpreter (opaque).
@@ -155,6 +157,12 @@ enum LiterunStatus literun_invoke(struct LiterunInterpreter *interpreter);
 // initialise them run again on the next invoke, so a streaming model starts its sequence over.
 // Does nothing for a model without state.
 enum LiterunStatus literun_reset_variables(struct LiterunInterpreter *interpreter);
+
+// Sets the most passes of WHILE bodies one `literun_invoke` may run (all WHILE operators
+// together); past it the invoke fails with `LITERUN_STATUS_RUNTIME`. Default 1,000,000: a file
+// whose loop condition never turns false cannot keep `literun_invoke` from returning.
+enum LiterunStatus literun_set_max_while_iterations(struct LiterunInterpreter *interpreter,
+                                                    uint64_t max_iterations);
 
 // Copies output `index` (valid after `literun_invoke`) into `dst`, which has room for `bytes`
 // bytes; `bytes` must be the output's size.

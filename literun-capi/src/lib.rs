@@ -50,6 +50,8 @@ pub enum LiterunDtype {
     Int8 = 6,
     Uint8 = 7,
     Int16 = 8,
+    /// Two float32 per element, real then imaginary part.
+    Complex64 = 9,
 }
 
 /// A model input or output.
@@ -159,6 +161,7 @@ fn dtype(d: DType) -> LiterunDtype {
         DType::I16 => LiterunDtype::Int16,
         // A resource handle holds the variable's id as an int32 (as in LiteRT).
         DType::Resource => LiterunDtype::Int32,
+        DType::Complex64 => LiterunDtype::Complex64,
     }
 }
 
@@ -492,6 +495,21 @@ pub unsafe extern "C" fn literun_reset_variables(
     guard(|| {
         let it = interpreter.as_mut().ok_or_else(|| null("interpreter"))?;
         it.interp.reset_variables();
+        Ok(())
+    })
+}
+
+/// Sets the most passes of WHILE bodies one `literun_invoke` may run (all WHILE operators
+/// together); past it the invoke fails with `LITERUN_STATUS_RUNTIME`. Default 1,000,000: a file
+/// whose loop condition never turns false cannot keep `literun_invoke` from returning.
+#[no_mangle]
+pub unsafe extern "C" fn literun_set_max_while_iterations(
+    interpreter: *mut LiterunInterpreter,
+    max_iterations: u64,
+) -> LiterunStatus {
+    guard(|| {
+        let it = interpreter.as_mut().ok_or_else(|| null("interpreter"))?;
+        it.interp.set_max_while_iterations(max_iterations);
         Ok(())
     })
 }

@@ -268,6 +268,43 @@ fn reset_variables_starts_a_stream_over() {
     }
 }
 
+/// TensorFlow's `control_float` (a WHILE of four passes on its committed input) runs under a
+/// limit of four passes and fails with a runtime status naming the WHILE under three.
+#[test]
+fn while_passes_are_limited() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/tf/");
+    let bytes = std::fs::read(format!("{root}control_float.tflite")).unwrap();
+    let x = npy_data(&format!("{root}control_float.input0.npy"));
+    let mut it = ptr::null_mut();
+    unsafe {
+        assert_eq!(
+            literun_interpreter_create(bytes.as_ptr(), bytes.len(), &mut it),
+            LiterunStatus::Ok,
+            "{}",
+            last_error()
+        );
+        let run = |it, limit| {
+            assert_eq!(
+                literun_set_max_while_iterations(it, limit),
+                LiterunStatus::Ok
+            );
+            assert_eq!(
+                literun_set_input(it, 0, x.as_ptr().cast(), x.len()),
+                LiterunStatus::Ok
+            );
+            literun_invoke(it)
+        };
+        assert_eq!(run(it, 4), LiterunStatus::Ok, "{}", last_error());
+        assert_eq!(run(it, 3), LiterunStatus::Runtime);
+        assert!(last_error().contains("WHILE"), "{}", last_error());
+        assert_eq!(
+            literun_set_max_while_iterations(ptr::null_mut(), 1),
+            LiterunStatus::NullArgument
+        );
+        literun_interpreter_destroy(it);
+    }
+}
+
 #[test]
 fn a_model_that_only_runs_resized_is_created_with_its_shape() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/tf/");

@@ -17,6 +17,6 @@ pub mod plan;
 pub mod quant;
 
 pub use error::{Error, Result, UnsupportedOp};
-pub use interpreter::{Interpreter, Options, TensorMut, TensorRef};
+pub use interpreter::{Interpreter, Options, TensorMut, TensorRef, DEFAULT_MAX_WHILE_ITERATIONS};
 pub use kernels::simd::Isa;
 pub use model::{AlignedBytes, DType, Model, QuantParams, TensorInfo};

@@ -88,3 +88,29 @@ fn app_arena_matches_owned_and_invoke_does_not_allocate() {
         assert_eq!(it.output(0).unwrap().bytes(), &want[..], "{name}");
     }
 }
+
+/// RFFT2D's working memory is the kernel scratch and its twiddle factors are made when
+/// preparing: TensorFlow's spectral front-end (STFT, RFFT2D, COMPLEX_ABS...) invokes without
+/// allocating.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn spectral_front_end_invoke_does_not_allocate() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/tf/spectral_float.tflite");
+    let bytes = AlignedBytes::read_file(p).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let need = Interpreter::new(&m).unwrap().arena_bytes();
+    let mut buf = vec![0u8; need + 16];
+    let mut it = Interpreter::with_arena(&m, &mut buf).unwrap();
+    for (i, v) in it.input_f32_mut(0).unwrap().iter_mut().enumerate() {
+        *v = ((i * 37) % 11) as f32 * 0.1 - 0.5;
+    }
+    let n = allocations(|| it.invoke().unwrap());
+    assert_eq!(n, 0, "invoke allocated {n} times");
+    assert!(it
+        .output(0)
+        .unwrap()
+        .as_f32()
+        .unwrap()
+        .iter()
+        .all(|v| v.is_finite()));
+}

@@ -1,7 +1,8 @@
 //! TFLite Micro's builtins on small hand-built models: L2_POOL_2D (which TensorFlow's converter
 //! no longer writes), the integer forms and run-time errors of FLOOR_DIV, FLOOR_MOD, ADD_N,
-//! CUMSUM and REDUCE_ALL, and malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM
-//! (TensorFlow-made files are in `tf_builtins.rs`).
+//! CUMSUM and REDUCE_ALL, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
+//! malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM (TensorFlow-made files are in
+//! `tf_builtins.rs` and `tf_models.rs`).
 
 mod common;
 
@@ -321,4 +322,152 @@ fn bad_svdf_operands_are_refused() {
         // Not a variable: nothing writes the state, so the file is refused when loading.
         assert!(Model::from_bytes(&svdf_model_with(int8, 2, false)).is_err());
     }
+}
+
+/// RFFT2D cropping the rows and padding the columns (each slice of `[2, 3, 3]` taken as a
+/// 2 x 4 array), then COMPLEX_ABS; REAL and IMAG of a COMPLEX64 constant.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn rfft2d_crops_and_pads_and_complex_parts() {
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[2, 3, 3]);
+    let len = m.const_i32("fft_length", &[2], &[2, 4]);
+    let spectrum = m.tensor("spectrum", &[2, 2, 3], TensorType::COMPLEX64);
+    m.op(B::RFFT2D, &[x, len], &[spectrum], None);
+    let abs = m.f32("abs", &[2, 2, 3]);
+    m.op(B::COMPLEX_ABS, &[spectrum], &[abs], None);
+    let z: Vec<u8> = [1.5f32, -2.0, 0.25, 4.0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let c = m.const_bytes("z", &[2], TensorType::COMPLEX64, z);
+    let (re, im) = (m.f32("re", &[2]), m.f32("im", &[2]));
+    m.op(B::REAL, &[c], &[re], None);
+    m.op(B::IMAG, &[c], &[im], None);
+    let bytes = m.finish(&[x], &[abs, re, im]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    let xs: Vec<f32> = (0..18).map(|v| (v * v % 7) as f32 - 2.5).collect();
+    it.input_mut(0)
+        .unwrap()
+        .as_f32_mut()
+        .unwrap()
+        .copy_from_slice(&xs);
+    it.invoke().unwrap();
+    // The DFT of each slice's first 2 rows, their 3 columns padded to 4.
+    let mut want = Vec::new();
+    for slice in xs.chunks(9) {
+        for u in 0..2 {
+            for v in 0..3 {
+                let (mut re, mut im) = (0f64, 0f64);
+                for r in 0..2 {
+                    for c in 0..3 {
+                        let a = -2.0
+                            * std::f64::consts::PI
+                            * ((u * r) as f64 / 2.0 + (v * c) as f64 / 4.0);
+                        re += f64::from(slice[r * 3 + c]) * a.cos();
+                        im += f64::from(slice[r * 3 + c]) * a.sin();
+                    }
+                }
+                want.push(re.hypot(im) as f32);
+            }
+        }
+    }
+    assert_close(it.output(0).unwrap().as_f32().unwrap(), &want);
+    assert_eq!(it.output(1).unwrap().as_f32().unwrap(), [1.5, 0.25]);
+    assert_eq!(it.output(2).unwrap().as_f32().unwrap(), [-2.0, 4.0]);
+}
+
+/// RFFT2D whose fft_length is not two powers of two (LiteRT's kernel refuses them too), not a
+/// constant, not INT32, or disagrees with the output's shape, and COMPLEX_ABS of a float, are
+/// refused when preparing.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn bad_rfft2d_operands_are_refused() {
+    let prepare = |len: &[i32], len_type: TensorType, constant: bool, out: &[i32]| {
+        let mut m = ModelBuilder::new();
+        let x = m.f32("x", &[1, 4, 8]);
+        let l = if !constant {
+            m.tensor("len", &[2], TensorType::INT32)
+        } else if len_type == TensorType::INT64 {
+            let b = len
+                .iter()
+                .flat_map(|&v| i64::from(v).to_le_bytes())
+                .collect();
+            m.const_bytes("len", &[2], TensorType::INT64, b)
+        } else {
+            m.const_i32("len", &[len.len() as i32], len)
+        };
+        let o = m.tensor("o", out, TensorType::COMPLEX64);
+        m.op(B::RFFT2D, &[x, l], &[o], None);
+        let bytes = if constant {
+            m.finish(&[x], &[o])
+        } else {
+            m.finish(&[x, l], &[o])
+        };
+        let model = Model::from_bytes(&bytes).unwrap();
+        Interpreter::new(&model).map(|_| ())
+    };
+    let i32t = TensorType::INT32;
+    prepare(&[4, 8], i32t, true, &[1, 4, 5]).unwrap();
+    for len in [[4, 12], [3, 8], [0, 8], [4, -8], [i32::MIN, 8]] {
+        let e = prepare(&len, i32t, true, &[1, 4, 5]).unwrap_err();
+        assert!(e.to_string().contains("power of two"), "{len:?}: {e}");
+    }
+    assert!(prepare(&[4, 8, 1], i32t, true, &[1, 4, 5]).is_err());
+    assert!(prepare(&[4, 8], TensorType::INT64, true, &[1, 4, 5]).is_err());
+    assert!(prepare(&[4, 8], i32t, false, &[1, 4, 5]).is_err());
+    assert!(prepare(&[4, 8], i32t, true, &[1, 4, 8]).is_err());
+
+    let mut m = ModelBuilder::new();
+    let x = m.f32("x", &[3]);
+    let o = m.f32("o", &[3]);
+    m.op(B::COMPLEX_ABS, &[x], &[o], None);
+    let bytes = m.finish(&[x], &[o]);
+    assert!(Interpreter::new(&Model::from_bytes(&bytes).unwrap()).is_err());
+}
+
+/// A COMPLEX64 constant is 8 bytes per value: a buffer of another size is an invalid model.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn complex64_constants_are_checked_like_the_others() {
+    for (bytes, ok) in [(16, true), (12, false), (8, false)] {
+        let mut m = ModelBuilder::new();
+        let z = m.const_bytes("z", &[2], TensorType::COMPLEX64, vec![0; bytes]);
+        let x = m.f32("x", &[2]);
+        let (re, o) = (m.f32("re", &[2]), m.f32("o", &[2]));
+        m.op(B::REAL, &[z], &[re], None);
+        m.op(B::ADD, &[x, re], &[o], None);
+        let file = m.finish(&[x], &[o]);
+        let r = Model::from_bytes(&file);
+        assert_eq!(r.is_ok(), ok, "{bytes} bytes: {:?}", r.err());
+    }
+}
+
+/// COMPLEX64 model inputs and outputs through `as_complex64(_mut)`: a RESHAPE passes the values
+/// through, COMPLEX_ABS gives their magnitudes.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn complex64_inputs_and_outputs() {
+    let mut m = ModelBuilder::new();
+    let z = m.tensor("z", &[2], TensorType::COMPLEX64);
+    let shape = m.const_i32("shape", &[2], &[1, 2]);
+    let r = m.tensor("r", &[1, 2], TensorType::COMPLEX64);
+    m.op(B::RESHAPE, &[z, shape], &[r], None);
+    let abs = m.f32("abs", &[2]);
+    m.op(B::COMPLEX_ABS, &[z], &[abs], None);
+    let bytes = m.finish(&[z], &[r, abs]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    let mut t = it.input_mut(0).unwrap();
+    assert!(t.as_f32_mut().is_err());
+    t.as_complex64_mut()
+        .unwrap()
+        .copy_from_slice(&[[3.0, 4.0], [-0.5, 0.0]]);
+    it.invoke().unwrap();
+    assert_eq!(
+        it.output(0).unwrap().as_complex64().unwrap(),
+        [[3.0, 4.0], [-0.5, 0.0]]
+    );
+    assert_eq!(it.output(1).unwrap().as_f32().unwrap(), [5.0, 0.5]);
 }

@@ -165,3 +165,43 @@ fn tf_cnn_int8() {
     check_int8("cnn_int8");
     check_int8("cnn_int8io");
 }
+
+/// An audio front-end on COMPLEX64: RFFT2D (the STFT's 1-D transform, fft_length [1, 64], and a
+/// 2-D one, [8, 16]), COMPLEX_ABS, REAL and IMAG, then LOG. Both runtimes compute the transform
+/// in double precision and round once to float (LiteRT with Ooura's split-radix FFT, literun
+/// with radix-2), so a value can differ only where the two double results round to neighbouring
+/// floats: at most 2^-23 of the output's largest magnitude (one float step of it) for the
+/// spectra and their magnitudes (both `hypot` in double precision). The log magnitudes
+/// (LiteRT's LOG through XNNPack) are held to the float files' 1e-5.
+#[cfg(feature = "ops-fft")]
+#[test]
+fn tf_spectral_front_end() {
+    let stem = "spectral_float";
+    let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap();
+    let x = read_npy(&dir().join(format!("{stem}.input0.npy")));
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&x.data);
+    it.invoke().unwrap();
+    for j in 0..m.outputs().len() {
+        let o = it.output(j).unwrap();
+        let got: Vec<f64> = o.as_f32().unwrap().iter().map(|&v| f64::from(v)).collect();
+        let (shape, want) = expected(&format!("{stem}.out{j}.litert.npy"), DType::F32);
+        assert_eq!(o.shape(), &shape[..], "output {j}");
+        let logs = m.operators().iter().any(|op| {
+            op.code == literun::schema::BuiltinOperator::LOG
+                && op.outputs.contains(&m.outputs()[j].tensor)
+        });
+        let tolerance = if logs {
+            1e-5
+        } else {
+            f64::from(f32::EPSILON) / 2.0
+        };
+        let r = max_rel(&got, &want);
+        eprintln!("{stem} output {j}: max relative difference {r:.2e}");
+        assert!(r <= tolerance, "output {j}: {r}");
+    }
+}

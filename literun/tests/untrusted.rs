@@ -437,3 +437,79 @@ fn every_changed_byte_of_a_model_with_subgraphs_is_ok_or_an_error() {
         }
     }
 }
+
+/// `control_float.tflite` (TensorFlow's converter: a `tf.while_loop` with
+/// `maximum_iterations=20`) made to loop for 2^31 passes: its condition subgraph gives the
+/// comparison of the counter with the maximum only, and the maximum is `i32::MAX`.
+#[cfg(feature = "ops-variables")]
+fn endless_while_model() -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/tf/control_float.tflite");
+    let mut bytes = std::fs::read(path).unwrap();
+    let (outputs_at, counter_test, maximum_at) = {
+        let m = s::root_as_model(&bytes).unwrap();
+        let at = |b: &[u8]| b.as_ptr() as usize - bytes.as_ptr() as usize;
+        let cond = m
+            .subgraphs()
+            .unwrap()
+            .iter()
+            .find(|g| g.name() == Some("while_cond"))
+            .unwrap();
+        let tensors = cond.tensors().unwrap();
+        let named = |n: &str| tensors.iter().position(|t| t.name() == Some(n)).unwrap();
+        let maximum = tensors.get(named("while/maximum_iterations1")).buffer();
+        let data = m.buffers().unwrap().get(maximum as usize).data().unwrap();
+        assert_eq!(data.bytes(), 20i32.to_le_bytes());
+        (
+            at(cond.outputs().unwrap().bytes()),
+            named("while/Less_1") as i32,
+            at(data.bytes()),
+        )
+    };
+    bytes[outputs_at..outputs_at + 4].copy_from_slice(&counter_test.to_le_bytes());
+    bytes[maximum_at..maximum_at + 4].copy_from_slice(&i32::MAX.to_le_bytes());
+    bytes
+}
+
+/// A WHILE whose condition stays true fails the invoke after the interpreter's limit of passes
+/// (no hang, no panic), on every invoke; the unchanged file runs within the default limit and
+/// fails under a limit below its trip count.
+#[cfg(feature = "ops-variables")]
+#[test]
+fn a_while_loop_is_stopped_after_the_iteration_limit() {
+    let bytes = AlignedBytes::from_slice(&endless_while_model());
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    assert_eq!(
+        it.max_while_iterations(),
+        literun::DEFAULT_MAX_WHILE_ITERATIONS
+    );
+    it.set_max_while_iterations(1000);
+    for _ in 0..2 {
+        let e = it.invoke().unwrap_err();
+        assert!(
+            matches!(&e, Error::Op { op, reason, .. }
+                if op == "WHILE" && reason.contains("more than 1000 loop iterations")),
+            "{e}"
+        );
+    }
+
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/tf/control_float.tflite");
+    let bytes = AlignedBytes::read_file(path).unwrap();
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    // Sums of |values| 5.2, 9.8, 16.7, 27.05, 42.575: four passes.
+    let mut run = |limit: u64| {
+        it.set_max_while_iterations(limit);
+        it.input_mut(0)
+            .unwrap()
+            .as_f32_mut()
+            .unwrap()
+            .copy_from_slice(&[1.0, -0.5, 0.3, 0.2, -1.0, 0.4, -0.2, 0.1]);
+        it.invoke()
+    };
+    run(literun::DEFAULT_MAX_WHILE_ITERATIONS).unwrap();
+    run(4).unwrap();
+    assert!(run(3).is_err());
+}

@@ -85,6 +85,27 @@ accessors! {
     as_bool, as_bool_mut: u8 = DType::Bool;
 }
 
+#[cfg(feature = "ops-fft")]
+impl<'a> TensorRef<'a> {
+    /// The data of a COMPLEX64 tensor as `[real, imaginary]` pairs (error if the type differs).
+    pub fn as_complex64(&self) -> Result<&'a [[f32; 2]]> {
+        typed(self.data, self.dtype, DType::Complex64)
+    }
+}
+
+#[cfg(feature = "ops-fft")]
+impl TensorMut<'_> {
+    /// The data of a COMPLEX64 tensor as `[real, imaginary]` pairs (error if the type differs).
+    pub fn as_complex64(&self) -> Result<&[[f32; 2]]> {
+        typed(self.data, self.dtype, DType::Complex64)
+    }
+
+    /// The data of a COMPLEX64 tensor as mutable `[real, imaginary]` pairs.
+    pub fn as_complex64_mut(&mut self) -> Result<&mut [[f32; 2]]> {
+        typed_mut(self.data, self.dtype, DType::Complex64)
+    }
+}
+
 impl<'a> TensorRef<'a> {
     /// Name (signature name for model inputs/outputs when present).
     pub fn name(&self) -> &'a str {

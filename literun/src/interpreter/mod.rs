@@ -36,6 +36,7 @@ use io::typed_mut;
 pub use io::{TensorMut, TensorRef};
 use preparation::prepare;
 use state::Store;
+pub use state::DEFAULT_MAX_WHILE_ITERATIONS;
 
 use crate::error::{Error, Result};
 use crate::kernels::simd::{self, FastScratch, Isa, Workers};
@@ -551,7 +552,7 @@ impl<'m> Interpreter<'m> {
 
     /// Runs all operators.
     pub fn invoke(&mut self) -> Result<()> {
-        let mut store = core::mem::take(&mut self.variables);
+        let mut store = state::take_for_invoke(&mut self.variables);
         let r = self.invoke_with(&mut store);
         self.variables = store;
         r
@@ -567,7 +568,7 @@ impl<'m> Interpreter<'m> {
     /// operator that runs (a PAD folded into the convolution after it does not run and is not
     /// reported). For timing operators.
     pub fn invoke_timed(&mut self, f: &mut dyn FnMut(usize)) -> Result<()> {
-        let mut store = core::mem::take(&mut self.variables);
+        let mut store = state::take_for_invoke(&mut self.variables);
         let r = self.invoke_timed_with(&mut store, f);
         self.variables = store;
         r
@@ -657,7 +658,7 @@ impl<'m> Interpreter<'m> {
         &mut self,
         f: &mut dyn FnMut(usize, usize, TensorRef<'_>),
     ) -> Result<()> {
-        let mut store = core::mem::take(&mut self.variables);
+        let mut store = state::take_for_invoke(&mut self.variables);
         let r = self.invoke_observed_with(&mut store, f);
         self.variables = store;
         r

@@ -5,7 +5,7 @@ use super::Interpreter;
 #[cfg(feature = "ops-variables")]
 use super::{arena::charge, prepare, Arena, ModelRef, Options};
 #[cfg(feature = "ops-variables")]
-use crate::error::Result;
+use crate::error::{format, Result};
 #[cfg(feature = "ops-variables")]
 use crate::model::{op_err, DType, OpDesc, TensorDesc};
 #[cfg(feature = "ops-variables")]
@@ -24,6 +24,21 @@ use alloc::vec::Vec;
 pub(crate) type Store<'m> = VariableStore<'m>;
 #[cfg(not(feature = "ops-variables"))]
 pub(crate) type Store<'m> = core::marker::PhantomData<&'m ()>;
+
+/// The passes of WHILE bodies one invoke may run unless the application sets another limit
+/// ([`Interpreter::set_max_while_iterations`]).
+pub const DEFAULT_MAX_WHILE_ITERATIONS: u64 = 1_000_000;
+
+/// Takes the interpreter's store for one top-level invoke: no WHILE pass counted yet.
+pub(super) fn take_for_invoke<'m>(store: &mut Store<'m>) -> Store<'m> {
+    #[allow(unused_mut)]
+    let mut s = core::mem::take(store);
+    #[cfg(feature = "ops-variables")]
+    {
+        s.while_iterations = 0;
+    }
+    s
+}
 
 /// The subgraphs a CALL_ONCE, IF or WHILE operator runs, prepared (in the operator's order of
 /// subgraph indices), and whether a CALL_ONCE has run.
@@ -47,6 +62,30 @@ impl Interpreter<'_> {
             self.variables.reset();
             self.reset_calls();
         }
+    }
+
+    /// Sets the most passes of WHILE bodies one [`invoke`](Self::invoke) may run, all WHILE
+    /// operators together (nested ones included); one more fails the invoke with an error
+    /// naming the WHILE operator. TFLite has no such limit, but a file whose loop condition
+    /// never turns false would otherwise keep `invoke` from returning. Default
+    /// [`DEFAULT_MAX_WHILE_ITERATIONS`](crate::DEFAULT_MAX_WHILE_ITERATIONS) (1,000,000).
+    /// Without the `ops-variables` feature (no WHILE) it does nothing.
+    pub fn set_max_while_iterations(&mut self, n: u64) {
+        #[cfg(feature = "ops-variables")]
+        {
+            self.variables.max_while_iterations = n;
+        }
+        #[cfg(not(feature = "ops-variables"))]
+        let _ = n;
+    }
+
+    /// The most passes of WHILE bodies one invoke may run
+    /// ([`set_max_while_iterations`](Self::set_max_while_iterations)).
+    pub fn max_while_iterations(&self) -> u64 {
+        #[cfg(feature = "ops-variables")]
+        return self.variables.max_while_iterations;
+        #[cfg(not(feature = "ops-variables"))]
+        crate::DEFAULT_MAX_WHILE_ITERATIONS
     }
 
     /// How many resource variables the model has (0 without the `ops-variables` feature).
@@ -206,6 +245,18 @@ pub(super) fn run_variable_op<'m>(
                 if cond.output(0)?.bytes().first().is_none_or(|&b| b == 0) {
                     break;
                 }
+                if store.while_iterations >= store.max_while_iterations {
+                    return Err(op_err(
+                        index,
+                        op,
+                        format!(
+                            "more than {} loop iterations in one invoke \
+                             (Interpreter::set_max_while_iterations)",
+                            store.max_while_iterations
+                        ),
+                    ));
+                }
+                store.while_iterations += 1;
                 body.invoke_with(store)?;
                 // Through the condition's inputs (no allocation while invoking).
                 for k in 0..op.inputs.len() {

@@ -11,6 +11,7 @@ pub mod conv;
 pub mod data;
 pub mod depthwise_conv;
 pub mod elementwise;
+pub mod fft;
 pub mod fully_connected;
 #[cfg(all(
     feature = "ops-reduce",

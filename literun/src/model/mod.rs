@@ -47,6 +47,9 @@ pub enum DType {
     /// LiteRT stores it.
     #[cfg(feature = "ops-variables")]
     Resource,
+    /// A complex number: two FLOAT32, real then imaginary part (RFFT2D's output).
+    #[cfg(feature = "ops-fft")]
+    Complex64,
 }
 
 impl DType {
@@ -58,6 +61,8 @@ impl DType {
             DType::Resource => 4,
             DType::F16 | DType::I16 => 2,
             DType::I64 => 8,
+            #[cfg(feature = "ops-fft")]
+            DType::Complex64 => 8,
             DType::Bool | DType::I8 | DType::U8 => 1,
         }
     }
@@ -76,6 +81,8 @@ impl DType {
             DType::I16 => T::INT16,
             #[cfg(feature = "ops-variables")]
             DType::Resource => T::RESOURCE,
+            #[cfg(feature = "ops-fft")]
+            DType::Complex64 => T::COMPLEX64,
         }
     }
 
@@ -93,6 +100,8 @@ impl DType {
             T::INT16 => DType::I16,
             #[cfg(feature = "ops-variables")]
             T::RESOURCE => DType::Resource,
+            #[cfg(feature = "ops-fft")]
+            T::COMPLEX64 => DType::Complex64,
             _ => return None,
         })
     }
@@ -110,6 +119,8 @@ impl DType {
             DType::I16 => "INT16",
             #[cfg(feature = "ops-variables")]
             DType::Resource => "RESOURCE",
+            #[cfg(feature = "ops-fft")]
+            DType::Complex64 => "COMPLEX64",
         }
     }
 

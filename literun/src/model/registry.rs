@@ -127,6 +127,10 @@ macro_rules! op_table {
                 IF: (1, MAX_VARIADIC, MAX_VARIADIC, 0, MAX_VARIADIC);
                 WHILE: (0, MAX_VARIADIC, MAX_VARIADIC, 0, MAX_VARIADIC);
             }
+            fft "ops-fft" {
+                RFFT2D: (2, 2, 2, 1, 1);
+                COMPLEX_ABS REAL IMAG: (1, 1, 1, 1, 1);
+            }
         }
     };
 }
@@ -248,7 +252,7 @@ macro_rules! compiled_in {
 
 /// The `ops-*` features of this crate and whether each is compiled in (every `ops-*` feature
 /// of `Cargo.toml` but `all-ops`, which only switches on the others).
-pub const FEATURES: [(&str, bool); 23] = compiled_in![
+pub const FEATURES: [(&str, bool); 24] = compiled_in![
     "ops-float",
     "ops-int8",
     "ops-int16",
@@ -272,6 +276,7 @@ pub const FEATURES: [(&str, bool); 23] = compiled_in![
     "ops-accumulate",
     "ops-sequence",
     "ops-variables",
+    "ops-fft",
 ];
 
 /// Whether an `ops-*` feature of this crate (an operator family or element type) is compiled in.

@@ -206,10 +206,14 @@ fn unary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
 fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
     let from = data_dtype(c, 0)?;
     let to = c.output(0)?.dtype;
-    #[cfg(feature = "ops-variables")]
-    let unsupported = matches!(to, DType::F16 | DType::I16 | DType::Resource);
-    #[cfg(not(feature = "ops-variables"))]
-    let unsupported = matches!(to, DType::F16 | DType::I16);
+    let unsupported = match to {
+        DType::F16 | DType::I16 => true,
+        #[cfg(feature = "ops-variables")]
+        DType::Resource => true,
+        #[cfg(feature = "ops-fft")]
+        DType::Complex64 => true,
+        _ => false,
+    };
     if unsupported {
         return Err(c.err(format!("cast to {} is not supported", to.name())));
     }

@@ -194,6 +194,8 @@ impl Fast {
             | Kind::Lut8 { .. } => None,
             #[cfg(feature = "ops-variables")]
             Kind::Variables(_) => None,
+            #[cfg(feature = "ops-fft")]
+            Kind::Fft(_) => None,
         }
     }
 }
@@ -223,6 +225,8 @@ pub(crate) fn run_fast(
         Kind::Accumulate(_) => None,
         #[cfg(feature = "ops-sequence")]
         Kind::Sequence(_) => None,
+        #[cfg(feature = "ops-fft")]
+        Kind::Fft(_) => None,
         Kind::TransposeConv(_)
         | Kind::Pool(_)
         | Kind::Pad(_)

@@ -26,6 +26,8 @@ use self::conv::Conv;
 use self::data::Data;
 use self::depthwise_conv::Depthwise;
 use self::elementwise::Elementwise;
+#[cfg(feature = "ops-fft")]
+use self::fft::Fft;
 use self::fully_connected::FullyConnected;
 use self::pad::Pad;
 use self::pool::Pool;
@@ -63,6 +65,8 @@ pub(crate) mod conv;
 pub(crate) mod data;
 pub(crate) mod depthwise_conv;
 pub(crate) mod elementwise;
+#[cfg(feature = "ops-fft")]
+pub(crate) mod fft;
 pub(crate) mod fully_connected;
 pub(crate) mod pad;
 pub(crate) mod pool;
@@ -129,6 +133,8 @@ pub(crate) enum Kind {
     Sequence(Sequence),
     #[cfg(feature = "ops-variables")]
     Variables(variables::Variables),
+    #[cfg(feature = "ops-fft")]
+    Fft(Fft),
     Copy,
     /// A DEQUANTIZE of a constant, done once in `Interpreter::new` (nothing to do at run time).
     Precomputed,
@@ -269,6 +275,8 @@ impl Kind {
             Kind::Accumulate(_) => (0, 0, 0),
             #[cfg(feature = "ops-sequence")]
             Kind::Sequence(_) => (0, 0, 0),
+            #[cfg(feature = "ops-fft")]
+            Kind::Fft(k) => k.scratch(),
             Kind::Pool(_)
             | Kind::Softmax(_)
             | Kind::Elementwise(_)
@@ -315,6 +323,8 @@ impl Kind {
             Kind::Accumulate(k) => k.run(index, op, ins, out, scratch),
             #[cfg(feature = "ops-sequence")]
             Kind::Sequence(k) => k.run(index, op, ins, out, scratch),
+            #[cfg(feature = "ops-fft")]
+            Kind::Fft(k) => k.run(index, op, ins, out, scratch),
             Kind::Copy => {
                 let i = ins.bytes(0).unwrap_or(&[]);
                 if i.len() == out.len() {
@@ -470,6 +480,10 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         K::Sequence(Sequence::SvdfI8 { .. }) => (f!("ops-sequence"), Some(I)),
         #[cfg(feature = "ops-variables")]
         K::Variables(_) => (f!("ops-variables"), None),
+        #[cfg(feature = "ops-fft")]
+        K::Fft(Fft::Rfft2d { .. }) | K::Fft(Fft::Abs) | K::Fft(Fft::Part(_)) => {
+            (f!("ops-fft"), None)
+        }
         // Always compiled in.
         K::Copy | K::Lut8 { .. } | K::Precomputed => return None,
     };

@@ -138,8 +138,9 @@ struct Variable {
     assigned: bool,
 }
 
-/// The variables of a model, by `(container, shared_name)`, with their values.
-#[derive(Debug, Default)]
+/// The variables of a model, by `(container, shared_name)`, with their values; and what the
+/// interpreter and the subgraphs it runs share while invoking.
+#[derive(Debug)]
 pub(crate) struct VariableStore<'m> {
     keys: Vec<(&'m str, &'m str)>,
     values: Vec<Variable>,
@@ -148,6 +149,24 @@ pub(crate) struct VariableStore<'m> {
     pub(crate) memory: usize,
     /// Interpreters prepared for subgraphs CALL_ONCE runs.
     pub(crate) subgraphs: usize,
+    /// The most passes of WHILE bodies one invoke may run (all WHILE operators together,
+    /// those in subgraphs included).
+    pub(crate) max_while_iterations: u64,
+    /// Passes of WHILE bodies run in this invoke so far.
+    pub(crate) while_iterations: u64,
+}
+
+impl Default for VariableStore<'_> {
+    fn default() -> Self {
+        VariableStore {
+            keys: Vec::new(),
+            values: Vec::new(),
+            memory: 0,
+            subgraphs: 0,
+            max_while_iterations: crate::DEFAULT_MAX_WHILE_ITERATIONS,
+            while_iterations: 0,
+        }
+    }
 }
 
 impl<'m> VariableStore<'m> {
