@@ -20,6 +20,7 @@ _DTYPES = {
     "INT8": np.int8,
     "UINT8": np.uint8,
     "INT16": np.int16,
+    "COMPLEX64": np.complex64,
     # A resource variable's handle: the variable's id, an int32 as LiteRT stores it.
     "RESOURCE": np.int32,
 }
