@@ -450,3 +450,52 @@ fn equalization_crosses_leaky_relu_clamps_and_pooling() {
     assert!(snr_with > 30.0, "{snr_with}");
     assert!(snr_with > snr_without + 6.0, "{snr_with} vs {snr_without}");
 }
+
+#[test]
+fn a_hard_sigmoid_after_a_conv_folds_its_slope_and_offset_into_the_conv() {
+    // PP-LCNet's squeeze-excite gate: Conv1x1 → HardSigmoid(0.2, 0.5) → Mul with the features.
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, 8, 4, 4]);
+    b.init(ftensor("w", &[8, 8, 1, 1], noise(64, 11)));
+    b.init(ftensor("b", &[8], noise(8, 12)));
+    use litecvt::import::builder::Attr;
+    b.node("Conv", "se_conv", &["input", "w", "b"], &["logits"], vec![]);
+    b.node(
+        "HardSigmoid",
+        "gate",
+        &["logits"],
+        &["gate"],
+        vec![("alpha", Attr::F(0.2)), ("beta", Attr::F(0.5))],
+    );
+    b.node("Mul", "scale", &["input", "gate"], &["output"], vec![]);
+    b.output("output");
+    let model = b.bytes();
+    let folded = convert(&model, &ConvertOptions::default());
+    let unfolded = convert(
+        &model,
+        &ConvertOptions {
+            passes: all_passes_but("fold_channel_scale"),
+            ..Default::default()
+        },
+    );
+    // Only the gated MUL is left; the clip stays as MAXIMUM/MINIMUM.
+    assert_eq!(
+        folded.ops_after.get("MUL"),
+        Some(&1),
+        "{:?}",
+        folded.ops_after
+    );
+    assert_eq!(folded.ops_after.get("ADD"), None, "{:?}", folded.ops_after);
+    assert_eq!(
+        unfolded.ops_after.get("MUL"),
+        Some(&2),
+        "{:?}",
+        unfolded.ops_after
+    );
+    let input = NpyArray::f32(
+        vec![1, 8, 4, 4],
+        noise(128, 13).iter().map(|x| x * 20.0).collect(),
+    );
+    let s = error_stats(&run(&folded.bytes, &input), &run(&unfolded.bytes, &input));
+    assert!(s.snr_db > 100.0, "folded gate: SNR {}", s.snr_db);
+}

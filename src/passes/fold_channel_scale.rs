@@ -85,7 +85,7 @@ fn after(g: &Graph, n: &Node, y: TensorId, axis: usize, channels: usize) -> Opti
 
 /// Moves every scale it can; returns how many.
 pub fn fold_channel_scale(g: &mut Graph) -> usize {
-    let mut moved = 0;
+    let mut moved = fold_hard_sigmoid_affine(g);
     loop {
         let producers = g.producers();
         let uses = g.use_counts();
@@ -216,4 +216,61 @@ pub fn fold_channel_scale(g: &mut Graph) -> usize {
         moved += 1;
     }
     moved
+}
+
+/// `HardSigmoid(α, β)` of a conv/dense output read by nothing else: `α·(Wx + b) + β` is the
+/// layer with weights `α·W` and bias `α·b + β`, leaving the clip to [0, 1] (a squeeze-excite
+/// gate's MUL and ADD in int8 each round once more; the layer's output range becomes the
+/// gate's). Returns how many it folded.
+fn fold_hard_sigmoid_affine(g: &mut Graph) -> usize {
+    let mut folded = 0;
+    let producers = g.producers();
+    let uses = g.use_counts();
+    for ni in 0..g.nodes.len() {
+        let Op::HardSigmoid { alpha, beta } = g.nodes[ni].op else {
+            continue;
+        };
+        if alpha == 1.0 && beta == 0.0 || !(alpha.is_finite() && beta.is_finite()) {
+            continue;
+        }
+        let x = g.nodes[ni].inputs[0];
+        let Some(&li) = producers.get(&x) else {
+            continue;
+        };
+        if uses.get(&x) != Some(&1) || g.outputs.contains(&x) {
+            continue;
+        }
+        let layer = g.nodes[li].clone();
+        let Some((_, w_axis)) = layer_axes(g, &layer) else {
+            continue;
+        };
+        let Some(w) = g.const_data(layer.inputs[1]) else {
+            continue;
+        };
+        let channels = w.shape()[w_axis];
+        let bias = match layer.inputs.get(2) {
+            Some(&b) => match g.const_data(b) {
+                Some(d) if d.len() == channels => d.to_f32_vec(),
+                _ => continue,
+            },
+            None => vec![0.0; channels],
+        };
+        let shape = w.shape().to_vec();
+        let wv: Vec<f32> = w.to_f32_vec().iter().map(|v| v * alpha).collect();
+        let bv: Vec<f32> = bias.iter().map(|b| b * alpha + beta).collect();
+        let wname = g.fresh_name(&format!("{}_hardsigmoid", g.tensors[layer.inputs[1]].name));
+        let wid = g.add_const(wname, ConstData::from_f32(&shape, wv));
+        let bname = g.fresh_name(&format!("{}/bias_hardsigmoid", layer.name));
+        let bid = g.add_const(bname, ConstData::from_f32(&[channels], bv));
+        g.nodes[li].inputs = vec![layer.inputs[0], wid, bid];
+        g.nodes[ni].op = Op::HardSigmoid {
+            alpha: 1.0,
+            beta: 0.0,
+        };
+        folded += 1;
+    }
+    if folded > 0 {
+        g.remove_dead();
+    }
+    folded
 }

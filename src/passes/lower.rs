@@ -301,24 +301,31 @@ fn lower_node(g: &mut Graph, b: &mut Builder, node: Node) -> Result<()> {
             }
         }
         Op::HardSigmoid { alpha, beta } => {
-            let a = scalar(g, &format!("{n}/alpha"), alpha);
-            let be = scalar(g, &format!("{n}/beta"), beta);
             let zero = scalar(g, &format!("{n}/zero"), 0.0);
             let one = scalar(g, &format!("{n}/one"), 1.0);
-            let t = b.push(
-                g,
-                format!("{n}/mul"),
-                binary(BinaryOp::Mul),
-                vec![x, a],
-                &format!("{n}_scaled"),
-            )?;
-            let t = b.push(
-                g,
-                format!("{n}/add"),
-                binary(BinaryOp::Add),
-                vec![t, be],
-                &format!("{n}_shifted"),
-            )?;
+            // A slope of 1 and an offset of 0 (folded into the layer before,
+            // `fold_channel_scale`) leave only the clip.
+            let mut t = x;
+            if alpha != 1.0 {
+                let a = scalar(g, &format!("{n}/alpha"), alpha);
+                t = b.push(
+                    g,
+                    format!("{n}/mul"),
+                    binary(BinaryOp::Mul),
+                    vec![t, a],
+                    &format!("{n}_scaled"),
+                )?;
+            }
+            if beta != 0.0 {
+                let be = scalar(g, &format!("{n}/beta"), beta);
+                t = b.push(
+                    g,
+                    format!("{n}/add"),
+                    binary(BinaryOp::Add),
+                    vec![t, be],
+                    &format!("{n}_shifted"),
+                )?;
+            }
             let t = b.push(
                 g,
                 format!("{n}/max"),
