@@ -343,6 +343,13 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
                 o.max_abs_error
             );
         }
+        if let Some(v) = q.validation_snr_db {
+            outln!(
+                "    on {} other calibration sample(s), which the --min-snr search did not \
+                 measure: SNR {v:.1} dB",
+                q.validation_samples
+            );
+        }
         if let Some(w) = q.weights_only_snr_db {
             outln!("    int8 weights alone (activations float): SNR {w:.1} dB");
         }
