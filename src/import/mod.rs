@@ -5,6 +5,8 @@ mod attention_tests;
 pub mod builder;
 #[cfg(test)]
 mod conformance_tests;
+#[cfg(test)]
+mod cumsum_tests;
 mod fold;
 mod functions;
 #[cfg(test)]

@@ -290,6 +290,26 @@ pub enum Op {
     Cast {
         to: super::DType,
     },
+    /// Moves each pixel's channels into a `block`×`block` square of pixels: channel
+    /// `(i * block + j) * C + c` of the input becomes channel `c` of pixel (i, j) of the square
+    /// (ONNX mode DCR, TFLite DEPTH_TO_SPACE). Input: 4-D data, C·block² channels.
+    DepthToSpace {
+        block: usize,
+        layout: Layout,
+    },
+    /// The inverse of [`Op::DepthToSpace`]: each `block`×`block` square of pixels becomes one
+    /// pixel, pixel (i, j) of the square in channels `(i * block + j) * C ..`.
+    SpaceToDepth {
+        block: usize,
+        layout: Layout,
+    },
+    /// Running sum along `axis`; `exclusive` leaves the element itself out, `reverse` sums
+    /// from the end. Input: x.
+    CumSum {
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
+    },
     /// float16 or quantized integer → float32 (inserted by quantization).
     Dequantize,
     /// float32 → int8 with the output tensor's parameters, or int8 → int8 with new parameters
@@ -387,6 +407,9 @@ impl Op {
             Op::Where => "Where",
             Op::TopK { .. } => "TopK",
             Op::Cast { .. } => "Cast",
+            Op::DepthToSpace { .. } => "DepthToSpace",
+            Op::SpaceToDepth { .. } => "SpaceToDepth",
+            Op::CumSum { .. } => "CumSum",
             Op::Dequantize => "Dequantize",
             Op::Quantize => "Quantize",
         }

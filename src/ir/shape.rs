@@ -356,6 +356,35 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             let s = broadcast(&broadcast(&x.shape, &inputs[1].shape)?, &inputs[2].shape)?;
             Ok(vec![(s, inputs[1].dtype)])
         }
+        Op::DepthToSpace { block, layout } | Op::SpaceToDepth { block, layout } => {
+            if rank != 4 {
+                return Err(format!("expects 4-D data, got {:?}", x.shape));
+            }
+            let b = *block;
+            if b == 0 {
+                return Err("block size 0".into());
+            }
+            let (ha, wa, ca) = image_axes(*layout);
+            let (h, w, c) = (x.shape[ha], x.shape[wa], x.shape[ca]);
+            let (h, w, c) = if matches!(op, Op::DepthToSpace { .. }) {
+                let bb = b.checked_mul(b).ok_or("block size too large")?;
+                if c % bb != 0 {
+                    return Err(format!("{c} channels are not a multiple of {bb}"));
+                }
+                let grown = |d: usize| d.checked_mul(b).ok_or("output too large");
+                (grown(h)?, grown(w)?, c / bb)
+            } else {
+                if h % b != 0 || w % b != 0 {
+                    return Err(format!("{h}x{w} is not a multiple of block size {b}"));
+                }
+                (h / b, w / b, c * b * b)
+            };
+            Ok(vec![(image_shape(*layout, x.shape[0], c, h, w), x.dtype)])
+        }
+        Op::CumSum { axis, .. } => {
+            check_axis(*axis)?;
+            Ok(vec![(x.shape.clone(), x.dtype)])
+        }
         Op::TopK { axis, k } => {
             check_axis(*axis)?;
             if *k > x.shape[*axis] {

@@ -718,6 +718,50 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
                 }
             );
         }
+        Op::DepthToSpace {
+            block,
+            layout: Layout::Nhwc,
+        } => {
+            spec.code = B::DEPTH_TO_SPACE;
+            opts!(
+                DepthToSpaceOptions,
+                DepthToSpaceOptions,
+                fb::DepthToSpaceOptionsArgs {
+                    block_size: i32_option(*block, "block size")?
+                }
+            );
+        }
+        Op::SpaceToDepth {
+            block,
+            layout: Layout::Nhwc,
+        } => {
+            spec.code = B::SPACE_TO_DEPTH;
+            opts!(
+                SpaceToDepthOptions,
+                SpaceToDepthOptions,
+                fb::SpaceToDepthOptionsArgs {
+                    block_size: i32_option(*block, "block size")?
+                }
+            );
+        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => {
+            spec.code = B::CUMSUM;
+            let at = w.const_i32(format!("{}/axis", node.name), &[], vec![*axis as i32]);
+            spec.inputs.push(at);
+            let fbb = &mut w.fbb;
+            let o = fb::CumsumOptions::create(
+                fbb,
+                &fb::CumsumOptionsArgs {
+                    exclusive: *exclusive,
+                    reverse: *reverse,
+                },
+            );
+            spec.options = Some((fb::BuiltinOptions::CumsumOptions, o.as_union_value()));
+        }
         Op::Dequantize => spec.code = B::DEQUANTIZE,
         Op::Quantize => spec.code = B::QUANTIZE,
         other => bail!(
@@ -744,6 +788,11 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
         },
     );
     Ok(spec)
+}
+
+/// `value` as an int32 option field, or an error naming `what`.
+fn i32_option(value: usize, what: &str) -> Result<i32> {
+    i32::try_from(value).map_err(|_| anyhow!("{what} {value} does not fit an int32 option"))
 }
 
 /// The element type a tensor is written with (int64 constants are narrowed when they fit).

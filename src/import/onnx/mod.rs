@@ -684,6 +684,7 @@ impl<'m> Importer<'m> {
             "ArgMax" => self.argmax(n, &a, false),
             "ArgMin" => self.argmax(n, &a, true),
             "TopK" => self.topk(n, &a),
+            "CumSum" => self.cumsum(n, &a),
             "LSTM" => recurrent::lstm(self, n, &a),
             "GRU" => recurrent::gru(self, n, &a),
             "Cast" => self.cast(n, &a),
