@@ -12,6 +12,17 @@ use anyhow::{bail, Result};
 
 /// Narrows `g` in place; `file` names the model in errors.
 pub fn narrow(g: &mut Graph, file: &str) -> Result<()> {
+    // The branches of an IF first: their inputs narrow with the values the IF passes them.
+    for n in &mut g.nodes {
+        if let Op::If {
+            then_branch,
+            else_branch,
+        } = &mut n.op
+        {
+            narrow(then_branch, file)?;
+            narrow(else_branch, file)?;
+        }
+    }
     // Constants first, so an error names a reader.
     for n in &g.nodes {
         for &t in &n.inputs {

@@ -186,7 +186,8 @@ pub fn eval(op: &Op, inputs: &[&ConstData]) -> Option<Result<Vec<ConstData>, Str
         | Op::TopK { .. }
         | Op::DepthToSpace { .. }
         | Op::SpaceToDepth { .. }
-        | Op::CumSum { .. } => None,
+        | Op::CumSum { .. }
+        | Op::If { .. } => None,
     }
 }
 

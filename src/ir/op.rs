@@ -310,6 +310,15 @@ pub enum Op {
         exclusive: bool,
         reverse: bool,
     },
+    /// Runs `then_branch` when the condition is true, `else_branch` otherwise (TFLite IF).
+    /// Inputs: the condition (one bool), then the values both branches read, which are the
+    /// branches' graph inputs in the same order. The branches' outputs (same shapes and types
+    /// in both) are the node's outputs. Each branch keeps the logical (ONNX) layout at its
+    /// edges and goes through the passes on its own.
+    If {
+        then_branch: Box<super::Graph>,
+        else_branch: Box<super::Graph>,
+    },
     /// float16 or quantized integer → float32 (inserted by quantization).
     Dequantize,
     /// float32 → int8 with the output tensor's parameters, or int8 → int8 with new parameters
@@ -410,6 +419,7 @@ impl Op {
             Op::DepthToSpace { .. } => "DepthToSpace",
             Op::SpaceToDepth { .. } => "SpaceToDepth",
             Op::CumSum { .. } => "CumSum",
+            Op::If { .. } => "If",
             Op::Dequantize => "Dequantize",
             Op::Quantize => "Quantize",
         }

@@ -381,6 +381,56 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             };
             Ok(vec![(image_shape(*layout, x.shape[0], c, h, w), x.dtype)])
         }
+        Op::If {
+            then_branch,
+            else_branch,
+        } => {
+            let arity = |g: &super::Graph| g.inputs.len() + 1;
+            if inputs.len() != arity(then_branch) || inputs.len() != arity(else_branch) {
+                return Err(format!(
+                    "{} inputs for branches of {} and {} inputs (and the condition)",
+                    inputs.len(),
+                    then_branch.inputs.len(),
+                    else_branch.inputs.len()
+                ));
+            }
+            if x.dtype != DType::Bool || x.elements() != 1 {
+                return Err(format!(
+                    "the condition must be one bool, is {} {:?}",
+                    x.dtype.name(),
+                    x.shape
+                ));
+            }
+            for g in [then_branch, else_branch] {
+                for (t, &b) in inputs[1..].iter().zip(&g.inputs) {
+                    let b = &g.tensors[b];
+                    if (&t.shape, t.dtype) != (&b.shape, b.dtype) {
+                        return Err(format!(
+                            "'{}' is {} {:?}, its branch input '{}' {} {:?}",
+                            t.name,
+                            t.dtype.name(),
+                            t.shape,
+                            b.name,
+                            b.dtype.name(),
+                            b.shape
+                        ));
+                    }
+                }
+            }
+            let outs = |g: &super::Graph| -> Vec<(Vec<usize>, DType)> {
+                g.outputs
+                    .iter()
+                    .map(|&o| (g.tensors[o].shape.clone(), g.tensors[o].dtype))
+                    .collect()
+            };
+            let (then_outs, else_outs) = (outs(then_branch), outs(else_branch));
+            if then_outs != else_outs {
+                return Err(format!(
+                    "the branches' outputs differ: {then_outs:?} and {else_outs:?}"
+                ));
+            }
+            Ok(then_outs)
+        }
         Op::CumSum { axis, .. } => {
             check_axis(*axis)?;
             Ok(vec![(x.shape.clone(), x.dtype)])

@@ -278,6 +278,24 @@ fn histogram(g: &Graph) -> BTreeMap<String, usize> {
 
 /// Runs the optimizations and the required layout and lowering passes.
 pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineReport> {
+    // The branches of IF nodes go through the passes on their own; their edges keep the
+    // logical layout, which the IF's inputs and outputs have too.
+    let branch_opts = PipelineOptions {
+        passes: opts.passes.clone(),
+        layout: layout::LayoutOptions { nhwc_io: false },
+    };
+    for n in &mut g.nodes {
+        if let crate::ir::Op::If {
+            then_branch,
+            else_branch,
+        } = &mut n.op
+        {
+            for (b, which) in [(then_branch, "then_branch"), (else_branch, "else_branch")] {
+                run_pipeline(b, &branch_opts)
+                    .map_err(|e| anyhow::anyhow!("node '{}' (If), {which}: {e:#}", n.name))?;
+            }
+        }
+    }
     let mut r = PipelineReport {
         ir_ops_before: histogram(g),
         nodes_before: g.nodes.len(),

@@ -762,6 +762,24 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             );
             spec.options = Some((fb::BuiltinOptions::CumsumOptions, o.as_union_value()));
         }
+        Op::If { .. } => {
+            spec.code = B::IF;
+            let then_index = w.next_subgraph;
+            w.next_subgraph += 2;
+            let index = |i: usize| {
+                i32::try_from(i).map_err(|_| anyhow!("subgraph index {i} does not fit an int32"))
+            };
+            let (then_subgraph_index, else_subgraph_index) =
+                (index(then_index)?, index(then_index + 1)?);
+            // IfOptions (not in the bundled schema subset): then_subgraph_index (field 0),
+            // else_subgraph_index (field 1); its union tag is 92.
+            let fbb = &mut w.fbb;
+            let start = fbb.start_table();
+            fbb.push_slot::<i32>(4, then_subgraph_index, 0);
+            fbb.push_slot::<i32>(6, else_subgraph_index, 0);
+            let o = fbb.end_table(start);
+            spec.options = Some((fb::BuiltinOptions(IF_OPTIONS), o.as_union_value()));
+        }
         Op::Dequantize => spec.code = B::DEQUANTIZE,
         Op::Quantize => spec.code = B::QUANTIZE,
         other => bail!(
@@ -789,6 +807,9 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
     );
     Ok(spec)
 }
+
+/// The `BuiltinOptions` tag of `IfOptions`.
+const IF_OPTIONS: u8 = 92;
 
 /// `value` as an int32 option field, or an error naming `what`.
 fn i32_option(value: usize, what: &str) -> Result<i32> {
