@@ -34,6 +34,8 @@ const STORED_REFERENCE: &[(&str, &str)] = &[
         "tract differs from onnxruntime on a batch-first (layout=1) GRU",
     ),
     ("attention_gqa", "tract 0.21 has no Attention (opset 23)"),
+    ("loop_recurrence", "tract cannot translate Loop"),
+    ("loop_until", "tract cannot translate Loop"),
 ];
 
 /// The stored expected outputs of a fixture (`<stem>.expected.npy`, `<stem>.expected_<i>.npy`).

@@ -12,15 +12,10 @@ use anyhow::{bail, Result};
 
 /// Narrows `g` in place; `file` names the model in errors.
 pub fn narrow(g: &mut Graph, file: &str) -> Result<()> {
-    // The branches of an IF first: their inputs narrow with the values the IF passes them.
+    // The subgraphs of IF and WHILE first: their inputs narrow with the values the op passes.
     for n in &mut g.nodes {
-        if let Op::If {
-            then_branch,
-            else_branch,
-        } = &mut n.op
-        {
-            narrow(then_branch, file)?;
-            narrow(else_branch, file)?;
+        for (_, sub) in n.op.subgraphs_mut() {
+            narrow(sub, file)?;
         }
     }
     // Constants first, so an error names a reader.

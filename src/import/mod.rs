@@ -13,6 +13,8 @@ mod functions;
 mod if_tests;
 mod int64;
 #[cfg(test)]
+mod loop_tests;
+#[cfg(test)]
 mod loss_tests;
 mod onnx;
 #[cfg(test)]

@@ -187,7 +187,8 @@ pub fn eval(op: &Op, inputs: &[&ConstData]) -> Option<Result<Vec<ConstData>, Str
         | Op::DepthToSpace { .. }
         | Op::SpaceToDepth { .. }
         | Op::CumSum { .. }
-        | Op::If { .. } => None,
+        | Op::If { .. }
+        | Op::While { .. } => None,
     }
 }
 

@@ -319,6 +319,13 @@ pub enum Op {
         then_branch: Box<super::Graph>,
         else_branch: Box<super::Graph>,
     },
+    /// Runs `body` while `cond` gives true (TFLite WHILE). Inputs: the loop values; `cond` and
+    /// `body` take them all as their graph inputs, in order, `cond` gives one bool and `body`
+    /// the next loop values (same shapes and types). Outputs: the last loop values.
+    While {
+        cond: Box<super::Graph>,
+        body: Box<super::Graph>,
+    },
     /// float16 or quantized integer → float32 (inserted by quantization).
     Dequantize,
     /// float32 → int8 with the output tensor's parameters, or int8 → int8 with new parameters
@@ -327,6 +334,30 @@ pub enum Op {
 }
 
 impl Op {
+    /// The graphs the op runs (IF's branches, WHILE's condition and body), with their roles.
+    pub fn subgraphs(&self) -> Vec<(&'static str, &super::Graph)> {
+        match self {
+            Op::If {
+                then_branch,
+                else_branch,
+            } => vec![("then_branch", then_branch), ("else_branch", else_branch)],
+            Op::While { cond, body } => vec![("cond", cond), ("body", body)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// [`Op::subgraphs`], mutable.
+    pub fn subgraphs_mut(&mut self) -> Vec<(&'static str, &mut super::Graph)> {
+        match self {
+            Op::If {
+                then_branch,
+                else_branch,
+            } => vec![("then_branch", then_branch), ("else_branch", else_branch)],
+            Op::While { cond, body } => vec![("cond", cond), ("body", body)],
+            _ => Vec::new(),
+        }
+    }
+
     /// A short name for reports and errors (the TFLite-ish op family).
     pub fn name(&self) -> &'static str {
         match self {
@@ -420,6 +451,7 @@ impl Op {
             Op::SpaceToDepth { .. } => "SpaceToDepth",
             Op::CumSum { .. } => "CumSum",
             Op::If { .. } => "If",
+            Op::While { .. } => "While",
             Op::Dequantize => "Dequantize",
             Op::Quantize => "Quantize",
         }

@@ -431,6 +431,32 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             }
             Ok(then_outs)
         }
+        Op::While { cond, body } => {
+            let signature = |ids: &[usize], g: &super::Graph| -> Vec<(Vec<usize>, DType)> {
+                ids.iter()
+                    .map(|&t| (g.tensors[t].shape.clone(), g.tensors[t].dtype))
+                    .collect()
+            };
+            let values: Vec<(Vec<usize>, DType)> =
+                inputs.iter().map(|t| (t.shape.clone(), t.dtype)).collect();
+            for (what, list) in [
+                ("cond's inputs", signature(&cond.inputs, cond)),
+                ("body's inputs", signature(&body.inputs, body)),
+                ("body's outputs", signature(&body.outputs, body)),
+            ] {
+                if list != values {
+                    return Err(format!(
+                        "{what} {list:?} differ from the loop values {values:?}"
+                    ));
+                }
+            }
+            let out = signature(&cond.outputs, cond);
+            if out.len() != 1 || out[0].1 != DType::Bool || out[0].0.iter().product::<usize>() != 1
+            {
+                return Err(format!("cond must give one bool, gives {out:?}"));
+            }
+            Ok(values)
+        }
         Op::CumSum { axis, .. } => {
             check_axis(*axis)?;
             Ok(vec![(x.shape.clone(), x.dtype)])

@@ -278,22 +278,17 @@ fn histogram(g: &Graph) -> BTreeMap<String, usize> {
 
 /// Runs the optimizations and the required layout and lowering passes.
 pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineReport> {
-    // The branches of IF nodes go through the passes on their own; their edges keep the
-    // logical layout, which the IF's inputs and outputs have too.
-    let branch_opts = PipelineOptions {
+    // The subgraphs of IF and WHILE nodes go through the passes on their own; their edges keep
+    // the logical layout, which the op's inputs and outputs have too.
+    let sub_opts = PipelineOptions {
         passes: opts.passes.clone(),
         layout: layout::LayoutOptions { nhwc_io: false },
     };
     for n in &mut g.nodes {
-        if let crate::ir::Op::If {
-            then_branch,
-            else_branch,
-        } = &mut n.op
-        {
-            for (b, which) in [(then_branch, "then_branch"), (else_branch, "else_branch")] {
-                run_pipeline(b, &branch_opts)
-                    .map_err(|e| anyhow::anyhow!("node '{}' (If), {which}: {e:#}", n.name))?;
-            }
+        let op_name = n.op.name();
+        for (which, sub) in n.op.subgraphs_mut() {
+            run_pipeline(sub, &sub_opts)
+                .map_err(|e| anyhow::anyhow!("node '{}' ({op_name}), {which}: {e:#}", n.name))?;
         }
     }
     let mut r = PipelineReport {

@@ -82,7 +82,8 @@ struct Writer<'g> {
     /// Extra constant tensors the writer adds (shapes, axes, paddings, pad values):
     /// (name, shape, data, quantization).
     extra: Vec<(String, Vec<usize>, ConstData, Option<QuantParams>)>,
-    /// The subgraph index the next IF's then-branch has (its else-branch has the one after).
+    /// The subgraph index the next IF's or WHILE's first subgraph has (its second has the one
+    /// after).
     next_subgraph: usize,
 }
 
@@ -139,9 +140,9 @@ fn ids(v: &[usize]) -> Vec<i32> {
     v.iter().map(|&i| i as i32).collect()
 }
 
-/// The graphs written as subgraphs: the main graph first, then the branches of its IF nodes
-/// (then, else, in node order), then theirs, breadth first. Each with its name and the index of
-/// the subgraph its first IF's then-branch gets.
+/// The graphs written as subgraphs: the main graph first, then those of its IF and WHILE nodes
+/// (then/else, cond/body, in node order), then theirs, breadth first. Each with its name and the
+/// index its first such node's first subgraph gets.
 fn subgraph_list(g: &Graph) -> Vec<(&Graph, String, usize)> {
     let mut list = vec![(g, "main".to_string(), 0)];
     let mut next = 1;
@@ -150,14 +151,9 @@ fn subgraph_list(g: &Graph) -> Vec<(&Graph, String, usize)> {
         list[i].2 = next;
         let graph = list[i].0;
         for n in &graph.nodes {
-            if let crate::ir::Op::If {
-                then_branch,
-                else_branch,
-            } = &n.op
-            {
-                list.push((then_branch, format!("{}/then_branch", n.name), 0));
-                list.push((else_branch, format!("{}/else_branch", n.name), 0));
-                next += 2;
+            for (role, sub) in n.op.subgraphs() {
+                list.push((sub, format!("{}/{role}", n.name), 0));
+                next += 1;
             }
         }
         i += 1;

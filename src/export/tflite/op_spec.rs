@@ -762,23 +762,27 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             );
             spec.options = Some((fb::BuiltinOptions::CumsumOptions, o.as_union_value()));
         }
-        Op::If { .. } => {
-            spec.code = B::IF;
-            let then_index = w.next_subgraph;
+        Op::If { .. } | Op::While { .. } => {
+            // IfOptions (then_subgraph_index, else_subgraph_index) and WhileOptions
+            // (cond_subgraph_index, body_subgraph_index): two int32 fields, written by hand (the
+            // bundled schema subset lacks both tables).
+            let (code, tag) = match node.op {
+                Op::If { .. } => (B::IF, IF_OPTIONS),
+                _ => (B::WHILE, WHILE_OPTIONS),
+            };
+            spec.code = code;
+            let first = w.next_subgraph;
             w.next_subgraph += 2;
             let index = |i: usize| {
                 i32::try_from(i).map_err(|_| anyhow!("subgraph index {i} does not fit an int32"))
             };
-            let (then_subgraph_index, else_subgraph_index) =
-                (index(then_index)?, index(then_index + 1)?);
-            // IfOptions (not in the bundled schema subset): then_subgraph_index (field 0),
-            // else_subgraph_index (field 1); its union tag is 92.
+            let (first, second) = (index(first)?, index(first + 1)?);
             let fbb = &mut w.fbb;
             let start = fbb.start_table();
-            fbb.push_slot::<i32>(4, then_subgraph_index, 0);
-            fbb.push_slot::<i32>(6, else_subgraph_index, 0);
+            fbb.push_slot::<i32>(4, first, 0);
+            fbb.push_slot::<i32>(6, second, 0);
             let o = fbb.end_table(start);
-            spec.options = Some((fb::BuiltinOptions(IF_OPTIONS), o.as_union_value()));
+            spec.options = Some((fb::BuiltinOptions(tag), o.as_union_value()));
         }
         Op::Dequantize => spec.code = B::DEQUANTIZE,
         Op::Quantize => spec.code = B::QUANTIZE,
@@ -808,8 +812,9 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
     Ok(spec)
 }
 
-/// The `BuiltinOptions` tag of `IfOptions`.
+/// The `BuiltinOptions` tags of `IfOptions` and `WhileOptions`.
 const IF_OPTIONS: u8 = 92;
+const WHILE_OPTIONS: u8 = 93;
 
 /// `value` as an int32 option field, or an error naming `what`.
 fn i32_option(value: usize, what: &str) -> Result<i32> {

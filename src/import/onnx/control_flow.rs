@@ -5,7 +5,7 @@ use super::schedule::{node_reads, outer_reads, schedule};
 use super::{bad, unsup, Fail, Importer, R};
 use crate::import::proto::decode_tensor;
 use crate::ir::{ConstData, Graph, Node, Op, TensorId};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use tract_onnx::pb::{GraphProto, NodeProto};
 
 impl<'m> Importer<'m> {
@@ -66,7 +66,7 @@ impl<'m> Importer<'m> {
 
     /// Imports the nodes of branch `take` (`then_branch` / `else_branch`) of the current If
     /// into the current graph.
-    fn import_branch_nodes(&mut self, g: &'m GraphProto, take: &str) -> R<()> {
+    pub(super) fn import_branch_nodes(&mut self, g: &'m GraphProto, take: &str) -> R<()> {
         let order = schedule(g, true).map_err(|e| Fail::Error(format!("{take}: {e}")))?;
         for t in &g.initializer {
             self.inits.insert(t.name.as_str(), t);
@@ -116,28 +116,7 @@ impl<'m> Importer<'m> {
         for g in branches {
             outer_reads(g, &mut reads);
         }
-        // What the branches read here: run-time values (captured) and constants (copied).
-        let mut captured: Vec<(&str, TensorId)> = Vec::new();
-        let mut constants: Vec<(&str, ConstData)> = Vec::new();
-        for name in reads {
-            if self.failed.contains(name) {
-                self.failed.extend(n.output.iter().cloned());
-                return unsup(format!(
-                    "a branch reads '{name}', which comes from an unsupported op"
-                ));
-            }
-            let Some(&id) = self.values.get(name) else {
-                // An initializer of this graph: the branch reads it as a constant itself.
-                if self.inits.contains_key(name) {
-                    continue;
-                }
-                return bad(format!("a branch reads '{name}', which is not defined"));
-            };
-            match self.cst(id) {
-                Some(d) => constants.push((name, d.clone())),
-                None => captured.push((name, id)),
-            }
-        }
+        let (captured, constants) = self.outer_values(n, reads)?;
         let mut graphs = Vec::with_capacity(2);
         for (g, take) in branches.into_iter().zip(["then_branch", "else_branch"]) {
             let outer_graph = std::mem::take(&mut self.g);
@@ -180,6 +159,37 @@ impl<'m> Importer<'m> {
         Ok(())
     }
 
+    /// What the subgraphs of `n` read from the enclosing graph (`reads`): its run-time values
+    /// (captured: they become inputs) and its constants (copied into the subgraphs); this
+    /// graph's initializers are left out (a subgraph reads them as constants itself).
+    pub(super) fn outer_values(
+        &mut self,
+        n: &NodeProto,
+        reads: Vec<&'m str>,
+    ) -> R<OuterValues<'m>> {
+        let mut captured: Vec<(&str, TensorId)> = Vec::new();
+        let mut constants: Vec<(&str, ConstData)> = Vec::new();
+        for name in reads {
+            if self.failed.contains(name) {
+                self.failed.extend(n.output.iter().cloned());
+                return unsup(format!(
+                    "a subgraph reads '{name}', which comes from an unsupported op"
+                ));
+            }
+            let Some(&id) = self.values.get(name) else {
+                if self.inits.contains_key(name) {
+                    continue;
+                }
+                return bad(format!("a subgraph reads '{name}', which is not defined"));
+            };
+            match self.cst(id) {
+                Some(d) => constants.push((name, d.clone())),
+                None => captured.push((name, id)),
+            }
+        }
+        Ok((captured, constants))
+    }
+
     /// Imports branch graph `g` into the (empty) current graph: its inputs are the `captured`
     /// values of `outer` (in order), the `constants` are copied in. `None` when one of its
     /// nodes is unsupported.
@@ -212,46 +222,66 @@ impl<'m> Importer<'m> {
         {
             return Ok(None);
         }
-        let mut seen: HashMap<TensorId, usize> = HashMap::new();
+        let mut seen = HashSet::new();
         for o in &g.output {
-            let id = match self.values.get(&o.name) {
-                Some(&id) => id,
-                None => match self.inits.get(o.name.as_str()) {
-                    Some(t) => {
-                        let data = decode_tensor(t)
-                            .map_err(|e| Fail::Error(format!("initializer {e}")))?;
-                        self.g.add_const(o.name.clone(), data)
-                    }
-                    None => return bad(format!("{take} output '{}' is not produced", o.name)),
-                },
-            };
-            // A branch input, a constant or a value already output gets its own tensor: an
-            // output of a subgraph is a tensor some operator of it writes.
-            let t = &self.g.tensors[id];
-            let is_own = !t.is_const() && !self.g.inputs.contains(&id) && !seen.contains_key(&id);
-            let out = if is_own {
-                id
-            } else {
-                let (shape, dtype) = (t.shape.clone(), t.dtype);
-                let name = self.fresh(&format!("{}_out", o.name));
-                let out = self.g.add_tensor(name.clone(), shape.clone(), dtype);
-                self.g.nodes.push(Node {
-                    name,
-                    op: Op::Reshape { shape },
-                    inputs: vec![id],
-                    outputs: vec![out],
-                });
-                out
-            };
-            *seen.entry(id).or_default() += 1;
+            let id = self.subgraph_value(&o.name, take)?;
+            let out = self.own_output(id, &o.name, &mut seen);
             self.g.outputs.push(out);
         }
         Ok(Some(std::mem::take(&mut self.g)))
     }
 }
 
+impl<'m> Importer<'m> {
+    /// The value `name` of the subgraph being imported (an initializer of it becomes a
+    /// constant).
+    pub(super) fn subgraph_value(&mut self, name: &str, take: &str) -> R<TensorId> {
+        if let Some(&id) = self.values.get(name) {
+            return Ok(id);
+        }
+        match self.inits.get(name) {
+            Some(t) => {
+                let data = decode_tensor(t).map_err(|e| Fail::Error(format!("initializer {e}")))?;
+                Ok(self.g.add_const(name.to_string(), data))
+            }
+            None => bad(format!("{take} output '{name}' is not produced")),
+        }
+    }
+
+    /// `id` as an output of the subgraph being imported: a graph input, a constant or a value
+    /// already output gets its own tensor (through an identity RESHAPE), since an output of a
+    /// subgraph is a tensor some operator of it writes.
+    pub(super) fn own_output(
+        &mut self,
+        id: TensorId,
+        name: &str,
+        seen: &mut HashSet<TensorId>,
+    ) -> TensorId {
+        let t = &self.g.tensors[id];
+        let is_own = !t.is_const() && !self.g.inputs.contains(&id) && !seen.contains(&id);
+        seen.insert(id);
+        if is_own {
+            return id;
+        }
+        let (shape, dtype) = (t.shape.clone(), t.dtype);
+        let out_name = self.fresh(&format!("{name}_out"));
+        let out = self.g.add_tensor(out_name.clone(), shape.clone(), dtype);
+        self.g.nodes.push(Node {
+            name: out_name,
+            op: Op::Reshape { shape },
+            inputs: vec![id],
+            outputs: vec![out],
+        });
+        out
+    }
+}
+
+/// The run-time values (name, tensor) and the constants (name, value) that subgraphs read from
+/// the enclosing graph.
+pub(super) type OuterValues<'m> = (Vec<(&'m str, TensorId)>, Vec<(&'m str, ConstData)>);
+
 /// Branch `name` (a graph attribute) of If node `n`.
-fn branch<'m>(n: &'m NodeProto, name: &str) -> R<&'m GraphProto> {
+pub(super) fn branch<'m>(n: &'m NodeProto, name: &str) -> R<&'m GraphProto> {
     match n
         .attribute
         .iter()

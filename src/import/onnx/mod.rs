@@ -15,6 +15,7 @@ mod conv;
 mod elementwise;
 mod inputs;
 mod logic;
+mod loops;
 mod loss;
 mod matmul;
 mod normalization;
@@ -717,6 +718,7 @@ impl<'m> Importer<'m> {
             "Softplus" => self.softplus(n),
             "InstanceNormalization" => self.instance_norm(n, &a),
             "If" => self.if_op(n),
+            "Loop" => self.loop_op(n),
             "QuantizeLinear" => self.quantize_linear(n, &a),
             "DequantizeLinear" => self.dequantize_linear(n, &a),
             _ => unsup("operator is not supported"),
