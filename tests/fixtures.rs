@@ -247,6 +247,27 @@ fn op_zoo_matches_tract() {
 }
 
 #[test]
+fn block_moves_are_one_op_each_with_nhwc_io() {
+    // DepthToSpace CRD (PixelShuffle): its channel GATHER folds into the convolution's weights.
+    for (model, ops) in [
+        ("depth_to_space_crd", ["CONV_2D", "DEPTH_TO_SPACE"]),
+        ("depth_to_space_dcr", ["CONV_2D", "DEPTH_TO_SPACE"]),
+        ("space_to_depth", ["CONV_2D", "SPACE_TO_DEPTH"]),
+    ] {
+        let conv = convert_file(
+            &root().join(format!("fixtures/ops/{model}.onnx")),
+            &ConvertOptions {
+                nhwc_io: true,
+                ..Default::default()
+            },
+        )
+        .expect("converts");
+        let got: Vec<_> = conv.ops_after.keys().map(|k| k.to_string()).collect();
+        assert_eq!(got, ops, "{model}");
+    }
+}
+
+#[test]
 fn plain_cnn_has_no_transpose_and_one_op_per_layer() {
     let conv = convert_file(
         &root().join("fixtures/mobilenetv2_block.onnx"),

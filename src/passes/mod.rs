@@ -7,6 +7,7 @@
 
 pub mod dedup_constants;
 pub mod fold_batchnorm;
+pub mod fold_channel_gather;
 pub mod fold_channel_scale;
 pub mod fold_constants;
 pub mod fold_input_affine;
@@ -112,6 +113,11 @@ pub const FOLD_INTO_LAYERS: &[Optimization] = &[
         name: "fuse_bias",
         about: "fold bias Add and per-channel Mul/Add into conv/dense weights",
         run: fuse_bias::fuse_bias,
+    },
+    Optimization {
+        name: "fold_channel_gather",
+        about: "fold a permutation of a conv's output channels (DepthToSpace CRD's GATHER) into its weights",
+        run: fold_channel_gather::fold_channel_gather,
     },
     Optimization {
         name: "prune",
