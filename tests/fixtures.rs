@@ -34,6 +34,8 @@ const STORED_REFERENCE: &[(&str, &str)] = &[
         "tract differs from onnxruntime on a batch-first (layout=1) GRU",
     ),
     ("attention_gqa", "tract 0.21 has no Attention (opset 23)"),
+    ("loop_recurrence", "tract cannot translate Loop"),
+    ("loop_until", "tract cannot translate Loop"),
 ];
 
 /// The stored expected outputs of a fixture (`<stem>.expected.npy`, `<stem>.expected_<i>.npy`).
@@ -242,6 +244,27 @@ fn op_zoo_matches_tract() {
         .collect();
     models.sort();
     run_all(models, false);
+}
+
+#[test]
+fn block_moves_are_one_op_each_with_nhwc_io() {
+    // DepthToSpace CRD (PixelShuffle): its channel GATHER folds into the convolution's weights.
+    for (model, ops) in [
+        ("depth_to_space_crd", ["CONV_2D", "DEPTH_TO_SPACE"]),
+        ("depth_to_space_dcr", ["CONV_2D", "DEPTH_TO_SPACE"]),
+        ("space_to_depth", ["CONV_2D", "SPACE_TO_DEPTH"]),
+    ] {
+        let conv = convert_file(
+            &root().join(format!("fixtures/ops/{model}.onnx")),
+            &ConvertOptions {
+                nhwc_io: true,
+                ..Default::default()
+            },
+        )
+        .expect("converts");
+        let got: Vec<_> = conv.ops_after.keys().map(|k| k.to_string()).collect();
+        assert_eq!(got, ops, "{model}");
+    }
 }
 
 #[test]

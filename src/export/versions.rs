@@ -83,6 +83,7 @@ pub fn for_types(code: B, version: i32, t: &TypeSig) -> i32 {
             2
         }
         B::SPLIT if t.input1 == Some(DType::I8) => 2,
+        B::DEPTH_TO_SPACE | B::SPACE_TO_DEPTH if i8_in => 2,
         B::EQUAL
         | B::NOT_EQUAL
         | B::LESS
@@ -226,6 +227,12 @@ pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
         (B::CAST, 3) => (2, 8, 0),
         (B::TRANSPOSE, 6) => (2, 12, 0),
         (B::TRANSPOSE_CONV, 4) => (2, 13, 0),
+        (B::SPACE_TO_DEPTH, 1) => (1, 5, 0),
+        (B::SPACE_TO_DEPTH, 2) => (1, 14, 0),
+        (B::DEPTH_TO_SPACE, 1) => (2, 1, 0),
+        (B::DEPTH_TO_SPACE, 2) => (2, 5, 0),
+        (B::CUMSUM, 1) => (2, 4, 0),
+        (B::IF, 1) | (B::WHILE, 1) => (1, 15, 0),
         _ => (2, 13, 0),
     }
 }

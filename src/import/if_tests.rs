@@ -1,4 +1,5 @@
-//! Importer tests of ONNX `If`: constant conditions take their branch, run-time ones are errors.
+//! Importer tests of ONNX `If`: constant conditions take their branch, run-time ones become an
+//! IF with two branch graphs.
 
 use super::builder::{itensor, value_info, OnnxBuilder as B};
 use crate::ir::{Op, UnaryOp};
@@ -76,8 +77,8 @@ fn if_with_a_constant_condition_imports_the_taken_branch() {
     }
 }
 
-#[test]
-fn if_with_a_runtime_condition_is_a_clear_error() {
+/// `y = If(c, Relu(x), Sigmoid(x)) + 1` with a run-time bool `c`.
+fn runtime_if() -> B {
     let mut b = B::new(13);
     b.input("x", &[1, 4]);
     let mut c = value_info("c", &[], &[]);
@@ -86,19 +87,87 @@ fn if_with_a_runtime_condition_is_a_clear_error() {
         t.elem_type = 9; // bool
     }
     b.g.input.push(c);
+    b.init(crate::import::builder::ftensor("one", &[1], vec![1.0]));
     b.g.node.push(if_node(
         "if0",
         "c",
-        "y",
+        "y0",
         branch("Relu", "x", "t"),
         branch("Sigmoid", "x", "e"),
     ));
+    b.node("Add", "add", &["y0", "one"], &["y"], vec![]);
     b.output("y");
-    let err = b.import().unwrap_err().to_string();
-    assert!(
-        err.contains("'if0' (If): the condition is computed at run time"),
-        "{err}"
-    );
+    b
+}
+
+#[test]
+fn if_with_a_runtime_condition_becomes_an_if_with_two_branch_graphs() {
+    let g = runtime_if().import().unwrap();
+    let node = g.nodes.iter().find(|n| n.op.name() == "If").expect("an If");
+    let Op::If {
+        then_branch,
+        else_branch,
+    } = &node.op
+    else {
+        unreachable!()
+    };
+    // The condition, then `x`, which both branches read and take as their one input.
+    assert_eq!(node.inputs.len(), 2);
+    assert_eq!(g.tensors[node.inputs[1]].name, "x");
+    for (b, want) in [
+        (then_branch, UnaryOp::Relu),
+        (else_branch, UnaryOp::Sigmoid),
+    ] {
+        assert_eq!(b.inputs.len(), 1);
+        assert_eq!(b.tensors[b.inputs[0]].shape, vec![1, 4]);
+        assert_eq!(b.nodes[0].op, Op::Unary(want));
+        assert_eq!(b.tensors[b.outputs[0]].shape, vec![1, 4]);
+    }
+}
+
+#[test]
+fn a_runtime_if_runs_the_branch_its_condition_picks() {
+    use crate::convert::{convert_bytes, ConvertOptions};
+    use crate::npy::{NpyArray, NpyData};
+    let conv = convert_bytes(
+        &runtime_if().bytes(),
+        "model.onnx",
+        &ConvertOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(conv.ops_after.get("IF"), Some(&1), "{:?}", conv.ops_after);
+    let x = [-2.0f32, -0.5, 0.5, 2.0];
+    for cond in [true, false] {
+        let inputs = vec![
+            (Some("x".to_string()), NpyArray::f32(vec![1, 4], x.to_vec())),
+            (
+                Some("c".to_string()),
+                NpyArray {
+                    shape: vec![],
+                    data: NpyData::Bool(vec![cond]),
+                },
+            ),
+        ];
+        let out = crate::runtime::run_lite(&conv.bytes, "model.lite", &inputs).unwrap();
+        let want: Vec<f32> = x
+            .iter()
+            .map(|&v| {
+                1.0 + if cond {
+                    v.max(0.0)
+                } else {
+                    1.0 / (1.0 + (-v).exp())
+                }
+            })
+            .collect();
+        let got = out[0].1.to_f32();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-6, "cond {cond}: {got:?} vs {want:?}");
+        }
+    }
+}
+
+#[test]
+fn an_unsupported_op_in_a_branch_is_named() {
     // A branch whose op is unsupported names the branch's node.
     let mut b = B::new(13);
     b.input("x", &[1, 4]).init(itensor("c", &[], vec![1]));

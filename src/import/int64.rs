@@ -12,6 +12,12 @@ use anyhow::{bail, Result};
 
 /// Narrows `g` in place; `file` names the model in errors.
 pub fn narrow(g: &mut Graph, file: &str) -> Result<()> {
+    // The subgraphs of IF and WHILE first: their inputs narrow with the values the op passes.
+    for n in &mut g.nodes {
+        for (_, sub) in n.op.subgraphs_mut() {
+            narrow(sub, file)?;
+        }
+    }
     // Constants first, so an error names a reader.
     for n in &g.nodes {
         for &t in &n.inputs {

@@ -5,11 +5,15 @@ mod attention_tests;
 pub mod builder;
 #[cfg(test)]
 mod conformance_tests;
+#[cfg(test)]
+mod cumsum_tests;
 mod fold;
 mod functions;
 #[cfg(test)]
 mod if_tests;
 mod int64;
+#[cfg(test)]
+mod loop_tests;
 #[cfg(test)]
 mod loss_tests;
 mod onnx;

@@ -211,6 +211,11 @@ impl ConstData {
         map_each!(self, a => a.view().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
     }
 
+    /// The rows (indices of axis 0) `rows` names, in that order.
+    pub fn select_rows(&self, rows: &[usize]) -> ConstData {
+        map_each!(self, a => a.select(ndarray::Axis(0), rows))
+    }
+
     /// Same data, new shape (element count must match).
     pub fn reshape(&self, shape: &[usize]) -> ConstData {
         map_each!(self, a => a.as_standard_layout().into_owned().into_shape_with_order(IxDyn(shape)).expect("reshape keeps element count"))

@@ -290,6 +290,42 @@ pub enum Op {
     Cast {
         to: super::DType,
     },
+    /// Moves each pixel's channels into a `block`×`block` square of pixels: channel
+    /// `(i * block + j) * C + c` of the input becomes channel `c` of pixel (i, j) of the square
+    /// (ONNX mode DCR, TFLite DEPTH_TO_SPACE). Input: 4-D data, C·block² channels.
+    DepthToSpace {
+        block: usize,
+        layout: Layout,
+    },
+    /// The inverse of [`Op::DepthToSpace`]: each `block`×`block` square of pixels becomes one
+    /// pixel, pixel (i, j) of the square in channels `(i * block + j) * C ..`.
+    SpaceToDepth {
+        block: usize,
+        layout: Layout,
+    },
+    /// Running sum along `axis`; `exclusive` leaves the element itself out, `reverse` sums
+    /// from the end. Input: x.
+    CumSum {
+        axis: usize,
+        exclusive: bool,
+        reverse: bool,
+    },
+    /// Runs `then_branch` when the condition is true, `else_branch` otherwise (TFLite IF).
+    /// Inputs: the condition (one bool), then the values both branches read, which are the
+    /// branches' graph inputs in the same order. The branches' outputs (same shapes and types
+    /// in both) are the node's outputs. Each branch keeps the logical (ONNX) layout at its
+    /// edges and goes through the passes on its own.
+    If {
+        then_branch: Box<super::Graph>,
+        else_branch: Box<super::Graph>,
+    },
+    /// Runs `body` while `cond` gives true (TFLite WHILE). Inputs: the loop values; `cond` and
+    /// `body` take them all as their graph inputs, in order, `cond` gives one bool and `body`
+    /// the next loop values (same shapes and types). Outputs: the last loop values.
+    While {
+        cond: Box<super::Graph>,
+        body: Box<super::Graph>,
+    },
     /// float16 or quantized integer → float32 (inserted by quantization).
     Dequantize,
     /// float32 → int8 with the output tensor's parameters, or int8 → int8 with new parameters
@@ -298,6 +334,30 @@ pub enum Op {
 }
 
 impl Op {
+    /// The graphs the op runs (IF's branches, WHILE's condition and body), with their roles.
+    pub fn subgraphs(&self) -> Vec<(&'static str, &super::Graph)> {
+        match self {
+            Op::If {
+                then_branch,
+                else_branch,
+            } => vec![("then_branch", then_branch), ("else_branch", else_branch)],
+            Op::While { cond, body } => vec![("cond", cond), ("body", body)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// [`Op::subgraphs`], mutable.
+    pub fn subgraphs_mut(&mut self) -> Vec<(&'static str, &mut super::Graph)> {
+        match self {
+            Op::If {
+                then_branch,
+                else_branch,
+            } => vec![("then_branch", then_branch), ("else_branch", else_branch)],
+            Op::While { cond, body } => vec![("cond", cond), ("body", body)],
+            _ => Vec::new(),
+        }
+    }
+
     /// A short name for reports and errors (the TFLite-ish op family).
     pub fn name(&self) -> &'static str {
         match self {
@@ -387,6 +447,11 @@ impl Op {
             Op::Where => "Where",
             Op::TopK { .. } => "TopK",
             Op::Cast { .. } => "Cast",
+            Op::DepthToSpace { .. } => "DepthToSpace",
+            Op::SpaceToDepth { .. } => "SpaceToDepth",
+            Op::CumSum { .. } => "CumSum",
+            Op::If { .. } => "If",
+            Op::While { .. } => "While",
             Op::Dequantize => "Dequantize",
             Op::Quantize => "Quantize",
         }

@@ -356,6 +356,111 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             let s = broadcast(&broadcast(&x.shape, &inputs[1].shape)?, &inputs[2].shape)?;
             Ok(vec![(s, inputs[1].dtype)])
         }
+        Op::DepthToSpace { block, layout } | Op::SpaceToDepth { block, layout } => {
+            if rank != 4 {
+                return Err(format!("expects 4-D data, got {:?}", x.shape));
+            }
+            let b = *block;
+            if b == 0 {
+                return Err("block size 0".into());
+            }
+            let (ha, wa, ca) = image_axes(*layout);
+            let (h, w, c) = (x.shape[ha], x.shape[wa], x.shape[ca]);
+            let (h, w, c) = if matches!(op, Op::DepthToSpace { .. }) {
+                let bb = b.checked_mul(b).ok_or("block size too large")?;
+                if c % bb != 0 {
+                    return Err(format!("{c} channels are not a multiple of {bb}"));
+                }
+                let grown = |d: usize| d.checked_mul(b).ok_or("output too large");
+                (grown(h)?, grown(w)?, c / bb)
+            } else {
+                if h % b != 0 || w % b != 0 {
+                    return Err(format!("{h}x{w} is not a multiple of block size {b}"));
+                }
+                (h / b, w / b, c * b * b)
+            };
+            Ok(vec![(image_shape(*layout, x.shape[0], c, h, w), x.dtype)])
+        }
+        Op::If {
+            then_branch,
+            else_branch,
+        } => {
+            let arity = |g: &super::Graph| g.inputs.len() + 1;
+            if inputs.len() != arity(then_branch) || inputs.len() != arity(else_branch) {
+                return Err(format!(
+                    "{} inputs for branches of {} and {} inputs (and the condition)",
+                    inputs.len(),
+                    then_branch.inputs.len(),
+                    else_branch.inputs.len()
+                ));
+            }
+            if x.dtype != DType::Bool || x.elements() != 1 {
+                return Err(format!(
+                    "the condition must be one bool, is {} {:?}",
+                    x.dtype.name(),
+                    x.shape
+                ));
+            }
+            for g in [then_branch, else_branch] {
+                for (t, &b) in inputs[1..].iter().zip(&g.inputs) {
+                    let b = &g.tensors[b];
+                    if (&t.shape, t.dtype) != (&b.shape, b.dtype) {
+                        return Err(format!(
+                            "'{}' is {} {:?}, its branch input '{}' {} {:?}",
+                            t.name,
+                            t.dtype.name(),
+                            t.shape,
+                            b.name,
+                            b.dtype.name(),
+                            b.shape
+                        ));
+                    }
+                }
+            }
+            let outs = |g: &super::Graph| -> Vec<(Vec<usize>, DType)> {
+                g.outputs
+                    .iter()
+                    .map(|&o| (g.tensors[o].shape.clone(), g.tensors[o].dtype))
+                    .collect()
+            };
+            let (then_outs, else_outs) = (outs(then_branch), outs(else_branch));
+            if then_outs != else_outs {
+                return Err(format!(
+                    "the branches' outputs differ: {then_outs:?} and {else_outs:?}"
+                ));
+            }
+            Ok(then_outs)
+        }
+        Op::While { cond, body } => {
+            let signature = |ids: &[usize], g: &super::Graph| -> Vec<(Vec<usize>, DType)> {
+                ids.iter()
+                    .map(|&t| (g.tensors[t].shape.clone(), g.tensors[t].dtype))
+                    .collect()
+            };
+            let values: Vec<(Vec<usize>, DType)> =
+                inputs.iter().map(|t| (t.shape.clone(), t.dtype)).collect();
+            for (what, list) in [
+                ("cond's inputs", signature(&cond.inputs, cond)),
+                ("body's inputs", signature(&body.inputs, body)),
+                ("body's outputs", signature(&body.outputs, body)),
+            ] {
+                if list != values {
+                    return Err(format!(
+                        "{what} {list:?} differ from the loop values {values:?}"
+                    ));
+                }
+            }
+            let out = signature(&cond.outputs, cond);
+            if out.len() != 1 || out[0].1 != DType::Bool || out[0].0.iter().product::<usize>() != 1
+            {
+                return Err(format!("cond must give one bool, gives {out:?}"));
+            }
+            Ok(values)
+        }
+        Op::CumSum { axis, .. } => {
+            check_axis(*axis)?;
+            Ok(vec![(x.shape.clone(), x.dtype)])
+        }
         Op::TopK { axis, k } => {
             check_axis(*axis)?;
             if *k > x.shape[*axis] {

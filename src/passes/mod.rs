@@ -7,6 +7,7 @@
 
 pub mod dedup_constants;
 pub mod fold_batchnorm;
+pub mod fold_channel_gather;
 pub mod fold_channel_scale;
 pub mod fold_constants;
 pub mod fold_input_affine;
@@ -112,6 +113,11 @@ pub const FOLD_INTO_LAYERS: &[Optimization] = &[
         name: "fuse_bias",
         about: "fold bias Add and per-channel Mul/Add into conv/dense weights",
         run: fuse_bias::fuse_bias,
+    },
+    Optimization {
+        name: "fold_channel_gather",
+        about: "fold a permutation of a conv's output channels (DepthToSpace CRD's GATHER) into its weights",
+        run: fold_channel_gather::fold_channel_gather,
     },
     Optimization {
         name: "prune",
@@ -278,6 +284,19 @@ fn histogram(g: &Graph) -> BTreeMap<String, usize> {
 
 /// Runs the optimizations and the required layout and lowering passes.
 pub fn run_pipeline(g: &mut Graph, opts: &PipelineOptions) -> Result<PipelineReport> {
+    // The subgraphs of IF and WHILE nodes go through the passes on their own; their edges keep
+    // the logical layout, which the op's inputs and outputs have too.
+    let sub_opts = PipelineOptions {
+        passes: opts.passes.clone(),
+        layout: layout::LayoutOptions { nhwc_io: false },
+    };
+    for n in &mut g.nodes {
+        let op_name = n.op.name();
+        for (which, sub) in n.op.subgraphs_mut() {
+            run_pipeline(sub, &sub_opts)
+                .map_err(|e| anyhow::anyhow!("node '{}' ({op_name}), {which}: {e:#}", n.name))?;
+        }
+    }
     let mut r = PipelineReport {
         ir_ops_before: histogram(g),
         nodes_before: g.nodes.len(),

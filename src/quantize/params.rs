@@ -105,7 +105,9 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
         | Op::Slice { .. }
         | Op::Split { .. }
         | Op::Gather { .. }
-        | Op::Expand { .. } => Some(SameAsInput),
+        | Op::Expand { .. }
+        | Op::DepthToSpace { .. }
+        | Op::SpaceToDepth { .. } => Some(SameAsInput),
         // TILE has an int8 kernel in TFLite (version 3) but LiteRT 2.3 does not register it.
         // 0 pads with the zero point; the lowest float (a max pool's padding, `passes::lower`) pads
         // with the lowest int8 value, which a max over a window with real values never picks either.
@@ -158,6 +160,8 @@ pub fn moves_values(op: &Op) -> bool {
             | Op::Concat { .. }
             | Op::Gather { .. }
             | Op::Expand { .. }
+            | Op::DepthToSpace { .. }
+            | Op::SpaceToDepth { .. }
     )
 }
 

@@ -116,14 +116,41 @@ def sanitize(name: str) -> str:
     return name.replace("/", "_").replace(":", "_")
 
 
-def make_interpreter(path: Path, resolver: str):
+def make_interpreter(path: Path, resolver: str, notes: list | None = None):
     Interpreter, OpResolverType, _ = load_interpreter_cls()
     kind = {
         "builtin": OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,  # optimized kernels, no XNNPACK
         "ref": OpResolverType.BUILTIN_REF,  # reference kernels
         "auto": OpResolverType.AUTO,  # default (XNNPACK delegate where possible)
     }[resolver]
-    return Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=kind)
+    try:
+        return Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=kind)
+    except ValueError as e:
+        # LiteRT's reference resolver registers DEPTH_TO_SPACE at version 1 only, though its int8
+        # form is version 2 (op_version.cc; the builtin resolver registers both, and the reference
+        # kernel takes int8): a copy that says version 1 runs with the reference kernels.
+        if resolver != "ref" or "'DEPTH_TO_SPACE' version '2'" not in str(e):
+            raise
+        if notes is not None:
+            notes.append("DEPTH_TO_SPACE run as version 1 (LiteRT's reference resolver has no version 2)")
+        return Interpreter(model_path=str(depth_to_space_v1(path)), num_threads=1,
+                           experimental_op_resolver_type=kind)
+
+
+def depth_to_space_v1(path: Path) -> Path:
+    """A copy of the .tflite file whose DEPTH_TO_SPACE operator code says version 1."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as s
+
+    m = s.ModelT.InitFromPackedBuf(bytearray(path.read_bytes()), 0)
+    for code in m.operatorCodes:
+        if max(code.builtinCode, code.deprecatedBuiltinCode) == s.BuiltinOperator.DEPTH_TO_SPACE:
+            code.version = 1
+    b = flatbuffers.Builder(0)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    out = path.with_suffix(".d2s_v1.tflite")
+    out.write_bytes(bytes(b.Output()))
+    return out
 
 
 def _adapt_layout(arr: np.ndarray, want_shape, want_dtype, name: str, notes: list, quant=None):
@@ -159,8 +186,8 @@ def run_litert(path: Path, feeds: dict[str, np.ndarray], resolver: str = "builti
     Uses the first SignatureDef when there is one (inputs/outputs by signature name), otherwise the
     subgraph's inputs by name (falling back to order) and outputs by tensor name.
     """
-    interp = make_interpreter(path, resolver)
     notes: list[str] = []
+    interp = make_interpreter(path, resolver, notes)
     feed_names = list(feeds)
     sigs = interp.get_signature_list()
     if sigs:

@@ -258,9 +258,13 @@ pub(super) fn run_variable_op<'m>(
                 }
                 store.while_iterations += 1;
                 body.invoke_with(store)?;
-                // Through the condition's inputs (no allocation while invoking).
+                // Through the condition's inputs (no allocation while invoking). Every output
+                // is read before any input is written: the body's plan may give an output the
+                // memory of an input it no longer reads.
                 for k in 0..op.inputs.len() {
                     copy(cond.input_mut(k)?.bytes_mut(), body.output(k)?.bytes())?;
+                }
+                for k in 0..op.inputs.len() {
                     let t = cond.model().inputs()[k].tensor;
                     copy(body.input_mut(k)?.bytes_mut(), cond.tensor(t)?.bytes())?;
                 }

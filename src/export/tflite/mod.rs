@@ -82,6 +82,9 @@ struct Writer<'g> {
     /// Extra constant tensors the writer adds (shapes, axes, paddings, pad values):
     /// (name, shape, data, quantization).
     extra: Vec<(String, Vec<usize>, ConstData, Option<QuantParams>)>,
+    /// The subgraph index the next IF's or WHILE's first subgraph has (its second has the one
+    /// after).
+    next_subgraph: usize,
 }
 
 impl<'g> Writer<'g> {
@@ -137,21 +140,65 @@ fn ids(v: &[usize]) -> Vec<i32> {
     v.iter().map(|&i| i as i32).collect()
 }
 
+/// The graphs written as subgraphs: the main graph first, then those of its IF and WHILE nodes
+/// (then/else, cond/body, in node order), then theirs, breadth first. Each with its name and the
+/// index its first such node's first subgraph gets.
+fn subgraph_list(g: &Graph) -> Vec<(&Graph, String, usize)> {
+    let mut list = vec![(g, "main".to_string(), 0)];
+    let mut next = 1;
+    let mut i = 0;
+    while i < list.len() {
+        list[i].2 = next;
+        let graph = list[i].0;
+        for n in &graph.nodes {
+            for (role, sub) in n.op.subgraphs() {
+                list.push((sub, format!("{}/{role}", n.name), 0));
+                next += 1;
+            }
+        }
+        i += 1;
+    }
+    list
+}
+
+/// A tensor as written: name, shape, type, data (constants), quantization.
+type TensorRow = (
+    String,
+    Vec<usize>,
+    DType,
+    Option<ConstData>,
+    Option<QuantParams>,
+);
+
+/// A subgraph's operators and the constant tensors its operators added.
+type WrittenOps<'a> = (
+    Vec<OpSpec<'a>>,
+    Vec<(String, Vec<usize>, ConstData, Option<QuantParams>)>,
+);
+
 /// Writes the graph as TFLite FlatBuffer bytes.
 pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
+    let graphs = subgraph_list(g);
     let mut w = Writer {
         g,
         fbb: FlatBufferBuilder::with_capacity(1 << 16),
         extra: Vec::new(),
+        next_subgraph: 0,
     };
     // Operators first (they may add constant tensors).
-    let mut ops = Vec::with_capacity(g.nodes.len());
+    let mut written: Vec<WrittenOps> = Vec::with_capacity(graphs.len());
     let mut errors = Vec::new();
-    for node in &g.nodes {
-        match op_spec(&mut w, node) {
-            Ok(spec) => ops.push(spec),
-            Err(e) => errors.push(format!("'{}' ({}): {e}", node.name, node.op.name())),
+    for &(graph, _, first_branch) in &graphs {
+        w.g = graph;
+        w.next_subgraph = first_branch;
+        let mut ops = Vec::with_capacity(graph.nodes.len());
+        for node in &graph.nodes {
+            match op_spec(&mut w, node) {
+                Ok(spec) => ops.push(spec),
+                Err(e) => errors.push(format!("'{}' ({}): {e}", node.name, node.op.name())),
+            }
         }
+        written.push((ops, std::mem::take(&mut w.extra)));
     }
     if !errors.is_empty() {
         bail!(
@@ -164,7 +211,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
     // Operator codes, in order of first use.
     let mut codes: Vec<(fb::BuiltinOperator, i32)> = Vec::new();
     let mut code_index = BTreeMap::new();
-    for op in &ops {
+    for op in written.iter().flat_map(|(ops, _)| ops) {
         let key = (op.code.0, op.version);
         if let std::collections::btree_map::Entry::Vacant(e) = code_index.entry(key) {
             e.insert(codes.len() as u32);
@@ -178,124 +225,101 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         let b = fb::BufferArgs::default();
         fb::Buffer::create(fbb, &b)
     }];
-    let mut tensor_offsets = Vec::new();
-    type Row = (
-        String,
-        Vec<usize>,
-        DType,
-        Option<ConstData>,
-        Option<QuantParams>,
-    );
-    let all: Vec<Row> = g
-        .tensors
+    let rows: Vec<Vec<TensorRow>> = graphs
         .iter()
-        .map(|t| {
-            let data = t.data.as_ref().map(|d| narrow_i64(d, t.quant.is_some()));
-            let dtype = data.as_ref().map(|d| d.dtype()).unwrap_or(t.dtype);
-            (
-                t.name.clone(),
-                t.shape.clone(),
-                dtype,
-                data,
-                t.quant.clone(),
-            )
-        })
-        .chain(
-            w.extra
+        .zip(&written)
+        .map(|(&(graph, _, _), (_, extra))| {
+            graph
+                .tensors
                 .iter()
-                .map(|(n, s, d, q)| (n.clone(), s.clone(), d.dtype(), Some(d.clone()), q.clone())),
-        )
+                .map(|t| {
+                    let data = t.data.as_ref().map(|d| narrow_i64(d, t.quant.is_some()));
+                    let dtype = data.as_ref().map(|d| d.dtype()).unwrap_or(t.dtype);
+                    (
+                        t.name.clone(),
+                        t.shape.clone(),
+                        dtype,
+                        data,
+                        t.quant.clone(),
+                    )
+                })
+                .chain(extra.iter().map(|(n, s, d, q)| {
+                    (n.clone(), s.clone(), d.dtype(), Some(d.clone()), q.clone())
+                }))
+                .collect()
+        })
         .collect();
     // The constants' data first, so it lies together in the file and the metadata (shapes,
     // names, per-channel scales) elsewhere: a runtime that maps the file and gives back the pages
     // of weights it has repacked then frees whole pages, not pages shared with metadata.
-    let tensor_buffers: Vec<u32> = all
+    let tensor_buffers: Vec<Vec<u32>> = rows
         .iter()
-        .map(|(_, _, _, data, _)| match data {
-            Some(d) => {
-                let bytes: Vec<Aligned16> = d.to_le_bytes().into_iter().map(Aligned16).collect();
-                let v = fbb.create_vector(&bytes);
-                buffers.push(fb::Buffer::create(
-                    fbb,
-                    &fb::BufferArgs {
-                        data: Some(v),
-                        offset: 0,
-                        size_: 0,
-                    },
-                ));
-                (buffers.len() - 1) as u32
-            }
-            None => 0,
+        .map(|all| {
+            all.iter()
+                .map(|(_, _, _, data, _)| match data {
+                    Some(d) => {
+                        let bytes: Vec<Aligned16> =
+                            d.to_le_bytes().into_iter().map(Aligned16).collect();
+                        let v = fbb.create_vector(&bytes);
+                        buffers.push(fb::Buffer::create(
+                            fbb,
+                            &fb::BufferArgs {
+                                data: Some(v),
+                                offset: 0,
+                                size_: 0,
+                            },
+                        ));
+                        (buffers.len() - 1) as u32
+                    }
+                    None => 0,
+                })
+                .collect()
         })
         .collect();
-    for ((name, shape, dtype, _, quant), &buffer) in all.iter().zip(&tensor_buffers) {
-        let shape_v: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
-        let shape_off = fbb.create_vector(&shape_v);
-        let name_off = fbb.create_string(name);
-        let quantization = quant.as_ref().map(|q| {
-            let scale = fbb.create_vector(&q.scale);
-            let zero_point = fbb.create_vector(&q.zero_point);
-            fb::QuantizationParameters::create(
+    let mut subgraph_offsets = Vec::with_capacity(graphs.len());
+    for (((graph, name, _), (ops, _)), (all, buffer_ids)) in graphs
+        .iter()
+        .zip(&written)
+        .zip(rows.iter().zip(&tensor_buffers))
+    {
+        let tensors = write_tensors(fbb, all, buffer_ids);
+        let mut op_offsets = Vec::with_capacity(ops.len());
+        for op in ops {
+            let inputs = fbb.create_vector(&op.inputs);
+            let outputs = fbb.create_vector(&op.outputs);
+            let (ty, opts_off) = match op.options {
+                Some((t, o)) => (t, Some(o)),
+                None => (fb::BuiltinOptions::NONE, None),
+            };
+            op_offsets.push(fb::Operator::create(
                 fbb,
-                &fb::QuantizationParametersArgs {
-                    scale: Some(scale),
-                    zero_point: Some(zero_point),
-                    quantized_dimension: q.axis as i32,
+                &fb::OperatorArgs {
+                    opcode_index: code_index[&(op.code.0, op.version)],
+                    inputs: Some(inputs),
+                    outputs: Some(outputs),
+                    builtin_options_type: ty,
+                    builtin_options: opts_off,
                     ..Default::default()
                 },
-            )
-        });
-        tensor_offsets.push(fb::Tensor::create(
+            ));
+        }
+        let tensors = fbb.create_vector(&tensors);
+        let operators = fbb.create_vector(&op_offsets);
+        let sg_inputs = fbb.create_vector(&ids(&graph.inputs));
+        let sg_outputs = fbb.create_vector(&ids(&graph.outputs));
+        let sg_name = fbb.create_string(name);
+        subgraph_offsets.push(fb::SubGraph::create(
             fbb,
-            &fb::TensorArgs {
-                shape: Some(shape_off),
-                type_: tensor_type(*dtype),
-                buffer,
-                name: Some(name_off),
-                quantization,
-                has_rank: true,
-                ..Default::default()
+            &fb::SubGraphArgs {
+                tensors: Some(tensors),
+                inputs: Some(sg_inputs),
+                outputs: Some(sg_outputs),
+                operators: Some(operators),
+                name: Some(sg_name),
             },
         ));
     }
-
-    let mut op_offsets = Vec::with_capacity(ops.len());
-    for op in &ops {
-        let inputs = fbb.create_vector(&op.inputs);
-        let outputs = fbb.create_vector(&op.outputs);
-        let (ty, opts_off) = match op.options {
-            Some((t, o)) => (t, Some(o)),
-            None => (fb::BuiltinOptions::NONE, None),
-        };
-        op_offsets.push(fb::Operator::create(
-            fbb,
-            &fb::OperatorArgs {
-                opcode_index: code_index[&(op.code.0, op.version)],
-                inputs: Some(inputs),
-                outputs: Some(outputs),
-                builtin_options_type: ty,
-                builtin_options: opts_off,
-                ..Default::default()
-            },
-        ));
-    }
-
-    let tensors = fbb.create_vector(&tensor_offsets);
-    let operators = fbb.create_vector(&op_offsets);
-    let sg_inputs = fbb.create_vector(&ids(&g.inputs));
-    let sg_outputs = fbb.create_vector(&ids(&g.outputs));
-    let sg_name = fbb.create_string("main");
-    let subgraph = fb::SubGraph::create(
-        fbb,
-        &fb::SubGraphArgs {
-            tensors: Some(tensors),
-            inputs: Some(sg_inputs),
-            outputs: Some(sg_outputs),
-            operators: Some(operators),
-            name: Some(sg_name),
-        },
-    );
-    let subgraphs = fbb.create_vector(&[subgraph]);
+    let subgraphs = fbb.create_vector(&subgraph_offsets);
 
     let code_offsets: Vec<_> = codes
         .iter()
@@ -418,6 +442,47 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
     );
     fbb.finish(model, Some(literun::schema::FILE_IDENTIFIER));
     Ok(fbb.finished_data().to_vec())
+}
+
+/// The tensor tables of one subgraph: `rows` (name, shape, type, data, quantization) with their
+/// buffer indices.
+fn write_tensors<'f>(
+    fbb: &mut FlatBufferBuilder<'f>,
+    rows: &[TensorRow],
+    buffers: &[u32],
+) -> Vec<WIPOffset<fb::Tensor<'f>>> {
+    let mut tensor_offsets = Vec::with_capacity(rows.len());
+    for ((name, shape, dtype, _, quant), &buffer) in rows.iter().zip(buffers) {
+        let shape_v: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
+        let shape_off = fbb.create_vector(&shape_v);
+        let name_off = fbb.create_string(name);
+        let quantization = quant.as_ref().map(|q| {
+            let scale = fbb.create_vector(&q.scale);
+            let zero_point = fbb.create_vector(&q.zero_point);
+            fb::QuantizationParameters::create(
+                fbb,
+                &fb::QuantizationParametersArgs {
+                    scale: Some(scale),
+                    zero_point: Some(zero_point),
+                    quantized_dimension: q.axis as i32,
+                    ..Default::default()
+                },
+            )
+        });
+        tensor_offsets.push(fb::Tensor::create(
+            fbb,
+            &fb::TensorArgs {
+                shape: Some(shape_off),
+                type_: tensor_type(*dtype),
+                buffer,
+                name: Some(name_off),
+                quantization,
+                has_rank: true,
+                ..Default::default()
+            },
+        ));
+    }
+    tensor_offsets
 }
 
 /// TFLite kernels take int32 shapes, axes and indices: narrow int64 constants when they fit

@@ -718,6 +718,72 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
                 }
             );
         }
+        Op::DepthToSpace {
+            block,
+            layout: Layout::Nhwc,
+        } => {
+            spec.code = B::DEPTH_TO_SPACE;
+            opts!(
+                DepthToSpaceOptions,
+                DepthToSpaceOptions,
+                fb::DepthToSpaceOptionsArgs {
+                    block_size: i32_option(*block, "block size")?
+                }
+            );
+        }
+        Op::SpaceToDepth {
+            block,
+            layout: Layout::Nhwc,
+        } => {
+            spec.code = B::SPACE_TO_DEPTH;
+            opts!(
+                SpaceToDepthOptions,
+                SpaceToDepthOptions,
+                fb::SpaceToDepthOptionsArgs {
+                    block_size: i32_option(*block, "block size")?
+                }
+            );
+        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => {
+            spec.code = B::CUMSUM;
+            let at = w.const_i32(format!("{}/axis", node.name), &[], vec![*axis as i32]);
+            spec.inputs.push(at);
+            let fbb = &mut w.fbb;
+            let o = fb::CumsumOptions::create(
+                fbb,
+                &fb::CumsumOptionsArgs {
+                    exclusive: *exclusive,
+                    reverse: *reverse,
+                },
+            );
+            spec.options = Some((fb::BuiltinOptions::CumsumOptions, o.as_union_value()));
+        }
+        Op::If { .. } | Op::While { .. } => {
+            // IfOptions (then_subgraph_index, else_subgraph_index) and WhileOptions
+            // (cond_subgraph_index, body_subgraph_index): two int32 fields, written by hand (the
+            // bundled schema subset lacks both tables).
+            let (code, tag) = match node.op {
+                Op::If { .. } => (B::IF, IF_OPTIONS),
+                _ => (B::WHILE, WHILE_OPTIONS),
+            };
+            spec.code = code;
+            let first = w.next_subgraph;
+            w.next_subgraph += 2;
+            let index = |i: usize| {
+                i32::try_from(i).map_err(|_| anyhow!("subgraph index {i} does not fit an int32"))
+            };
+            let (first, second) = (index(first)?, index(first + 1)?);
+            let fbb = &mut w.fbb;
+            let start = fbb.start_table();
+            fbb.push_slot::<i32>(4, first, 0);
+            fbb.push_slot::<i32>(6, second, 0);
+            let o = fbb.end_table(start);
+            spec.options = Some((fb::BuiltinOptions(tag), o.as_union_value()));
+        }
         Op::Dequantize => spec.code = B::DEQUANTIZE,
         Op::Quantize => spec.code = B::QUANTIZE,
         other => bail!(
@@ -744,6 +810,15 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
         },
     );
     Ok(spec)
+}
+
+/// The `BuiltinOptions` tags of `IfOptions` and `WhileOptions`.
+const IF_OPTIONS: u8 = 92;
+const WHILE_OPTIONS: u8 = 93;
+
+/// `value` as an int32 option field, or an error naming `what`.
+fn i32_option(value: usize, what: &str) -> Result<i32> {
+    i32::try_from(value).map_err(|_| anyhow!("{what} {value} does not fit an int32 option"))
 }
 
 /// The element type a tensor is written with (int64 constants are narrowed when they fit).

@@ -15,6 +15,7 @@ mod conv;
 mod elementwise;
 mod inputs;
 mod logic;
+mod loops;
 mod loss;
 mod matmul;
 mod normalization;
@@ -684,6 +685,7 @@ impl<'m> Importer<'m> {
             "ArgMax" => self.argmax(n, &a, false),
             "ArgMin" => self.argmax(n, &a, true),
             "TopK" => self.topk(n, &a),
+            "CumSum" => self.cumsum(n, &a),
             "LSTM" | "GRU" => {
                 let first = self.g.nodes.len();
                 let r = if n.op_type == "LSTM" {
@@ -725,6 +727,7 @@ impl<'m> Importer<'m> {
             "Softplus" => self.softplus(n),
             "InstanceNormalization" => self.instance_norm(n, &a),
             "If" => self.if_op(n),
+            "Loop" => self.loop_op(n),
             "QuantizeLinear" => self.quantize_linear(n, &a),
             "DequantizeLinear" => self.dequantize_linear(n, &a),
             _ => unsup("operator is not supported"),

@@ -1,5 +1,5 @@
 //! ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd, ReduceSumSquare, ReduceL1, ReduceL2,
-//! ReduceLogSum, ArgMax, ArgMin and TopK.
+//! ReduceLogSum, ArgMax, ArgMin, TopK and CumSum.
 
 use super::{bad, bin, unsup, Importer, R};
 use crate::import::proto::{norm_axis, Attrs};
@@ -168,6 +168,40 @@ impl Importer<'_> {
         for (name, id) in names.iter().zip(ids) {
             self.bind(name, id);
         }
+        Ok(())
+    }
+
+    /// CumSum with a constant axis → CUMSUM (float32; int32, and int64 narrowed to int32 as
+    /// every int64 value is).
+    pub(super) fn cumsum(&mut self, n: &NodeProto, a: &Attrs) -> R<()> {
+        let x = self.req(n, 0, "x")?;
+        if !matches!(self.dtype(x), DType::F32 | DType::I32 | DType::I64) {
+            return unsup(format!(
+                "CumSum of {} is not supported (float32 and int32 are)",
+                self.dtype(x).name()
+            ));
+        }
+        let Some(axis) = self.const_ints(n, 1, "axis")? else {
+            return bad("axis (input 1) is required");
+        };
+        let &[axis] = axis.as_slice() else {
+            return bad(format!("axis must have one element, has {}", axis.len()));
+        };
+        let axis = norm_axis(axis, self.shape(x).len())?;
+        let flag = |name: &str| -> R<bool> {
+            match a.int_or(name, 0)? {
+                0 => Ok(false),
+                1 => Ok(true),
+                other => bad(format!("{name} must be 0 or 1, is {other}")),
+            }
+        };
+        let op = Op::CumSum {
+            axis,
+            exclusive: flag("exclusive")?,
+            reverse: flag("reverse")?,
+        };
+        let out = self.out0(n)?;
+        self.emit_to(op, &[x], out)?;
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use super::{bad, Importer, R};
 use crate::import::proto::{
     checked_elements, dim_value, dim_values, norm_axis, size_values, Attrs,
 };
-use crate::ir::{shape, ConstData, Op};
+use crate::ir::{shape, ConstData, DType, Layout, Op, TensorId};
 use tract_onnx::pb::NodeProto;
 
 impl Importer<'_> {
@@ -51,8 +51,12 @@ impl Importer<'_> {
         Ok(())
     }
 
-    /// DepthToSpace (`to_space`; modes DCR and CRD) and SpaceToDepth, as ONNX defines them:
-    /// a Reshape to 6-D blocks, a Transpose moving the blocks, a Reshape back to 4-D.
+    /// DepthToSpace (`to_space`; modes DCR and CRD) and SpaceToDepth (modes DCR and, from opset
+    /// 25, CRD). Mode DCR is TFLite's channel order: DEPTH_TO_SPACE / SPACE_TO_DEPTH. CRD orders
+    /// the channels the other way round (channel `c * b² + k` for block position `k` where DCR
+    /// has `k * C + c`): a GATHER of the channels reorders them before DEPTH_TO_SPACE or after
+    /// SPACE_TO_DEPTH. Constant data (and types TFLite's kernels lack) take the 6-D form ONNX
+    /// defines: a Reshape to blocks, a Transpose moving them, a Reshape back to 4-D.
     pub(super) fn depth_space(&mut self, n: &NodeProto, a: &Attrs, to_space: bool) -> R<()> {
         let x = self.req(n, 0, "input")?;
         let xs = self.shape(x);
@@ -66,29 +70,80 @@ impl Importer<'_> {
             Ok(b) if b >= 1 => b,
             _ => return bad(format!("blocksize {block} is not positive")),
         };
+        let crd = match a.string_or("mode", "DCR")?.as_str() {
+            "DCR" => false,
+            "CRD" => true,
+            other => return bad(format!("mode '{other}' is not DCR or CRD")),
+        };
+        let bb = b
+            .checked_mul(b)
+            .ok_or_else(|| super::Fail::Error(format!("blocksize {b} is too large")))?;
+        if to_space && c % bb != 0 {
+            return bad(format!(
+                "{c} channels are not a multiple of blocksize² = {bb}"
+            ));
+        }
+        if !to_space && (h % b != 0 || w % b != 0) {
+            return bad(format!("{h}x{w} is not a multiple of blocksize {b}"));
+        }
+        let builtin_type = matches!(
+            self.dtype(x),
+            DType::F32 | DType::I32 | DType::I64 | DType::I8 | DType::U8
+        );
+        let out = self.out0(n)?;
+        if self.cst(x).is_some() || !builtin_type {
+            return self.depth_space_by_transpose(x, [batch, c, h, w], b, to_space, crd, out);
+        }
+        let layout = Layout::Nchw;
+        if to_space {
+            let data = if crd {
+                let depth = c / bb;
+                let order = crd_channel_order(depth, bb, true);
+                self.gather_channels(x, order, "dcr_channels")?
+            } else {
+                x
+            };
+            self.emit_to(Op::DepthToSpace { block: b, layout }, &[data], out)?;
+        } else if crd {
+            let dcr = self.emit_tmp(Op::SpaceToDepth { block: b, layout }, &[x], "dcr")?;
+            let order = crd_channel_order(c, bb, false);
+            let order = self.add_const(&format!("{}/crd_order", self.cur), order);
+            self.emit_to(Op::Gather { axis: 1 }, &[dcr, order], out)?;
+        } else {
+            self.emit_to(Op::SpaceToDepth { block: b, layout }, &[x], out)?;
+        }
+        Ok(())
+    }
+
+    /// `x`'s channels (axis 1) in the order `order` gives.
+    fn gather_channels(&mut self, x: TensorId, order: ConstData, suffix: &str) -> R<TensorId> {
+        let order = self.add_const(&format!("{}/{suffix}_order", self.cur), order);
+        self.emit_tmp(Op::Gather { axis: 1 }, &[x, order], suffix)
+    }
+
+    /// The 6-D form ONNX's definition of DepthToSpace / SpaceToDepth uses.
+    fn depth_space_by_transpose(
+        &mut self,
+        x: TensorId,
+        [batch, c, h, w]: [usize; 4],
+        b: usize,
+        to_space: bool,
+        crd: bool,
+        out: &str,
+    ) -> R<()> {
         let (blocks, perm, shape) = if to_space {
-            if c % (b * b) != 0 {
-                return bad(format!(
-                    "{c} channels are not a multiple of blocksize² = {}",
-                    b * b
-                ));
-            }
             let depth = c / (b * b);
-            let (blocks, perm) = match a.string_or("mode", "DCR")?.as_str() {
-                "DCR" => (vec![batch, b, b, depth, h, w], vec![0, 3, 4, 1, 5, 2]),
-                "CRD" => (vec![batch, depth, b, b, h, w], vec![0, 1, 4, 2, 5, 3]),
-                other => return bad(format!("mode '{other}' is not DCR or CRD")),
+            let (blocks, perm) = if crd {
+                (vec![batch, depth, b, b, h, w], vec![0, 1, 4, 2, 5, 3])
+            } else {
+                (vec![batch, b, b, depth, h, w], vec![0, 3, 4, 1, 5, 2])
             };
             (blocks, perm, vec![batch, depth, h * b, w * b])
         } else {
-            if h % b != 0 || w % b != 0 {
-                return bad(format!("{h}x{w} is not a multiple of blocksize {b}"));
-            }
-            // SpaceToDepth's mode (opset 25) orders the output channels the same two ways.
-            let perm = match a.string_or("mode", "DCR")?.as_str() {
-                "DCR" => vec![0, 3, 5, 1, 2, 4],
-                "CRD" => vec![0, 1, 3, 5, 2, 4],
-                other => return bad(format!("mode '{other}' is not DCR or CRD")),
+            let perm = if crd {
+                vec![0, 1, 3, 5, 2, 4]
+            } else {
+                vec![0, 3, 5, 1, 2, 4]
             };
             (
                 vec![batch, c, h / b, b, w / b, b],
@@ -98,7 +153,6 @@ impl Importer<'_> {
         };
         let blocks = self.emit_tmp(Op::Reshape { shape: blocks }, &[x], "blocks")?;
         let moved = self.emit_tmp(Op::Transpose { perm }, &[blocks], "moved")?;
-        let out = self.out0(n)?;
         self.emit_to(Op::Reshape { shape }, &[moved], out)?;
         Ok(())
     }
@@ -261,4 +315,22 @@ fn resolve_reshape(
         return Err(format!("cannot reshape {input:?} to {target:?}"));
     }
     Ok(out)
+}
+
+/// Channel indices between the two channel orders of `depth` channels × `blocks` block
+/// positions: with `to_dcr`, DCR channel `k * depth + c` reads CRD channel `c * blocks + k`;
+/// otherwise CRD channel `c * blocks + k` reads DCR channel `k * depth + c`.
+fn crd_channel_order(depth: usize, blocks: usize, to_dcr: bool) -> ConstData {
+    let mut order = vec![0i32; depth * blocks];
+    for k in 0..blocks {
+        for c in 0..depth {
+            let (dcr, crd) = (k * depth + c, c * blocks + k);
+            if to_dcr {
+                order[dcr] = crd as i32;
+            } else {
+                order[crd] = dcr as i32;
+            }
+        }
+    }
+    ConstData::from_i32(&[depth * blocks], order)
 }

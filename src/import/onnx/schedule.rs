@@ -26,7 +26,7 @@ fn subgraphs(n: &NodeProto) -> impl Iterator<Item = &GraphProto> {
 }
 
 /// Adds to `reads` the values `g` reads from its enclosing scopes.
-fn outer_reads<'a>(g: &'a GraphProto, reads: &mut Vec<&'a str>) {
+pub(super) fn outer_reads<'a>(g: &'a GraphProto, reads: &mut Vec<&'a str>) {
     let mut local: HashSet<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
     local.extend(g.input.iter().map(|v| v.name.as_str()));
     for n in &g.node {
