@@ -24,7 +24,11 @@ encoder (d=64, 4 heads, seq 32: `encoder_2l`)) it
     speed or load hit all of them alike. `litecvt bench` is a new process every round, so it
     first warms up for ~0.1 s; the in-process engines stay warm between rounds. Reports median and p90 over all rounds, the ratio of
     each engine's median to literun's on the same file, and the arena bytes of literun and
-    LiteRT (span of LiteRT's non-constant tensor addresses with its builtin kernels).
+    LiteRT (span of LiteRT's non-constant tensor addresses with its builtin kernels). Also each
+    engine's time on a CPU per run (literun: `cpu_mean_us`; LiteRT: `time.thread_time_ns`
+    around each `invoke`): on a machine other
+    processes share, the latency of a run longer than the scheduler's time slice counts their
+    turns too, the time on a CPU does not.
 Writes the raw numbers to --json-out if given.
 """
 from __future__ import annotations
@@ -296,6 +300,7 @@ class LiteCvtBench:
             probe = float(np.median(self._run(3, 3)["latencies_us"]))
             self.warmup = int(min(10_000, max(3, self.WARMUP_S * 1e6 / max(probe, 1.0))))
         self.last = self._run(self.runs, self.warmup)
+        self.cpu_mean_us = self.last.get("cpu_mean_us")
         return self.last["latencies_us"]
 
 
@@ -317,10 +322,14 @@ class LiteRtBench:
 
     def measure(self) -> list[float]:
         out = []
+        cpu = 0
         for _ in range(self.runs):
+            c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             self.it.invoke()
             out.append((time.perf_counter_ns() - t0) / 1e3)
+            cpu += time.thread_time_ns() - c0
+        self.cpu_mean_us = cpu / 1e3 / self.runs
         return out
 
 
@@ -501,9 +510,13 @@ def main() -> int:
             benches.append((name, "float", "tract", LiteCvtBench(args.litecvt, Path(onnx_path), x_npy, args.runs)))
 
     samples: dict[tuple[str, str, str], list[float]] = {}
+    cpu_means: dict[tuple[str, str, str], list[float]] = {}
     for r in range(args.rounds):
         for model, variant, engine, b in benches:
             samples.setdefault((model, variant, engine), []).extend(b.measure())
+            cpu = getattr(b, "cpu_mean_us", None)
+            if cpu is not None:
+                cpu_means.setdefault((model, variant, engine), []).append(cpu)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
 
     for model, variant, engine, b in benches:
@@ -525,6 +538,24 @@ def main() -> int:
                      "p90_us": p90, "ratio_vs_literun": ratio})
         print(f"| {model} | {variant} | {engine} | {fmt_us(med)} | {fmt_us(p90)} | {ratio:.2f}x |")
     print("\n(ratio > 1: that engine is slower than literun)\n")
+    if cpu_means:
+        # The latencies above include the time other processes hold the CPU (a run longer
+        # than the scheduler's slice on a busy machine is stretched several-fold); the time
+        # on a CPU of the thread that invoked is not.
+        print("time on a CPU per run (median over the rounds of each round's mean):\n")
+        print("| model | variant | engine | on CPU | vs literun |")
+        print("|---|---|---|---|---|")
+        for model, variant, engine, _ in benches:
+            c = cpu_means.get((model, variant, engine))
+            base = cpu_means.get((model, variant, "literun"))
+            if not c or not base or not np.median(base) > 0:
+                continue
+            med, ref = float(np.median(c)), float(np.median(base))
+            for row in rows:
+                if (row["model"], row["variant"], row["engine"]) == (model, variant, engine):
+                    row["cpu_mean_us"] = med
+            print(f"| {model} | {variant} | {engine} | {fmt_us(med)} | {med / ref:.2f}x |")
+        print()
     print("| model | variant | literun arena | LiteRT arena | literun prepacked | file | literun peak RSS |")
     print("|---|---|---|---|---|---|---|")
     for (model, variant), a in arenas.items():

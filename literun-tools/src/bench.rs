@@ -52,6 +52,10 @@ pub struct BenchReport {
     pub p90_us: f64,
     pub min_us: f64,
     pub mean_us: f64,
+    /// Time on a CPU per `invoke`, averaged over the timed runs, of the thread that invoked: unlike the latencies, not stretched by the time other
+    /// processes hold the CPU. Unix, single thread only (workers' time is not counted).
+    #[serde(default)]
+    pub cpu_mean_us: Option<f64>,
     pub file_bytes: usize,
     /// literun only (0 for tract).
     pub arena_bytes: usize,
@@ -94,6 +98,18 @@ fn yes() -> bool {
     true
 }
 
+/// Nanoseconds the calling thread has spent on a CPU (`CLOCK_THREAD_CPUTIME_ID`, Unix), else
+/// `None`.
+pub fn thread_cpu_ns() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+        Some(u64::try_from(t.tv_sec).ok()? * 1_000_000_000 + u64::try_from(t.tv_nsec).ok()?)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
 /// `VmHWM` (peak resident set) of this process in bytes (Linux), else `None`.
 pub fn peak_rss_bytes() -> Option<usize> {
     rss_bytes("VmHWM:")
@@ -132,6 +148,7 @@ pub fn summarize(engine: &str, threads: usize, lat: Vec<f64>) -> BenchReport {
         p90_us: percentile(&sorted, 90.0),
         min_us: sorted.first().copied().unwrap_or(0.0),
         mean_us: mean,
+        cpu_mean_us: None,
         latencies_us: lat,
         file_bytes: 0,
         arena_bytes: 0,
@@ -248,18 +265,29 @@ pub fn bench_lite(path: &Path, opts: &BenchOptions) -> Result<BenchReport> {
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
     }
     let mut lat = Vec::with_capacity(opts.runs);
+    // The invoking thread's CPU time over the invocations only (None if unavailable).
+    let mut cpu_ns = Some(0u64);
     for _ in 0..opts.runs {
         refill(&mut interp)?;
+        let c0 = thread_cpu_ns();
         let t0 = Instant::now();
         interp.invoke().map_err(|e| anyhow!("{label}: {e}"))?;
         lat.push(t0.elapsed().as_secs_f64() * 1e6);
+        cpu_ns = match (cpu_ns, c0, thread_cpu_ns()) {
+            (Some(sum), Some(a), Some(b)) => Some(sum + b.saturating_sub(a)),
+            _ => None,
+        };
     }
+    let cpu_mean_us = cpu_ns
+        .filter(|_| opts.threads == 1 && opts.runs > 0)
+        .map(|ns| ns as f64 / 1e3 / opts.runs as f64);
     let (profile, operators) = if opts.profile {
         profile_ops(&mut interp, &model, &feeds, opts.runs).map_err(|e| anyhow!("{label}: {e}"))?
     } else {
         Default::default()
     };
     let mut r = summarize("literun", opts.threads, lat);
+    r.cpu_mean_us = cpu_mean_us;
     r.isa = interp.isa().name().to_string();
     r.winograd = opts.winograd;
     r.profile = profile;
@@ -413,6 +441,12 @@ pub fn report_text(r: &BenchReport, label: &str, warmup: usize) -> String {
         "  latency   median {:.1} µs   p90 {:.1} µs   min {:.1} µs   mean {:.1} µs",
         r.median_us, r.p90_us, r.min_us, r.mean_us
     );
+    if let Some(cpu) = r.cpu_mean_us {
+        let _ = writeln!(
+            s,
+            "  on CPU    mean {cpu:.1} µs per invoke (the invoking thread's CPU time)"
+        );
+    }
     let _ = writeln!(s, "  file      {}", human(r.file_bytes));
     if r.engine == "literun" {
         let _ = writeln!(s, "  weights   {}", human(r.weights_bytes));

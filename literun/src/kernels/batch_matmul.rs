@@ -147,10 +147,10 @@ pub(crate) fn dims(
     ok.then_some((m, k, n))
 }
 
-/// Scratch of [`batch_matmul_i8`]: each lhs row and rhs column made contiguous along K (where
-/// the layout does not have them so already), and their sums.
+/// Scratch of [`batch_matmul_i8`]: the lhs as rows along K and the rhs as rows along N (where
+/// the layout does not have them so already), and the sums of the lhs rows and rhs columns.
 pub struct BmmI8Scratch<'a> {
-    /// The lhs rows (`m * k`, with `adj_x`), then the rhs columns (`n * k`, without `adj_y`).
+    /// The lhs rows (`m * k`, with `adj_x`), then the rhs as `[K, N]` (`k * n`, with `adj_y`).
     pub i8s: &'a mut [i8],
     /// `m + n` sums.
     pub sums: &'a mut [i32],
@@ -166,7 +166,7 @@ impl BmmI8Scratch<'_> {
     ) -> (usize, usize) {
         let (m, k, n) = matmul_dims(lhs_shape, rhs_shape, adj_x, adj_y).unwrap_or_default();
         let lhs = if adj_x { m * k } else { 0 };
-        let rhs = if adj_y { 0 } else { n * k };
+        let rhs = if adj_y { k * n } else { 0 };
         (lhs + rhs, m + n)
     }
 }
@@ -178,9 +178,10 @@ impl BmmI8Scratch<'_> {
 /// ([`BmmI8Scratch::sizes`]) do not agree with the slices.
 ///
 /// Computed as `dot(row, col) + rhs_offset * sum(row) + lhs_offset * sum(col)` plus
-/// `K * lhs_offset * rhs_offset`, over contiguous rows and columns: the same value modulo 2^32
-/// as the reference's sum of products, and a dot product of two contiguous byte runs
-/// vectorizes.
+/// `K * lhs_offset * rhs_offset`: the same value modulo 2^32 as the reference's sum of
+/// products. Each lhs row's outputs are accumulated together, [`BMM_I8_COLS`] at a time, one
+/// lhs value times a contiguous run of the rhs row along N per step (a loop over output
+/// columns, which vectorizes even when K is short, as in attention heads).
 #[allow(clippy::too_many_arguments)]
 pub fn batch_matmul_i8(
     lhs: &[i8],
@@ -195,6 +196,86 @@ pub fn batch_matmul_i8(
     output: &mut [i8],
     out_shape: &[usize],
 ) {
+    let operands = BmmI8Operands {
+        lhs,
+        lhs_shape,
+        rhs,
+        rhs_shape,
+        adj_x,
+        adj_y,
+        lhs_offset: q.input_offset,
+        rhs_offset,
+    };
+    let mut acc = [0i32; BMM_I8_COLS];
+    batch_matmul_i8_rows(&operands, q.apply(0, 0), scratch, output, out_shape, |r| {
+        for j0 in (0..r.out.len()).step_by(BMM_I8_COLS) {
+            let jn = (r.out.len() - j0).min(BMM_I8_COLS);
+            let acc = &mut acc[..jn];
+            for (a, &c) in acc.iter_mut().zip(&r.col_terms[j0..j0 + jn]) {
+                *a = c.wrapping_add(r.row_term);
+            }
+            let n = r.col_terms.len();
+            for (kk, &x) in r.row.iter().enumerate() {
+                let x = i32::from(x);
+                for (a, &y) in acc.iter_mut().zip(&r.rhs[kk * n + j0..kk * n + j0 + jn]) {
+                    // Each product fits in i16; the sum wraps as the reference's.
+                    *a = a.wrapping_add(x * i32::from(y));
+                }
+            }
+            for (o, &a) in r.out[j0..j0 + jn].iter_mut().zip(acc.iter()) {
+                *o = q.apply(a, 0);
+            }
+        }
+    });
+}
+
+/// The operands of an int8 BATCH_MATMUL: shapes as [`batch_matmul_f32`]; the offsets are
+/// `-zero_point` of each side.
+pub(crate) struct BmmI8Operands<'a> {
+    pub(crate) lhs: &'a [i8],
+    pub(crate) lhs_shape: &'a [usize],
+    pub(crate) rhs: &'a [i8],
+    pub(crate) rhs_shape: &'a [usize],
+    pub(crate) adj_x: bool,
+    pub(crate) adj_y: bool,
+    pub(crate) lhs_offset: i32,
+    pub(crate) rhs_offset: i32,
+}
+
+/// One output row of an int8 BATCH_MATMUL for a row kernel of [`batch_matmul_i8_rows`]:
+/// `out[j] = requant(row_term + col_terms[j] + sum_k row[k] * rhs[k * n + j])` (wrapping i32),
+/// `n = col_terms.len() = out.len()`.
+pub(crate) struct BmmI8Row<'a> {
+    /// The lhs row, K values.
+    pub(crate) row: &'a [i8],
+    /// The rhs matrix as `[K, N]`.
+    pub(crate) rhs: &'a [i8],
+    pub(crate) col_terms: &'a [i32],
+    pub(crate) row_term: i32,
+    pub(crate) out: &'a mut [i8],
+}
+
+/// [`batch_matmul_i8`]'s walk over the matrices, with `row_kernel` computing and requantizing
+/// each output row (`zero` is the output of an empty sum, for K = 0). Does nothing if the
+/// shapes or the scratch sizes do not agree with the slices.
+pub(crate) fn batch_matmul_i8_rows(
+    operands: &BmmI8Operands<'_>,
+    zero: i8,
+    scratch: &mut BmmI8Scratch<'_>,
+    output: &mut [i8],
+    out_shape: &[usize],
+    mut row_kernel: impl FnMut(BmmI8Row<'_>),
+) {
+    let &BmmI8Operands {
+        lhs,
+        lhs_shape,
+        rhs,
+        rhs_shape,
+        adj_x,
+        adj_y,
+        lhs_offset: lo,
+        rhs_offset,
+    } = operands;
     let Some((m, k, n)) = dims(
         lhs.len(),
         lhs_shape,
@@ -211,12 +292,11 @@ pub fn batch_matmul_i8(
     if scratch.i8s.len() < need_i8 || scratch.sums.len() < need_i32 {
         return;
     }
-    let (lhs_rows, rhs_cols) = scratch.i8s[..need_i8].split_at_mut(if adj_x { m * k } else { 0 });
+    let (lhs_rows, rhs_kn) = scratch.i8s[..need_i8].split_at_mut(if adj_x { m * k } else { 0 });
     if k == 0 {
-        output.fill(q.apply(0, 0));
+        output.fill(zero);
         return;
     }
-    let lo = q.input_offset;
     let base = (k as i32).wrapping_mul(lo).wrapping_mul(rhs_offset);
     let (row_sums, col_sums) = scratch.sums[..m + n].split_at_mut(m);
     for_each_batch(
@@ -235,30 +315,43 @@ pub fn batch_matmul_i8(
             } else {
                 a
             };
-            let cols: &[i8] = if adj_y {
-                b
+            let bkn: &[i8] = if adj_y {
+                transpose(b, n, k, rhs_kn);
+                rhs_kn
             } else {
-                transpose(b, k, n, rhs_cols);
-                rhs_cols
+                b
             };
             for (s, row) in row_sums.iter_mut().zip(rows.chunks_exact(k)) {
                 *s = sum_i8(row);
             }
-            for (s, col) in col_sums.iter_mut().zip(cols.chunks_exact(k)) {
-                *s = sum_i8(col);
-            }
-            for (i, row) in rows.chunks_exact(k).enumerate() {
-                let row_term = rhs_offset.wrapping_mul(row_sums[i]).wrapping_add(base);
-                for (j, col) in cols.chunks_exact(k).enumerate() {
-                    let acc = dot_i8(row, col)
-                        .wrapping_add(lo.wrapping_mul(col_sums[j]))
-                        .wrapping_add(row_term);
-                    out[i * n + j] = q.apply(acc, 0);
+            col_sums.fill(0);
+            for brow in bkn.chunks_exact(n) {
+                for (s, &v) in col_sums.iter_mut().zip(brow) {
+                    *s = s.wrapping_add(i32::from(v));
                 }
+            }
+            for s in col_sums.iter_mut() {
+                *s = lo.wrapping_mul(*s);
+            }
+            for ((row, &sum), out) in rows
+                .chunks_exact(k)
+                .zip(&*row_sums)
+                .zip(out.chunks_exact_mut(n))
+            {
+                row_kernel(BmmI8Row {
+                    row,
+                    rhs: bkn,
+                    col_terms: col_sums,
+                    row_term: rhs_offset.wrapping_mul(sum).wrapping_add(base),
+                    out,
+                });
             }
         },
     );
 }
+
+/// Output columns of one row pass of [`batch_matmul_i8`] (its accumulators live on the stack).
+const BMM_I8_COLS: usize = 64;
 
 /// `out[j * r + i] = x[i * c + j]`: `x` is `r` rows of `c`, `out` is `c` rows of `r`.
 fn transpose(x: &[i8], r: usize, c: usize, out: &mut [i8]) {
@@ -271,13 +364,6 @@ fn transpose(x: &[i8], r: usize, c: usize, out: &mut [i8]) {
 
 fn sum_i8(x: &[i8]) -> i32 {
     x.iter().fold(0i32, |s, &v| s.wrapping_add(i32::from(v)))
-}
-
-/// Sum of products in wrapping i32 (each product fits in i16).
-fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    a.iter().zip(b).fold(0i32, |s, (&x, &y)| {
-        s.wrapping_add(i32::from(x) * i32::from(y))
-    })
 }
 
 /// Scratch of [`batch_matmul_hybrid`].

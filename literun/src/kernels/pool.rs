@@ -106,10 +106,9 @@ pub fn max_pool_f32(
         f32::MIN,
         |acc, row| {
             for (m, &x) in acc.iter_mut().zip(row) {
-                // std::max(m, x)
-                if *m < x {
-                    *m = x;
-                }
+                // std::max(m, x), as a select with an unconditional store (a conditional
+                // store keeps the loop scalar, branching on every value).
+                *m = if *m < x { x } else { *m };
             }
         },
         |acc, _| {
@@ -196,11 +195,35 @@ pub fn pool_quantized<T: super::Quantized>(
     output: &mut [T],
     out_shape: [usize; 4],
 ) {
+    if max {
+        pool_quantized_by::<T, true>(input, in_shape, p, act_min, act_max, output, out_shape)
+    } else {
+        pool_quantized_by::<T, false>(input, in_shape, p, act_min, act_max, output, out_shape)
+    }
+}
+
+/// Channels of one pass of [`pool_quantized_by`] (its accumulators live on the stack).
+const POOL_CHANNELS: usize = 64;
+
+/// [`pool_quantized`] for max (`MAX`) or average pooling: per output pixel, up to
+/// [`POOL_CHANNELS`] channels at a time accumulate every window position's contiguous run of
+/// channels (a loop over channels, which vectorizes), then round and clamp.
+#[allow(clippy::too_many_arguments)]
+fn pool_quantized_by<T: super::Quantized, const MAX: bool>(
+    input: &[T],
+    in_shape: [usize; 4],
+    p: &Pool2dParams,
+    act_min: i32,
+    act_max: i32,
+    output: &mut [T],
+    out_shape: [usize; 4],
+) {
     let [batches, in_h, in_w, depth] = in_shape;
     let [_, out_h, out_w, _] = out_shape;
     if output.is_empty() {
         return;
     }
+    let mut acc = [0i32; POOL_CHANNELS];
     for b in 0..batches {
         for oy in 0..out_h {
             let (fy0, fy1) = window(oy, p.stride_h, p.pad_top, p.filter_h, in_h);
@@ -208,28 +231,31 @@ pub fn pool_quantized<T: super::Quantized>(
                 let (fx0, fx1) = window(ox, p.stride_w, p.pad_left, p.filter_w, in_w);
                 let out_off = ((b * out_h + oy) * out_w + ox) * depth;
                 let count = ((fy1 - fy0) * (fx1 - fx0)) as i32;
-                for c in 0..depth {
-                    let mut acc: i32 = if max { T::MIN } else { 0 };
+                for c0 in (0..depth).step_by(POOL_CHANNELS) {
+                    let cn = (depth - c0).min(POOL_CHANNELS);
+                    let acc = &mut acc[..cn];
+                    acc.fill(if MAX { T::MIN } else { 0 });
                     for fy in fy0..fy1 {
                         let iy = oy * p.stride_h + fy - p.pad_top;
                         for fx in fx0..fx1 {
                             let ix = ox * p.stride_w + fx - p.pad_left;
-                            let v = input[((b * in_h + iy) * in_w + ix) * depth + c].get();
-                            if max {
-                                acc = acc.max(v);
-                            } else {
-                                acc += v;
+                            let at = ((b * in_h + iy) * in_w + ix) * depth + c0;
+                            for (a, v) in acc.iter_mut().zip(&input[at..at + cn]) {
+                                *a = if MAX { (*a).max(v.get()) } else { *a + v.get() };
                             }
                         }
                     }
-                    if !max && count > 0 {
-                        acc = if acc > 0 {
-                            (acc + count / 2) / count
+                    let out = &mut output[out_off + c0..out_off + c0 + cn];
+                    for (o, &a) in out.iter_mut().zip(acc.iter()) {
+                        let v = if MAX || count == 0 {
+                            a
+                        } else if a > 0 {
+                            (a + count / 2) / count
                         } else {
-                            (acc - count / 2) / count
+                            (a - count / 2) / count
                         };
+                        *o = T::saturate(v.clamp(act_min, act_max));
                     }
-                    output[out_off + c] = T::saturate(acc.clamp(act_min, act_max));
                 }
             }
         }
@@ -391,5 +417,84 @@ mod tests {
             activation: Activation::ReluN1To1,
         };
         check([1, 5, 5, 4], p, [1, 6, 3, 4]);
+    }
+
+    /// Per channel, per window position, as TFLite's reference integer pooling.
+    #[allow(clippy::too_many_arguments)]
+    fn naive_quantized(
+        max: bool,
+        input: &[i8],
+        [batches, in_h, in_w, depth]: [usize; 4],
+        p: &Pool2dParams,
+        act_min: i32,
+        act_max: i32,
+        [_, out_h, out_w, _]: [usize; 4],
+    ) -> Vec<i8> {
+        let mut out = vec![0i8; batches * out_h * out_w * depth];
+        for b in 0..batches {
+            for oy in 0..out_h {
+                for ox in 0..out_w {
+                    for c in 0..depth {
+                        let (mut acc, mut count) = (if max { -128 } else { 0 }, 0i32);
+                        for fy in 0..p.filter_h {
+                            for fx in 0..p.filter_w {
+                                let iy = (oy * p.stride_h + fy) as isize - p.pad_top as isize;
+                                let ix = (ox * p.stride_w + fx) as isize - p.pad_left as isize;
+                                if iy < 0 || ix < 0 || iy >= in_h as isize || ix >= in_w as isize {
+                                    continue;
+                                }
+                                let at = ((b * in_h + iy as usize) * in_w + ix as usize) * depth;
+                                let v = i32::from(input[at + c]);
+                                acc = if max { acc.max(v) } else { acc + v };
+                                count += 1;
+                            }
+                        }
+                        if !max && count > 0 {
+                            let half = if acc > 0 { count / 2 } else { -(count / 2) };
+                            acc = (acc + half) / count;
+                        }
+                        out[((b * out_h + oy) * out_w + ox) * depth + c] =
+                            acc.clamp(act_min, act_max) as i8;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn quantized_matches_the_per_channel_loop() {
+        // Channel counts below, at and past one pass of POOL_CHANNELS.
+        for (depth, pad, act) in [(3, 1, (-128, 127)), (64, 0, (-20, 127)), (130, 1, (0, 90))] {
+            let p = Pool2dParams {
+                filter_h: 3,
+                filter_w: 3,
+                stride_h: 2,
+                stride_w: 2,
+                pad_top: pad,
+                pad_left: pad,
+                activation: Activation::None,
+            };
+            let is = [2, 7, 6, depth];
+            let os = [
+                2,
+                (7 + 2 * pad - 3) / 2 + 1,
+                (6 + 2 * pad - 3) / 2 + 1,
+                depth,
+            ];
+            let mut s = 7u32 + depth as u32;
+            let input: Vec<i8> = (0..is.iter().product::<usize>())
+                .map(|_| {
+                    s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+                    (s >> 24) as i8
+                })
+                .collect();
+            for max in [false, true] {
+                let mut out = vec![0i8; os.iter().product()];
+                pool_quantized(max, &input, is, &p, act.0, act.1, &mut out, os);
+                let want = naive_quantized(max, &input, is, &p, act.0, act.1, os);
+                assert_eq!(out, want, "max={max} depth={depth}");
+            }
+        }
     }
 }

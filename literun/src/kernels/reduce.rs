@@ -260,6 +260,16 @@ pub fn sum_quantized<T: super::Quantized>(
         }
         return;
     }
+    if rank >= 2 && stride[rank - 1] == 0 && last > 0 {
+        // The innermost axis is reduced (MEAN over the last axis, as in LayerNorm): each row
+        // sums into one value (the same value modulo 2^32 as adding its elements one by one).
+        for row in input.chunks_exact(last) {
+            let s = row.iter().fold(0i32, |s, x| s.wrapping_add(x.get()));
+            sums[base] = sums[base].wrapping_add(s);
+            next_outer(&mut coord[..rank - 1], &stride, shape, &mut base);
+        }
+        return;
+    }
     for &x in input {
         sums[base] = sums[base].wrapping_add(x.get());
         next_outer(&mut coord[..rank], &stride, shape, &mut base);
@@ -482,6 +492,8 @@ mod tests {
             (vec![2, 3, 4, 5], vec![3]),
             (vec![3, 5], vec![0]),
             (vec![2, 3, 4], vec![1, 2]),
+            (vec![2, 3, 4, 5], vec![1, 3]),
+            (vec![1, 32, 64], vec![2]),
         ] {
             let n: usize = shape.iter().product();
             let input: Vec<i8> = (0..n).map(|i| (i * 37 % 255) as i8).collect();

@@ -163,10 +163,19 @@ pub fn softmax_i8(
         let inv = 1.0f32 / (sum * out_scale);
         for (o, &x) in out_row.iter_mut().zip(in_row) {
             let p = table[(base + i32::from(x)) as usize] * inv;
-            let q = crate::math::roundf(p) as i32 + out_zero_point;
+            let q = round_non_negative(p).saturating_add(out_zero_point);
             *o = q.clamp(-128, 127) as i8;
         }
     }
+}
+
+/// `roundf(p) as i32` (half away from zero, saturating) for `p >= 0` or NaN, without a call,
+/// so the loop around it can vectorize: the truncation, plus one when the part it dropped
+/// (exact below 2^24; above, `p` is an integer) is at least a half.
+#[inline(always)]
+fn round_non_negative(p: f32) -> i32 {
+    let t = p as i32;
+    t.saturating_add(i32::from(p - t as f32 >= 0.5))
 }
 
 #[cfg(test)]
@@ -262,6 +271,25 @@ mod tests {
         for r in 0..3 {
             let t: f32 = lsm[r * 5..r * 5 + 5].iter().map(|v| v.exp()).sum();
             assert!((t - 1.0).abs() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn rounding_non_negative_values_matches_roundf() {
+        let mut values = vec![
+            0.0f32,
+            0.5,
+            1.5,
+            2.5,
+            0.49999997,
+            1.4999999,
+            8388607.5,
+            3e9,
+            f32::NAN,
+        ];
+        values.extend((0..20_000).map(|i| i as f32 * 0.0137));
+        for v in values {
+            assert_eq!(round_non_negative(v), crate::math::roundf(v) as i32, "{v}");
         }
     }
 }

@@ -362,6 +362,20 @@ impl BatchMatMul {
                 let scratch = simd::batch_matmul_f32_scratch(m, k, n, *adj_x);
                 Some(Fast::BatchMatMulF32 { isa, scratch })
             }
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+            BatchMatMul::I8 {
+                lhs_shape,
+                rhs_shape,
+                adj_x,
+                adj_y,
+                q,
+                ..
+            } => {
+                let bmm = simd::BmmI8::new(isa, q)?;
+                let (i8s, i32s) =
+                    batch_matmul::BmmI8Scratch::sizes(lhs_shape, rhs_shape, *adj_x, *adj_y);
+                Some(Fast::BatchMatMulI8 { bmm, i8s, i32s })
+            }
             _ => None,
         }
     }
@@ -398,6 +412,38 @@ impl BatchMatMul {
                 &mut s.caller_scratch()?.f32s,
             )
             .then_some(()),
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+            (
+                Fast::BatchMatMulI8 { bmm, .. },
+                BatchMatMul::I8 {
+                    lhs_shape,
+                    rhs_shape,
+                    out_shape,
+                    adj_x,
+                    adj_y,
+                    rhs_offset,
+                    q,
+                },
+            ) => {
+                let operands = batch_matmul::BmmI8Operands {
+                    lhs: ins.typed(0).ok()?,
+                    lhs_shape,
+                    rhs: ins.typed(1).ok()?,
+                    rhs_shape,
+                    adj_x: *adj_x,
+                    adj_y: *adj_y,
+                    lhs_offset: q.input_offset,
+                    rhs_offset: *rhs_offset,
+                };
+                let s = s.caller_scratch()?;
+                // Sized by `Fast::scratch` for these shapes (the kernel checks the lengths).
+                let mut scratch = batch_matmul::BmmI8Scratch {
+                    i8s: &mut s.i8s,
+                    sums: &mut s.i32s,
+                };
+                simd::batch_matmul_i8(bmm, &operands, &mut scratch, cast_out(out).ok()?, out_shape);
+                Some(())
+            }
             _ => None,
         }
     }

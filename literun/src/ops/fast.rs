@@ -91,6 +91,14 @@ pub(crate) enum Fast {
         isa: Isa,
         scratch: usize,
     },
+    /// An int8 BATCH_MATMUL summed and requantized in vectors (`simd::batch_matmul_i8`), with
+    /// the portable kernel's scratch (`i8s`, `i32s` values).
+    #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+    BatchMatMulI8 {
+        bmm: simd::BmmI8,
+        i8s: usize,
+        i32s: usize,
+    },
     /// TRANSPOSE of 32-bit values from few rows (`simd::transpose_few_rows_32`).
     TransposeFewRows(Isa),
 }
@@ -109,6 +117,8 @@ impl Fast {
             Fast::Softmax(_) => 0,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
             Fast::BatchMatMulF32 { .. } => 0,
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+            Fast::BatchMatMulI8 { bmm, .. } => bmm.bytes(),
         }
     }
 
@@ -132,6 +142,8 @@ impl Fast {
             Fast::Softmax(_) => false,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
             Fast::BatchMatMulF32 { .. } => false,
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+            Fast::BatchMatMulI8 { .. } => false,
         }
     }
 
@@ -145,6 +157,8 @@ impl Fast {
             Fast::Depthwise(_) => (0, 0, 0),
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
             Fast::BatchMatMulF32 { scratch, .. } => (0, 0, *scratch),
+            #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+            Fast::BatchMatMulI8 { i8s, i32s, .. } => (*i8s, *i32s, 0),
             Fast::ArithI8(_)
             | Fast::PairTableI8(_)
             | Fast::Quantize(_)

@@ -20,6 +20,11 @@ pub(crate) const MR_F32: usize = 6;
 pub(crate) const NR_F32: usize = 16;
 /// Panels of one AVX-512 float GEMM tile (6 rows x 64 channels: 24 accumulators).
 pub(crate) const GROUP_F32: usize = 4;
+/// Packed weights above this many bytes make [`GemmF32::run`]'s gathered AVX-512 path sweep
+/// them one group of output channels at a time (one group of a 3x3 convolution over 512
+/// channels, 1.2 MB, stays in a 2 MB L2).
+#[cfg(target_arch = "x86_64")]
+const GATHERED_SWEEP_BYTES: usize = 1 << 20;
 /// Most kernel rows (KH) of a convolution whose receptive field the AVX-512 float GEMM reads
 /// in place, one segment per kernel row (more: gathered im2col rows, one segment).
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -342,52 +347,66 @@ impl GemmF32 {
             rows: [(SrcF32::Pad, 0); MR_F32],
         };
         let mut segs = [unset; MAX_SEGS_F32];
-        let mut m0 = ms.start;
         let mut filled = false;
-        while m0 < ms.end {
-            let here = (ms.end - m0).min(MR_F32);
-            let (data, count, seg_len) = match *rows {
-                Rows::Direct { .. } => unreachable!("rows in place take the other paths"),
-                Rows::Conv {
-                    input,
-                    in_hwc,
-                    k_hw,
-                    out_w,
-                    ref p,
-                    pad,
-                } if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 => {
-                    if !filled {
-                        pads.fill(pad);
-                        filled = true;
+        // Weights too big for L2 are swept once per group of output channels, every row
+        // block of the call reading that group (from L2) before the next: with a few output
+        // pixels and many channels (ResNet18's last layers: 16 pixels, 9.4 MB of weights)
+        // each row block would otherwise stream all the weights from memory again. The
+        // blocks' rows are then gathered once per group.
+        let all = n.div_ceil(NR_F32).div_ceil(GROUP_F32);
+        let step = if ms.len() > MR_F32 && k * n * 4 > GATHERED_SWEEP_BYTES {
+            1
+        } else {
+            all
+        };
+        for g0 in (0..all).step_by(step) {
+            let mut m0 = ms.start;
+            while m0 < ms.end {
+                let here = (ms.end - m0).min(MR_F32);
+                let (data, count, seg_len) = match *rows {
+                    Rows::Direct { .. } => unreachable!("rows in place take the other paths"),
+                    Rows::Conv {
+                        input,
+                        in_hwc,
+                        k_hw,
+                        out_w,
+                        ref p,
+                        pad,
+                    } if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 => {
+                        if !filled {
+                            pads.fill(pad);
+                            filled = true;
+                        }
+                        let seg_len = k_hw[1] * in_hwc[2];
+                        let count = conv_segments(
+                            input, in_hwc, k_hw, out_w, p, pad, m0, here, bufs, k, &mut segs,
+                        );
+                        (input, count, seg_len)
                     }
-                    let seg_len = k_hw[1] * in_hwc[2];
-                    let count = conv_segments(
-                        input, in_hwc, k_hw, out_w, p, pad, m0, here, bufs, k, &mut segs,
-                    );
-                    (input, count, seg_len)
-                }
-                Rows::Conv { input, .. } => {
-                    for (r, row) in segs[0].rows.iter_mut().enumerate().take(here) {
-                        rows.row(m0 + r, &mut bufs[r * k..(r + 1) * k]);
-                        *row = (SrcF32::Buf, r * k);
+                    Rows::Conv { input, .. } => {
+                        for (r, row) in segs[0].rows.iter_mut().enumerate().take(here) {
+                            rows.row(m0 + r, &mut bufs[r * k..(r + 1) * k]);
+                            *row = (SrcF32::Buf, r * k);
+                        }
+                        (input, 1, k)
                     }
-                    (input, 1, k)
-                }
-            };
-            let o = &mut out[(m0 - ms.start) * n..(m0 - ms.start + here) * n];
-            x86::gemm_rows_f32_avx512(
-                [data, bufs, pads],
-                &segs[..count],
-                seg_len,
-                here,
-                &self.b,
-                &self.bias,
-                n,
-                k,
-                self.act,
-                o,
-            );
-            m0 += MR_F32;
+                };
+                let o = &mut out[(m0 - ms.start) * n..(m0 - ms.start + here) * n];
+                x86::gemm_rows_f32_avx512(
+                    [data, bufs, pads],
+                    &segs[..count],
+                    seg_len,
+                    here,
+                    &self.b,
+                    &self.bias,
+                    n,
+                    k,
+                    self.act,
+                    o,
+                    g0..g0 + step,
+                );
+                m0 += MR_F32;
+            }
         }
     }
 }

@@ -287,9 +287,8 @@ fn requant_tile(
     out: &mut [i8],
     stride: usize,
 ) {
-    // (Single rounding, LiteRT's int8 FULLY_CONNECTED, in vectors with AVX-512 only.)
     #[cfg(target_arch = "x86_64")]
-    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
+    if isa != Isa::Portable {
         x86::requant_tile(isa, rq, c0, &tile[..rows], cn, out, stride);
         return;
     }
@@ -302,7 +301,7 @@ fn requant_tile(
 #[inline]
 pub(super) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], out: &mut [i8]) {
     #[cfg(target_arch = "x86_64")]
-    if isa != Isa::Portable && (!rq.single_rounding || isa == Isa::Avx512Vnni) {
+    if isa != Isa::Portable {
         let cn = out.len();
         x86::requant_tile(isa, rq, c0, core::slice::from_ref(acc), cn, out, 0);
         return;

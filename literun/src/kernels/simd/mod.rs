@@ -54,6 +54,8 @@ pub mod x86;
 
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 mod batch_matmul_f32;
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+mod batch_matmul_i8;
 mod depthwise;
 mod depthwise_f32;
 mod depthwise_i8;
@@ -68,6 +70,8 @@ mod winograd;
 
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 pub(crate) use batch_matmul_f32::*;
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+pub(crate) use batch_matmul_i8::*;
 pub(crate) use depthwise::*;
 pub use depthwise_f32::*;
 pub use depthwise_i8::*;

@@ -216,3 +216,31 @@ fast_vs_portable! {
         }
     }
 }
+
+/// Weights above L2's share (`GATHERED_SWEEP_BYTES`) with more than one row block: the
+/// gathered path sweeps them one group of channels at a time, gathering every block's rows
+/// again for each group (ResNet18's last layers).
+#[test]
+fn conv_f32_large_weights_sweep_by_channel_groups() {
+    let mut rng = Rng(10);
+    for isa in isas() {
+        // 3x3 over 232 channels to 136 (1.1 MB of weights, a narrower last group), stride 1
+        // and 2, 5x6 and 3x4 outputs: rows at the edges gathered, inner ones in place.
+        for (stride, pad) in [(1, 1), (2, 1), (1, 0)] {
+            let (h, w, cin, cout) = (5, 6, 232, 136);
+            let oh = (h + 2 * pad - 3) / stride + 1;
+            let ow = (w + 2 * pad - 3) / stride + 1;
+            let p = Conv2dParams {
+                stride_h: stride,
+                stride_w: stride,
+                pad_top: pad,
+                pad_left: pad,
+                activation: Activation::Relu,
+                ..Default::default()
+            };
+            let (is, fs, os) = ([1, h, w, cin], [cout, 3, 3, cin], [1, oh, ow, cout]);
+            let what = format!("stride {stride} pad {pad}");
+            check_conv_f32(&mut rng, isa, is, fs, os, &p, close_abs, &what);
+        }
+    }
+}

@@ -30,6 +30,8 @@ macro_rules! fast_vs_portable {
 
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 mod batch_matmul_f32;
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
+mod batch_matmul_i8;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;

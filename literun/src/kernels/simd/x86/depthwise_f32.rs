@@ -126,49 +126,59 @@ pub(super) unsafe fn dw_f32_pixel_avx512(
     }
 }
 
+/// Up to four 8-channel blocks at a time, so four independent multiply-add chains run per
+/// tap (one chain per block is bound by the multiply-add latency); masked loads and stores
+/// for the last channels. Each channel sums its taps in order, then adds the bias.
 #[target_feature(enable = "avx2,fma")]
 fn dw_f32_pixel_avx2(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
     let (c, cp) = (dw.c, dw.cp);
     assert!(taps.len() == dw.taps && out.len() == c && dw.w.len() == dw.taps * cp);
-    for cb in 0..cp / 8 {
-        let ch = cb * 8;
-        let full = ch + 8 <= c;
-        let mut acc = _mm256_setzero_ps();
+    assert!(dw.bias.len() >= c && cp >= c);
+    // Every tap's pixel (`usize::MAX`: padding) checked once: `c` floats from its start.
+    for &px in taps {
+        assert!(px == usize::MAX || (px + 1) * c <= input.len());
+    }
+    // Lane `l` of the mask of the block at channel `from` is on when `from + l < c`.
+    let mask = |from: usize| -> __m256i {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let left = c.saturating_sub(from).min(8) as i32;
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lanes)
+    };
+    let (x, w, bias, o) = (
+        input.as_ptr(),
+        dw.w.as_ptr(),
+        dw.bias.as_ptr(),
+        out.as_mut_ptr(),
+    );
+    let mut ch = 0;
+    while ch < c {
+        let blocks = (c - ch).div_ceil(8).min(4);
+        let masks = [mask(ch), mask(ch + 8), mask(ch + 16), mask(ch + 24)];
+        let mut acc = [_mm256_setzero_ps(); 4];
         for (t, &px) in taps.iter().enumerate() {
             if px == usize::MAX {
                 continue;
             }
-            let start = px * c + ch;
-            let x = if full {
-                let s = &input[start..start + 8];
-                // SAFETY: s has 8 floats.
-                unsafe { _mm256_loadu_ps(s.as_ptr()) }
-            } else {
-                let mut tmp = [0f32; 8];
-                tmp[..c - ch].copy_from_slice(&input[start..start + c - ch]);
-                // SAFETY: tmp has 8 floats.
-                unsafe { _mm256_loadu_ps(tmp.as_ptr()) }
-            };
-            let w = &dw.w[t * cp + ch..t * cp + ch + 8];
-            // SAFETY: w has 8 floats.
-            let wv = unsafe { _mm256_loadu_ps(w.as_ptr()) };
-            acc = _mm256_fmadd_ps(x, wv, acc);
+            for b in 0..blocks {
+                let at = ch + 8 * b;
+                // SAFETY: the mask's lanes are channels below c: within the pixel's c floats
+                // (asserted above) and tap t's row of cp >= c weights.
+                unsafe {
+                    let xv = _mm256_maskload_ps(x.add(px * c + at), masks[b]);
+                    let wv = _mm256_maskload_ps(w.add(t * cp + at), masks[b]);
+                    acc[b] = _mm256_fmadd_ps(xv, wv, acc[b]);
+                }
+            }
         }
-        let bias = &dw.bias[ch..ch + 8];
-        // SAFETY: bias has 8 floats.
-        let v = activate(
-            _mm256_add_ps(acc, unsafe { _mm256_loadu_ps(bias.as_ptr()) }),
-            dw.act,
-        );
-        if full {
-            let o = &mut out[ch..ch + 8];
-            // SAFETY: o has 8 floats.
-            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
-        } else {
-            let mut tmp = [0f32; 8];
-            // SAFETY: tmp has 8 floats.
-            unsafe { _mm256_storeu_ps(tmp.as_mut_ptr(), v) };
-            out[ch..c].copy_from_slice(&tmp[..c - ch]);
+        for b in 0..blocks {
+            let at = ch + 8 * b;
+            // SAFETY: the mask's lanes are channels below c: within bias and out.
+            unsafe {
+                let bv = _mm256_maskload_ps(bias.add(at), masks[b]);
+                let v = activate(_mm256_add_ps(acc[b], bv), dw.act);
+                _mm256_maskstore_ps(o.add(at), masks[b], v);
+            }
         }
+        ch += 32;
     }
 }

@@ -37,7 +37,8 @@ pub(crate) fn tile_f32(
 /// groups of four panels (`[group][k][64]`, the last group narrower, see `GemmF32::pack`) and
 /// `bias` padded to whole panels. A group is a tile of up to 6 rows x 64 channels: 24
 /// independent multiply-add chains keep both FMA units busy with one weight load per 6
-/// multiply-adds; the last partial panel goes through masked stores.
+/// multiply-adds; the last partial panel goes through masked stores. Only the groups in
+/// `groups` are computed (`0..usize::MAX`: all), their columns of `out` written.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm_rows_f32_avx512(
     srcs: [&[f32]; 3],
@@ -50,6 +51,7 @@ pub(crate) fn gemm_rows_f32_avx512(
     k: usize,
     act: Activation,
     out: &mut [f32],
+    groups: Range<usize>,
 ) {
     let panels = n.div_ceil(NR_F32);
     assert!(b.len() >= panels * k * NR_F32 && bias.len() >= panels * NR_F32);
@@ -58,7 +60,7 @@ pub(crate) fn gemm_rows_f32_avx512(
     for seg in segs {
         assert!(seg.koff + seg_len <= k);
     }
-    let lhs = (srcs, segs, seg_len, rows);
+    let lhs = (srcs, segs, seg_len, rows, groups);
     let (b, bias, out) = (b.as_ptr(), bias.as_ptr(), out.as_mut_ptr());
     // The row pointers live in an array sized for the segments (initializing room for
     // MAX_SEGS_F32 on every block costs as much as a small block's multiply-adds).
@@ -354,7 +356,7 @@ unsafe fn tall_f32<const MR: usize>(
 /// `rows * n` (`panels = n.div_ceil(16)`); `segs.len() <= S`, every `koff + seg_len <= k`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
-    (srcs, segs, seg_len, rows): ([&[f32]; 3], &[SegF32], usize, usize),
+    (srcs, segs, seg_len, rows, groups): ([&[f32]; 3], &[SegF32], usize, usize, Range<usize>),
     b: *const f32,
     bias: *const f32,
     n: usize,
@@ -380,7 +382,7 @@ unsafe fn gemm_rows_f32_avx512_segs<const S: usize>(
                 // panel and `out` every row of `n` (the caller's contract).
                 $($n => unsafe {
                     gemm_rows_f32_avx512_mr::<$n, _>(
-                        lhs, b, bias, n, k, act, out, 0..usize::MAX, (b, 0, 1)
+                        lhs, b, bias, n, k, act, out, groups.clone(), (b, 0, 1)
                     )
                 },)*
                 _ => unreachable!(),

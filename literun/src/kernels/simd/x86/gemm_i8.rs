@@ -446,3 +446,59 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
         }
     }
 }
+
+/// `acc[j] = init[j] + row_term + sum_k row[k] * rhs[k * n + j0 + j]` for `j < init.len()`
+/// (at most 32; wrapping i32, as the portable kernel), the rest of `acc` left as it is: the
+/// sums of one output row of an int8 BATCH_MATMUL whose rhs is `[K, n]`, eight columns per
+/// vector.
+pub(crate) fn bmm_row_i8(
+    row: &[i8],
+    rhs: &[i8],
+    n: usize,
+    j0: usize,
+    init: &[i32],
+    row_term: i32,
+    acc: &mut [i32; 32],
+) {
+    let (k, jn) = (row.len(), init.len());
+    assert!(jn <= 32 && j0 + jn <= n && rhs.len() >= k * n);
+    // SAFETY: only reached through `BmmI8`, built for an x86 ISA the CPU has (AVX2 and up);
+    // the reads are within the lengths asserted above.
+    unsafe { bmm_row_i8_avx2(row, rhs, n, j0, init, row_term, acc) }
+}
+
+#[target_feature(enable = "avx2")]
+unsafe fn bmm_row_i8_avx2(
+    row: &[i8],
+    rhs: &[i8],
+    n: usize,
+    j0: usize,
+    init: &[i32],
+    row_term: i32,
+    acc: &mut [i32; 32],
+) {
+    let jn = init.len();
+    let full = jn / 8 * 8;
+    let term = _mm256_set1_epi32(row_term);
+    for j in (0..full).step_by(8) {
+        // SAFETY: j + 8 <= jn lanes of init and acc; the 8 bytes at kk * n + j0 + j end at or
+        // before (kk + 1) * n <= rhs.len() (asserted by the caller).
+        unsafe {
+            let mut a = _mm256_add_epi32(_mm256_loadu_si256(init.as_ptr().add(j).cast()), term);
+            for (kk, &x) in row.iter().enumerate() {
+                let b = _mm_loadl_epi64(rhs.as_ptr().add(kk * n + j0 + j).cast());
+                let prod =
+                    _mm256_mullo_epi32(_mm256_set1_epi32(i32::from(x)), _mm256_cvtepi8_epi32(b));
+                a = _mm256_add_epi32(a, prod);
+            }
+            _mm256_storeu_si256(acc.as_mut_ptr().add(j).cast(), a);
+        }
+    }
+    for j in full..jn {
+        let mut a = init[j].wrapping_add(row_term);
+        for (kk, &x) in row.iter().enumerate() {
+            a = a.wrapping_add(i32::from(x) * i32::from(rhs[kk * n + j0 + j]));
+        }
+        acc[j] = a;
+    }
+}

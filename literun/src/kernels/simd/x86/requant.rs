@@ -76,7 +76,14 @@ pub(super) fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i
 ///   gives the same value as the floor of `(a * m + 2^30) / 2^31`);
 /// - `RoundingDivideByPOT(x, e) = (x >> e) + (x & mask > (mask >> 1) + (x < 0))`;
 /// - `clamp(sat_add(v, off), lo, hi) = clamp(v, lo - off, hi - off) + off`.
+///
+/// With [`Requant::single_rounding`] the scaling is `(x * m + 2^(t - 1)) >> t`, `t = clamp(31 -
+/// shift, 1, 62)`, in 64-bit lanes (even and odd lanes apart), clamped to i32, as
+/// `multiply_by_quantized_multiplier_single_rounding`.
 pub(super) struct Rq8 {
+    /// Single rounding: the shifts `t` and rounding constants `2^(t - 1)` of the even and the
+    /// odd lanes, in 64-bit lanes.
+    single: Option<[__m256i; 4]>,
     bias: __m256i,
     /// Whether any channel shifts left (`Requant::any_left`; else `left` is zero and unused).
     any_left: bool,
@@ -104,7 +111,20 @@ impl Rq8 {
         };
         let [left, right, mask, thr] = derive_8(shift, rq.any_left);
         let off = rq.out_offset;
+        let single = rq.single_rounding.then(|| {
+            let total = _mm256_sub_epi32(_mm256_set1_epi32(31), shift);
+            let total = _mm256_min_epi32(
+                _mm256_max_epi32(total, _mm256_set1_epi32(1)),
+                _mm256_set1_epi32(62),
+            );
+            let even = _mm256_and_si256(total, _mm256_set1_epi64x(0xFFFF_FFFF));
+            let odd = _mm256_srli_epi64::<32>(total);
+            let one = _mm256_set1_epi64x(1);
+            let round = |t: __m256i| _mm256_sllv_epi64(one, _mm256_sub_epi64(t, one));
+            [even, odd, round(even), round(odd)]
+        });
         Rq8 {
+            single,
             bias,
             any_left: rq.any_left,
             left,
@@ -122,6 +142,18 @@ impl Rq8 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn apply(&self, acc: __m256i) -> __m256i {
         let x = _mm256_add_epi32(acc, self.bias);
+        if let Some([t_even, t_odd, r_even, r_odd]) = self.single {
+            let even = _mm256_add_epi64(_mm256_mul_epi32(x, self.mult), r_even);
+            let odd = _mm256_mul_epi32(
+                _mm256_srli_epi64::<32>(x),
+                _mm256_srli_epi64::<32>(self.mult),
+            );
+            let odd = _mm256_add_epi64(odd, r_odd);
+            let (even, odd) = (sra_clamp_64(even, t_even), sra_clamp_64(odd, t_odd));
+            let q = _mm256_blend_epi32::<0b1010_1010>(even, _mm256_slli_epi64::<32>(odd));
+            let q = _mm256_min_epi32(_mm256_max_epi32(q, self.lo), self.hi);
+            return _mm256_add_epi32(q, self.off);
+        }
         // Most layers' multipliers are below one: no left shift anywhere.
         let x = if self.any_left {
             _mm256_sllv_epi32(x, self.left)
@@ -132,6 +164,21 @@ impl Rq8 {
         let q = _mm256_min_epi32(_mm256_max_epi32(q, self.lo), self.hi);
         _mm256_add_epi32(q, self.off)
     }
+}
+
+/// `v >> t` (arithmetic; `t` in 1..=62 per 64-bit lane) clamped to the i32 range: AVX2 shifts
+/// 64-bit lanes logically only, and `v >> t = !(!v >>> t)` for negative `v`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn sra_clamp_64(v: __m256i, t: __m256i) -> __m256i {
+    let sign = _mm256_cmpgt_epi64(_mm256_setzero_si256(), v);
+    let q = _mm256_xor_si256(_mm256_srlv_epi64(_mm256_xor_si256(v, sign), t), sign);
+    let (lo, hi) = (
+        _mm256_set1_epi64x(i64::from(i32::MIN)),
+        _mm256_set1_epi64x(i64::from(i32::MAX)),
+    );
+    let q = _mm256_blendv_epi8(q, lo, _mm256_cmpgt_epi64(lo, q));
+    _mm256_blendv_epi8(q, hi, _mm256_cmpgt_epi64(q, hi))
 }
 
 /// `[left, right, mask, thr]` of [`Mbqm::new`] from 8 lanes of `shift` (in `-31..=31`;
@@ -248,8 +295,8 @@ pub(super) fn store_16(v: __m128i, out: &mut [i8]) {
     }
 }
 
-/// Requantizes `cn <= 32` channels starting at `c0` of each of `rows` (double rounding;
-/// AVX-512 also single rounding), row `r` to `out[r * stride..][..cn]`. The parameters are
+/// Requantizes `cn <= 32` channels starting at `c0` of each of `rows` (double or single
+/// rounding), row `r` to `out[r * stride..][..cn]`. The parameters are
 /// loaded (and derived) once per column of the tile, not per row.
 pub(crate) fn requant_tile(
     isa: Isa,
