@@ -57,12 +57,22 @@ fn output_heads(g: &Graph) -> HashSet<TensorId> {
                 continue;
             }
             let rs = readers.get(&o).map(Vec::as_slice).unwrap_or(&[]);
-            if !rs.is_empty()
-                && rs.iter().all(|&r| {
-                    let r = &g.nodes[r];
-                    params::moves_values(&r.op) && r.outputs.iter().all(|t| heads.contains(t))
-                })
-            {
+            // Read by ops that only move it to an output, or by a control-flow op (which stays
+            // float) whose outputs are heads; comparisons beside them (an IF's condition) read
+            // it too without making it less of an output.
+            let mut to_output = false;
+            let all = rs.iter().all(|&r| {
+                let r = &g.nodes[r];
+                let passes =
+                    params::moves_values(&r.op) || matches!(r.op, Op::If { .. } | Op::While { .. });
+                if passes && r.outputs.iter().all(|t| heads.contains(t)) {
+                    to_output = true;
+                    true
+                } else {
+                    matches!(r.op, Op::Compare { .. })
+                }
+            });
+            if all && to_output {
                 heads.insert(o);
             }
         }
@@ -596,4 +606,92 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
     s.dequantize_ops = b.dequantize_ops;
     s.weight_bytes_after = g.const_bytes();
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{CompareOp, UnaryOp};
+
+    /// score = Sigmoid(x); If(score >= t) then 2·score else score: the score reaches the output
+    /// through the IF (openWakeWord's two-stage heads), so it is an output head; a score that is
+    /// also read by another computing op is not.
+    #[test]
+    fn a_value_an_if_passes_to_the_output_is_an_output_head() {
+        let branch = |scale: f32| {
+            let mut b = Graph::default();
+            let s = b.add_tensor("s", vec![1], DType::F32);
+            let out = b.add_tensor("out", vec![1], DType::F32);
+            b.inputs.push(s);
+            if scale == 1.0 {
+                b.nodes.push(Node {
+                    name: "pass".into(),
+                    op: Op::Reshape { shape: vec![1] },
+                    inputs: vec![s],
+                    outputs: vec![out],
+                });
+            } else {
+                let k = b.add_const("k", crate::ir::ConstData::from_f32(&[1], vec![scale]));
+                b.nodes.push(Node {
+                    name: "scale".into(),
+                    op: Op::Binary {
+                        op: crate::ir::BinaryOp::Mul,
+                        activation: crate::ir::Activation::None,
+                    },
+                    inputs: vec![s, k],
+                    outputs: vec![out],
+                });
+            }
+            b.outputs.push(out);
+            Box::new(b)
+        };
+        let build = |extra_reader: bool| {
+            let mut g = Graph::default();
+            let x = g.add_tensor("x", vec![1], DType::F32);
+            let score = g.add_tensor("score", vec![1], DType::F32);
+            let t = g.add_const("t", crate::ir::ConstData::from_f32(&[1], vec![0.5]));
+            let fire = g.add_tensor("fire", vec![1], DType::Bool);
+            let out = g.add_tensor("out", vec![1], DType::F32);
+            g.inputs.push(x);
+            g.nodes.push(Node {
+                name: "sigmoid".into(),
+                op: Op::Unary(UnaryOp::Sigmoid),
+                inputs: vec![x],
+                outputs: vec![score],
+            });
+            g.nodes.push(Node {
+                name: "ge".into(),
+                op: Op::Compare {
+                    op: CompareOp::GreaterEqual,
+                },
+                inputs: vec![score, t],
+                outputs: vec![fire],
+            });
+            g.nodes.push(Node {
+                name: "if".into(),
+                op: Op::If {
+                    then_branch: branch(2.0),
+                    else_branch: branch(1.0),
+                },
+                inputs: vec![fire, score],
+                outputs: vec![out],
+            });
+            g.outputs.push(out);
+            if extra_reader {
+                let y = g.add_tensor("y", vec![1], DType::F32);
+                g.nodes.push(Node {
+                    name: "exp".into(),
+                    op: Op::Unary(UnaryOp::Exp),
+                    inputs: vec![score],
+                    outputs: vec![y],
+                });
+                g.outputs.push(y);
+            }
+            (g, score)
+        };
+        let (g, score) = build(false);
+        assert!(output_heads(&g).contains(&score));
+        let (g, score) = build(true);
+        assert!(!output_heads(&g).contains(&score));
+    }
 }
