@@ -329,8 +329,10 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
         for o in &q.outputs {
             let per_sample = &o.sample_snr_db;
             let worst = if per_sample.len() > 1 {
-                let mean =
-                    per_sample.iter().map(|s| s.min(150.0)).sum::<f64>() / per_sample.len() as f64;
+                // An error-free sample (infinite SNR) counts as float32's own rounding level.
+                const ERROR_FREE_DB: f64 = 150.0;
+                let mean = per_sample.iter().map(|s| s.min(ERROR_FREE_DB)).sum::<f64>()
+                    / per_sample.len() as f64;
                 let min = per_sample.iter().copied().fold(f64::INFINITY, f64::min);
                 format!(" (per sample: mean {mean:.1}, lowest {min:.1} dB)")
             } else {

@@ -78,7 +78,7 @@ pub struct Graph {
     pub nodes: Vec<Node>,
     pub inputs: Vec<TensorId>,
     pub outputs: Vec<TensorId>,
-    /// Names of the nodes an LSTM or GRU was unrolled into: full int8 runs them with int16
+    /// Names (each once) of the nodes an LSTM or GRU was unrolled into: full int8 runs them with int16
     /// activations, as TFLite's integer LSTM kernel keeps its gates and cell state in int16.
     pub recurrent_nodes: Vec<String>,
 }

@@ -411,14 +411,6 @@ fn validate(
     Ok(Some(snr))
 }
 
-/// The unrolled LSTM/GRU layers of `g` (by name: each unrolled op keeps its layer's name).
-fn recurrent_layers(g: &Graph) -> Vec<String> {
-    let mut names = g.recurrent_nodes.clone();
-    names.sort();
-    names.dedup();
-    names
-}
-
 /// Keeps the nodes between ops that stay float in float too (in `q` and `best`) if the model is
 /// measurably better so on the error samples.
 fn keep_float_between_float_ops(q: &mut Quantizer<'_>, best: &mut Attempt) -> Result<()> {
@@ -534,7 +526,7 @@ fn calibrated(
     // and cell state in int16: in int8 each time step's rounding feeds the next one.
     let recurrent =
         if activations == weights::Activations::Int8 && !model.is_static() && !opts.int8.strict {
-            recurrent_layers(graph)
+            graph.recurrent_nodes.clone()
         } else {
             vec![]
         };

@@ -39,6 +39,12 @@ impl Acc {
         }
     }
 
+    fn merge(&mut self, other: &Acc) {
+        self.signal += other.signal;
+        self.noise += other.noise;
+        self.max_abs = self.max_abs.max(other.max_abs);
+    }
+
     fn snr_db(&self) -> f64 {
         if self.noise == 0.0 {
             f64::INFINITY
@@ -241,7 +247,7 @@ pub fn output_errors(
             let mut one = Acc::default();
             one.add(&f[j], q[j].iter().copied());
             per_sample.push(one.snr_db());
-            a.add(&f[j], q[j].iter().copied());
+            a.merge(&one);
         }
         out.push(LayerError {
             tensor: name.clone(),

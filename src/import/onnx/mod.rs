@@ -693,8 +693,13 @@ impl<'m> Importer<'m> {
                 } else {
                     recurrent::gru(self, n, &a)
                 };
-                let unrolled = self.g.nodes[first..].iter().map(|n| n.name.clone());
-                self.g.recurrent_nodes.extend(unrolled);
+                // The unrolled ops share the layer's name: one entry per name.
+                for k in first..self.g.nodes.len() {
+                    if !self.g.recurrent_nodes.contains(&self.g.nodes[k].name) {
+                        let name = self.g.nodes[k].name.clone();
+                        self.g.recurrent_nodes.push(name);
+                    }
+                }
                 r
             }
             "Cast" => self.cast(n, &a),
