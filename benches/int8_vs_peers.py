@@ -2,7 +2,7 @@
 """Int8 accuracy of litecvt against ONNX Runtime's and TensorFlow's quantizers on real pretrained models.
 
     python3 benches/int8_vs_peers.py [--litecvt target/release/litecvt] [--only ID,ID]
-        [--samples 16] [--held-out 4] [--min-snr 30] [--ort-memory-gb 3] [--cache target/real-models]
+        [--samples 16] [--held-out 16] [--min-snr 30] [--ort-memory-gb 3] [--cache target/real-models]
         [--tf-python /tmp/tfenv/bin/python] [--tf-timeout 900]
         [--work target/int8-vs-peers] [--markdown FILE] [--json FILE]
 
@@ -32,7 +32,7 @@ not copied; models are downloaded into its cache, never committed). For each mod
      file (the layout check: it must match ONNX Runtime's float output), a dynamic-range file
      (Optimize.DEFAULT without data: the weights-only peer) and a full int8 file (Optimize.DEFAULT with
      the same calibration samples as representative_dataset, float I/O, TensorFlow's float fallback).
-     LiteRT (builtin kernels) runs them on the held-out samples, inputs transposed into the
+     LiteRT (its default CPU path, the XNNPACK delegate) runs them on the held-out samples, inputs transposed into the
      SavedModel's layout and outputs back (the permutation is found from the shapes, channels-last
      first). A model onnx2tf cannot convert is reported with onnx2tf's last error; where the float
      file is under 40 dB from ONNX Runtime's output, the TFLite columns are shown but not compared.
@@ -864,7 +864,8 @@ def main() -> int:
     ap.add_argument("--work", type=Path, default=ROOT / "target" / "int8-vs-peers", help="work directory")
     ap.add_argument("--only", default="", help="comma-separated model ids: " + ", ".join(rm.BY_ID))
     ap.add_argument("--samples", type=int, default=16, help="calibration samples")
-    ap.add_argument("--held-out", type=int, default=4, help="held-out samples for the SNR")
+    ap.add_argument("--held-out", type=int, default=16,
+                    help="held-out samples for the SNR (a model's per-sample SNR can swing by 20 dB: 4 are too few)")
     ap.add_argument("--min-snr", type=float, default=30.0, help="litecvt --min-snr budget (dB)")
     ap.add_argument("--ort-memory-gb", type=float, default=3.0,
                     help="feed ORT's calibrators fewer samples at a time when all of them would hold more "
