@@ -499,3 +499,71 @@ fn a_hard_sigmoid_after_a_conv_folds_its_slope_and_offset_into_the_conv() {
     let s = error_stats(&run(&folded.bytes, &input), &run(&unfolded.bytes, &input));
     assert!(s.snr_db > 100.0, "folded gate: SNR {}", s.snr_db);
 }
+
+/// Conv 1x1 → ×8 (a stride) → + anchors spanning 0..2000: a detector's box decoding. Without
+/// `conv`, the decoding alone of a 4-channel input (no layer with weights).
+fn box_decoding_model(conv: bool) -> Vec<u8> {
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, if conv { 3 } else { 4 }, 8, 8]);
+    let anchors: Vec<f32> = (0..4 * 64).map(|i| i as f32 * 7.8).collect();
+    b.init(ftensor("stride", &[1], vec![8.0]));
+    b.init(ftensor("anchors", &[1, 4, 8, 8], anchors));
+    let mut x = "input";
+    if conv {
+        b.init(ftensor("w", &[4, 3, 1, 1], noise(12, 41)));
+        b.init(ftensor("b", &[4], noise(4, 42)));
+        b.node("Conv", "head", &["input", "w", "b"], &["distances"], vec![]);
+        x = "distances";
+    }
+    b.node(
+        "Mul",
+        "scale_by_stride",
+        &[x, "stride"],
+        &["scaled"],
+        vec![],
+    );
+    b.node(
+        "Add",
+        "add_anchors",
+        &["scaled", "anchors"],
+        &["output"],
+        vec![],
+    );
+    b.output("output");
+    b.bytes()
+}
+
+#[test]
+fn box_decoding_after_the_last_conv_runs_in_float() {
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 3, 8, 8], 8, 1);
+    let model = box_decoding_model(true);
+    let float = convert(&model, &ConvertOptions::default());
+    let q = convert(&model, &full_int8(dir.path()));
+    let floated: Vec<&str> = q
+        .quantization
+        .as_ref()
+        .unwrap()
+        .summary
+        .float_nodes
+        .iter()
+        .map(|n| n.0.as_str())
+        .collect();
+    // (The stride folds into the conv.)
+    assert!(floated.contains(&"add_anchors"), "{floated:?}");
+    // In int8 the sum would be rounded again on its 0..2000 range (steps of ~8); from the
+    // conv's int8 output (steps of ~0.01, times 8) it is far finer.
+    let input = NpyArray::f32(
+        vec![1, 3, 8, 8],
+        noise(192, 99).iter().map(|x| x * 4.0).collect(),
+    );
+    let s = error_stats(&run(&q.bytes, &input), &run(&float.bytes, &input));
+    assert!(s.max_abs < 1.0, "max abs error {}", s.max_abs);
+
+    // A model with no layer with weights keeps its arithmetic int8.
+    let dir4 = tempfile::tempdir().unwrap();
+    write_samples(dir4.path(), &[1, 4, 8, 8], 8, 1);
+    let q = convert(&box_decoding_model(false), &full_int8(dir4.path()));
+    let s = &q.quantization.as_ref().unwrap().summary;
+    assert!(s.float_nodes.is_empty(), "{:?}", s.float_nodes);
+}
