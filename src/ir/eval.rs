@@ -187,6 +187,7 @@ pub fn eval(op: &Op, inputs: &[&ConstData]) -> Option<Result<Vec<ConstData>, Str
         | Op::DepthToSpace { .. }
         | Op::SpaceToDepth { .. }
         | Op::CumSum { .. }
+        | Op::DynamicUpdateSlice
         | Op::If { .. }
         | Op::While { .. } => None,
     }

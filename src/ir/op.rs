@@ -310,6 +310,11 @@ pub enum Op {
         exclusive: bool,
         reverse: bool,
     },
+    /// `operand` with `update` (same rank and type, each axis no longer) written at the start
+    /// indices given at run time, each clamped so the update fits (TFLite
+    /// DYNAMIC_UPDATE_SLICE). Inputs: operand, update, start indices (int32 `[rank]`).
+    /// Axes are logical: the layout pass keeps the operands in their ONNX order.
+    DynamicUpdateSlice,
     /// Runs `then_branch` when the condition is true, `else_branch` otherwise (TFLite IF).
     /// Inputs: the condition (one bool), then the values both branches read, which are the
     /// branches' graph inputs in the same order. The branches' outputs (same shapes and types
@@ -450,6 +455,7 @@ impl Op {
             Op::DepthToSpace { .. } => "DepthToSpace",
             Op::SpaceToDepth { .. } => "SpaceToDepth",
             Op::CumSum { .. } => "CumSum",
+            Op::DynamicUpdateSlice => "DynamicUpdateSlice",
             Op::If { .. } => "If",
             Op::While { .. } => "While",
             Op::Dequantize => "Dequantize",

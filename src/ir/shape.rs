@@ -381,6 +381,32 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             };
             Ok(vec![(image_shape(*layout, x.shape[0], c, h, w), x.dtype)])
         }
+        Op::DynamicUpdateSlice => {
+            let [_, update, start] = inputs else {
+                return Err("needs an operand, an update and start indices".into());
+            };
+            if update.dtype != x.dtype
+                || update.shape.len() != x.shape.len()
+                || update.shape.iter().zip(&x.shape).any(|(u, s)| u > s)
+            {
+                return Err(format!(
+                    "update {} {:?} must have the operand's type and rank and fit in {} {:?}",
+                    update.dtype.name(),
+                    update.shape,
+                    x.dtype.name(),
+                    x.shape
+                ));
+            }
+            if !matches!(start.dtype, DType::I32 | DType::I64) || start.shape != [x.shape.len()] {
+                return Err(format!(
+                    "start indices must be {} integers, are {} {:?}",
+                    x.shape.len(),
+                    start.dtype.name(),
+                    start.shape
+                ));
+            }
+            Ok(vec![(x.shape.clone(), x.dtype)])
+        }
         Op::If {
             then_branch,
             else_branch,

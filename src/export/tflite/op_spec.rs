@@ -762,6 +762,8 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             );
             spec.options = Some((fb::BuiltinOptions::CumsumOptions, o.as_union_value()));
         }
+        // DynamicUpdateSliceOptions is an empty table: no options are written.
+        Op::DynamicUpdateSlice => spec.code = B::DYNAMIC_UPDATE_SLICE,
         Op::If { .. } | Op::While { .. } => {
             // IfOptions (then_subgraph_index, else_subgraph_index) and WhileOptions
             // (cond_subgraph_index, body_subgraph_index): two int32 fields, written by hand (the
