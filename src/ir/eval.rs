@@ -188,6 +188,7 @@ pub fn eval(op: &Op, inputs: &[&ConstData]) -> Option<Result<Vec<ConstData>, Str
         | Op::SpaceToDepth { .. }
         | Op::CumSum { .. }
         | Op::DynamicUpdateSlice
+        | Op::SequenceLstm { .. }
         | Op::If { .. }
         | Op::While { .. } => None,
     }
