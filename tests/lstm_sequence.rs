@@ -29,11 +29,11 @@ const REFUSED: &[(&str, &str)] = &[
     ),
     (
         "lstm_reverse_states",
-        "direction 'reverse' is not supported",
+        "initial_h must be absent or constant zeros",
     ),
     (
         "lstm_bidirectional_layout1",
-        "direction 'bidirectional' is not supported",
+        "output Y_c ('output_2') is not supported",
     ),
 ];
 
@@ -104,33 +104,47 @@ const BATCH: usize = 2;
 const INPUT: usize = 3;
 const HIDDEN: usize = 4;
 
-/// `Y, Y_h = LSTM(X)` over `steps` steps (layout 0), with fixed pseudo-random weights.
+/// `Y, Y_h = LSTM(X)` over `steps` steps (layout 0, forward), with fixed pseudo-random weights.
 fn lstm_model(steps: usize) -> OnnxBuilder {
+    lstm_model_with(steps, "forward", 0)
+}
+
+/// [`lstm_model`] in `direction` with `layout`.
+fn lstm_model_with(steps: usize, direction: &'static str, layout: i64) -> OnnxBuilder {
     let values = |n: usize, seed: usize| -> Vec<f32> {
         (0..n)
             .map(|i| (((i * 37 + seed * 11) % 23) as f32 - 11.0) * 0.05)
             .collect()
     };
-    let g4 = 4 * HIDDEN as i64;
+    let dirs = if direction == "bidirectional" { 2 } else { 1 };
+    let (g4, d) = (4 * HIDDEN as i64, dirs as usize);
+    let x = match layout {
+        0 => [steps as i64, BATCH as i64, INPUT as i64],
+        _ => [BATCH as i64, steps as i64, INPUT as i64],
+    };
     let mut b = OnnxBuilder::new(14);
-    b.input("x", &[steps as i64, BATCH as i64, INPUT as i64])
+    b.input("x", &x)
         .init(ftensor(
             "w",
-            &[1, g4, INPUT as i64],
-            values(4 * HIDDEN * INPUT, 1),
+            &[dirs, g4, INPUT as i64],
+            values(d * 4 * HIDDEN * INPUT, 1),
         ))
         .init(ftensor(
             "r",
-            &[1, g4, HIDDEN as i64],
-            values(4 * HIDDEN * HIDDEN, 2),
+            &[dirs, g4, HIDDEN as i64],
+            values(d * 4 * HIDDEN * HIDDEN, 2),
         ))
-        .init(ftensor("b", &[1, 2 * g4], values(8 * HIDDEN, 3)))
+        .init(ftensor("b", &[dirs, 2 * g4], values(d * 8 * HIDDEN, 3)))
         .node(
             "LSTM",
             "lstm",
             &["x", "w", "r", "b"],
             &["y", "y_h"],
-            vec![("hidden_size", Attr::I(HIDDEN as i64))],
+            vec![
+                ("hidden_size", Attr::I(HIDDEN as i64)),
+                ("direction", Attr::S(direction)),
+                ("layout", Attr::I(layout)),
+            ],
         );
     b.output("y").output("y_h");
     b
@@ -181,6 +195,36 @@ fn the_state_carries_on_to_the_next_invoke() {
 }
 
 #[test]
+fn reverse_and_bidirectional_lstms_match_the_unrolled_ones_on_the_first_invoke() {
+    for direction in ["reverse", "bidirectional"] {
+        for layout in [0, 1] {
+            let b = lstm_model_with(T, direction, layout);
+            let fused = convert_bytes(&b.bytes(), "lstm.onnx", &sequence()).unwrap();
+            let ops = &fused.ops_after;
+            let want_ops = if direction == "bidirectional" { 2 } else { 1 };
+            assert_eq!(
+                ops.get("UNIDIRECTIONAL_SEQUENCE_LSTM"),
+                Some(&want_ops),
+                "{ops:?}"
+            );
+            let unrolled = convert_bytes(&b.bytes(), "lstm.onnx", &Default::default()).unwrap();
+            let shape = match layout {
+                0 => vec![T, BATCH, INPUT],
+                _ => vec![BATCH, T, INPUT],
+            };
+            let x = [(None, NpyArray::f32(shape, input(T, 0.5)))];
+            let got = run_lite(&fused.bytes, "fused", &x).unwrap();
+            let want = run_lite(&unrolled.bytes, "unrolled", &x).unwrap();
+            for ((name, g), (_, w)) in got.iter().zip(&want) {
+                assert_eq!(g.shape, w.shape, "{direction} layout {layout} {name}");
+                let e = max_rel_err(&g.to_f32(), &w.to_f32());
+                assert!(e <= 1e-5, "{direction} layout {layout} {name}: {e:.2e}");
+            }
+        }
+    }
+}
+
+#[test]
 fn lstms_the_option_cannot_write_exactly_are_refused() {
     let err = |edit: &dyn Fn(&mut OnnxBuilder)| {
         let mut b = lstm_model(T);
@@ -190,19 +234,10 @@ fn lstms_the_option_cannot_write_exactly_are_refused() {
     };
     for (what, edit, want) in [
         (
-            "reverse",
-            Box::new(|b: &mut OnnxBuilder| {
-                b.g.node[0]
-                    .attribute
-                    .push(attr("direction", Attr::S("reverse")))
-            }) as Box<dyn Fn(&mut OnnxBuilder)>,
-            "direction 'reverse' is not supported",
-        ),
-        (
             "input_forget",
             Box::new(|b: &mut OnnxBuilder| {
                 b.g.node[0].attribute.push(attr("input_forget", Attr::I(1)))
-            }),
+            }) as Box<dyn Fn(&mut OnnxBuilder)>,
             "input_forget=1 is not supported",
         ),
         (

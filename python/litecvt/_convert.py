@@ -151,10 +151,10 @@ def convert(
         passes: run only these optional passes (names as `litecvt convert -v` prints them).
         optimize: False runs only the passes a valid file needs.
         lstm: "unrolled" (per-step ops; every invoke starts from the LSTM's initial state, as
-            ONNX does) or "sequence" (one UNIDIRECTIONAL_SEQUENCE_LSTM per forward LSTM with
-            zero initial state: a smaller file for long sequences, whose state persists across
-            invokes; reset it between independent sequences, e.g. LiteRT's
-            `reset_all_variables()`).
+            ONNX does) or "sequence" (one UNIDIRECTIONAL_SEQUENCE_LSTM per LSTM direction, for an
+            LSTM with zero initial state and Y_c unused: a smaller file for long sequences, whose
+            state persists across invokes; reset it between independent sequences, e.g.
+            LiteRT's `reset_all_variables()`).
         report: also return the conversion report (what `litecvt convert --report` writes).
 
     Returns:

@@ -127,7 +127,7 @@ pub struct ConvertArgs {
     /// How LSTM nodes are written: unrolled (per-step ops every runtime has; each invoke starts
     /// from the node's initial state) or sequence (one UNIDIRECTIONAL_SEQUENCE_LSTM each: smaller
     /// for long sequences, but its state persists across invokes; reset it between independent
-    /// sequences). sequence takes forward LSTMs with zero initial states.
+    /// sequences). sequence takes LSTMs with zero initial states whose Y_c is unused.
     #[arg(long, value_name = "MODE", value_parser = ["unrolled", "sequence"], default_value = "unrolled")]
     pub lstm: String,
     /// Print what each optimization pass did and the op histograms.

@@ -64,7 +64,7 @@ pub enum LstmMode {
     Unrolled,
     /// One UNIDIRECTIONAL_SEQUENCE_LSTM per LSTM: a smaller file for long sequences, whose state
     /// lives in variable tensors that persist across invokes (streaming, as TensorFlow's own
-    /// files behave). Forward LSTMs starting from zero state only.
+    /// files behave). LSTMs starting from zero state only, whose Y_c is unused.
     Sequence,
 }
 

@@ -96,11 +96,11 @@ MODES = {
 }
 
 # model name -> what the error must name when `--lstm sequence` refuses the model's LSTM
-# (its cell state Y_c is an output, or it runs in reverse)
+# (its cell state Y_c is an output, or its initial state is not zero)
 LSTM_SEQUENCE_REFUSED = {
     "lstm_forward": "Y_c",
-    "lstm_reverse_states": "reverse",
-    "lstm_bidirectional_layout1": "bidirectional",
+    "lstm_reverse_states": "initial_h",
+    "lstm_bidirectional_layout1": "Y_c",
 }
 
 # calibration data of the main fixtures (the op zoo calibrates on its own test input)
