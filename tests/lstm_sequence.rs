@@ -283,3 +283,30 @@ fn lstms_the_option_cannot_write_exactly_are_refused() {
         );
     }
 }
+
+#[test]
+fn full_int8_calibrates_each_sample_from_zero_state() {
+    use litecvt::quantize::calibrate::{ArraySample, Method};
+    use litecvt::quantize::QuantizeMode;
+    let zoo = root().join("fixtures/zoo");
+    let x = npy::read(&zoo.join("lstm_2layer.input.npy")).unwrap();
+    let convert = |copies: usize| {
+        let samples = vec![ArraySample::Positional(vec![x.clone()]); copies];
+        let opts = ConvertOptions {
+            quantize: Some(QuantizeMode::Int8Full),
+            calibration_arrays: Some(samples),
+            calibration_method: Some(Method::MinMax),
+            ..sequence()
+        };
+        convert_file(&zoo.join("lstm_2layer.onnx"), &opts).unwrap()
+    };
+    let once = convert(1);
+    assert!(once.ops_after.contains_key("UNIDIRECTIONAL_SEQUENCE_LSTM"));
+    assert!(once.ops_after.contains_key("QUANTIZE") && once.ops_after.contains_key("DEQUANTIZE"));
+    // The same sample again changes nothing: it does not continue the first one's sequence.
+    assert!(convert(3).bytes == once.bytes);
+    let got = run_lite(&once.bytes, "int8", &[(None, x.clone())]).unwrap();
+    let want = npy::read(&zoo.join("lstm_2layer.expected.npy")).unwrap();
+    let e = max_rel_err(&got[0].1.to_f32(), &want.to_f32());
+    assert!(e <= 0.02, "int8 differs from onnxruntime by {e:.2e}");
+}
