@@ -1,7 +1,7 @@
 //! The conversion pipeline: ONNX file → IR → passes → TFLite FlatBuffer bytes.
 
 use crate::export;
-use crate::import::{self, ImportOptions};
+use crate::import::{self, ImportOptions, LstmMode};
 use crate::ir::Graph;
 use crate::passes::{self, layout, PassSelection, PipelineOptions, PipelineReport};
 use crate::quantize::calibrate::{self, InputSpec, Method};
@@ -24,6 +24,8 @@ pub struct ConvertOptions {
     /// Convert training-mode BatchNormalization and Dropout as their inference forms
     /// (`--training-as-inference`; [`ImportOptions::training_as_inference`]).
     pub training_as_inference: bool,
+    /// How LSTM nodes are written (`--lstm`; [`LstmMode`]).
+    pub lstm: LstmMode,
     /// Which optional optimizations run.
     pub passes: PassSelection,
     /// `--quantize`: `None` keeps float32.
@@ -152,6 +154,35 @@ fn onnx_op_histogram(bytes: &[u8]) -> BTreeMap<String, usize> {
     h
 }
 
+/// What a file with UNIDIRECTIONAL_SEQUENCE_LSTMs (`--lstm sequence`) does differently from
+/// the ONNX model: it keeps their state across invokes.
+fn lstm_state_warning(g: &Graph) -> Option<String> {
+    fn count(g: &Graph) -> usize {
+        g.nodes
+            .iter()
+            .map(|n| {
+                let own = usize::from(matches!(n.op, crate::ir::Op::SequenceLstm { .. }));
+                own + n
+                    .op
+                    .subgraphs()
+                    .iter()
+                    .map(|(_, s)| count(s))
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+    let n = count(g);
+    (n > 0).then(|| {
+        format!(
+            "{n} LSTM(s) written as UNIDIRECTIONAL_SEQUENCE_LSTM (--lstm sequence): the file keeps \
+             their state (h, c) in variable tensors from one invoke to the next, so the first \
+             invoke matches the ONNX model and later ones continue the sequence; reset the state \
+             between independent sequences (LiteRT: reset_all_variables(); literun: a new \
+             Interpreter)"
+        )
+    })
+}
+
 /// Converts an ONNX file.
 pub fn convert_file(path: &Path, opts: &ConvertOptions) -> Result<Conversion> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -165,9 +196,11 @@ pub fn convert_bytes(bytes: &[u8], label: &str, opts: &ConvertOptions) -> Result
         input_shapes: opts.input_shapes.clone(),
         input_values: opts.input_values.clone(),
         training_as_inference: opts.training_as_inference,
+        lstm: opts.lstm,
     };
     let mut graph = import::import_onnx_bytes(bytes, label, &import_opts)?;
-    let warnings = passes::nonfinite_constant_warnings(&graph);
+    let mut warnings = passes::nonfinite_constant_warnings(&graph);
+    warnings.extend(lstm_state_warning(&graph));
     let pipeline = passes::run_pipeline(
         &mut graph,
         &PipelineOptions {

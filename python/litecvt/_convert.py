@@ -117,6 +117,7 @@ def convert(
     training_as_inference: bool = False,
     passes: Union[None, str, Iterable[str]] = None,
     optimize: bool = True,
+    lstm: str = "unrolled",
     report: bool = False,
 ) -> Any:
     """Converts an ONNX model to a .lite (TFLite-compatible) file, as `litecvt convert` does.
@@ -149,6 +150,11 @@ def convert(
         training_as_inference: convert training-mode BatchNormalization/Dropout as inference.
         passes: run only these optional passes (names as `litecvt convert -v` prints them).
         optimize: False runs only the passes a valid file needs.
+        lstm: "unrolled" (per-step ops; every invoke starts from the LSTM's initial state, as
+            ONNX does) or "sequence" (one UNIDIRECTIONAL_SEQUENCE_LSTM per LSTM direction, for an
+            LSTM with zero initial state and Y_c unused: a smaller file for long sequences, whose
+            state persists across invokes; reset it between independent sequences, e.g.
+            LiteRT's `reset_all_variables()`).
         report: also return the conversion report (what `litecvt convert --report` writes).
 
     Returns:
@@ -183,6 +189,7 @@ def convert(
         training_as_inference=training_as_inference,
         passes=",".join(pass_list) if passes is not None else None,
         no_optimize=not optimize and passes is None,
+        lstm=lstm,
     )
     summary = json.loads(report_json)
     for w in summary.get("warnings", []):
@@ -226,6 +233,7 @@ class Converter:
         self.training_as_inference = False
         self.passes: Union[None, str, Iterable[str]] = None
         self.optimize = True
+        self.lstm = "unrolled"
         #: The report of the last `convert()` (None before).
         self.report: Optional[dict] = None
         for name, value in options.items():

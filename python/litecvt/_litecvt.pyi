@@ -31,6 +31,7 @@ def convert(
     training_as_inference: bool = False,
     passes: Optional[str] = None,
     no_optimize: bool = False,
+    lstm: str = "unrolled",
 ) -> tuple[bytes, str]: ...
 
 class NativeInterpreter:

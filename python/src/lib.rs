@@ -86,7 +86,8 @@ fn array_sample(item: &Bound<'_, PyAny>) -> PyResult<ArraySample> {
     nhwc_io=false, calibration_method=None, io_type="float".to_string(), min_snr=None,
     accept_snr_miss=false, exclude=vec![], exclude_op=vec![], strict_int8=false,
     per_tensor_dense=false, no_bias_correction=false, no_weight_rounding=false,
-    no_equalize=false, training_as_inference=false, passes=None, no_optimize=false
+    no_equalize=false, training_as_inference=false, passes=None, no_optimize=false,
+    lstm="unrolled".to_string()
 ))]
 #[allow(clippy::too_many_arguments)]
 fn convert<'py>(
@@ -112,6 +113,7 @@ fn convert<'py>(
     training_as_inference: bool,
     passes: Option<String>,
     no_optimize: bool,
+    lstm: String,
 ) -> PyResult<(Bound<'py, PyBytes>, String)> {
     let arrays = samples
         .map(|s| s.iter().map(array_sample).collect::<PyResult<Vec<_>>>())
@@ -135,6 +137,7 @@ fn convert<'py>(
     args.training_as_inference = training_as_inference;
     args.passes = passes;
     args.no_optimize = no_optimize;
+    args.lstm = lstm;
     let result = py.detach(|| {
         let opts = litecvt::cli::convert_options(&args, arrays)?;
         let c = litecvt::convert::convert_bytes(model, &label, &opts)?;

@@ -314,6 +314,30 @@ def test_reset_all_variables_restarts_a_streaming_model():
     run_steps(5)
 
 
+def test_lstm_sequence_streams_its_state_as_litert():
+    zoo = FIXTURES / "zoo"
+    x = np.load(zoo / "lstm_2layer.input.npy").astype(np.float32)
+    with pytest.warns(UserWarning, match="variable tensors"):
+        data = litecvt.convert(zoo / "lstm_2layer.onnx", lstm="sequence")
+    ours, theirs = litecvt.Interpreter(model_content=data), litert(data)
+    ours.allocate_tensors()
+
+    def invoke(interp):
+        interp.set_tensor(interp.get_input_details()[0]["index"], x)
+        interp.invoke()
+        return interp.get_tensor(interp.get_output_details()[0]["index"])
+
+    first = invoke(ours)
+    assert_float_close(first, invoke(theirs))
+    assert_float_close(first, np.load(zoo / "lstm_2layer.expected.npy"))
+    # The next invoke continues the sequence in both runtimes.
+    second = invoke(ours)
+    assert_float_close(second, invoke(theirs))
+    assert np.max(np.abs(second - first)) > 1e-6
+    theirs.reset_all_variables()
+    assert_float_close(invoke(theirs), first)
+
+
 def test_conversion_errors_name_the_node():
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper

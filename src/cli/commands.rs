@@ -9,6 +9,7 @@ macro_rules! outln {
 }
 use crate::bench::human;
 use crate::convert::{convert_file, ConvertOptions};
+use crate::import::LstmMode;
 use crate::npy::{self, NpyArray};
 use crate::passes::PassSelection;
 use crate::quantize::calibrate::{ArraySample, ImageOptions, Method};
@@ -168,6 +169,11 @@ pub fn convert_options(
         input_values: parse_values(&args.input_values)?,
         nhwc_io: args.nhwc_io,
         training_as_inference: args.training_as_inference,
+        lstm: match args.lstm.as_str() {
+            "unrolled" => LstmMode::Unrolled,
+            "sequence" => LstmMode::Sequence,
+            other => bail!("--lstm: '{other}' is not unrolled or sequence"),
+        },
         passes,
         quantize,
         calibration: args.calibration.clone(),

@@ -124,6 +124,12 @@ pub struct ConvertArgs {
     /// with its running statistics (training-only outputs dropped), Dropout as the identity.
     #[arg(long)]
     pub training_as_inference: bool,
+    /// How LSTM nodes are written: unrolled (per-step ops every runtime has; each invoke starts
+    /// from the node's initial state) or sequence (one UNIDIRECTIONAL_SEQUENCE_LSTM each: smaller
+    /// for long sequences, but its state persists across invokes; reset it between independent
+    /// sequences). sequence takes LSTMs with zero initial states whose Y_c is unused.
+    #[arg(long, value_name = "MODE", value_parser = ["unrolled", "sequence"], default_value = "unrolled")]
+    pub lstm: String,
     /// Print what each optimization pass did and the op histograms.
     #[arg(short, long)]
     pub verbose: bool,

@@ -233,6 +233,8 @@ pub fn min_runtime(code: B, version: i32) -> (u32, u32, u32) {
         (B::DEPTH_TO_SPACE, 2) => (2, 5, 0),
         (B::CUMSUM, 1) => (2, 4, 0),
         (B::IF, 1) | (B::WHILE, 1) => (1, 15, 0),
+        (B::DYNAMIC_UPDATE_SLICE, 1) => (2, 9, 0),
+        (B::UNIDIRECTIONAL_SEQUENCE_LSTM, 1) => (1, 13, 1),
         _ => (2, 13, 0),
     }
 }

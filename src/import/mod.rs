@@ -51,6 +51,21 @@ pub struct ImportOptions {
     /// identity. Without it such nodes are refused: their training results cannot be
     /// reproduced.
     pub training_as_inference: bool,
+    /// How LSTM nodes are written (`--lstm`).
+    pub lstm: LstmMode,
+}
+
+/// How ONNX LSTM nodes are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LstmMode {
+    /// Unrolled over the sequence into per-step cells of ops every runtime has; each invoke
+    /// starts from the node's initial state, as ONNX does.
+    #[default]
+    Unrolled,
+    /// One UNIDIRECTIONAL_SEQUENCE_LSTM per LSTM: a smaller file for long sequences, whose state
+    /// lives in variable tensors that persist across invokes (streaming, as TensorFlow's own
+    /// files behave). LSTMs starting from zero state only, whose Y_c is unused.
+    Sequence,
 }
 
 /// Reads and imports an ONNX file. Errors name the file (and the node and op type, where one is

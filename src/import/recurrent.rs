@@ -20,23 +20,23 @@ use tract_onnx::pb::NodeProto;
 const MAX_CONCAT: usize = 512;
 
 /// Shapes and attributes shared by LSTM and GRU.
-struct Spec {
-    seq: usize,
-    batch: usize,
-    input: usize,
-    hidden: usize,
+pub(super) struct Spec {
+    pub(super) seq: usize,
+    pub(super) batch: usize,
+    pub(super) input: usize,
+    pub(super) hidden: usize,
     /// One entry per direction: true when it runs backwards in time.
-    reverse: Vec<bool>,
+    pub(super) reverse: Vec<bool>,
     /// ONNX `layout` 1: batch-first X, Y, and states.
-    batch_first: bool,
+    pub(super) batch_first: bool,
 }
 
 /// Per-direction weights: W [G*H, I], R [G*H, H], Wb and Rb [G*H] (zero when B is absent).
-struct Weights {
-    w: Vec<f32>,
-    r: Vec<f32>,
-    wb: Vec<f32>,
-    rb: Vec<f32>,
+pub(super) struct Weights {
+    pub(super) w: Vec<f32>,
+    pub(super) r: Vec<f32>,
+    pub(super) wb: Vec<f32>,
+    pub(super) rb: Vec<f32>,
 }
 
 fn const_f32(imp: &Importer<'_>, id: TensorId, what: &str) -> R<Vec<f32>> {
@@ -48,7 +48,7 @@ fn const_f32(imp: &Importer<'_>, id: TensorId, what: &str) -> R<Vec<f32>> {
 }
 
 /// Reads X, W, R, B, sequence_lens and the attributes; `gates` is 4 (LSTM) or 3 (GRU).
-fn spec(
+pub(super) fn spec(
     imp: &mut Importer<'_>,
     n: &NodeProto,
     a: &Attrs,

@@ -310,6 +310,22 @@ pub enum Op {
         exclusive: bool,
         reverse: bool,
     },
+    /// `operand` with `update` (same rank and type, each axis no longer) written at the start
+    /// indices given at run time, each clamped so the update fits (TFLite
+    /// DYNAMIC_UPDATE_SLICE). Inputs: operand, update, start indices (int32 `[rank]`).
+    /// Axes are logical: the layout pass keeps the operands in their ONNX order.
+    DynamicUpdateSlice,
+    /// A float LSTM over a whole sequence (TFLite UNIDIRECTIONAL_SEQUENCE_LSTM, forward, no
+    /// peepholes, projection or clipping; sigmoid gates, tanh cell and output activations).
+    /// Inputs: x (`[time, batch, input]` when `time_major`, else `[batch, time, input]`), the
+    /// input weights `[cell, input]` of gates i, f, c, o, the recurrent weights `[cell, cell]`
+    /// of i, f, c, o, and the biases `[cell]` of i, f, c, o. Output: h of every step, in x's
+    /// order of time and batch. The op owns its state (h and c, `[batch, cell]` each): the
+    /// writer adds them as TFLite variable tensors, zero when an interpreter starts and
+    /// carried from one invoke to the next.
+    SequenceLstm {
+        time_major: bool,
+    },
     /// Runs `then_branch` when the condition is true, `else_branch` otherwise (TFLite IF).
     /// Inputs: the condition (one bool), then the values both branches read, which are the
     /// branches' graph inputs in the same order. The branches' outputs (same shapes and types
@@ -450,6 +466,8 @@ impl Op {
             Op::DepthToSpace { .. } => "DepthToSpace",
             Op::SpaceToDepth { .. } => "SpaceToDepth",
             Op::CumSum { .. } => "CumSum",
+            Op::DynamicUpdateSlice => "DynamicUpdateSlice",
+            Op::SequenceLstm { .. } => "SequenceLstm",
             Op::If { .. } => "If",
             Op::While { .. } => "While",
             Op::Dequantize => "Dequantize",

@@ -381,6 +381,64 @@ pub fn infer(op: &Op, inputs: &[&Tensor]) -> Result<Vec<(Vec<usize>, DType)>, St
             };
             Ok(vec![(image_shape(*layout, x.shape[0], c, h, w), x.dtype)])
         }
+        Op::DynamicUpdateSlice => {
+            let [_, update, start] = inputs else {
+                return Err("needs an operand, an update and start indices".into());
+            };
+            if update.dtype != x.dtype
+                || update.shape.len() != x.shape.len()
+                || update.shape.iter().zip(&x.shape).any(|(u, s)| u > s)
+            {
+                return Err(format!(
+                    "update {} {:?} must have the operand's type and rank and fit in {} {:?}",
+                    update.dtype.name(),
+                    update.shape,
+                    x.dtype.name(),
+                    x.shape
+                ));
+            }
+            if !matches!(start.dtype, DType::I32 | DType::I64) || start.shape != [x.shape.len()] {
+                return Err(format!(
+                    "start indices must be {} integers, are {} {:?}",
+                    x.shape.len(),
+                    start.dtype.name(),
+                    start.shape
+                ));
+            }
+            Ok(vec![(x.shape.clone(), x.dtype)])
+        }
+        Op::SequenceLstm { .. } => {
+            let [x, weights @ ..] = inputs else {
+                return Err("needs an input".into());
+            };
+            let [steps_or_batch, batch_or_steps, input] = x.shape[..] else {
+                return Err(format!("input must be 3-D, is {:?}", x.shape));
+            };
+            let cell = weights
+                .first()
+                .map_or(0, |w| w.shape.first().copied().unwrap_or(0));
+            let want = |k: usize| match k {
+                0..4 => vec![cell, input],
+                4..8 => vec![cell, cell],
+                _ => vec![cell],
+            };
+            if weights.len() != 12
+                || x.dtype != DType::F32
+                || weights
+                    .iter()
+                    .enumerate()
+                    .any(|(k, w)| w.dtype != DType::F32 || w.shape != want(k))
+            {
+                return Err(format!(
+                    "needs a float32 input and 12 float32 weights and biases for {cell} cells \
+                     and {input} inputs"
+                ));
+            }
+            Ok(vec![(
+                vec![steps_or_batch, batch_or_steps, cell],
+                DType::F32,
+            )])
+        }
         Op::If {
             then_branch,
             else_branch,

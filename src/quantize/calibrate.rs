@@ -493,6 +493,13 @@ fn input_names(inputs: &[InputSpec]) -> String {
         .join(", ")
 }
 
+/// Whether `model` keeps state from one invoke to the next (variable tensors: an LSTM written
+/// as UNIDIRECTIONAL_SEQUENCE_LSTM). Samples then each run on a fresh interpreter, from zero
+/// state, as the ONNX model runs them.
+pub(crate) fn keeps_state(model: &literun::Model<'_>) -> bool {
+    model.tensors().iter().any(|t| t.variable)
+}
+
 /// Sets input `i` of `interp` from a float sample: float32 as is, int32 (token ids; exact
 /// integers in float) converted, int8 quantized with the input's parameters.
 pub(crate) fn feed_input(

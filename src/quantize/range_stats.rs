@@ -282,6 +282,7 @@ pub fn collect_stats(
     let aligned = literun::AlignedBytes::from_slice(model_bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let nt = model.tensors().len();
+    let stateful = super::calibrate::keeps_state(&model);
     let passes = if histogram { 2 } else { 1 };
     let bar = if progress {
         let bar = indicatif::ProgressBar::new((samples.len() * passes) as u64);
@@ -308,7 +309,11 @@ pub fn collect_stats(
                 for s in &mut local {
                     s.hist.clear();
                 }
-                for sample in part {
+                for (k, sample) in part.iter().enumerate() {
+                    if stateful && k > 0 {
+                        // Each sample from zero state, as the ONNX model runs it.
+                        interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+                    }
                     for (i, values) in sample.iter().enumerate() {
                         let info = &model.inputs()[i];
                         feed_input(&model, &mut interp, i, values)?;

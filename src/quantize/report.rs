@@ -65,8 +65,13 @@ pub(crate) fn observe(
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
     let tensors = model.tensors();
+    let stateful = super::calibrate::keeps_state(&model);
     let mut buf = Vec::new();
     for (k, sample) in samples.iter().enumerate() {
+        if stateful && k > 0 {
+            // Each sample from zero state, as the ONNX model runs it.
+            interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+        }
         for (i, values) in sample.iter().enumerate() {
             super::calibrate::feed_input(&model, &mut interp, i, values)?;
         }

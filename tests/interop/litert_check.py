@@ -31,6 +31,10 @@ hybrid layer reading it: weights-only files, LSTM gates left float in int16x8), 
 float kernels (~1e-7 apart) can round that value across a quantization step in one runtime only, with
 no integer kernel differing: such files pass at `--float-requantized-min-snr` (50 dB) agreement.
 
+`--modes lstmseq` converts the models named *lstm* with `--lstm sequence` (UNIDIRECTIONAL_SEQUENCE_LSTM,
+whose state starts at zero in a fresh interpreter): LiteRT must also match onnxruntime's stored outputs
+(`--ort-tol`, 1e-4), and the models in LSTM_SEQUENCE_REFUSED must be refused naming the reason.
+
 Models in EXPECTED_UNSUPPORTED must instead make `litecvt convert` exit non-zero with a message that
 names the op. Prints one line per model and a final "N passed, N failed" line; exits 1 on any failure.
 For information, the difference between LiteRT and onnxruntime's reference (<name>.expected.npy) is shown
@@ -86,6 +90,17 @@ MODES = {
     # parameters (QDQ) or int8 weights-only (dynamic)
     "qdq": [],
     "qdqio": ["--io-type", "int8"],
+    # LSTMs as UNIDIRECTIONAL_SEQUENCE_LSTM (models named *lstm* only): one invoke of a fresh
+    # interpreter must also match onnxruntime (--ort-tol), since the state starts at zero
+    "lstmseq": ["--lstm", "sequence"],
+}
+
+# model name -> what the error must name when `--lstm sequence` refuses the model's LSTM
+# (its cell state Y_c is an output, or its initial state is not zero)
+LSTM_SEQUENCE_REFUSED = {
+    "lstm_forward": "Y_c",
+    "lstm_reverse_states": "initial_h",
+    "lstm_bidirectional_layout1": "Y_c",
 }
 
 # calibration data of the main fixtures (the op zoo calibrates on its own test input)
@@ -415,8 +430,9 @@ def check_model(name, model, litecvt, work, args, mode="float"):
     conv = litecvt + ["convert", str(model), "-o", str(lite)] + CONVERT_ARGS.get(name, []) + extra
     rc, out, err, _ = run_cmd(conv, args.timeout)
 
-    if name in EXPECTED_UNSUPPORTED:
-        op = EXPECTED_UNSUPPORTED[name]
+    refused = EXPECTED_UNSUPPORTED.get(name) or (LSTM_SEQUENCE_REFUSED.get(name) if mode == "lstmseq" else None)
+    if refused:
+        op = refused
         text = out + err
         if rc == 0:
             return False, "FAIL", None, f"expected `litecvt convert` to reject {op}, but it succeeded"
@@ -547,6 +563,19 @@ def check_model(name, model, litecvt, work, args, mode="float"):
         if not ok:
             problems.append(f"output {lname!r}: {msg}")
 
+    if mode == "lstmseq":
+        # The state starts at zero in a fresh interpreter: every output is onnxruntime's.
+        for lname, arr in lrt.items():
+            key = sanitize(lname)
+            suffix = key[len("output"):] if key.startswith("output") else None
+            exp = model.parent / f"{model.stem}.expected{suffix}.npy" if suffix is not None else None
+            if exp is None or not exp.exists():
+                problems.append(f"output {lname!r}: no onnxruntime reference {exp}")
+                continue
+            e = max_rel_err(np.asarray(arr, dtype=np.float64).reshape(np.load(exp).shape), np.load(exp))
+            if not e <= args.ort_tol:
+                problems.append(f"output {lname!r}: LiteRT differs from onnxruntime by {e:.2e} > {args.ort_tol:g}")
+
     # informational: LiteRT vs onnxruntime reference (first output)
     info = ""
     exp = model.with_suffix("").parent / f"{model.stem}.expected.npy"
@@ -658,6 +687,8 @@ def main() -> int:
                          "accept outputs agreeing to this SNR in dB: float kernels differ by ~1e-7 and a "
                          "quantizer can round that across a step (0: off; default %(default)g)")
     ap.add_argument("--tol", type=float, default=1e-5, help="max relative error for float outputs (default %(default)g)")
+    ap.add_argument("--ort-tol", type=float, default=1e-4,
+                    help="mode lstmseq: max relative error of LiteRT's outputs against onnxruntime's (default %(default)g)")
     ap.add_argument("--resolver", choices=["builtin", "ref", "auto"], default="builtin",
                     help="LiteRT kernels: builtin (optimized, no XNNPACK; default), ref (reference kernels), "
                          "auto (with the XNNPACK delegate)")
@@ -718,6 +749,8 @@ def main() -> int:
     for mode, (name, model) in [(m, nm) for m in modes for nm in models]:
         if mode == "qdqio" and name.endswith(".dynamic"):
             continue  # dynamic-quantized models convert to int8 weights-only: float interface
+        if mode == "lstmseq" and "lstm" not in name:
+            continue  # the option changes nothing without an LSTM
         try:
             ok, status, err, detail = check_model(name, model, litecvt, work, args, mode)
         except Exception as e:  # noqa: BLE001

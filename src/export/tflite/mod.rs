@@ -79,25 +79,59 @@ struct OpSpec<'a> {
 struct Writer<'g> {
     g: &'g Graph,
     fbb: FlatBufferBuilder<'static>,
-    /// Extra constant tensors the writer adds (shapes, axes, paddings, pad values):
-    /// (name, shape, data, quantization).
-    extra: Vec<(String, Vec<usize>, ConstData, Option<QuantParams>)>,
+    /// Extra tensors the writer adds: constants (shapes, axes, paddings, pad values) and the
+    /// variable tensors holding an operator's state.
+    extra: Vec<ExtraTensor>,
     /// The subgraph index the next IF's or WHILE's first subgraph has (its second has the one
     /// after).
     next_subgraph: usize,
 }
 
+/// A tensor the writer adds to a subgraph.
+struct ExtraTensor {
+    name: String,
+    shape: Vec<usize>,
+    /// A constant's data; for a variable tensor, zeros giving its type (no data is written).
+    data: ConstData,
+    quant: Option<QuantParams>,
+    /// A TFLite variable tensor (`is_variable`): state an operator keeps across invokes.
+    variable: bool,
+}
+
 impl<'g> Writer<'g> {
+    /// Adds a constant tensor and returns its index.
+    fn add_const(&mut self, name: String, data: ConstData, quant: Option<QuantParams>) -> i32 {
+        self.add_extra(ExtraTensor {
+            name,
+            shape: data.shape(),
+            data,
+            quant,
+            variable: false,
+        })
+    }
+
+    /// Adds a float32 variable tensor of `shape` (zero when an interpreter starts) and
+    /// returns its index.
+    fn add_variable(&mut self, name: String, shape: &[usize]) -> i32 {
+        let zeros = ConstData::from_f32(&[0], Vec::new());
+        self.add_extra(ExtraTensor {
+            name,
+            shape: shape.to_vec(),
+            data: zeros,
+            quant: None,
+            variable: true,
+        })
+    }
+
+    fn add_extra(&mut self, t: ExtraTensor) -> i32 {
+        let idx = self.g.tensors.len() + self.extra.len();
+        self.extra.push(t);
+        idx as i32
+    }
+
     /// Adds an int32 constant tensor (e.g. a RESHAPE's shape) and returns its index.
     fn const_i32(&mut self, name: String, shape: &[usize], values: Vec<i32>) -> i32 {
-        let idx = self.g.tensors.len() + self.extra.len();
-        self.extra.push((
-            name,
-            shape.to_vec(),
-            ConstData::from_i32(shape, values),
-            None,
-        ));
-        idx as i32
+        self.add_const(name, ConstData::from_i32(shape, values), None)
     }
 
     /// PADV2's constant: the input's type and quantization (a quantized pad value saturates,
@@ -122,17 +156,12 @@ impl<'g> Writer<'g> {
                 stored.clamp(-32768.0, 32767.0) as i16,
             ))
         };
-        let idx = self.g.tensors.len() + self.extra.len();
-        self.extra.push((name, vec![1], data, Some(q)));
-        idx as i32
+        self.add_const(name, data, Some(q))
     }
 
     fn const_f32(&mut self, name: String, values: Vec<f32>) -> i32 {
-        let idx = self.g.tensors.len() + self.extra.len();
         let n = values.len();
-        self.extra
-            .push((name, vec![n], ConstData::from_f32(&[n], values), None));
-        idx as i32
+        self.add_const(name, ConstData::from_f32(&[n], values), None)
     }
 }
 
@@ -161,20 +190,19 @@ fn subgraph_list(g: &Graph) -> Vec<(&Graph, String, usize)> {
     list
 }
 
-/// A tensor as written: name, shape, type, data (constants), quantization.
+/// A tensor as written: name, shape, type, data (constants), quantization, whether it is a
+/// variable tensor.
 type TensorRow = (
     String,
     Vec<usize>,
     DType,
     Option<ConstData>,
     Option<QuantParams>,
+    bool,
 );
 
-/// A subgraph's operators and the constant tensors its operators added.
-type WrittenOps<'a> = (
-    Vec<OpSpec<'a>>,
-    Vec<(String, Vec<usize>, ConstData, Option<QuantParams>)>,
-);
+/// A subgraph's operators and the tensors its operators added.
+type WrittenOps<'a> = (Vec<OpSpec<'a>>, Vec<ExtraTensor>);
 
 /// Writes the graph as TFLite FlatBuffer bytes.
 pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
@@ -241,10 +269,20 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
                         dtype,
                         data,
                         t.quant.clone(),
+                        false,
                     )
                 })
-                .chain(extra.iter().map(|(n, s, d, q)| {
-                    (n.clone(), s.clone(), d.dtype(), Some(d.clone()), q.clone())
+                .chain(extra.iter().map(|t| {
+                    let data = (!t.variable).then(|| t.data.clone());
+                    let dtype = t.data.dtype();
+                    (
+                        t.name.clone(),
+                        t.shape.clone(),
+                        dtype,
+                        data,
+                        t.quant.clone(),
+                        t.variable,
+                    )
                 }))
                 .collect()
         })
@@ -256,7 +294,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         .iter()
         .map(|all| {
             all.iter()
-                .map(|(_, _, _, data, _)| match data {
+                .map(|(_, _, _, data, _, _)| match data {
                     Some(d) => {
                         let bytes: Vec<Aligned16> =
                             d.to_le_bytes().into_iter().map(Aligned16).collect();
@@ -452,7 +490,7 @@ fn write_tensors<'f>(
     buffers: &[u32],
 ) -> Vec<WIPOffset<fb::Tensor<'f>>> {
     let mut tensor_offsets = Vec::with_capacity(rows.len());
-    for ((name, shape, dtype, _, quant), &buffer) in rows.iter().zip(buffers) {
+    for ((name, shape, dtype, _, quant, variable), &buffer) in rows.iter().zip(buffers) {
         let shape_v: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
         let shape_off = fbb.create_vector(&shape_v);
         let name_off = fbb.create_string(name);
@@ -477,6 +515,7 @@ fn write_tensors<'f>(
                 buffer,
                 name: Some(name_off),
                 quantization,
+                is_variable: *variable,
                 has_rank: true,
                 ..Default::default()
             },

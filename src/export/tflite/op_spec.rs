@@ -762,6 +762,38 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             );
             spec.options = Some((fb::BuiltinOptions::CumsumOptions, o.as_union_value()));
         }
+        Op::SequenceLstm { time_major } => {
+            spec.code = B::UNIDIRECTIONAL_SEQUENCE_LSTM;
+            let x = in_shape(0);
+            let batch = if *time_major { x[1] } else { x[0] };
+            let cell = in_shape(1)[0];
+            let h = w.add_variable(format!("{}/output_state", node.name), &[batch, cell]);
+            let c = w.add_variable(format!("{}/cell_state", node.name), &[batch, cell]);
+            // TFLite's 24 inputs: x, input and recurrent weights, no peepholes, biases, no
+            // projection, the two states, no layer normalization.
+            let given = ids(&node.inputs);
+            let mut inputs = given[..9].to_vec();
+            inputs.extend([-1; 3]);
+            inputs.extend(&given[9..13]);
+            inputs.extend([-1, -1, h, c]);
+            inputs.extend([-1; 4]);
+            spec.inputs = inputs;
+            let fbb = &mut w.fbb;
+            let o = fb::UnidirectionalSequenceLSTMOptions::create(
+                fbb,
+                &fb::UnidirectionalSequenceLSTMOptionsArgs {
+                    fused_activation_function: fb::ActivationFunctionType::TANH,
+                    time_major: *time_major,
+                    ..Default::default()
+                },
+            );
+            spec.options = Some((
+                fb::BuiltinOptions::UnidirectionalSequenceLSTMOptions,
+                o.as_union_value(),
+            ));
+        }
+        // DynamicUpdateSliceOptions is an empty table: no options are written.
+        Op::DynamicUpdateSlice => spec.code = B::DYNAMIC_UPDATE_SLICE,
         Op::If { .. } | Op::While { .. } => {
             // IfOptions (then_subgraph_index, else_subgraph_index) and WhileOptions
             // (cond_subgraph_index, body_subgraph_index): two int32 fields, written by hand (the

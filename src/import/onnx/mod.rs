@@ -31,6 +31,8 @@ mod rotary;
 mod rounding;
 mod scatter;
 mod schedule;
+#[path = "../sequence_lstm.rs"]
+mod sequence_lstm;
 mod slice;
 
 use super::fold;
@@ -155,6 +157,7 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
     let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
     imp.training_as_inference = opts.training_as_inference;
+    imp.lstm = opts.lstm;
     imp.inputs(graph, opts)?;
     for &i in &order {
         imp.run_node(&graph.node[i], i)?;
@@ -186,6 +189,8 @@ struct Importer<'m> {
     dropped_outputs: HashSet<String>,
     /// [`ImportOptions::training_as_inference`].
     training_as_inference: bool,
+    /// [`ImportOptions::lstm`].
+    lstm: super::LstmMode,
     /// The ONNX node being imported: label, for IR node names and derived tensor names.
     cur: String,
     /// QuantizeLinear/DequantizeLinear bookkeeping (`qdq.rs`).
@@ -231,6 +236,7 @@ impl<'m> Importer<'m> {
             unchecked: 0,
             dropped_outputs: HashSet::new(),
             training_as_inference: false,
+            lstm: super::LstmMode::default(),
             cur: String::new(),
             qdq: Default::default(),
         }
@@ -686,6 +692,7 @@ impl<'m> Importer<'m> {
             "ArgMin" => self.argmax(n, &a, true),
             "TopK" => self.topk(n, &a),
             "CumSum" => self.cumsum(n, &a),
+            "LSTM" if self.lstm == super::LstmMode::Sequence => sequence_lstm::lstm(self, n, &a),
             "LSTM" | "GRU" => {
                 let first = self.g.nodes.len();
                 let r = if n.op_type == "LSTM" {
