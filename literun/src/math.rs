@@ -102,6 +102,34 @@ pub(crate) const EXP_POLY: [f32; 6] = [
     5e-1,
 ];
 
+/// [`exp_fast`] of every value of a block, in place, one step at a time for the whole block
+/// (bit-identical): the steps of `N / lanes` vectors side by side, where one vector at a time
+/// is a chain of ~20 dependent steps whose latency the CPU cannot hide.
+#[inline(always)]
+pub(crate) fn exp_fast_block<const N: usize>(x: &mut [f32; N]) {
+    let mut n = [0i32; N];
+    for (x, n) in x.iter_mut().zip(n.iter_mut()) {
+        let v = x.clamp(-104.0, 89.0);
+        let t = v * core::f32::consts::LOG2_E + ROUNDING;
+        *n = (t.to_bits() as i32).wrapping_sub(ROUNDING_BITS);
+        let nf = t - ROUNDING;
+        *x = v - nf * LN2_HI - nf * LN2_LO;
+    }
+    let mut p = [EXP_POLY[0]; N];
+    for &c in &EXP_POLY[1..] {
+        for (p, &r) in p.iter_mut().zip(x.iter()) {
+            *p = mul_add::<false>(*p, r, c);
+        }
+    }
+    for ((x, &p), &n) in x.iter_mut().zip(&p).zip(&n) {
+        let r = *x;
+        let e = mul_add::<false>(p * r, r, r) + 1.0;
+        let half = n >> 1;
+        let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+        *x = e * scale(half) * scale(n - half);
+    }
+}
+
 /// `e^r 2^n` for `|r| <= ln 2 / 2` (about; the polynomial's range) and `n` in `-252..=128`:
 /// the polynomial and scaling of [`exp_fast`].
 #[inline(always)]

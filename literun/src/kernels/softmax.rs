@@ -3,7 +3,7 @@
 //! Softmax: `y = exp(beta * (x - max)) / sum_c exp(beta * (x_c - max))`.
 //! Log-softmax: `y = (x - max) - log(sum_c exp(x_c - max))`.
 
-use crate::math::{exp_fast, expf, logf};
+use crate::math::{exp_fast, exp_fast_block, expf, logf};
 
 /// The row maximum as TFLite computes it (start from `lowest`, `std::max`).
 #[inline]
@@ -92,7 +92,7 @@ pub fn softmax_f32_fast(input: &[f32], outer: usize, depth: usize, beta: f32, ou
 /// Rows [`softmax_fast_loops`] takes through each of its passes together: a short row's passes
 /// are chains of dependent steps (maximum, exponentials, sum, division), and the rows of a
 /// group are independent chains the CPU overlaps.
-const ROWS: usize = 4;
+const ROWS: usize = 8;
 
 /// The loops of [`softmax_f32_fast`], inlined wherever they are compiled.
 #[inline(always)]
@@ -115,14 +115,19 @@ pub(crate) fn softmax_fast_loops(
         for (max, in_row) in maxes.iter_mut().zip(ins.chunks_exact(depth)) {
             *max = row_max_fast(in_row);
         }
-        let mut invs = [0.0f32; ROWS];
-        for (((inv, &max), in_row), out_row) in invs
-            .iter_mut()
-            .zip(&maxes)
+        for ((&max, in_row), out_row) in maxes
+            .iter()
             .zip(ins.chunks_exact(depth))
             .zip(outs.chunks_exact_mut(depth))
         {
-            *inv = 1.0 / exp_row(in_row, max, beta, out_row);
+            for (y, &x) in out_row.iter_mut().zip(in_row) {
+                *y = (x - max) * beta;
+            }
+        }
+        exp_in_blocks(outs);
+        let mut invs = [0.0f32; ROWS];
+        for (inv, out_row) in invs.iter_mut().zip(outs.chunks_exact(depth)) {
+            *inv = 1.0 / row_sum(out_row);
         }
         for (&inv, out_row) in invs.iter().zip(outs.chunks_exact_mut(depth)) {
             let mut chunks = out_row.chunks_exact_mut(LANES);
@@ -151,27 +156,35 @@ fn row_max_fast(row: &[f32]) -> f32 {
     row_max(chunks.remainder()).max(tree_max(maxes))
 }
 
-/// `out = exp((row - max) beta)`, returning the sum: the exponentials and their [`LANES`]
-/// partial sums in one pass over whole vectors.
+/// Values [`exp_in_blocks`] takes through each step of `exp` together (four AVX-512
+/// vectors).
+const EXP_BLOCK: usize = 64;
+
+/// `v = exp_fast(v)` for every value, in blocks of [`EXP_BLOCK`] ([`exp_fast_block`]).
 #[inline(always)]
-fn exp_row(row: &[f32], max: f32, beta: f32, out: &mut [f32]) -> f32 {
+fn exp_in_blocks(values: &mut [f32]) {
+    let mut blocks = values.chunks_exact_mut(EXP_BLOCK);
+    for b in &mut blocks {
+        if let Ok(b) = <&mut [f32; EXP_BLOCK]>::try_from(b) {
+            exp_fast_block(b);
+        }
+    }
+    for v in blocks.into_remainder() {
+        *v = exp_fast(*v);
+    }
+}
+
+/// The sum of a row in [`LANES`] partial sums.
+#[inline(always)]
+fn row_sum(row: &[f32]) -> f32 {
     let mut sums = [0.0f32; LANES];
-    let mut ins = row.chunks_exact(LANES);
-    let mut outs = out.chunks_exact_mut(LANES);
-    for (c, o) in (&mut ins).zip(&mut outs) {
-        for ((s, y), &x) in sums.iter_mut().zip(o.iter_mut()).zip(c) {
-            let e = exp_fast((x - max) * beta);
-            *y = e;
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, &e) in sums.iter_mut().zip(c) {
             *s += e;
         }
     }
-    let mut tail = 0.0f32;
-    for (y, &x) in outs.into_remainder().iter_mut().zip(ins.remainder()) {
-        let e = exp_fast((x - max) * beta);
-        *y = e;
-        tail += e;
-    }
-    tree_sum(sums) + tail
+    tree_sum(sums) + chunks.remainder().iter().sum::<f32>()
 }
 
 /// Log-softmax over `outer` rows of `depth` contiguous values.
