@@ -2,8 +2,10 @@
 //! rhs matrix is packed per call, in scratch the interpreter sized once. With AVX-512 a whole
 //! matrix product is one call of the dense layer's row kernel (`gemm_direct_f32_avx512`, 6 x 64
 //! tiles over the lhs rows in place), whose weight layout a row-major rhs of 16, 32, 48 or 64
-//! columns already has (attention's products: no packing at all); elsewhere the tile kernel
-//! (`tile_f32`, the one [`GemmF32::run`] uses) over 16-column panels.
+//! columns already has (read in place, as attention's product with the values); elsewhere the
+//! tile kernel (`tile_f32`, the one [`GemmF32::run`] uses) over 16-column panels, of which a
+//! row-major rhs of 16 columns is one. A rhs stored transposed (`adj_y`, attention's keys) is
+//! packed.
 
 use super::*;
 
@@ -80,7 +82,7 @@ pub(crate) fn batch_matmul_f32(
                     &rhs[ro..ro + k * n]
                 } else {
                     if packed_from != Some(ro) {
-                        pack_rhs_groups(&rhs[ro..ro + k * n], k, n, adj_y, panels);
+                        pack_rhs(&rhs[ro..ro + k * n], k, n, adj_y, COLS_F32, panels);
                         packed_from = Some(ro);
                     }
                     &*panels
@@ -103,6 +105,8 @@ pub(crate) fn batch_matmul_f32(
     }
     let _ = zero_bias;
     let mut packed_from = None;
+    // A rhs of one panel is that panel as it is stored.
+    let in_place = !adj_y && n == NR_F32;
     for_each_batch(
         lhs_shape,
         rhs_shape,
@@ -110,13 +114,18 @@ pub(crate) fn batch_matmul_f32(
         m * k,
         k * n,
         |lo, ro, oo| {
-            // A broadcast rhs matrix is packed once for its run of batches.
-            if packed_from != Some(ro) {
-                pack_rhs(&rhs[ro..ro + k * n], k, n, adj_y, panels);
-                packed_from = Some(ro);
-            }
+            let b = if in_place {
+                &rhs[ro..ro + k * n]
+            } else {
+                // A broadcast rhs matrix is packed once for its run of batches.
+                if packed_from != Some(ro) {
+                    pack_rhs(&rhs[ro..ro + k * n], k, n, adj_y, NR_F32, panels);
+                    packed_from = Some(ro);
+                }
+                &*panels
+            };
             let a = lhs_as_rows(&lhs[lo..lo + m * k], m, k, adj_x, lhs_rows);
-            product(isa, a, panels, m, k, n, &mut out[oo..oo + m * n]);
+            product(isa, a, b, m, k, n, &mut out[oo..oo + m * n]);
         },
     );
     true
@@ -137,15 +146,15 @@ fn lhs_as_rows<'a>(a: &'a [f32], m: usize, k: usize, adj_x: bool, buf: &'a mut [
     t
 }
 
-/// Packs a `[k, n]` matrix (`[n, k]` with `adj_y`) as the AVX-512 row kernel reads its weights:
-/// groups of [`COLS_F32`] columns, `[group][k][width]` (the last group's width the rest of
-/// the columns rounded up to whole panels), columns past `n` zero.
-#[cfg(target_arch = "x86_64")]
-fn pack_rhs_groups(b: &[f32], k: usize, n: usize, adj_y: bool, packed: &mut [f32]) {
+/// Packs a `[k, n]` matrix (`[n, k]` with `adj_y`) in groups of `cols` columns (a multiple of
+/// [`NR_F32`]), `[group][k][width]`, the last group's width the rest of the columns rounded up
+/// to whole panels, columns past `n` zero: with `cols` [`NR_F32`] the tile kernel's panels,
+/// with [`COLS_F32`] the AVX-512 row kernel's weight layout.
+fn pack_rhs(b: &[f32], k: usize, n: usize, adj_y: bool, cols: usize, packed: &mut [f32]) {
     let padded = n.div_ceil(NR_F32) * NR_F32;
     let mut c0 = 0;
     while c0 < n {
-        let width = (padded - c0).min(COLS_F32);
+        let width = (padded - c0).min(cols);
         let cn = (n - c0).min(width);
         let group = &mut packed[c0 * k..(c0 + width) * k];
         if adj_y {
@@ -167,30 +176,6 @@ fn pack_rhs_groups(b: &[f32], k: usize, n: usize, adj_y: bool, packed: &mut [f32
             }
         }
         c0 += width;
-    }
-}
-
-/// Packs a `[k, n]` matrix (`[n, k]` with `adj_y`) into panels of 16 columns, `[panel][k][16]`,
-/// columns past `n` zero.
-fn pack_rhs(b: &[f32], k: usize, n: usize, adj_y: bool, panels: &mut [f32]) {
-    for (p, panel) in panels
-        .chunks_exact_mut(k * NR_F32)
-        .take(n.div_ceil(NR_F32))
-        .enumerate()
-    {
-        let c0 = p * NR_F32;
-        let cn = (n - c0).min(NR_F32);
-        for (kk, dst) in panel.chunks_exact_mut(NR_F32).enumerate() {
-            for (j, d) in dst.iter_mut().enumerate() {
-                *d = if j >= cn {
-                    0.0
-                } else if adj_y {
-                    b[(c0 + j) * k + kk]
-                } else {
-                    b[kk * n + c0 + j]
-                };
-            }
-        }
     }
 }
 
