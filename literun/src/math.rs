@@ -61,7 +61,7 @@ pub fn exp_fast(x: f32) -> f32 {
 /// has the instruction (the x86-64 kernels compiled for FMA; with `std`, which has `mul_add`):
 /// elsewhere it would be a math-library call.
 #[inline(always)]
-fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+pub(crate) fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(feature = "std")]
     if FMA {
         return a.mul_add(b, c);
@@ -75,12 +75,59 @@ fn exp_fast_with<const FMA: bool>(x: f32) -> f32 {
     // Beyond these the result is infinite or zero anyway; inside, `n` fits the bit tricks.
     let x = x.clamp(-104.0, 89.0);
     // Round to nearest with the 1.5 * 2^23 trick; its bits hold n.
-    let t = x * core::f32::consts::LOG2_E + 12_582_912.0;
-    let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    let nf = t - 12_582_912.0;
+    let t = x * core::f32::consts::LOG2_E + ROUNDING;
+    let n = (t.to_bits() as i32).wrapping_sub(ROUNDING_BITS);
+    let nf = t - ROUNDING;
     // ln 2 in two parts (the first exact in few bits), so r is exact enough.
-    let r = x - nf * 0.693_359_4 - nf * -2.121_944_4e-4;
+    let r = x - nf * LN2_HI - nf * LN2_LO;
     exp_reduced::<FMA>(r, n)
+}
+
+/// `1.5 * 2^23`: added to a float below 2^22 in magnitude, rounds it to an integer, which the
+/// sum's low mantissa bits hold (the sum's bits minus [`ROUNDING_BITS`]).
+pub(crate) const ROUNDING: f32 = 12_582_912.0;
+/// The bits of [`ROUNDING`].
+pub(crate) const ROUNDING_BITS: i32 = 0x4B40_0000;
+/// `ln 2` as `LN2_HI + LN2_LO`, the first with few mantissa bits (`n LN2_HI` is exact).
+pub(crate) const LN2_HI: f32 = 0.693_359_4;
+/// See [`LN2_HI`].
+pub(crate) const LN2_LO: f32 = -2.121_944_4e-4;
+/// `(e^r - 1 - r) / r^2` for `|r| <= ln 2 / 2` (Cephes), highest degree first.
+pub(crate) const EXP_POLY: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    5e-1,
+];
+
+/// [`exp_fast`] of every value of a block, in place, one step at a time for the whole block
+/// (bit-identical): the steps of `N / lanes` vectors side by side, where one vector at a time
+/// is a chain of ~20 dependent steps whose latency the CPU cannot hide.
+#[inline(always)]
+pub(crate) fn exp_fast_block<const N: usize>(x: &mut [f32; N]) {
+    let mut n = [0i32; N];
+    for (x, n) in x.iter_mut().zip(n.iter_mut()) {
+        let v = x.clamp(-104.0, 89.0);
+        let t = v * core::f32::consts::LOG2_E + ROUNDING;
+        *n = (t.to_bits() as i32).wrapping_sub(ROUNDING_BITS);
+        let nf = t - ROUNDING;
+        *x = v - nf * LN2_HI - nf * LN2_LO;
+    }
+    let mut p = [EXP_POLY[0]; N];
+    for &c in &EXP_POLY[1..] {
+        for (p, &r) in p.iter_mut().zip(x.iter()) {
+            *p = mul_add::<false>(*p, r, c);
+        }
+    }
+    for ((x, &p), &n) in x.iter_mut().zip(&p).zip(&n) {
+        let r = *x;
+        let e = mul_add::<false>(p * r, r, r) + 1.0;
+        let half = n >> 1;
+        let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+        *x = e * scale(half) * scale(n - half);
+    }
 }
 
 /// `e^r 2^n` for `|r| <= ln 2 / 2` (about; the polynomial's range) and `n` in `-252..=128`:
@@ -88,12 +135,10 @@ fn exp_fast_with<const FMA: bool>(x: f32) -> f32 {
 #[inline(always)]
 fn exp_reduced<const FMA: bool>(r: f32, n: i32) -> f32 {
     let ma = mul_add::<FMA>;
-    let p = 1.987_569_1e-4;
-    let p = ma(p, r, 1.398_199_9e-3);
-    let p = ma(p, r, 8.333_452e-3);
-    let p = ma(p, r, 4.166_579_6e-2);
-    let p = ma(p, r, 1.666_666_5e-1);
-    let p = ma(p, r, 5e-1);
+    let mut p = EXP_POLY[0];
+    for &c in &EXP_POLY[1..] {
+        p = ma(p, r, c);
+    }
     let e = ma(p * r, r, r) + 1.0;
     let half = n >> 1;
     let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
@@ -137,10 +182,10 @@ pub fn erff(x: f32) -> f32 {
 /// would drop still count. `hi - n ln2_hi` is exact when `hi` has its low bits clear.
 #[inline(always)]
 fn exp_hi_lo<const FMA: bool>(hi: f32, lo: f32) -> f32 {
-    let t = (hi + lo) * core::f32::consts::LOG2_E + 12_582_912.0;
-    let n = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    let nf = t - 12_582_912.0;
-    let r = hi - nf * 0.693_359_4 + lo - nf * -2.121_944_4e-4;
+    let t = (hi + lo) * core::f32::consts::LOG2_E + ROUNDING;
+    let n = (t.to_bits() as i32).wrapping_sub(ROUNDING_BITS);
+    let nf = t - ROUNDING;
+    let r = hi - nf * LN2_HI + lo - nf * LN2_LO;
     exp_reduced::<FMA>(r, n)
 }
 
@@ -155,23 +200,35 @@ fn erfc_of_scaled<const FMA: bool>(a: f32) -> f32 {
     let ma = mul_add::<FMA>;
     // erfc(16 / √2) = 2e-58 is zero in f32 (as everything beyond); up to it the exponent's
     // 2^n stays in the range of `exp_reduced`'s scaling.
-    let a = a.min(16.0);
+    let a = a.min(ERFC_MAX_A);
     let t = 1.0 / (1.0 + 0.5 * core::f32::consts::FRAC_1_SQRT_2 * a);
-    let p = 0.170_872_77;
-    let p = ma(p, t, -0.822_152_23);
-    let p = ma(p, t, 1.488_515_9);
-    let p = ma(p, t, -1.135_204);
-    let p = ma(p, t, 0.278_868_07);
-    let p = ma(p, t, -0.186_288_06);
-    let p = ma(p, t, 0.096_784_18);
-    let p = ma(p, t, 0.374_091_96);
-    let p = ma(p, t, 1.000_023_7);
-    let p = ma(p, t, -1.265_512_2);
+    let mut p = ERFC_FIT[0];
+    for &c in &ERFC_FIT[1..] {
+        p = ma(p, t, c);
+    }
     // -a^2 / 2 = -s^2 / 2 - (a - s)(a + s) / 2 with `s` the top 12 bits of `a`: `s^2` is
     // exact, so the digits a rounded a^2 would drop (3.8e-6 of it at a = 13) are kept.
-    let s = f32::from_bits(a.to_bits() & 0xFFFF_F000);
+    let s = f32::from_bits(a.to_bits() & ERFC_SPLIT_MASK);
     t * exp_hi_lo::<FMA>(-0.5 * (s * s), p - 0.5 * (a - s) * (a + s))
 }
+
+/// Where [`erfc_of_scaled`] clamps its argument: `erfc(16 / √2) = 2e-58` is zero in f32.
+pub(crate) const ERFC_MAX_A: f32 = 16.0;
+/// The mask keeping the top 12 bits of [`erfc_of_scaled`]'s argument (its exact square).
+pub(crate) const ERFC_SPLIT_MASK: u32 = 0xFFFF_F000;
+/// The Numerical Recipes fit `P(t)` of [`erfc_of_scaled`], highest degree first.
+pub(crate) const ERFC_FIT: [f32; 10] = [
+    0.170_872_77,
+    -0.822_152_23,
+    1.488_515_9,
+    -1.135_204,
+    0.278_868_07,
+    -0.186_288_06,
+    0.096_784_18,
+    0.374_091_96,
+    1.000_023_7,
+    -1.265_512_2,
+];
 
 /// GELU, `x Φ(x) = x/2 erfc(-x/√2)`, within 1e-5 relative of the exact value down to 1e-35
 /// (below, within 1e-35 absolute), vectorizing (branch-free). The reference formula

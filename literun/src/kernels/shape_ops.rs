@@ -143,6 +143,40 @@ fn transpose_strided<T: Copy + Default>(
 /// adjacent are merged (NCHW -> NHWC is `[C, H*W]` -> `[H*W, C]`); an identity is `rows` 1.
 /// `None` for other permutations, or a `perm` that is not one.
 pub(crate) fn batched_2d(in_shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {
+    let (runs, nr) = merged_runs(in_shape, perm)?;
+    // Runs are in output order; their first dimensions give the input order.
+    match nr {
+        0 => Some((1, 1, 1)),
+        1 => Some((1, 1, runs[0].1)),
+        2 if runs[0].0 > runs[1].0 => Some((1, runs[1].1, runs[0].1)),
+        3 if runs[0].0 < runs[2].0 && runs[2].0 < runs[1].0 => {
+            Some((runs[0].1, runs[2].1, runs[1].1))
+        }
+        _ => None,
+    }
+}
+
+/// A TRANSPOSE as `[a, b, c] -> [b, a, c]` (two dimensions swapped above a last one that stays,
+/// as attention's heads are split from and merged into rows), once merged as in
+/// [`batched_2d`]: `(a, b, c)`, or `None` for other permutations.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+pub(crate) fn swap_above_rows(in_shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {
+    match merged_runs(in_shape, perm)? {
+        (runs, 3) if runs[1].0 < runs[0].0 && runs[0].0 < runs[2].0 => {
+            Some((runs[1].1, runs[0].1, runs[2].1))
+        }
+        _ => None,
+    }
+}
+
+/// The output of a TRANSPOSE as runs of consecutive input dimensions (up to three, in output
+/// order: first input dimension and size), dimensions of size 1 dropped, and how many runs.
+/// `None` for more runs, a shape with a 0, or a `perm` that is not one.
+#[allow(clippy::type_complexity)]
+fn merged_runs(in_shape: &[usize], perm: &[usize]) -> Option<([(usize, usize); 3], usize)> {
     let rank = in_shape.len();
     if rank > MAX_DIMS || perm.len() != rank || in_shape.contains(&0) {
         return None;
@@ -178,16 +212,7 @@ pub(crate) fn batched_2d(in_shape: &[usize], perm: &[usize]) -> Option<(usize, u
         }
         runs[nr - 1].1 *= in_shape[d];
     }
-    // Runs are in output order; their first dimensions give the input order.
-    match nr {
-        0 => Some((1, 1, 1)),
-        1 => Some((1, 1, runs[0].1)),
-        2 if runs[0].0 > runs[1].0 => Some((1, runs[1].1, runs[0].1)),
-        3 if runs[0].0 < runs[2].0 && runs[2].0 < runs[1].0 => {
-            Some((runs[0].1, runs[2].1, runs[1].1))
-        }
-        _ => None,
-    }
+    Some((runs, nr))
 }
 
 /// `out[j * rows + i] = input[i * cols + j]` (`input` is `[rows, cols]`, both `rows * cols` long).

@@ -3,7 +3,7 @@
 //! Softmax: `y = exp(beta * (x - max)) / sum_c exp(beta * (x_c - max))`.
 //! Log-softmax: `y = (x - max) - log(sum_c exp(x_c - max))`.
 
-use crate::math::{exp_fast, expf, logf};
+use crate::math::{exp_fast, exp_fast_block, expf, logf};
 
 /// The row maximum as TFLite computes it (start from `lowest`, `std::max`).
 #[inline]
@@ -47,6 +47,38 @@ pub fn softmax_f32(input: &[f32], outer: usize, depth: usize, beta: f32, output:
 /// Lanes of the partial maxima and sums of [`softmax_f32_fast`] (a vector of AVX-512).
 const LANES: usize = 16;
 
+/// The largest of the partial maxima (as [`row_max`] keeps them), halving the lanes in each
+/// step: four vector operations, where one lane after another is a chain of sixteen dependent
+/// compares (short rows, such as attention's 32 keys, spend most of their time in them).
+#[inline(always)]
+fn tree_max(mut v: [f32; LANES]) -> f32 {
+    let mut half = LANES / 2;
+    while half > 0 {
+        for i in 0..half {
+            v[i] = if v[i] < v[i + half] {
+                v[i + half]
+            } else {
+                v[i]
+            };
+        }
+        half /= 2;
+    }
+    v[0]
+}
+
+/// The sum of the partial sums in pairs, halving the lanes in each step (as [`tree_max`]).
+#[inline(always)]
+fn tree_sum(mut v: [f32; LANES]) -> f32 {
+    let mut half = LANES / 2;
+    while half > 0 {
+        for i in 0..half {
+            v[i] += v[i + half];
+        }
+        half /= 2;
+    }
+    v[0]
+}
+
 /// [`softmax_f32`] with the vectorizing [`exp_fast`] (within 2 ulp of `expf`) and the row's
 /// maximum and sum taken in [`LANES`] partial results, so every loop vectorizes; within a few
 /// ulp of [`softmax_f32`], whose in-order sum and math-library `exp` it keeps for outputs that
@@ -56,6 +88,11 @@ const LANES: usize = 16;
 pub fn softmax_f32_fast(input: &[f32], outer: usize, depth: usize, beta: f32, output: &mut [f32]) {
     softmax_fast_loops(input, outer, depth, beta, output)
 }
+
+/// Rows [`softmax_fast_loops`] takes through each of its passes together: a short row's passes
+/// are chains of dependent steps (maximum, exponentials, sum, division), and the rows of a
+/// group are independent chains the CPU overlaps.
+const ROWS: usize = 8;
 
 /// The loops of [`softmax_f32_fast`], inlined wherever they are compiled.
 #[inline(always)]
@@ -69,35 +106,85 @@ pub(crate) fn softmax_fast_loops(
     if depth == 0 {
         return;
     }
-    for (in_row, out_row) in input
-        .chunks_exact(depth)
-        .zip(output.chunks_exact_mut(depth))
-        .take(outer)
+    let rows = outer.min(input.len() / depth).min(output.len() / depth);
+    for (ins, outs) in input[..rows * depth]
+        .chunks(ROWS * depth)
+        .zip(output[..rows * depth].chunks_mut(ROWS * depth))
     {
-        let mut maxes = [f32::MIN; LANES];
-        let mut chunks = in_row.chunks_exact(LANES);
-        for c in &mut chunks {
-            for (m, &x) in maxes.iter_mut().zip(c) {
-                *m = if *m < x { x } else { *m };
+        let mut maxes = [0.0f32; ROWS];
+        for (max, in_row) in maxes.iter_mut().zip(ins.chunks_exact(depth)) {
+            *max = row_max_fast(in_row);
+        }
+        for ((&max, in_row), out_row) in maxes
+            .iter()
+            .zip(ins.chunks_exact(depth))
+            .zip(outs.chunks_exact_mut(depth))
+        {
+            for (y, &x) in out_row.iter_mut().zip(in_row) {
+                *y = (x - max) * beta;
             }
         }
-        let max = row_max(chunks.remainder()).max(row_max(&maxes));
-        for (&x, y) in in_row.iter().zip(out_row.iter_mut()) {
-            *y = exp_fast((x - max) * beta);
+        exp_in_blocks(outs);
+        let mut invs = [0.0f32; ROWS];
+        for (inv, out_row) in invs.iter_mut().zip(outs.chunks_exact(depth)) {
+            *inv = 1.0 / row_sum(out_row);
         }
-        let mut sums = [0.0f32; LANES];
-        let mut chunks = out_row.chunks_exact(LANES);
-        for c in &mut chunks {
-            for (s, &e) in sums.iter_mut().zip(c) {
-                *s += e;
+        for (&inv, out_row) in invs.iter().zip(outs.chunks_exact_mut(depth)) {
+            let mut chunks = out_row.chunks_exact_mut(LANES);
+            for c in &mut chunks {
+                for y in c.iter_mut() {
+                    *y *= inv;
+                }
             }
-        }
-        let sum = sums.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
-        let inv = 1.0 / sum;
-        for y in out_row.iter_mut() {
-            *y *= inv;
+            for y in chunks.into_remainder() {
+                *y *= inv;
+            }
         }
     }
+}
+
+/// The row maximum (as [`row_max`]) in [`LANES`] partial maxima.
+#[inline(always)]
+fn row_max_fast(row: &[f32]) -> f32 {
+    let mut maxes = [f32::MIN; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &x) in maxes.iter_mut().zip(c) {
+            *m = if *m < x { x } else { *m };
+        }
+    }
+    row_max(chunks.remainder()).max(tree_max(maxes))
+}
+
+/// Values [`exp_in_blocks`] takes through each step of `exp` together (four AVX-512
+/// vectors).
+const EXP_BLOCK: usize = 64;
+
+/// `v = exp_fast(v)` for every value, in blocks of [`EXP_BLOCK`] ([`exp_fast_block`]).
+#[inline(always)]
+fn exp_in_blocks(values: &mut [f32]) {
+    let mut blocks = values.chunks_exact_mut(EXP_BLOCK);
+    for b in &mut blocks {
+        if let Ok(b) = <&mut [f32; EXP_BLOCK]>::try_from(b) {
+            exp_fast_block(b);
+        }
+    }
+    for v in blocks.into_remainder() {
+        *v = exp_fast(*v);
+    }
+}
+
+/// The sum of a row in [`LANES`] partial sums.
+#[inline(always)]
+fn row_sum(row: &[f32]) -> f32 {
+    let mut sums = [0.0f32; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, &e) in sums.iter_mut().zip(c) {
+            *s += e;
+        }
+    }
+    tree_sum(sums) + chunks.remainder().iter().sum::<f32>()
 }
 
 /// Log-softmax over `outer` rows of `depth` contiguous values.

@@ -101,6 +101,8 @@ pub(crate) enum Fast {
     },
     /// TRANSPOSE of 32-bit values from few rows (`simd::transpose_few_rows_32`).
     TransposeFewRows(Isa),
+    /// TRANSPOSE swapping two dimensions above rows that stay (`simd::transpose_rows`).
+    TransposeRows(Isa),
 }
 
 impl Fast {
@@ -112,7 +114,11 @@ impl Fast {
             Fast::ConvWino(w) => w.bytes(),
             Fast::Depthwise(d) => d.bytes(),
             Fast::PairTableI8(t) => t.len(),
-            Fast::ArithI8(_) | Fast::Quantize(_) | Fast::Unary(_) | Fast::TransposeFewRows(_) => 0,
+            Fast::ArithI8(_)
+            | Fast::Quantize(_)
+            | Fast::Unary(_)
+            | Fast::TransposeFewRows(_)
+            | Fast::TransposeRows(_) => 0,
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => 0,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -137,7 +143,8 @@ impl Fast {
             | Fast::PairTableI8(_)
             | Fast::Quantize(_)
             | Fast::Unary(_)
-            | Fast::TransposeFewRows(_) => false,
+            | Fast::TransposeFewRows(_)
+            | Fast::TransposeRows(_) => false,
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => false,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -163,7 +170,8 @@ impl Fast {
             | Fast::PairTableI8(_)
             | Fast::Quantize(_)
             | Fast::Unary(_)
-            | Fast::TransposeFewRows(_) => (0, 0, 0),
+            | Fast::TransposeFewRows(_)
+            | Fast::TransposeRows(_) => (0, 0, 0),
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => (0, 0, 0),
         }

@@ -669,6 +669,14 @@ impl Shape {
             } if simd::has_transpose_few_rows_32(isa, in_shape, perm, *size) => {
                 Some(Fast::TransposeFewRows(isa))
             }
+            #[cfg(feature = "ops-shape")]
+            Shape::Transpose {
+                in_shape,
+                perm,
+                size,
+            } if simd::has_transpose_rows(isa, in_shape, perm, *size) => {
+                Some(Fast::TransposeRows(isa))
+            }
             _ => None,
         }
     }
@@ -690,6 +698,17 @@ impl Shape {
             (Fast::TransposeFewRows(isa), Shape::Transpose { in_shape, perm, .. }) => {
                 let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out(out).ok()?);
                 simd::transpose_few_rows_32(*isa, in_shape, perm, i, o).then_some(())
+            }
+            #[cfg(feature = "ops-shape")]
+            (
+                Fast::TransposeRows(isa),
+                Shape::Transpose {
+                    in_shape,
+                    perm,
+                    size,
+                },
+            ) => {
+                simd::transpose_rows(*isa, in_shape, perm, *size, ins.bytes(0)?, out).then_some(())
             }
             _ => None,
         }

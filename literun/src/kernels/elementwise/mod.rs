@@ -17,6 +17,12 @@ use crate::quant::{
 
 mod binary;
 mod broadcast;
+#[cfg(all(
+    target_arch = "x86_64",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+mod gelu_blocks;
 mod lut;
 mod quantize;
 mod quantized;
@@ -24,6 +30,12 @@ mod unary;
 
 pub use binary::*;
 pub use broadcast::*;
+#[cfg(all(
+    target_arch = "x86_64",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+pub(crate) use gelu_blocks::gelu_blocks;
 pub use lut::*;
 pub use quantize::*;
 pub use quantized::*;

@@ -137,26 +137,11 @@ pub(crate) fn unary_loops(op: UnaryOp, input: &[f32], out: &mut [f32]) {
 /// (`approximate`): within 1e-5 relative of the exact function, where [`unary_f32`] keeps
 /// TFLite's reference formula (whose `1 + erf` cancels for negative inputs; kept for outputs
 /// that are requantized, which must round as LiteRT's reference kernels do). Not inlined, as
-/// [`unary_f32`]; `simd::gelu_f32` compiles the same loop for wider vectors.
+/// [`unary_f32`]; `simd::gelu_f32` computes the same formula with fused multiply-adds over
+/// blocks of wider vectors.
 #[inline(never)]
 pub fn gelu_f32(approximate: bool, input: &[f32], out: &mut [f32]) {
     gelu_loops(approximate, input, out)
-}
-
-/// The loops of [`gelu_f32`] with fused multiply-adds in its polynomials
-/// ([`crate::math::gelu_fma`]), for kernels compiled for FMA: within a few ulp of [`gelu_f32`].
-#[inline(always)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(crate) fn gelu_loops_fma(approximate: bool, input: &[f32], out: &mut [f32]) {
-    if approximate {
-        for (o, &x) in out.iter_mut().zip(input) {
-            *o = crate::math::gelu_tanh_fma(x);
-        }
-    } else {
-        for (o, &x) in out.iter_mut().zip(input) {
-            *o = crate::math::gelu_fma(x);
-        }
-    }
 }
 
 /// The loops of [`gelu_f32`], inlined wherever they are compiled.

@@ -1,6 +1,11 @@
-//! Float BATCH_MATMUL through the float GEMM's tile kernel (`tile_f32`, the one
-//! [`GemmF32::run`] uses): both operands are activations, so each rhs matrix is packed into
-//! the tile's 16-column panels per call, in scratch the interpreter sized once.
+//! Float BATCH_MATMUL through the float GEMM's kernels: both operands are activations, so each
+//! rhs matrix is packed per call, in scratch the interpreter sized once. With AVX-512 a whole
+//! matrix product is one call of the dense layer's row kernel (`gemm_direct_f32_avx512`, 6 x 64
+//! tiles over the lhs rows in place), whose weight layout a row-major rhs of 16, 32, 48 or 64
+//! columns already has (read in place, as attention's product with the values); elsewhere the
+//! tile kernel (`tile_f32`, the one [`GemmF32::run`] uses) over 16-column panels, of which a
+//! row-major rhs of 16 columns is one. A rhs stored transposed (`adj_y`, attention's keys) is
+//! packed.
 
 use super::*;
 
@@ -11,9 +16,11 @@ pub(crate) fn has_batch_matmul_f32(isa: Isa) -> bool {
 }
 
 /// f32 scratch of [`batch_matmul_f32`] for an `[m, k] x [k, n]` product: one rhs matrix in
-/// panels of [`NR_F32`] columns, and with `adj_x` one lhs matrix transposed to rows.
+/// panels of [`NR_F32`] columns, a zero bias for them, and with `adj_x` one lhs matrix
+/// transposed to rows.
 pub(crate) fn batch_matmul_f32_scratch(m: usize, k: usize, n: usize, adj_x: bool) -> usize {
-    n.div_ceil(NR_F32) * k * NR_F32 + if adj_x { m * k } else { 0 }
+    let panels = n.div_ceil(NR_F32);
+    panels * k * NR_F32 + panels * NR_F32 + if adj_x { m * k } else { 0 }
 }
 
 /// BATCH_MATMUL of float operands as [`crate::kernels::batch_matmul::batch_matmul_f32`] (same
@@ -56,8 +63,50 @@ pub(crate) fn batch_matmul_f32(
         out.fill(0.0);
         return true;
     }
-    let (panels, lhs_rows) = scratch.split_at_mut(n.div_ceil(NR_F32) * k * NR_F32);
+    let (panels, rest) = scratch.split_at_mut(n.div_ceil(NR_F32) * k * NR_F32);
+    let (zero_bias, lhs_rows) = rest.split_at_mut(n.div_ceil(NR_F32) * NR_F32);
+    #[cfg(target_arch = "x86_64")]
+    if isa == Isa::Avx512Vnni {
+        zero_bias.fill(0.0);
+        let mut packed_from = None;
+        // The rhs as it is stored already has the row kernel's layout.
+        let in_place = !adj_y && n % NR_F32 == 0 && n <= COLS_F32;
+        for_each_batch(
+            lhs_shape,
+            rhs_shape,
+            out_shape,
+            m * k,
+            k * n,
+            |lo, ro, oo| {
+                let b = if in_place {
+                    &rhs[ro..ro + k * n]
+                } else {
+                    if packed_from != Some(ro) {
+                        pack_rhs(&rhs[ro..ro + k * n], k, n, adj_y, COLS_F32, panels);
+                        packed_from = Some(ro);
+                    }
+                    &*panels
+                };
+                let a = lhs_as_rows(&lhs[lo..lo + m * k], m, k, adj_x, lhs_rows);
+                x86::gemm_direct_f32_avx512(
+                    a,
+                    k,
+                    0..m,
+                    b,
+                    zero_bias,
+                    n,
+                    k,
+                    Activation::None,
+                    &mut out[oo..oo + m * n],
+                );
+            },
+        );
+        return true;
+    }
+    let _ = zero_bias;
     let mut packed_from = None;
+    // A rhs of one panel is that panel as it is stored.
+    let in_place = !adj_y && n == NR_F32;
     for_each_batch(
         lhs_shape,
         rhs_shape,
@@ -65,51 +114,68 @@ pub(crate) fn batch_matmul_f32(
         m * k,
         k * n,
         |lo, ro, oo| {
-            // A broadcast rhs matrix is packed once for its run of batches.
-            if packed_from != Some(ro) {
-                pack_rhs(&rhs[ro..ro + k * n], k, n, adj_y, panels);
-                packed_from = Some(ro);
-            }
-            let a = &lhs[lo..lo + m * k];
-            let a = if adj_x {
-                // [k, m] stored: rows of the product are its columns.
-                let t = &mut lhs_rows[..m * k];
-                for (kk, col) in a.chunks_exact(m).enumerate() {
-                    for (i, &v) in col.iter().enumerate() {
-                        t[i * k + kk] = v;
-                    }
-                }
-                &*t
+            let b = if in_place {
+                &rhs[ro..ro + k * n]
             } else {
-                a
+                // A broadcast rhs matrix is packed once for its run of batches.
+                if packed_from != Some(ro) {
+                    pack_rhs(&rhs[ro..ro + k * n], k, n, adj_y, NR_F32, panels);
+                    packed_from = Some(ro);
+                }
+                &*panels
             };
-            product(isa, a, panels, m, k, n, &mut out[oo..oo + m * n]);
+            let a = lhs_as_rows(&lhs[lo..lo + m * k], m, k, adj_x, lhs_rows);
+            product(isa, a, b, m, k, n, &mut out[oo..oo + m * n]);
         },
     );
     true
 }
 
-/// Packs a `[k, n]` matrix (`[n, k]` with `adj_y`) into panels of 16 columns, `[panel][k][16]`,
-/// columns past `n` zero.
-fn pack_rhs(b: &[f32], k: usize, n: usize, adj_y: bool, panels: &mut [f32]) {
-    for (p, panel) in panels
-        .chunks_exact_mut(k * NR_F32)
-        .take(n.div_ceil(NR_F32))
-        .enumerate()
-    {
-        let c0 = p * NR_F32;
-        let cn = (n - c0).min(NR_F32);
-        for (kk, dst) in panel.chunks_exact_mut(NR_F32).enumerate() {
-            for (j, d) in dst.iter_mut().enumerate() {
-                *d = if j >= cn {
-                    0.0
-                } else if adj_y {
-                    b[(c0 + j) * k + kk]
-                } else {
-                    b[kk * n + c0 + j]
-                };
+/// One lhs matrix as `[m, k]` rows: itself, or with `adj_x` (`[k, m]` stored, the product's
+/// rows its columns) transposed into `buf`.
+fn lhs_as_rows<'a>(a: &'a [f32], m: usize, k: usize, adj_x: bool, buf: &'a mut [f32]) -> &'a [f32] {
+    if !adj_x {
+        return a;
+    }
+    let t = &mut buf[..m * k];
+    for (kk, col) in a.chunks_exact(m).enumerate() {
+        for (i, &v) in col.iter().enumerate() {
+            t[i * k + kk] = v;
+        }
+    }
+    t
+}
+
+/// Packs a `[k, n]` matrix (`[n, k]` with `adj_y`) in groups of `cols` columns (a multiple of
+/// [`NR_F32`]), `[group][k][width]`, the last group's width the rest of the columns rounded up
+/// to whole panels, columns past `n` zero: with `cols` [`NR_F32`] the tile kernel's panels,
+/// with [`COLS_F32`] the AVX-512 row kernel's weight layout.
+fn pack_rhs(b: &[f32], k: usize, n: usize, adj_y: bool, cols: usize, packed: &mut [f32]) {
+    let padded = n.div_ceil(NR_F32) * NR_F32;
+    let mut c0 = 0;
+    while c0 < n {
+        let width = (padded - c0).min(cols);
+        let cn = (n - c0).min(width);
+        let group = &mut packed[c0 * k..(c0 + width) * k];
+        if adj_y {
+            // Column c of the product is row c of the stored matrix.
+            for (j, row) in b[c0 * k..(c0 + cn) * k].chunks_exact(k).enumerate() {
+                for (kk, &v) in row.iter().enumerate() {
+                    group[kk * width + j] = v;
+                }
+            }
+            if cn < width {
+                for dst in group.chunks_exact_mut(width) {
+                    dst[cn..].fill(0.0);
+                }
+            }
+        } else {
+            for (kk, dst) in group.chunks_exact_mut(width).enumerate() {
+                dst[..cn].copy_from_slice(&b[kk * n + c0..kk * n + c0 + cn]);
+                dst[cn..].fill(0.0);
             }
         }
+        c0 += width;
     }
 }
 

@@ -189,6 +189,51 @@ fn arith_i8_matches_scalar() {
     }
 }
 
+/// TRANSPOSE of two dimensions above rows that stay (`[a, b, c] -> [b, a, c]`, with batch
+/// and size-1 dimensions around, bytes and 32-bit values), against the portable transpose;
+/// rows under 16 bytes and other permutations are refused.
+#[test]
+#[cfg(feature = "ops-shape")]
+fn transpose_rows_matches_portable() {
+    use crate::kernels::shape_ops::transpose;
+    let mut rng = Rng(41);
+    for isa in isas() {
+        for case in 0..120usize {
+            let size = if case % 2 == 0 { 4 } else { 1 };
+            let (a, b, c) = (1 + rng.below(9), 1 + rng.below(6), 1 + rng.below(40));
+            let (shape, perm): (Vec<usize>, Vec<usize>) = match case % 3 {
+                0 => (vec![1, a, b, c], vec![0, 2, 1, 3]),
+                1 => (vec![a, b, c], vec![1, 0, 2]),
+                _ => (vec![a, 1, b, c / 2 + 1, 2], vec![2, 1, 0, 3, 4]),
+            };
+            let n: usize = shape.iter().product();
+            let input: Vec<u8> = (0..n * size).map(|_| rng.u() as u8).collect();
+            let mut want = vec![0u8; n * size];
+            if size == 4 {
+                let i: Vec<u32> = input
+                    .chunks_exact(4)
+                    .map(|v| u32::from_ne_bytes([v[0], v[1], v[2], v[3]]))
+                    .collect();
+                let mut w = vec![0u32; n];
+                transpose(&i, &shape, &perm, &mut w);
+                want = w.iter().flat_map(|v| v.to_ne_bytes()).collect();
+            } else {
+                transpose(&input, &shape, &perm, &mut want);
+            }
+            let mut got = vec![0u8; n * size];
+            let done = transpose_rows(isa, &shape, &perm, size, &input, &mut got);
+            let what = format!("{isa:?} case {case} {shape:?} {perm:?} size {size}");
+            let row = n / (a * b) * size;
+            let swaps = a > 1 && b > 1;
+            assert_eq!(done, isa != Isa::Portable && swaps && row >= 16, "{what}");
+            if done {
+                assert_eq!(got, want, "{what}");
+            }
+        }
+        assert!(!has_transpose_rows(isa, &[4, 5, 6], &[2, 1, 0], 4));
+    }
+}
+
 /// QUANTIZE: NaN, infinities, huge and tiny values, exact ties, random bit patterns and
 /// random values in range, for int8, uint8 and int16, against the scalar kernel.
 /// TRANSPOSE of 32-bit values with 2 to 4 rows (NCHW -> NHWC and the 2-D and 3-D forms,

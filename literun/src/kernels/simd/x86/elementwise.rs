@@ -427,13 +427,15 @@ fn unary_f32_avx2(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: 
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn gelu_f32_avx512(approximate: bool, input: &[f32], out: &mut [f32]) {
-    crate::kernels::elementwise::gelu_loops_fma(approximate, input, out)
+    // Eight vectors side by side (four: 1.5x the time; sixteen spill too much).
+    crate::kernels::elementwise::gelu_blocks::<128>(approximate, input, out)
 }
 
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma")]
 fn gelu_f32_avx2(approximate: bool, input: &[f32], out: &mut [f32]) {
-    crate::kernels::elementwise::gelu_loops_fma(approximate, input, out)
+    // Four vectors side by side (eight spill too much in 16 registers).
+    crate::kernels::elementwise::gelu_blocks::<32>(approximate, input, out)
 }
 
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
