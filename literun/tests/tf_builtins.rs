@@ -210,3 +210,41 @@ fn tf_lstm_float_state_persists() {
         previous = now;
     }
 }
+
+/// A Keras LSTM in a full-integer file (TFLite's 8x8_16 integer LSTM, int8 interface): every
+/// output of three invocations on the same input (the state carries over) equals LiteRT's
+/// reference kernels' and its builtin kernels'.
+#[test]
+fn tf_lstm_int8_state_persists() {
+    let stem = "lstm16_int8io";
+    let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let x = read_npy(&dir().join(format!("{stem}.input0.npy")));
+    let mut previous: Vec<i8> = Vec::new();
+    for step in 0..3 {
+        it.input_mut(0)
+            .unwrap()
+            .bytes_mut()
+            .copy_from_slice(&x.data);
+        it.invoke().unwrap();
+        let got = it.output(0).unwrap().as_i8().unwrap().to_vec();
+        for kind in ["litert_ref", "litert"] {
+            let file = if step == 0 {
+                format!("{stem}.{kind}.npy")
+            } else {
+                format!("{stem}.step{step}.{kind}.npy")
+            };
+            let e = read_npy(&dir().join(&file));
+            assert_eq!(it.output(0).unwrap().shape(), &e.shape[..]);
+            let want: Vec<i8> = e.data.iter().map(|&b| b as i8).collect();
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                got, want,
+                "{stem} invocation {step} vs {kind}: {differ} values differ"
+            );
+        }
+        assert_ne!(got, previous, "the state must change the output");
+        previous = got;
+    }
+}

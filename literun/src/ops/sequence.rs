@@ -1,5 +1,6 @@
 //! Operators over sequences with state that persists across invocations:
-//! UNIDIRECTIONAL_SEQUENCE_LSTM (float) and SVDF (float and int8). The state lives in TFLite's variable tensors
+//! UNIDIRECTIONAL_SEQUENCE_LSTM (float, and int8 in [`super::lstm_int8`]) and SVDF (float and
+//! int8). The state lives in TFLite's variable tensors
 //! (`is_variable`); the prepared operator holds its own copy, starting from the tensor's data
 //! (zeros when it has none), updated by each invocation and never reset by literun.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
@@ -33,6 +34,8 @@ use core::cell::RefCell;
 pub(crate) enum Sequence {
     /// Float UNIDIRECTIONAL_SEQUENCE_LSTM.
     Lstm(Box<Lstm>),
+    /// Full-integer (8x8_16) UNIDIRECTIONAL_SEQUENCE_LSTM.
+    LstmI8(Box<super::lstm_int8::LstmI8>),
     /// Float SVDF: its memory (`[batch, filters, memory]`) and `filters` values of scratch.
     SvdfF32 {
         dims: sk::SvdfDims,
@@ -71,7 +74,7 @@ struct LstmState {
 }
 
 /// TFLite's LSTM input indices.
-mod lstm_in {
+pub(super) mod lstm_in {
     pub const INPUT: usize = 0;
     /// input_to_{input, forget, cell, output}_weights.
     pub const INPUT_TO: usize = 1;
@@ -129,9 +132,12 @@ fn initial_state(c: &Ctx<'_, '_>, k: usize, len: usize) -> Result<Vec<f32>> {
 
 fn lstm(c: &Ctx<'_, '_>) -> Result<Kind> {
     use lstm_in as L;
+    if c.dtype(L::INPUT)? == DType::I8 {
+        return super::lstm_int8::prepare(c);
+    }
     if c.dtype(L::INPUT)? != DType::F32 {
         return Err(c.err(format!(
-            "only the float form is supported, input is {}",
+            "only the float and int8 forms are supported, input is {}",
             c.dtype(L::INPUT)?.name()
         )));
     }
@@ -369,6 +375,38 @@ impl Sequence {
                     &l.dims,
                     &w,
                     &l.options,
+                    ins.typed(L::INPUT)?,
+                    h,
+                    c,
+                    gates,
+                    cast_out(out)?,
+                );
+            }
+            Sequence::LstmI8(l) => {
+                use lstm_in as L;
+                let i8s = |k: usize| -> Result<Option<&[i8]>> {
+                    if ins.has(k) {
+                        ins.typed(k).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                };
+                let four = |base: usize| -> Result<[Option<&[i8]>; 4]> {
+                    Ok([i8s(base)?, i8s(base + 1)?, i8s(base + 2)?, i8s(base + 3)?])
+                };
+                let w = crate::kernels::lstm_int8::LstmWeightsI8 {
+                    input_to: four(L::INPUT_TO)?,
+                    recurrent_to: four(L::RECURRENT_TO)?,
+                };
+                let mut st = l
+                    .state
+                    .try_borrow_mut()
+                    .map_err(|_| op_err(index, op, "state in use"))?;
+                let super::lstm_int8::LstmStateI8 { h, c, gates } = &mut *st;
+                crate::kernels::lstm_int8::lstm_i8(
+                    &l.dims,
+                    &w,
+                    &l.quant,
                     ins.typed(L::INPUT)?,
                     h,
                     c,

@@ -1,0 +1,276 @@
+//! The full-integer UNIDIRECTIONAL_SEQUENCE_LSTM ("8x8_16", what TFLite's converter writes for
+//! an int8 model): prepared as LiteRT's `PopulateQuantizedLstmParams8x8_16` and
+//! `PopulatePrecomputedZPTimesWeightsWithBias` do (every rescaling as a multiplier and shift,
+//! the zero points folded into the biases), so that invoking uses integers only. The state
+//! (int8 output state, int16 cell state) lives in TFLite's variable tensors; the prepared
+//! operator holds its own copy, as the float LSTM does.
+// Without `error-details`, values only error messages mention.
+#![cfg_attr(not(feature = "error-details"), allow(unused_variables))]
+
+use super::context::{tag, Ctx};
+use super::sequence::{lstm_in as L, Sequence};
+use super::Kind;
+use crate::error::{format, Result};
+use crate::kernels::lstm_int8 as lk;
+use crate::kernels::sequence::LstmDims;
+use crate::model::{DType, TensorDesc};
+use crate::quant::quantize_multiplier;
+use crate::schema;
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+/// A prepared integer LSTM and its state.
+#[derive(Debug)]
+pub(crate) struct LstmI8 {
+    pub(crate) dims: LstmDims,
+    pub(crate) quant: lk::LstmQuant,
+    pub(crate) state: RefCell<LstmStateI8>,
+}
+
+/// The output state `h`, the cell state `c`, and the gates (`4 * cell` values).
+#[derive(Debug)]
+pub(crate) struct LstmStateI8 {
+    pub(crate) h: Vec<i8>,
+    pub(crate) c: Vec<i16>,
+    pub(crate) gates: Vec<i16>,
+}
+
+/// The gates' Q3.12 scale (LiteRT's "intermediate" scale without layer normalization).
+const GATE_SCALE: f32 = 1.0 / 4096.0;
+
+/// Input `k`, which must be of `dtype` and `shape`.
+fn operand<'c, 'm>(
+    c: &Ctx<'c, 'm>,
+    k: usize,
+    dtype: DType,
+    shape: &[usize],
+) -> Result<&'c TensorDesc<'m>> {
+    let t = c.input(k)?;
+    if t.dtype != dtype || t.shape != shape {
+        return Err(c.err(format!(
+            "input {k} is {} {:?}, the integer LSTM needs {} {shape:?}",
+            t.dtype.name(),
+            t.shape,
+            dtype.name()
+        )));
+    }
+    Ok(t)
+}
+
+/// The per-tensor scale of a symmetric int8 weight tensor.
+fn weight_scale(c: &Ctx<'_, '_>, t: &TensorDesc<'_>) -> Result<f32> {
+    let q = c.q8_of(t, "weights")?;
+    if q.zero_point != 0 {
+        return Err(c.err(format!(
+            "weights '{}' have zero point {}, the integer LSTM needs 0",
+            t.name, q.zero_point
+        )));
+    }
+    Ok(q.scale)
+}
+
+/// Constant data of `t` as little-endian values of `N` bytes.
+fn constant<const N: usize, T>(
+    c: &Ctx<'_, '_>,
+    t: &TensorDesc<'_>,
+    from: fn([u8; N]) -> T,
+) -> Result<Vec<T>> {
+    let d = t.data.ok_or_else(|| {
+        c.err(format!(
+            "'{}' must be a constant in an integer LSTM",
+            t.name
+        ))
+    })?;
+    Ok(d.chunks_exact(N)
+        .map(|b| {
+            let mut a = [0u8; N];
+            a.copy_from_slice(b);
+            from(a)
+        })
+        .collect())
+}
+
+/// `bias - zero_point * (each row's sum of w)`, LiteRT's effective bias of a gate product
+/// (`bias` zeros when absent).
+fn effective_bias(w: &[i8], cols: usize, zero_point: i32, bias: Option<&[i32]>) -> Vec<i32> {
+    w.chunks_exact(cols.max(1))
+        .enumerate()
+        .map(|(r, row)| {
+            let sum = row.iter().fold(0i32, |s, &v| s.wrapping_add(i32::from(v)));
+            let b = bias.and_then(|b| b.get(r)).copied().unwrap_or(0);
+            b.wrapping_add(sum.wrapping_mul(zero_point.wrapping_neg()))
+        })
+        .collect()
+}
+
+/// The initial values of a variable state tensor: its data, or `empty` (TFLite fills a
+/// variable tensor without data with its zero point when it is INT8, else with zeros).
+fn initial<const N: usize, T: Clone>(
+    c: &Ctx<'_, '_>,
+    t: &TensorDesc<'_>,
+    len: usize,
+    from: fn([u8; N]) -> T,
+    empty: T,
+) -> Result<Vec<T>> {
+    match t.data {
+        Some(d) if d.len() == len * N => constant(c, t, from),
+        Some(_) => Err(c.err(format!("state '{}' has the wrong size", t.name))),
+        None => Ok(vec![empty; len]),
+    }
+}
+
+/// `log2(scale)` when `scale` is a power of two (LiteRT's `CheckedLog2`: within 1e-3).
+fn power_of_two(scale: f32) -> Option<i32> {
+    let l = libm::log2(f64::from(scale));
+    let r = libm::round(l);
+    ((l - r).abs() < 1e-3 && r.abs() < 64.0).then_some(r as i32)
+}
+
+/// Prepares an UNIDIRECTIONAL_SEQUENCE_LSTM whose input is INT8.
+pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
+    let (mut cell_clip, mut time_major) = (0.0f32, false);
+    if let Some(t) = c.options(tag::UNIDIRECTIONAL_SEQUENCE_LSTM)? {
+        use schema::UnidirectionalSequenceLSTMOptions as O;
+        // The integer kernel always uses tanh (as LiteRT's), whatever the activation says;
+        // the projection clip only matters with a projection, which is refused below.
+        cell_clip = c.opt(t.f32(O::VT_CELL_CLIP, 0.0))?;
+        time_major = c.opt(t.bool(O::VT_TIME_MAJOR, false))?;
+        if c.opt(t.bool(O::VT_DIAGONAL_RECURRENT_TENSORS, false))? {
+            return Err(c.err("diagonal recurrent weights are not supported"));
+        }
+    }
+    if cell_clip.is_nan() || cell_clip < 0.0 {
+        return Err(c.err("the cell clip must be >= 0"));
+    }
+    for (what, k) in [
+        ("peephole", L::PEEPHOLE),
+        ("peephole", L::PEEPHOLE + 1),
+        ("peephole", L::PEEPHOLE + 2),
+        ("projection", L::PROJECTION),
+        ("projection", L::PROJECTION_BIAS),
+        ("layer-normalized", L::LAYER_NORM),
+        ("layer-normalized", L::LAYER_NORM + 1),
+        ("layer-normalized", L::LAYER_NORM + 2),
+        ("layer-normalized", L::LAYER_NORM + 3),
+    ] {
+        if c.has_input(k) {
+            return Err(c.err(format!(
+                "{what} integer LSTMs are not supported (input {k} is given)"
+            )));
+        }
+    }
+    let x = c.input(L::INPUT)?;
+    let [a, b, input] = <[usize; 3]>::try_from(&x.shape[..])
+        .map_err(|_| c.err(format!("input must be 3-D, is {:?}", x.shape)))?;
+    let (batch, time) = if time_major { (b, a) } else { (a, b) };
+    let cell = *c.shape(L::INPUT_TO + 1)?.first().unwrap_or(&0);
+    let output = cell;
+    let qx = c.q8_of(x, "input")?;
+    let h_state = operand(c, L::OUTPUT_STATE, DType::I8, &[batch, output])?;
+    let c_state = operand(c, L::CELL_STATE, DType::I16, &[batch, cell])?;
+    let qh = c.q8_of(h_state, "output state")?;
+    let qc = c.q8_of(c_state, "cell state")?;
+    let cell_shift = power_of_two(qc.scale)
+        .filter(|s| (-15..=-9).contains(s) && qc.zero_point == 0)
+        .ok_or_else(|| {
+            c.err(format!(
+                "the cell state's scale must be a power of two from 2^-15 to 2^-9 with zero \
+                 point 0, is {} (zero point {})",
+                qc.scale, qc.zero_point
+            ))
+        })?;
+    // The hidden state's scale and zero point: the fifth intermediate tensor.
+    let hidden =
+        c.op.intermediates
+            .get(4)
+            .and_then(|&i| c.tensors.get(i))
+            .ok_or_else(|| {
+                c.err("an integer LSTM needs 5 intermediate tensors (the fifth: the hidden scale)")
+            })?;
+    let qhid = c.q8_of(hidden, "hidden-state intermediate")?;
+
+    let cifg = !c.has_input(L::INPUT_TO);
+    let mut gates: [Option<lk::GateQuant>; 4] = [None, None, None, None];
+    for (g, slot) in gates.iter_mut().enumerate() {
+        let present = [
+            c.has_input(L::INPUT_TO + g),
+            c.has_input(L::RECURRENT_TO + g),
+            c.has_input(L::BIAS + g),
+        ];
+        let needed = !(cifg && g == 0);
+        if present.iter().any(|&p| p != needed) {
+            return Err(c.err(format!(
+                "gate {g}: input and recurrent weights and bias must all be given{}",
+                if g == 0 { " or all omitted (CIFG)" } else { "" }
+            )));
+        }
+        if !needed {
+            continue;
+        }
+        let wi = operand(c, L::INPUT_TO + g, DType::I8, &[cell, input])?;
+        let wr = operand(c, L::RECURRENT_TO + g, DType::I8, &[cell, output])?;
+        let bias = operand(c, L::BIAS + g, DType::I32, &[cell])?;
+        // As LiteRT: float products and quotients, then the multiplier from the double.
+        let scale = |w: f32, s: f32| quantize_multiplier(f64::from(w * s / GATE_SCALE));
+        let bias = constant(c, bias, i32::from_le_bytes)?;
+        *slot = Some(lk::GateQuant {
+            input_scale: scale(weight_scale(c, wi)?, qx.scale),
+            recurrent_scale: scale(weight_scale(c, wr)?, qh.scale),
+            input_bias: effective_bias(
+                &constant(c, wi, |[v]: [u8; 1]| v as i8)?,
+                input,
+                qx.zero_point,
+                Some(&bias),
+            ),
+            recurrent_bias: effective_bias(
+                &constant(c, wr, |[v]: [u8; 1]| v as i8)?,
+                output,
+                qh.zero_point,
+                None,
+            ),
+        });
+    }
+    let out_shape = if time_major {
+        [time, batch, output]
+    } else {
+        [batch, time, output]
+    };
+    c.check_out(0, &out_shape, DType::I8)?;
+    let two_15 = 1.0 / 32768.0;
+    let hidden_scale = (two_15 / f64::from(qhid.scale) * two_15) as f32;
+    let cell_clip = if cell_clip > 0.0 {
+        (cell_clip / qc.scale).clamp(-32768.0, 32767.0) as i16
+    } else {
+        0
+    };
+    Ok(Kind::Sequence(Sequence::LstmI8(Box::new(LstmI8 {
+        dims: LstmDims {
+            batch,
+            time,
+            input,
+            cell,
+            output,
+            time_major,
+        },
+        quant: lk::LstmQuant {
+            gates,
+            cell_shift,
+            cell_clip,
+            hidden_scale: quantize_multiplier(f64::from(hidden_scale)),
+            hidden_zero_point: qhid.zero_point,
+        },
+        state: RefCell::new(LstmStateI8 {
+            h: initial(
+                c,
+                h_state,
+                batch * output,
+                |[v]: [u8; 1]| v as i8,
+                qh.zero_point.clamp(-128, 127) as i8,
+            )?,
+            c: initial(c, c_state, batch * cell, i16::from_le_bytes, 0)?,
+            gates: vec![0; 4 * cell],
+        }),
+    }))))
+}
