@@ -474,6 +474,10 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Accumulate(Accumulate::CumSum { .. })
         | K::Accumulate(Accumulate::L2NormF32 { .. })
         | K::Accumulate(Accumulate::L2NormI8 { .. }) => (f!("ops-accumulate"), None),
+        #[cfg(feature = "ops-accumulate")]
+        K::Accumulate(Accumulate::AddNI8 { .. }) | K::Accumulate(Accumulate::CumSumI8 { .. }) => {
+            (f!("ops-accumulate"), Some(I))
+        }
         #[cfg(feature = "ops-sequence")]
         K::Sequence(Sequence::Lstm(_)) | K::Sequence(Sequence::SvdfF32 { .. }) => {
             (f!("ops-sequence"), Some(F))
