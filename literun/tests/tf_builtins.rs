@@ -216,7 +216,23 @@ fn tf_lstm_float_state_persists() {
 /// reference kernels' and its builtin kernels'.
 #[test]
 fn tf_lstm_int8_state_persists() {
-    let stem = "lstm16_int8io";
+    check_int8_lstm("lstm16_int8io");
+}
+
+/// The same file edited into a CIFG LSTM with peepholes (batch-major).
+#[test]
+fn tf_lstm_int8_cifg_peephole() {
+    check_int8_lstm("lstm16_cifg_peephole_int8io");
+}
+
+/// The same file edited into a layer-normalized LSTM with a projection (16 cells to 12
+/// outputs, with bias and clip), cell clip, two sequences, time-major.
+#[test]
+fn tf_lstm_int8_layer_norm_projection() {
+    check_int8_lstm("lstm16_norm_projection_int8io");
+}
+
+fn check_int8_lstm(stem: &str) {
     let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
     let m = Model::from_bytes(&bytes).unwrap();
     let mut it = Interpreter::new(&m).unwrap_or_else(|e| panic!("{stem}: {e}"));

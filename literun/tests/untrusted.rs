@@ -518,8 +518,14 @@ fn a_while_loop_is_stopped_after_the_iteration_limit() {
 /// its only operator).
 #[cfg(feature = "ops-sequence")]
 fn int8_lstm_model() -> Vec<u8> {
+    fixture("lstm16_int8io.tflite")
+}
+
+#[cfg(feature = "ops-sequence")]
+fn fixture(name: &str) -> Vec<u8> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/tf/lstm16_int8io.tflite");
+        .join("../fixtures/tf")
+        .join(name);
     std::fs::read(path).unwrap()
 }
 
@@ -567,5 +573,12 @@ fn every_changed_byte_of_an_int8_lstm_is_ok_or_an_error() {
             bad[i] ^= flip;
             run_untrusted(&bad);
         }
+    }
+    // With layer normalization and a projection (more operands, two sequences, time-major).
+    let good = fixture("lstm16_norm_projection_int8io.tflite");
+    for i in 0..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 0xff;
+        run_untrusted(&bad);
     }
 }

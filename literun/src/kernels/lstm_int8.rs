@@ -1,24 +1,43 @@
 //! The integer UNIDIRECTIONAL_SEQUENCE_LSTM as TFLite's converter writes it for full-integer
 //! models ("8x8_16": int8 input, weights and output state, int32 biases, int16 gates and cell
 //! state), computed as LiteRT's `lstm_eval.cc` `EvalInteger8x8_16` does, integers only: each
-//! gate's two matrix products rescaled to Q3.12 and summed in int16, gemmlowp's fixed-point
-//! logistic and tanh, the cell update by power-of-two shifts, the hidden state rescaled to the
-//! output state's int8 scale.
+//! gate's two matrix products rescaled to the gate's scale and summed in int16 (plus the
+//! peephole, then layer normalization when the model has them), gemmlowp's fixed-point logistic
+//! and tanh, the cell update by power-of-two shifts, the hidden state rescaled to the output
+//! state's int8 scale, or projected to it.
 
 use super::sequence::LstmDims;
 use crate::quant::{multiply_by_quantized_multiplier as mbqm, rounding_divide_by_pot};
+use alloc::vec::Vec;
 
 /// One gate's requantization: the input and the recurrent product each scaled to the gate's
-/// Q3.12 (multiplier and shift), with LiteRT's effective biases (`bias - zero_point * row
+/// scale (multiplier and shift), with LiteRT's effective biases (`bias - zero_point * row
 /// sums`, one per cell) folded in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateQuant {
     pub input_scale: (i32, i32),
     pub recurrent_scale: (i32, i32),
-    /// `[cell]`: the gate bias minus the input zero point times each input-weight row's sum.
-    pub input_bias: alloc::vec::Vec<i32>,
+    /// `[cell]`: the gate bias (unless layer-normalized) minus the input zero point times each
+    /// input-weight row's sum.
+    pub input_bias: Vec<i32>,
     /// `[cell]`: minus the output-state zero point times each recurrent-weight row's sum.
-    pub recurrent_bias: alloc::vec::Vec<i32>,
+    pub recurrent_bias: Vec<i32>,
+    /// The peephole's scale (cell state times its weight, to the gate's scale).
+    pub peephole_scale: (i32, i32),
+    /// Layer normalization: the coefficients' scale, the variance used when the gate's values
+    /// are all equal, and the gate bias, added after normalizing.
+    pub norm_scale: (i32, i32),
+    pub norm_variance_guard: i32,
+    pub norm_bias: Vec<i32>,
+}
+
+/// The projection of a projected LSTM: its scale, its bias with the hidden state's zero point
+/// folded in, and the clip of the output state (0: none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectionQuant {
+    pub scale: (i32, i32),
+    pub bias: Vec<i32>,
+    pub clip: i8,
 }
 
 /// The integer parameters of an 8x8_16 LSTM, computed when preparing.
@@ -31,39 +50,145 @@ pub struct LstmQuant {
     pub cell_shift: i32,
     /// The cell state's clip in its int16 units (0: none).
     pub cell_clip: i16,
-    /// Q0.15 `output gate * tanh(cell)` to the output state: multiplier, shift and zero point.
+    /// Q0.15 `output gate * tanh(cell)` to the output state (or, with a projection, to the
+    /// hidden state): multiplier, shift and zero point.
     pub hidden_scale: (i32, i32),
     pub hidden_zero_point: i32,
+    pub projection: Option<ProjectionQuant>,
+    /// The output state's zero point (the projection's output offset).
+    pub output_zero_point: i32,
 }
 
-/// The int8 weights, `[cell, input]` and `[cell, output]` per gate (the input gate's `None` for
-/// a CIFG LSTM).
+/// The weights, gates in TFLite's order: int8 `[cell, input]` and `[cell, output]` (the input
+/// gate's `None` for a CIFG LSTM), int16 peepholes `[cell]` (input, forget, output) and
+/// layer-normalization coefficients `[cell]`, the int8 projection `[output, cell]`.
 #[derive(Clone, Copy, Debug)]
 pub struct LstmWeightsI8<'a> {
     pub input_to: [Option<&'a [i8]>; 4],
     pub recurrent_to: [Option<&'a [i8]>; 4],
+    pub peephole: [Option<&'a [i16]>; 3],
+    pub layer_norm: [Option<&'a [i16]>; 4],
+    pub projection: Option<&'a [i8]>,
 }
 
-/// `gate[r] = sat16(gate[r] + MBQM(bias[r] + m[r, :] . v, scale))` (LiteRT's
-/// `MatrixBatchVectorMultiplyAccumulate` to int16, zero output offset).
-fn gate_product_acc(m: &[i8], v: &[i8], bias: &[i32], scale: (i32, i32), gate: &mut [i16]) {
+/// `out[r] = sat(out[r] + MBQM(bias[r] + m[r, :] . v, scale) + offset)` (LiteRT's
+/// `MatrixBatchVectorMultiplyAccumulate` to int16 or int8).
+fn product_acc<T: Copy + Into<i32> + TryFrom<i32>>(
+    m: &[i8],
+    v: &[i8],
+    bias: &[i32],
+    scale: (i32, i32),
+    offset: i32,
+    out: &mut [T],
+    (lo, hi): (i32, i32),
+) {
     let n = v.len();
     if n == 0 {
         return;
     }
-    for ((g, row), &b) in gate.iter_mut().zip(m.chunks_exact(n)).zip(bias) {
+    for ((o, row), &b) in out.iter_mut().zip(m.chunks_exact(n)).zip(bias) {
         let dot = row.iter().zip(v).fold(b, |acc, (&w, &x)| {
             acc.wrapping_add(i32::from(w) * i32::from(x))
         });
-        let acc = mbqm(dot, scale.0, scale.1).saturating_add(i32::from(*g));
-        *g = acc.clamp(-32768, 32767) as i16;
+        let acc = mbqm(dot, scale.0, scale.1)
+            .saturating_add(offset)
+            .saturating_add((*o).into());
+        if let Ok(v) = T::try_from(acc.clamp(lo, hi)) {
+            *o = v;
+        }
+    }
+}
+
+const I16_RANGE: (i32, i32) = (-32768, 32767);
+const I8_RANGE: (i32, i32) = (-128, 127);
+
+/// LiteRT's `ApplyLayerNorm` of one gate row (integer mean and variance, the inverse standard
+/// deviation in fixed point, then coefficient, bias and rescaling), in place.
+fn layer_norm(gate: &mut [i16], coefficients: &[i16], q: &GateQuant) {
+    const TWO_POW_20: i64 = 1 << 20;
+    let n = gate.len() as i64;
+    if n == 0 {
+        return;
+    }
+    let (sum, sum_sq) = gate.iter().fold((0i64, 0i64), |(s, sq), &v| {
+        let v = i32::from(v);
+        (s + i64::from(v), sq + i64::from(v * v))
+    });
+    let mean = (sum * 1024 / n) as i32;
+    let variance = sum_sq * (TWO_POW_20 / n) - i64::from(mean) * i64::from(mean);
+    let mut variance = (variance / TWO_POW_20) as i32;
+    if variance < 1 {
+        variance = q.norm_variance_guard;
+    }
+    let (inv_a, inv_b) = super::elementwise::inv_sqrt_quantized_multiplier_exp(variance);
+    for ((g, &w), &b) in gate.iter_mut().zip(coefficients).zip(&q.norm_bias) {
+        let shifted = (1024 * i32::from(*g)).wrapping_sub(mean);
+        let rescaled = mbqm(shifted, inv_a, inv_b);
+        let v = i64::from(rescaled.wrapping_mul(i32::from(w)).wrapping_add(b));
+        let v = (if v > 0 { v + 512 } else { v - 512 }) / 1024;
+        let v = mbqm(v as i32, q.norm_scale.0, q.norm_scale.1 + 12);
+        *g = v.clamp(-32768, 32767) as i16;
+    }
+}
+
+/// One gate of one step (LiteRT's `CalculateLstmGateInteger8x8_16`): the products, the
+/// peephole on `cell`, layer normalization, then the logistic (or tanh for the cell gate).
+#[allow(clippy::too_many_arguments)]
+fn gate(
+    g: usize,
+    q: &GateQuant,
+    w: &LstmWeightsI8<'_>,
+    x: &[i8],
+    h: &[i8],
+    cell: &[i16],
+    out: &mut [i16],
+) {
+    out.fill(0);
+    if let (Some(wi), Some(wr)) = (w.input_to[g], w.recurrent_to[g]) {
+        product_acc(wi, x, &q.input_bias, q.input_scale, 0, out, I16_RANGE);
+        product_acc(
+            wr,
+            h,
+            &q.recurrent_bias,
+            q.recurrent_scale,
+            0,
+            out,
+            I16_RANGE,
+        );
+    }
+    let peephole = match g {
+        0 => w.peephole[0],
+        1 => w.peephole[1],
+        3 => w.peephole[2],
+        _ => None,
+    };
+    if let Some(p) = peephole {
+        for ((o, &pw), &c) in out.iter_mut().zip(p).zip(cell) {
+            let v = mbqm(
+                i32::from(pw) * i32::from(c),
+                q.peephole_scale.0,
+                q.peephole_scale.1,
+            );
+            *o = v.saturating_add(i32::from(*o)).clamp(-32768, 32767) as i16;
+        }
+    }
+    if let Some(coefficients) = w.layer_norm[g] {
+        layer_norm(out, coefficients, q);
+    }
+    for v in out.iter_mut() {
+        // The cell gate's tanh and the others' logistic, both from Q3.12.
+        *v = if g == 2 {
+            fixed16::tanh(*v, 3)
+        } else {
+            fixed16::logistic(*v, 3)
+        };
     }
 }
 
 /// Runs the integer LSTM over `x` into `out`, carrying the output state `h` (`[batch, output]`)
 /// and the cell state `c` (`[batch, cell]`) from step to step; `gates` is scratch of
-/// `4 * cell` values. Does nothing when a buffer is too short (the operator checks sizes when
-/// preparing).
+/// `4 * cell` values, `hidden` of `cell` values with a projection. Does nothing when a buffer
+/// is too short (the operator checks sizes when preparing).
 #[allow(clippy::too_many_arguments)]
 pub fn lstm_i8(
     d: &LstmDims,
@@ -73,10 +198,17 @@ pub fn lstm_i8(
     h: &mut [i8],
     c: &mut [i16],
     gates: &mut [i16],
+    hidden: &mut [i8],
     out: &mut [i8],
 ) {
     let (nc, no, ni) = (d.cell, d.output, d.input);
-    if nc != no || gates.len() < 4 * nc || h.len() < d.batch * no || c.len() < d.batch * nc {
+    let projected = q.projection.is_some() && w.projection.is_some();
+    if gates.len() < 4 * nc
+        || h.len() < d.batch * no
+        || c.len() < d.batch * nc
+        || (projected && hidden.len() < nc)
+        || (!projected && nc != no)
+    {
         return;
     }
     let product_shift = 30 + q.cell_shift;
@@ -96,31 +228,19 @@ pub fn lstm_i8(
             };
             let hb = &mut h[b * no..(b + 1) * no];
             let cb = &mut c[b * nc..(b + 1) * nc];
-            for (g, gate) in gates.chunks_exact_mut(nc).take(4).enumerate() {
-                gate.fill(0);
-                let (Some(gq), Some(wi), Some(wr)) =
-                    (&q.gates[g], w.input_to[g], w.recurrent_to[g])
-                else {
-                    continue;
-                };
-                gate_product_acc(wi, xt, &gq.input_bias, gq.input_scale, gate);
-                gate_product_acc(wr, hb, &gq.recurrent_bias, gq.recurrent_scale, gate);
-                for v in gate.iter_mut() {
-                    // The cell gate's tanh and the others' logistic, both from Q3.12.
-                    *v = if g == 2 {
-                        fixed16::tanh(*v, 3)
-                    } else {
-                        fixed16::logistic(*v, 3)
-                    };
-                }
-            }
             let (ig, rest) = gates.split_at_mut(nc);
             let (fg, rest) = rest.split_at_mut(nc);
-            let (cg, og) = rest.split_at_mut(nc);
+            let (cg, rest) = rest.split_at_mut(nc);
+            let og = &mut rest[..nc];
+            for (g, out) in [(0, &mut *ig), (1, &mut *fg), (2, &mut *cg)] {
+                if let Some(gq) = &q.gates[g] {
+                    gate(g, gq, w, xt, hb, cb, out);
+                }
+            }
             let cifg = q.gates[0].is_none();
+            // LiteRT's `UpdateLstmCellInteger`: f * c in Q0.15 times the cell's scale, plus
+            // i * g shifted to the cell's scale, saturated, then clipped.
             for k in 0..nc {
-                // LiteRT's `UpdateLstmCellInteger`: f * c in Q0.15 times the cell's scale, plus
-                // i * g shifted to the cell's scale, saturated, then clipped.
                 let kept = rounding_divide_by_pot(i32::from(fg[k]) * i32::from(cb[k]), 15) as i16;
                 let i = if cifg {
                     32767i16.wrapping_sub(fg[k])
@@ -134,10 +254,38 @@ pub fn lstm_i8(
                     cn = cn.clamp(-q.cell_clip, q.cell_clip);
                 }
                 cb[k] = cn;
-                let hv = i32::from(og[k]) * i32::from(fixed16::tanh(cn, tanh_bits));
-                let hv = mbqm(hv, q.hidden_scale.0, q.hidden_scale.1)
-                    .saturating_add(q.hidden_zero_point);
-                hb[k] = hv.clamp(-128, 127) as i8;
+            }
+            // The output gate sees the new cell state (its peephole).
+            if let Some(gq) = &q.gates[3] {
+                gate(3, gq, w, xt, hb, cb, og);
+            }
+            let hidden_of = |k: usize, zero_point: i32| -> i8 {
+                let v = i32::from(og[k]) * i32::from(fixed16::tanh(cb[k], tanh_bits));
+                let v = mbqm(v, q.hidden_scale.0, q.hidden_scale.1).saturating_add(zero_point);
+                v.clamp(-128, 127) as i8
+            };
+            match (&q.projection, w.projection) {
+                (Some(p), Some(pw)) => {
+                    // As LiteRT: the hidden state offset by minus its zero point (the
+                    // projection's bias adds it back), then projected from zero.
+                    for (k, v) in hidden.iter_mut().take(nc).enumerate() {
+                        *v = hidden_of(k, -q.hidden_zero_point);
+                    }
+                    hb.fill(0);
+                    let scale = p.scale;
+                    let zp = q.output_zero_point;
+                    product_acc(pw, &hidden[..nc], &p.bias, scale, zp, hb, I8_RANGE);
+                    if p.clip > 0 {
+                        for v in hb.iter_mut() {
+                            *v = (*v).clamp(-p.clip, p.clip);
+                        }
+                    }
+                }
+                _ => {
+                    for (k, v) in hb.iter_mut().enumerate() {
+                        *v = hidden_of(k, q.hidden_zero_point);
+                    }
+                }
             }
             ot.copy_from_slice(hb);
         }

@@ -29,15 +29,18 @@ pub(crate) struct LstmI8 {
     pub(crate) state: RefCell<LstmStateI8>,
 }
 
-/// The output state `h`, the cell state `c`, and the gates (`4 * cell` values).
+/// The output state `h`, the cell state `c`, the gates (`4 * cell` values) and, with a
+/// projection, the hidden state (`cell` values).
 #[derive(Debug)]
 pub(crate) struct LstmStateI8 {
     pub(crate) h: Vec<i8>,
     pub(crate) c: Vec<i16>,
     pub(crate) gates: Vec<i16>,
+    pub(crate) hidden: Vec<i8>,
 }
 
-/// The gates' Q3.12 scale (LiteRT's "intermediate" scale without layer normalization).
+/// The gates' Q3.12 scale (LiteRT's "intermediate" scale without layer normalization; with it,
+/// each gate's scale is its intermediate tensor's).
 const GATE_SCALE: f32 = 1.0 / 4096.0;
 
 /// Input `k`, which must be of `dtype` and `shape`.
@@ -128,45 +131,66 @@ fn power_of_two(scale: f32) -> Option<i32> {
     ((l - r).abs() < 1e-3 && r.abs() < 64.0).then_some(r as i32)
 }
 
+/// The per-tensor scale of a symmetric int16 tensor of `[cell]` (a peephole or layer-norm
+/// coefficients) at input `k`, when given.
+fn coefficients(c: &Ctx<'_, '_>, k: usize, cell: usize) -> Result<Option<f32>> {
+    if !c.has_input(k) {
+        return Ok(None);
+    }
+    let t = operand(c, k, DType::I16, &[cell])?;
+    Ok(Some(c.q8_of(t, "coefficients")?.scale))
+}
+
+/// The scale of intermediate tensor `i` (a layer-normalized gate's scale, or the hidden state's
+/// scale and zero point).
+fn intermediate(c: &Ctx<'_, '_>, i: usize) -> Result<crate::kernels::elementwise::Q8> {
+    let t =
+        c.op.intermediates
+            .get(i)
+            .and_then(|&t| c.tensors.get(t))
+            .ok_or_else(|| {
+                c.err(format!(
+                    "an integer LSTM needs 5 intermediate tensors (the scales of its gates and \
+                 hidden state), has {}",
+                    c.op.intermediates.len()
+                ))
+            })?;
+    c.q8_of(t, "LSTM intermediate")
+}
+
 /// Prepares an UNIDIRECTIONAL_SEQUENCE_LSTM whose input is INT8.
 pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
-    let (mut cell_clip, mut time_major) = (0.0f32, false);
+    let (mut cell_clip, mut proj_clip, mut time_major) = (0.0f32, 0.0f32, false);
     if let Some(t) = c.options(tag::UNIDIRECTIONAL_SEQUENCE_LSTM)? {
         use schema::UnidirectionalSequenceLSTMOptions as O;
-        // The integer kernel always uses tanh (as LiteRT's), whatever the activation says;
-        // the projection clip only matters with a projection, which is refused below.
+        // The integer kernel always uses tanh (as LiteRT's), whatever the activation says.
         cell_clip = c.opt(t.f32(O::VT_CELL_CLIP, 0.0))?;
+        proj_clip = c.opt(t.f32(O::VT_PROJ_CLIP, 0.0))?;
         time_major = c.opt(t.bool(O::VT_TIME_MAJOR, false))?;
         if c.opt(t.bool(O::VT_DIAGONAL_RECURRENT_TENSORS, false))? {
             return Err(c.err("diagonal recurrent weights are not supported"));
         }
     }
-    if cell_clip.is_nan() || cell_clip < 0.0 {
-        return Err(c.err("the cell clip must be >= 0"));
-    }
-    for (what, k) in [
-        ("peephole", L::PEEPHOLE),
-        ("peephole", L::PEEPHOLE + 1),
-        ("peephole", L::PEEPHOLE + 2),
-        ("projection", L::PROJECTION),
-        ("projection", L::PROJECTION_BIAS),
-        ("layer-normalized", L::LAYER_NORM),
-        ("layer-normalized", L::LAYER_NORM + 1),
-        ("layer-normalized", L::LAYER_NORM + 2),
-        ("layer-normalized", L::LAYER_NORM + 3),
-    ] {
-        if c.has_input(k) {
-            return Err(c.err(format!(
-                "{what} integer LSTMs are not supported (input {k} is given)"
-            )));
-        }
+    if [cell_clip, proj_clip]
+        .iter()
+        .any(|v| v.is_nan() || *v < 0.0)
+    {
+        return Err(c.err("clips must be >= 0"));
     }
     let x = c.input(L::INPUT)?;
     let [a, b, input] = <[usize; 3]>::try_from(&x.shape[..])
         .map_err(|_| c.err(format!("input must be 3-D, is {:?}", x.shape)))?;
     let (batch, time) = if time_major { (b, a) } else { (a, b) };
     let cell = *c.shape(L::INPUT_TO + 1)?.first().unwrap_or(&0);
-    let output = cell;
+    if cell == 0 {
+        return Err(c.err("the integer LSTM needs at least one cell"));
+    }
+    let projected = c.has_input(L::PROJECTION);
+    let output = if projected {
+        *c.shape(L::PROJECTION)?.first().unwrap_or(&0)
+    } else {
+        cell
+    };
     let qx = c.q8_of(x, "input")?;
     let h_state = operand(c, L::OUTPUT_STATE, DType::I8, &[batch, output])?;
     let c_state = operand(c, L::CELL_STATE, DType::I16, &[batch, cell])?;
@@ -181,17 +205,43 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
                 qc.scale, qc.zero_point
             ))
         })?;
-    // The hidden state's scale and zero point: the fifth intermediate tensor.
-    let hidden =
-        c.op.intermediates
-            .get(4)
-            .and_then(|&i| c.tensors.get(i))
-            .ok_or_else(|| {
-                c.err("an integer LSTM needs 5 intermediate tensors (the fifth: the hidden scale)")
-            })?;
-    let qhid = c.q8_of(hidden, "hidden-state intermediate")?;
+    let qhid = intermediate(c, 4)?;
 
     let cifg = !c.has_input(L::INPUT_TO);
+    // Peepholes (int16, per cell): input (none with CIFG), forget, output, all or none.
+    let peepholes = [
+        coefficients(c, L::PEEPHOLE, cell)?,
+        coefficients(c, L::PEEPHOLE + 1, cell)?,
+        coefficients(c, L::PEEPHOLE + 2, cell)?,
+    ];
+    let peephole = peepholes[2].is_some();
+    if peepholes[1].is_some() != peephole || peepholes[0].is_some() != (peephole && !cifg) {
+        return Err(c.err(
+            "peepholes must be given for the forget and output gates and, without CIFG, the \
+             input gate, or not at all",
+        ));
+    }
+    if peephole && output != cell {
+        // LiteRT's integer kernel applies the peepholes over `output` values, not `cell`.
+        return Err(c.err("a projected integer LSTM with peepholes is not supported"));
+    }
+    // Layer normalization (int16 coefficients, per cell): all gates or none.
+    let norms = [
+        coefficients(c, L::LAYER_NORM, cell)?,
+        coefficients(c, L::LAYER_NORM + 1, cell)?,
+        coefficients(c, L::LAYER_NORM + 2, cell)?,
+        coefficients(c, L::LAYER_NORM + 3, cell)?,
+    ];
+    let normalized = norms[1].is_some();
+    if norms[2..].iter().any(|n| n.is_some() != normalized)
+        || norms[0].is_some() != (normalized && !cifg)
+    {
+        return Err(c.err(
+            "layer-normalization coefficients must be given for every gate (but the input gate \
+             with CIFG) or for none",
+        ));
+    }
+
     let mut gates: [Option<lk::GateQuant>; 4] = [None, None, None, None];
     for (g, slot) in gates.iter_mut().enumerate() {
         let present = [
@@ -212,9 +262,24 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
         let wi = operand(c, L::INPUT_TO + g, DType::I8, &[cell, input])?;
         let wr = operand(c, L::RECURRENT_TO + g, DType::I8, &[cell, output])?;
         let bias = operand(c, L::BIAS + g, DType::I32, &[cell])?;
-        // As LiteRT: float products and quotients, then the multiplier from the double.
-        let scale = |w: f32, s: f32| quantize_multiplier(f64::from(w * s / GATE_SCALE));
         let bias = constant(c, bias, i32::from_le_bytes)?;
+        // The gate's scale: Q3.12, or its intermediate tensor's when layer-normalized.
+        let gate_scale = if normalized {
+            intermediate(c, g)?.scale
+        } else {
+            GATE_SCALE
+        };
+        // As LiteRT: float products and quotients, then the multiplier from the double.
+        let scale = |w: f32, s: f32| quantize_multiplier(f64::from(w * s / gate_scale));
+        let peephole_scale = match [Some(0), Some(1), None, Some(2)][g].and_then(|p| peepholes[p]) {
+            Some(w) => {
+                let s = (libm::exp2(f64::from(cell_shift)) * f64::from(w) / f64::from(gate_scale))
+                    as f32;
+                quantize_multiplier(f64::from(s))
+            }
+            None => (0, 0),
+        };
+        let norm_scale = norms[g].unwrap_or(1.0);
         *slot = Some(lk::GateQuant {
             input_scale: scale(weight_scale(c, wi)?, qx.scale),
             recurrent_scale: scale(weight_scale(c, wr)?, qh.scale),
@@ -222,7 +287,7 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
                 &constant(c, wi, |[v]: [u8; 1]| v as i8)?,
                 input,
                 qx.zero_point,
-                Some(&bias),
+                (!normalized).then_some(&bias[..]),
             ),
             recurrent_bias: effective_bias(
                 &constant(c, wr, |[v]: [u8; 1]| v as i8)?,
@@ -230,6 +295,10 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
                 qh.zero_point,
                 None,
             ),
+            peephole_scale,
+            norm_scale: quantize_multiplier(f64::from(norm_scale)),
+            norm_variance_guard: ((10000.0 * norm_scale) as i32).max(1),
+            norm_bias: if normalized { bias } else { Vec::new() },
         });
     }
     let out_shape = if time_major {
@@ -244,6 +313,39 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
         (cell_clip / qc.scale).clamp(-32768.0, 32767.0) as i16
     } else {
         0
+    };
+    let projection = if projected {
+        let w = operand(c, L::PROJECTION, DType::I8, &[output, cell])?;
+        let bias = if c.has_input(L::PROJECTION_BIAS) {
+            let b = operand(c, L::PROJECTION_BIAS, DType::I32, &[output])?;
+            Some(constant(c, b, i32::from_le_bytes)?)
+        } else {
+            None
+        };
+        let scale = weight_scale(c, w)? * qhid.scale / qh.scale;
+        // The clip is in the output tensor's units (LiteRT reads its scale).
+        let clip = if proj_clip > 0.0 {
+            (proj_clip / c.out_q8(0)?.scale).clamp(-128.0, 127.0) as i8
+        } else {
+            0
+        };
+        Some(lk::ProjectionQuant {
+            scale: quantize_multiplier(f64::from(scale)),
+            // LiteRT folds in plus the hidden zero point: the hidden values it projects are
+            // offset by minus it.
+            bias: effective_bias(
+                &constant(c, w, |[v]: [u8; 1]| v as i8)?,
+                cell,
+                qhid.zero_point.wrapping_neg(),
+                bias.as_deref(),
+            ),
+            clip,
+        })
+    } else {
+        if c.has_input(L::PROJECTION_BIAS) {
+            return Err(c.err("a projection bias needs projection weights"));
+        }
+        None
     };
     Ok(Kind::Sequence(Sequence::LstmI8(Box::new(LstmI8 {
         dims: LstmDims {
@@ -260,6 +362,8 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
             cell_clip,
             hidden_scale: quantize_multiplier(f64::from(hidden_scale)),
             hidden_zero_point: qhid.zero_point,
+            projection,
+            output_zero_point: qh.zero_point,
         },
         state: RefCell::new(LstmStateI8 {
             h: initial(
@@ -271,6 +375,7 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
             )?,
             c: initial(c, c_state, batch * cell, i16::from_le_bytes, 0)?,
             gates: vec![0; 4 * cell],
+            hidden: vec![0; if projected { cell } else { 0 }],
         }),
     }))))
 }

@@ -394,15 +394,39 @@ impl Sequence {
                 let four = |base: usize| -> Result<[Option<&[i8]>; 4]> {
                     Ok([i8s(base)?, i8s(base + 1)?, i8s(base + 2)?, i8s(base + 3)?])
                 };
+                let i16s = |k: usize| -> Result<Option<&[i16]>> {
+                    if ins.has(k) {
+                        ins.typed(k).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                };
                 let w = crate::kernels::lstm_int8::LstmWeightsI8 {
                     input_to: four(L::INPUT_TO)?,
                     recurrent_to: four(L::RECURRENT_TO)?,
+                    peephole: [
+                        i16s(L::PEEPHOLE)?,
+                        i16s(L::PEEPHOLE + 1)?,
+                        i16s(L::PEEPHOLE + 2)?,
+                    ],
+                    layer_norm: [
+                        i16s(L::LAYER_NORM)?,
+                        i16s(L::LAYER_NORM + 1)?,
+                        i16s(L::LAYER_NORM + 2)?,
+                        i16s(L::LAYER_NORM + 3)?,
+                    ],
+                    projection: i8s(L::PROJECTION)?,
                 };
                 let mut st = l
                     .state
                     .try_borrow_mut()
                     .map_err(|_| op_err(index, op, "state in use"))?;
-                let super::lstm_int8::LstmStateI8 { h, c, gates } = &mut *st;
+                let super::lstm_int8::LstmStateI8 {
+                    h,
+                    c,
+                    gates,
+                    hidden,
+                } = &mut *st;
                 crate::kernels::lstm_int8::lstm_i8(
                     &l.dims,
                     &w,
@@ -411,6 +435,7 @@ impl Sequence {
                     h,
                     c,
                     gates,
+                    hidden,
                     cast_out(out)?,
                 );
             }
