@@ -215,11 +215,7 @@ pub fn lstm_i8(
     let tanh_bits = 15 + q.cell_shift;
     for t in 0..d.time {
         for b in 0..d.batch {
-            let row = if d.time_major {
-                t * d.batch + b
-            } else {
-                b * d.time + t
-            };
+            let row = d.row(t, b);
             let (Some(xt), Some(ot)) = (
                 x.get(row * ni..(row + 1) * ni),
                 out.get_mut(row * no..(row + 1) * no),
