@@ -335,9 +335,9 @@ const SVDF_INPUTS: [[f32; 6]; 4] = [
 ];
 
 /// SVDF keeps its memory across invocations: LiteRT's outputs (builtin and reference kernels
-/// agree) of four invocations, float within 1e-5 and int8 exactly.
+/// agree) of four invocations, float within 1e-5 and int8 exactly; `reset_variables` empties it.
 #[test]
-fn svdf_memory_persists() {
+fn svdf_memory_persists_until_reset() {
     let want_f32: [[f32; 4]; 4] = SVDF_WANT_F32;
     let bytes = svdf_model(false);
     let model = Model::from_bytes(&bytes).unwrap();
@@ -359,6 +359,15 @@ fn svdf_memory_persists() {
         it.invoke().unwrap();
         assert_eq!(it.output(0).unwrap().as_i8().unwrap(), want);
     }
+    // `reset_variables` empties the memory: the first input gives the first output again.
+    it.reset_variables();
+    let q: Vec<u8> = SVDF_INPUTS[0]
+        .iter()
+        .map(|v| ((v / 0.05).round() + 3.0) as i8 as u8)
+        .collect();
+    it.input_mut(0).unwrap().bytes_mut().copy_from_slice(&q);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_i8().unwrap(), SVDF_WANT_I8[0]);
 }
 
 /// LiteRT 2.3.0's outputs (builtin and reference kernels) for `SVDF_INPUTS`.

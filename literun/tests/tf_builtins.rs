@@ -209,6 +209,27 @@ fn tf_lstm_float_state_persists() {
         assert_ne!(now, previous, "the state must change the output");
         previous = now;
     }
+    // `reset_variables` starts the sequence over: the first invocation's output again.
+    let first = it.output(0).unwrap().as_f32().unwrap().to_vec();
+    it.reset_variables();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&x.data);
+    it.invoke().unwrap();
+    let again = it.output(0).unwrap().as_f32().unwrap().to_vec();
+    assert_ne!(again, first);
+    let e = read_npy(&dir().join(format!("{stem}.litert.npy")));
+    let want: Vec<f32> = e
+        .data
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(again
+        .iter()
+        .zip(&want)
+        .all(|(a, b)| (a - b).abs() <= 1e-5 * scale));
 }
 
 /// A Keras LSTM in a full-integer file (TFLite's 8x8_16 integer LSTM, int8 interface): every
@@ -263,4 +284,10 @@ fn check_int8_lstm(stem: &str) {
         assert_ne!(got, previous, "the state must change the output");
         previous = got;
     }
+    // `reset_variables` starts the sequence over, as LiteRT's `reset_all_variables`.
+    it.reset_variables();
+    it.invoke().unwrap();
+    let e = read_npy(&dir().join(format!("{stem}.litert_ref.npy")));
+    let first: Vec<i8> = e.data.iter().map(|&b| b as i8).collect();
+    assert_eq!(it.output(0).unwrap().as_i8().unwrap(), &first[..]);
 }

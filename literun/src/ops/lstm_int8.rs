@@ -21,12 +21,23 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-/// A prepared integer LSTM and its state.
+/// A prepared integer LSTM, its state and the output and cell states it starts from.
 #[derive(Debug)]
 pub(crate) struct LstmI8 {
     pub(crate) dims: LstmDims,
     pub(crate) quant: lk::LstmQuant,
     pub(crate) state: RefCell<LstmStateI8>,
+    initial: (Vec<i8>, Vec<i16>),
+}
+
+impl LstmI8 {
+    /// Restores the output and cell states it started from.
+    pub(crate) fn reset(&self) {
+        if let Ok(mut st) = self.state.try_borrow_mut() {
+            st.h.copy_from_slice(&self.initial.0);
+            st.c.copy_from_slice(&self.initial.1);
+        }
+    }
 }
 
 /// The output state `h`, the cell state `c`, the gates (`4 * cell` values) and, with a
@@ -347,6 +358,14 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
         }
         None
     };
+    let h = initial(
+        c,
+        h_state,
+        batch * output,
+        |[v]: [u8; 1]| v as i8,
+        qh.zero_point.clamp(-128, 127) as i8,
+    )?;
+    let cs = initial(c, c_state, batch * cell, i16::from_le_bytes, 0)?;
     Ok(Kind::Sequence(Sequence::LstmI8(Box::new(LstmI8 {
         dims: LstmDims {
             batch,
@@ -366,16 +385,11 @@ pub(super) fn prepare(c: &Ctx<'_, '_>) -> Result<Kind> {
             output_zero_point: qh.zero_point,
         },
         state: RefCell::new(LstmStateI8 {
-            h: initial(
-                c,
-                h_state,
-                batch * output,
-                |[v]: [u8; 1]| v as i8,
-                qh.zero_point.clamp(-128, 127) as i8,
-            )?,
-            c: initial(c, c_state, batch * cell, i16::from_le_bytes, 0)?,
+            h: h.clone(),
+            c: cs.clone(),
             gates: vec![0; 4 * cell],
             hidden: vec![0; if projected { cell } else { 0 }],
         }),
+        initial: (h, cs),
     }))))
 }

@@ -2,7 +2,8 @@
 //! UNIDIRECTIONAL_SEQUENCE_LSTM (float, and int8 in [`super::lstm_int8`]) and SVDF (float and
 //! int8). The state lives in TFLite's variable tensors
 //! (`is_variable`); the prepared operator holds its own copy, starting from the tensor's data
-//! (zeros when it has none), updated by each invocation and never reset by literun.
+//! (zeros when it has none), updated by each invocation and restored to that start by
+//! `Interpreter::reset_variables`.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -36,17 +37,21 @@ pub(crate) enum Sequence {
     Lstm(Box<Lstm>),
     /// Full-integer (8x8_16) UNIDIRECTIONAL_SEQUENCE_LSTM.
     LstmI8(Box<super::lstm_int8::LstmI8>),
-    /// Float SVDF: its memory (`[batch, filters, memory]`) and `filters` values of scratch.
+    /// Float SVDF: its memory (`[batch, filters, memory]`) and `filters` values of scratch,
+    /// and the memory it starts from.
     SvdfF32 {
         dims: sk::SvdfDims,
         act: crate::kernels::Activation,
         state: RefCell<(Vec<f32>, Vec<f32>)>,
+        initial: Vec<f32>,
     },
-    /// Int8 SVDF: its int16 memory and `filters` int32 values of scratch.
+    /// Int8 SVDF: its int16 memory and `filters` int32 values of scratch, and the memory it
+    /// starts from.
     SvdfI8 {
         dims: sk::SvdfDims,
         q: sk::SvdfQuant,
         state: RefCell<(Vec<i16>, Vec<i32>)>,
+        initial: Vec<i16>,
     },
 }
 
@@ -57,12 +62,13 @@ mod svdf_options {
     pub const FUSED_ACTIVATION_FUNCTION: u16 = 6;
 }
 
-/// A float LSTM and its state.
+/// A float LSTM, its state and the output and cell states it starts from.
 #[derive(Debug)]
 pub(crate) struct Lstm {
     dims: sk::LstmDims,
     options: sk::LstmOptions,
     state: RefCell<LstmState>,
+    initial: (Vec<f32>, Vec<f32>),
 }
 
 /// The output state `h`, the cell state `c`, and gate scratch.
@@ -225,10 +231,11 @@ fn lstm(c: &Ctx<'_, '_>) -> Result<Kind> {
             proj_clip,
         },
         state: RefCell::new(LstmState {
-            h,
-            c: cs,
+            h: h.clone(),
+            c: cs.clone(),
             gates: vec![0.0; 4 * cell],
         }),
+        initial: (h, cs),
     }))))
 }
 
@@ -282,10 +289,12 @@ fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
             }
         }
         c.check_out(0, &[batch, units], DType::F32)?;
+        let initial = initial_state(c, 4, state_len)?;
         return Ok(Kind::Sequence(Sequence::SvdfF32 {
             dims,
             act,
-            state: RefCell::new((initial_state(c, 4, state_len)?, vec![0.0; filters])),
+            state: RefCell::new((initial.clone(), vec![0.0; filters])),
+            initial,
         }));
     }
     // Int8: int8 feature weights, int16 time weights and state, int32 bias (TFLite's types).
@@ -319,7 +328,7 @@ fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
     if m1.0 == 0 || m2.0 == 0 {
         return Err(c.err("scales out of range for int8 SVDF"));
     }
-    let init = match st.data {
+    let initial: Vec<i16> = match st.data {
         Some(d) => d
             .chunks_exact(2)
             .map(|b| i16::from_le_bytes([b[0], b[1]]))
@@ -334,11 +343,39 @@ fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
             input_zero_point: qi.zero_point,
             output_zero_point: qo.zero_point,
         },
-        state: RefCell::new((init, vec![0; filters])),
+        state: RefCell::new((initial.clone(), vec![0; filters])),
+        initial,
     }))
 }
 
 impl Sequence {
+    /// Restores the state to what the operator started from (as LiteRT's
+    /// `reset_all_variables` resets the variable tensors that hold it).
+    pub(crate) fn reset(&self) {
+        fn restore<T: Copy>(state: &mut [T], initial: &[T]) {
+            state.copy_from_slice(initial);
+        }
+        match self {
+            Sequence::Lstm(l) => {
+                if let Ok(mut st) = l.state.try_borrow_mut() {
+                    restore(&mut st.h, &l.initial.0);
+                    restore(&mut st.c, &l.initial.1);
+                }
+            }
+            Sequence::LstmI8(l) => l.reset(),
+            Sequence::SvdfF32 { state, initial, .. } => {
+                if let Ok(mut st) = state.try_borrow_mut() {
+                    restore(&mut st.0, initial);
+                }
+            }
+            Sequence::SvdfI8 { state, initial, .. } => {
+                if let Ok(mut st) = state.try_borrow_mut() {
+                    restore(&mut st.0, initial);
+                }
+            }
+        }
+    }
+
     /// Runs the operator reading `ins`, writing `out`, updating the state it holds.
     pub(super) fn run<'b>(
         &self,
@@ -439,7 +476,9 @@ impl Sequence {
                     cast_out(out)?,
                 );
             }
-            Sequence::SvdfF32 { dims, act, state } => {
+            Sequence::SvdfF32 {
+                dims, act, state, ..
+            } => {
                 let mut st = state
                     .try_borrow_mut()
                     .map_err(|_| op_err(index, op, "state in use"))?;
@@ -456,7 +495,7 @@ impl Sequence {
                     cast_out(out)?,
                 );
             }
-            Sequence::SvdfI8 { dims, q, state } => {
+            Sequence::SvdfI8 { dims, q, state, .. } => {
                 let mut st = state
                     .try_borrow_mut()
                     .map_err(|_| op_err(index, op, "state in use"))?;
