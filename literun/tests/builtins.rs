@@ -1,6 +1,6 @@
 //! TFLite Micro's builtins on small hand-built models: L2_POOL_2D (which TensorFlow's converter
 //! no longer writes), the integer forms and run-time errors of FLOOR_DIV, FLOOR_MOD, ADD_N,
-//! CUMSUM and REDUCE_ALL, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
+//! CUMSUM (int32, and int8 as TFLite Micro computes them) and REDUCE_ALL, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
 //! malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM (TensorFlow-made files are in
 //! `tf_builtins.rs` and `tf_models.rs`).
 
@@ -122,8 +122,54 @@ fn int32_add_n_cumsum_and_reduce_all() {
     assert_eq!(it.output(1).unwrap().bytes(), [1, 0]);
 }
 
-/// Inputs of ADD_N that differ in shape, a CUMSUM axis out of range and an int8
-/// L2_NORMALIZATION whose output is not in steps of 1/128 are refused when preparing.
+/// Int8 ADD_N (an input and a constant) then int8 CUMSUM (reverse), as TFLite Micro computes
+/// them (LiteRT has neither). ADD_N: input scale 0.5 with zero point 3, output scale 0.25 with
+/// zero point -2, so each term is `v - 3`, every sum starts from -3 (TFLite Micro's offset) and
+/// a sum `s` gives `2 * s - 2`. CUMSUM: input scale 0.25 with zero point -2, output scale 1
+/// with zero point 0, so each term is `v + 2`, every sum starts from 2, and a sum `s` gives
+/// `s / 4` rounded half away from zero.
+#[test]
+fn int8_add_n_and_cumsum_as_tflite_micro() {
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[2, 3], TensorType::INT8, 0.5, 3);
+    let c = m.const_i8("c", &[2, 3], &[3, 4, 5, 6, 7, 8]);
+    m.quant(c, &[0.5], &[3], 0);
+    let sum = m.q("sum", &[2, 3], TensorType::INT8, 0.25, -2);
+    m.op(B::ADD_N, &[x, c], &[sum], None);
+    let axis = m.const_i32("axis", &[], &[1]);
+    let cs = m.q("cs", &[2, 3], TensorType::INT8, 1.0, 0);
+    m.op(
+        B::CUMSUM,
+        &[sum, axis],
+        &[cs],
+        opts(102, vec![F::Bool(s::CumsumOptions::VT_REVERSE, true)]),
+    );
+    let bytes = m.finish(&[x], &[sum, cs]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    let input: [i8; 6] = [3, 5, 1, 10, -20, 3];
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&input.map(|v| v as u8));
+    it.invoke().unwrap();
+    // Terms [0, 2, -2] + [0, 1, 2] and [7, -23, 0] + [3, 4, 5], from -3: [-3, 0, -3] and
+    // [7, -22, 2]; doubled minus 2.
+    assert_eq!(
+        it.output(0).unwrap().as_i8().unwrap(),
+        [-8, -2, -8, 12, -46, 2]
+    );
+    // CUMSUM terms [-6, 0, -6] and [14, -44, 4]; running sums from the end, from 2:
+    // [-10, -4, -4] and [-24, -38, 6]; quartered.
+    assert_eq!(
+        it.output(1).unwrap().as_i8().unwrap(),
+        [-3, -1, -1, -6, -10, 2]
+    );
+}
+
+/// Inputs of ADD_N that differ in shape (or int8 scale), a CUMSUM axis out of range, an int8
+/// CUMSUM TFLite Micro cannot rescale and an int8 L2_NORMALIZATION whose output is not in steps
+/// of 1/128 are refused when preparing.
 #[test]
 fn bad_math_operands_are_refused() {
     let prepare = |build: &dyn Fn(&mut ModelBuilder) -> (i32, i32)| {
@@ -155,6 +201,25 @@ fn bad_math_operands_are_refused() {
         let x = m.q("x", &[1, 4], TensorType::INT8, 0.1, 0);
         let o = m.q("o", &[1, 4], TensorType::INT8, 0.01, 0);
         m.op(B::L2_NORMALIZATION, &[x], &[o], None);
+        (x, o)
+    })
+    .is_err());
+    // Int8 ADD_N inputs of different scales; an int8 CUMSUM whose output scale is too small
+    // for TFLite Micro's multiplier (2 * input / (2^20 * output) must be below 1).
+    assert!(prepare(&|m| {
+        let x = m.q("x", &[4], TensorType::INT8, 0.5, 0);
+        let y = m.const_i8("y", &[4], &[1; 4]);
+        m.quant(y, &[0.25], &[0], 0);
+        let o = m.q("o", &[4], TensorType::INT8, 0.5, 0);
+        m.op(B::ADD_N, &[x, y], &[o], None);
+        (x, o)
+    })
+    .is_err());
+    assert!(prepare(&|m| {
+        let x = m.q("x", &[4], TensorType::INT8, 1.0, 0);
+        let a = m.const_i32("a", &[], &[0]);
+        let o = m.q("o", &[4], TensorType::INT8, 1e-6, 0);
+        m.op(B::CUMSUM, &[x, a], &[o], None);
         (x, o)
     })
     .is_err());
@@ -270,9 +335,9 @@ const SVDF_INPUTS: [[f32; 6]; 4] = [
 ];
 
 /// SVDF keeps its memory across invocations: LiteRT's outputs (builtin and reference kernels
-/// agree) of four invocations, float within 1e-5 and int8 exactly.
+/// agree) of four invocations, float within 1e-5 and int8 exactly; `reset_variables` empties it.
 #[test]
-fn svdf_memory_persists() {
+fn svdf_memory_persists_until_reset() {
     let want_f32: [[f32; 4]; 4] = SVDF_WANT_F32;
     let bytes = svdf_model(false);
     let model = Model::from_bytes(&bytes).unwrap();
@@ -294,6 +359,15 @@ fn svdf_memory_persists() {
         it.invoke().unwrap();
         assert_eq!(it.output(0).unwrap().as_i8().unwrap(), want);
     }
+    // `reset_variables` empties the memory: the first input gives the first output again.
+    it.reset_variables();
+    let q: Vec<u8> = SVDF_INPUTS[0]
+        .iter()
+        .map(|v| ((v / 0.05).round() + 3.0) as i8 as u8)
+        .collect();
+    it.input_mut(0).unwrap().bytes_mut().copy_from_slice(&q);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_i8().unwrap(), SVDF_WANT_I8[0]);
 }
 
 /// LiteRT 2.3.0's outputs (builtin and reference kernels) for `SVDF_INPUTS`.

@@ -209,4 +209,85 @@ fn tf_lstm_float_state_persists() {
         assert_ne!(now, previous, "the state must change the output");
         previous = now;
     }
+    // `reset_variables` starts the sequence over: the first invocation's output again.
+    let first = it.output(0).unwrap().as_f32().unwrap().to_vec();
+    it.reset_variables();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&x.data);
+    it.invoke().unwrap();
+    let again = it.output(0).unwrap().as_f32().unwrap().to_vec();
+    assert_ne!(again, first);
+    let e = read_npy(&dir().join(format!("{stem}.litert.npy")));
+    let want: Vec<f32> = e
+        .data
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(again
+        .iter()
+        .zip(&want)
+        .all(|(a, b)| (a - b).abs() <= 1e-5 * scale));
+}
+
+/// A Keras LSTM in a full-integer file (TFLite's 8x8_16 integer LSTM, int8 interface): every
+/// output of three invocations on the same input (the state carries over) equals LiteRT's
+/// reference kernels' and its builtin kernels'.
+#[test]
+fn tf_lstm_int8_state_persists() {
+    check_int8_lstm("lstm16_int8io");
+}
+
+/// The same file edited into a CIFG LSTM with peepholes (batch-major).
+#[test]
+fn tf_lstm_int8_cifg_peephole() {
+    check_int8_lstm("lstm16_cifg_peephole_int8io");
+}
+
+/// The same file edited into a layer-normalized LSTM with a projection (16 cells to 12
+/// outputs, with bias and clip), cell clip, two sequences, time-major.
+#[test]
+fn tf_lstm_int8_layer_norm_projection() {
+    check_int8_lstm("lstm16_norm_projection_int8io");
+}
+
+fn check_int8_lstm(stem: &str) {
+    let bytes = AlignedBytes::read_file(dir().join(format!("{stem}.tflite"))).unwrap();
+    let m = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&m).unwrap_or_else(|e| panic!("{stem}: {e}"));
+    let x = read_npy(&dir().join(format!("{stem}.input0.npy")));
+    let mut previous: Vec<i8> = Vec::new();
+    for step in 0..3 {
+        it.input_mut(0)
+            .unwrap()
+            .bytes_mut()
+            .copy_from_slice(&x.data);
+        it.invoke().unwrap();
+        let got = it.output(0).unwrap().as_i8().unwrap().to_vec();
+        for kind in ["litert_ref", "litert"] {
+            let file = if step == 0 {
+                format!("{stem}.{kind}.npy")
+            } else {
+                format!("{stem}.step{step}.{kind}.npy")
+            };
+            let e = read_npy(&dir().join(&file));
+            assert_eq!(it.output(0).unwrap().shape(), &e.shape[..]);
+            let want: Vec<i8> = e.data.iter().map(|&b| b as i8).collect();
+            let differ = got.iter().zip(&want).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                got, want,
+                "{stem} invocation {step} vs {kind}: {differ} values differ"
+            );
+        }
+        assert_ne!(got, previous, "the state must change the output");
+        previous = got;
+    }
+    // `reset_variables` starts the sequence over, as LiteRT's `reset_all_variables`.
+    it.reset_variables();
+    it.invoke().unwrap();
+    let e = read_npy(&dir().join(format!("{stem}.litert_ref.npy")));
+    let first: Vec<i8> = e.data.iter().map(|&b| b as i8).collect();
+    assert_eq!(it.output(0).unwrap().as_i8().unwrap(), &first[..]);
 }

@@ -513,3 +513,72 @@ fn a_while_loop_is_stopped_after_the_iteration_limit() {
     run(4).unwrap();
     assert!(run(3).is_err());
 }
+
+/// `lstm16_int8io.tflite` (TensorFlow's converter: a full-integer UNIDIRECTIONAL_SEQUENCE_LSTM,
+/// its only operator).
+#[cfg(feature = "ops-sequence")]
+fn int8_lstm_model() -> Vec<u8> {
+    fixture("lstm16_int8io.tflite")
+}
+
+#[cfg(feature = "ops-sequence")]
+fn fixture(name: &str) -> Vec<u8> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/tf")
+        .join(name);
+    std::fs::read(path).unwrap()
+}
+
+/// The byte position in `file` of `bytes`, a slice of it.
+#[cfg(feature = "ops-sequence")]
+fn position(file: &[u8], bytes: &[u8]) -> usize {
+    bytes.as_ptr() as usize - file.as_ptr() as usize
+}
+
+#[cfg(feature = "ops-sequence")]
+#[test]
+fn an_int8_lstm_without_its_scales_is_refused_when_preparing() {
+    let good = int8_lstm_model();
+    let m = s::root_as_model(&good).unwrap();
+    let sg = m.subgraphs().unwrap().get(0);
+    let op = sg.operators().unwrap().get(0);
+    // The cell state (input 19) at a scale that is no power of two.
+    let cell = sg
+        .tensors()
+        .unwrap()
+        .get(op.inputs().unwrap().get(19) as usize);
+    let scale = position(&good, cell.quantization().unwrap().scale().unwrap().bytes());
+    // Four intermediate tensors instead of five (the fifth carries the hidden state's scale).
+    let count = position(&good, op.intermediates().unwrap().bytes()) - 4;
+    assert_eq!(good[count], 5);
+    let mut bad_scale = good.clone();
+    bad_scale[scale..scale + 4].copy_from_slice(&1e-4f32.to_le_bytes());
+    let mut no_hidden = good.clone();
+    no_hidden[count] = 4;
+    for (bad, why) in [(bad_scale, "power of two"), (no_hidden, "intermediate")] {
+        let bytes = AlignedBytes::from_slice(&bad);
+        let model = Model::from_bytes(&bytes).unwrap();
+        let e = Interpreter::new(&model).err().expect("must not prepare");
+        assert!(format!("{e}").contains(why), "{e}");
+    }
+}
+
+#[cfg(feature = "ops-sequence")]
+#[test]
+fn every_changed_byte_of_an_int8_lstm_is_ok_or_an_error() {
+    let good = int8_lstm_model();
+    for i in 0..good.len() {
+        for flip in [0x01, 0x80, 0xff] {
+            let mut bad = good.clone();
+            bad[i] ^= flip;
+            run_untrusted(&bad);
+        }
+    }
+    // With layer normalization and a projection (more operands, two sequences, time-major).
+    let good = fixture("lstm16_norm_projection_int8io.tflite");
+    for i in 0..good.len() {
+        let mut bad = good.clone();
+        bad[i] ^= 0xff;
+        run_untrusted(&bad);
+    }
+}

@@ -54,13 +54,25 @@ impl Interpreter<'_> {
     /// Restores the model's state to what it was before the first [`invoke`](Self::invoke)
     /// (LiteRT's `reset_all_variables`): every resource variable forgets its value and the next
     /// invoke runs the CALL_ONCE initialisation again, so a streaming model starts its sequence
-    /// over. The variables' buffers are kept (nothing is freed or allocated). Does nothing for
-    /// a model without variables.
+    /// over; the states of UNIDIRECTIONAL_SEQUENCE_LSTM and SVDF operators (TFLite's variable
+    /// tensors) go back to their initial values. The buffers are kept (nothing is freed or
+    /// allocated). Does nothing for a model without state.
     pub fn reset_variables(&mut self) {
+        self.reset_sequences();
         #[cfg(feature = "ops-variables")]
         {
             self.variables.reset();
             self.reset_calls();
+        }
+    }
+
+    /// Restores the state the sequence operators (LSTM, SVDF) hold.
+    fn reset_sequences(&self) {
+        #[cfg(feature = "ops-sequence")]
+        for p in &self.ops {
+            if let crate::ops::Kind::Sequence(s) = &p.kind {
+                s.reset();
+            }
         }
     }
 
@@ -103,6 +115,7 @@ impl<'m> Interpreter<'m> {
         for c in &mut self.calls {
             c.done = false;
             for it in &mut c.interpreters {
+                it.reset_sequences();
                 it.reset_calls();
             }
         }

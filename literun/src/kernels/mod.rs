@@ -19,6 +19,7 @@ pub mod fully_connected;
     feature = "ops-float"
 ))]
 pub mod layer_norm;
+pub mod lstm_int8;
 pub mod pool;
 pub mod reduce;
 pub mod resize;

@@ -18,6 +18,18 @@ pub struct LstmDims {
     pub time_major: bool,
 }
 
+impl LstmDims {
+    /// The row of step `t` of sequence `b` in the input and output.
+    #[inline]
+    pub fn row(&self, t: usize, b: usize) -> usize {
+        if self.time_major {
+            t * self.batch + b
+        } else {
+            b * self.time + t
+        }
+    }
+}
+
 /// The weights of a float LSTM, gates in TFLite's order (input, forget, cell, output). The
 /// input gate's weights and bias are `None` for a CIFG LSTM (input gate = 1 - forget gate);
 /// `peephole` holds the diagonal cell-to-gate weights when the model has them.
@@ -83,11 +95,7 @@ pub fn lstm_f32(
     let act = o.activation;
     for t in 0..d.time {
         for b in 0..d.batch {
-            let row = if d.time_major {
-                t * d.batch + b
-            } else {
-                b * d.time + t
-            };
+            let row = d.row(t, b);
             let (Some(xt), Some(ot)) = (
                 x.get(row * ni..(row + 1) * ni),
                 out.get_mut(row * no..(row + 1) * no),

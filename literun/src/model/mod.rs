@@ -212,6 +212,10 @@ pub struct OpDesc<'a> {
     pub options_type: u8,
     #[allow(dead_code)]
     pub(crate) options: Option<RawTable<'a>>,
+    /// Tensor indices of the operator's intermediates (the integer LSTM reads their
+    /// quantization parameters). Read with the `ops-sequence` feature only.
+    #[cfg(feature = "ops-sequence")]
+    pub(crate) intermediates: Vec<usize>,
 }
 
 impl OpDesc<'_> {

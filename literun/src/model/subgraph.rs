@@ -254,6 +254,19 @@ pub(crate) fn read_subgraph<'a>(
                     }
                 }
             }
+            // Intermediate tensors carry quantization parameters only (the integer LSTM's
+            // gate and hidden scales); nothing reads or writes their data.
+            #[cfg(feature = "ops-sequence")]
+            let mut intermediates = Vec::new();
+            #[cfg(feature = "ops-sequence")]
+            if let Some(v) = op.intermediates() {
+                for i in v.iter() {
+                    intermediates.push(
+                        index(i64::from(i), nt, "intermediate tensor")
+                            .map_err(|e| err(e.to_string()))?,
+                    );
+                }
+            }
             let options = match op.builtin_options_type().0 {
                 0 => None,
                 _ => RawTable::new(op._tab.buf(), op._tab.loc())
@@ -266,6 +279,8 @@ pub(crate) fn read_subgraph<'a>(
                 outputs,
                 options_type: op.builtin_options_type().0,
                 options,
+                #[cfg(feature = "ops-sequence")]
+                intermediates,
             });
         }
     }

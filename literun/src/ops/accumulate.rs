@@ -1,5 +1,5 @@
 //! Sums: ADD_N (over its inputs), CUMSUM (along an axis) and L2_NORMALIZATION (along the last
-//! axis).
+//! axis); int8 ADD_N and CUMSUM as TFLite Micro has them (LiteRT has neither).
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -37,6 +37,17 @@ pub(crate) enum Accumulate {
         exclusive: bool,
         reverse: bool,
     },
+    /// Int8 ADD_N (TFLite Micro's): inputs of one shape, scale and zero point.
+    AddNI8 { q: acc::SumQuant },
+    /// Int8 CUMSUM (TFLite Micro's) viewed as `[outer, depth, inner]`.
+    CumSumI8 {
+        q: acc::SumQuant,
+        outer: usize,
+        depth: usize,
+        inner: usize,
+        exclusive: bool,
+        reverse: bool,
+    },
     /// Float L2_NORMALIZATION over rows of `depth`.
     L2NormF32 { depth: usize },
     /// Int8 L2_NORMALIZATION (output scale 1/128, zero point 0).
@@ -55,19 +66,56 @@ pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
 }
 
 fn add_n(c: &Ctx<'_, '_>) -> Result<Accumulate> {
-    let dtype = c.want_dtype(0, &[DType::F32, DType::I32])?;
+    let dtype = c.want_dtype(0, &[DType::F32, DType::I32, DType::I8])?;
     let s = c.shape(0)?;
     for k in 1..c.op.inputs.len() {
         if c.dtype(k)? != dtype || c.shape(k)? != s {
             return Err(c.err(format!("input {k} differs in type or shape from input 0")));
         }
+        // TFLite Micro requires one scale and zero point for all int8 inputs.
+        if dtype == DType::I8 && c.in_q8(k)? != c.in_q8(0)? {
+            return Err(c.err(format!(
+                "input {k} differs in scale or zero point from input 0"
+            )));
+        }
     }
     c.check_out(0, s, dtype)?;
+    if dtype == DType::I8 {
+        return Ok(Accumulate::AddNI8 { q: sum_quant(c)? });
+    }
     Ok(Accumulate::AddN { dtype })
 }
 
+/// TFLite Micro's int8 ADD_N / CUMSUM parameters (`CalculateOpData` of `add_n.cc` and
+/// `cumsum.cc`): in double precision, each multiplier below one.
+fn sum_quant(c: &Ctx<'_, '_>) -> Result<acc::SumQuant> {
+    let (qi, qo) = (c.in_q8(0)?, c.out_q8(0)?);
+    let twice_input_scale = 2.0 * f64::from(qi.scale);
+    let input_real = f64::from(qi.scale) / twice_input_scale;
+    let output_real =
+        twice_input_scale / (f64::from(1u32 << acc::SumQuant::LEFT_SHIFT) * f64::from(qo.scale));
+    let below_one = |r: f64| {
+        (r < 1.0)
+            .then(|| crate::quant::quantize_multiplier_smaller_than_one(r))
+            .flatten()
+            .ok_or_else(|| {
+                c.err(format!(
+                    "input scale {} too large for output scale {} (TFLite Micro needs \
+                     2 * input / (2^20 * output) < 1)",
+                    qi.scale, qo.scale
+                ))
+            })
+    };
+    Ok(acc::SumQuant {
+        input_offset: -qi.zero_point,
+        input_multiplier: below_one(input_real)?,
+        output_multiplier: below_one(output_real)?,
+        output_zero_point: qo.zero_point,
+    })
+}
+
 fn cumsum(c: &Ctx<'_, '_>) -> Result<Accumulate> {
-    let dtype = c.want_dtype(0, &[DType::F32, DType::I32, DType::I64])?;
+    let dtype = c.want_dtype(0, &[DType::F32, DType::I32, DType::I64, DType::I8])?;
     let (mut exclusive, mut reverse) = (false, false);
     if let Some(t) = c.options(tag::CUMSUM)? {
         exclusive = c.opt(t.bool(schema::CumsumOptions::VT_EXCLUSIVE, false))?;
@@ -80,11 +128,26 @@ fn cumsum(c: &Ctx<'_, '_>) -> Result<Accumulate> {
     }
     let ax = c.axis(a[0], s.len())?;
     c.check_out(0, s, dtype)?;
+    let (outer, depth, inner) = (
+        s[..ax].iter().product(),
+        s[ax],
+        s[ax + 1..].iter().product(),
+    );
+    if dtype == DType::I8 {
+        return Ok(Accumulate::CumSumI8 {
+            q: sum_quant(c)?,
+            outer,
+            depth,
+            inner,
+            exclusive,
+            reverse,
+        });
+    }
     Ok(Accumulate::CumSum {
         dtype,
-        outer: s[..ax].iter().product(),
-        depth: s[ax],
-        inner: s[ax + 1..].iter().product(),
+        outer,
+        depth,
+        inner,
         exclusive,
         reverse,
     })
@@ -164,6 +227,27 @@ impl Accumulate {
                     _ => acc::cumsum::<f32>(ins.typed(0)?, o, d, i, e, r, cast_out(out)?),
                 }
             }
+            Accumulate::AddNI8 { q } => {
+                let input = |k: usize| ins.typed::<i8>(k).unwrap_or(&[]);
+                acc::add_n_i8(q, op.inputs.len(), input, cast_out(out)?);
+            }
+            Accumulate::CumSumI8 {
+                q,
+                outer,
+                depth,
+                inner,
+                exclusive,
+                reverse,
+            } => acc::cumsum_i8(
+                q,
+                ins.typed(0)?,
+                *outer,
+                *depth,
+                *inner,
+                *exclusive,
+                *reverse,
+                cast_out(out)?,
+            ),
             Accumulate::L2NormF32 { depth } => {
                 acc::l2_normalize_f32(ins.typed(0)?, *depth, cast_out(out)?)
             }

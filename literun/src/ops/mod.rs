@@ -68,6 +68,8 @@ pub(crate) mod elementwise;
 #[cfg(feature = "ops-fft")]
 pub(crate) mod fft;
 pub(crate) mod fully_connected;
+#[cfg(feature = "ops-sequence")]
+pub(crate) mod lstm_int8;
 pub(crate) mod pad;
 pub(crate) mod pool;
 pub(crate) mod quantize;
@@ -472,12 +474,18 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Accumulate(Accumulate::CumSum { .. })
         | K::Accumulate(Accumulate::L2NormF32 { .. })
         | K::Accumulate(Accumulate::L2NormI8 { .. }) => (f!("ops-accumulate"), None),
+        #[cfg(feature = "ops-accumulate")]
+        K::Accumulate(Accumulate::AddNI8 { .. }) | K::Accumulate(Accumulate::CumSumI8 { .. }) => {
+            (f!("ops-accumulate"), Some(I))
+        }
         #[cfg(feature = "ops-sequence")]
         K::Sequence(Sequence::Lstm(_)) | K::Sequence(Sequence::SvdfF32 { .. }) => {
             (f!("ops-sequence"), Some(F))
         }
         #[cfg(feature = "ops-sequence")]
-        K::Sequence(Sequence::SvdfI8 { .. }) => (f!("ops-sequence"), Some(I)),
+        K::Sequence(Sequence::SvdfI8 { .. }) | K::Sequence(Sequence::LstmI8(_)) => {
+            (f!("ops-sequence"), Some(I))
+        }
         #[cfg(feature = "ops-variables")]
         K::Variables(_) => (f!("ops-variables"), None),
         #[cfg(feature = "ops-fft")]

@@ -1,7 +1,9 @@
 //! Operators over sequences with state that persists across invocations:
-//! UNIDIRECTIONAL_SEQUENCE_LSTM (float) and SVDF (float and int8). The state lives in TFLite's variable tensors
+//! UNIDIRECTIONAL_SEQUENCE_LSTM (float, and int8 in [`super::lstm_int8`]) and SVDF (float and
+//! int8). The state lives in TFLite's variable tensors
 //! (`is_variable`); the prepared operator holds its own copy, starting from the tensor's data
-//! (zeros when it has none), updated by each invocation and never reset by literun.
+//! (zeros when it has none), updated by each invocation and restored to that start by
+//! `Interpreter::reset_variables`.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -33,17 +35,23 @@ use core::cell::RefCell;
 pub(crate) enum Sequence {
     /// Float UNIDIRECTIONAL_SEQUENCE_LSTM.
     Lstm(Box<Lstm>),
-    /// Float SVDF: its memory (`[batch, filters, memory]`) and `filters` values of scratch.
+    /// Full-integer (8x8_16) UNIDIRECTIONAL_SEQUENCE_LSTM.
+    LstmI8(Box<super::lstm_int8::LstmI8>),
+    /// Float SVDF: its memory (`[batch, filters, memory]`) and `filters` values of scratch,
+    /// and the memory it starts from.
     SvdfF32 {
         dims: sk::SvdfDims,
         act: crate::kernels::Activation,
         state: RefCell<(Vec<f32>, Vec<f32>)>,
+        initial: Vec<f32>,
     },
-    /// Int8 SVDF: its int16 memory and `filters` int32 values of scratch.
+    /// Int8 SVDF: its int16 memory and `filters` int32 values of scratch, and the memory it
+    /// starts from.
     SvdfI8 {
         dims: sk::SvdfDims,
         q: sk::SvdfQuant,
         state: RefCell<(Vec<i16>, Vec<i32>)>,
+        initial: Vec<i16>,
     },
 }
 
@@ -54,12 +62,13 @@ mod svdf_options {
     pub const FUSED_ACTIVATION_FUNCTION: u16 = 6;
 }
 
-/// A float LSTM and its state.
+/// A float LSTM, its state and the output and cell states it starts from.
 #[derive(Debug)]
 pub(crate) struct Lstm {
     dims: sk::LstmDims,
     options: sk::LstmOptions,
     state: RefCell<LstmState>,
+    initial: (Vec<f32>, Vec<f32>),
 }
 
 /// The output state `h`, the cell state `c`, and gate scratch.
@@ -71,7 +80,7 @@ struct LstmState {
 }
 
 /// TFLite's LSTM input indices.
-mod lstm_in {
+pub(super) mod lstm_in {
     pub const INPUT: usize = 0;
     /// input_to_{input, forget, cell, output}_weights.
     pub const INPUT_TO: usize = 1;
@@ -129,9 +138,12 @@ fn initial_state(c: &Ctx<'_, '_>, k: usize, len: usize) -> Result<Vec<f32>> {
 
 fn lstm(c: &Ctx<'_, '_>) -> Result<Kind> {
     use lstm_in as L;
+    if c.dtype(L::INPUT)? == DType::I8 {
+        return super::lstm_int8::prepare(c);
+    }
     if c.dtype(L::INPUT)? != DType::F32 {
         return Err(c.err(format!(
-            "only the float form is supported, input is {}",
+            "only the float and int8 forms are supported, input is {}",
             c.dtype(L::INPUT)?.name()
         )));
     }
@@ -219,10 +231,11 @@ fn lstm(c: &Ctx<'_, '_>) -> Result<Kind> {
             proj_clip,
         },
         state: RefCell::new(LstmState {
-            h,
-            c: cs,
+            h: h.clone(),
+            c: cs.clone(),
             gates: vec![0.0; 4 * cell],
         }),
+        initial: (h, cs),
     }))))
 }
 
@@ -276,10 +289,12 @@ fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
             }
         }
         c.check_out(0, &[batch, units], DType::F32)?;
+        let initial = initial_state(c, 4, state_len)?;
         return Ok(Kind::Sequence(Sequence::SvdfF32 {
             dims,
             act,
-            state: RefCell::new((initial_state(c, 4, state_len)?, vec![0.0; filters])),
+            state: RefCell::new((initial.clone(), vec![0.0; filters])),
+            initial,
         }));
     }
     // Int8: int8 feature weights, int16 time weights and state, int32 bias (TFLite's types).
@@ -313,7 +328,7 @@ fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
     if m1.0 == 0 || m2.0 == 0 {
         return Err(c.err("scales out of range for int8 SVDF"));
     }
-    let init = match st.data {
+    let initial: Vec<i16> = match st.data {
         Some(d) => d
             .chunks_exact(2)
             .map(|b| i16::from_le_bytes([b[0], b[1]]))
@@ -328,11 +343,39 @@ fn svdf(c: &Ctx<'_, '_>) -> Result<Kind> {
             input_zero_point: qi.zero_point,
             output_zero_point: qo.zero_point,
         },
-        state: RefCell::new((init, vec![0; filters])),
+        state: RefCell::new((initial.clone(), vec![0; filters])),
+        initial,
     }))
 }
 
 impl Sequence {
+    /// Restores the state to what the operator started from (as LiteRT's
+    /// `reset_all_variables` resets the variable tensors that hold it).
+    pub(crate) fn reset(&self) {
+        fn restore<T: Copy>(state: &mut [T], initial: &[T]) {
+            state.copy_from_slice(initial);
+        }
+        match self {
+            Sequence::Lstm(l) => {
+                if let Ok(mut st) = l.state.try_borrow_mut() {
+                    restore(&mut st.h, &l.initial.0);
+                    restore(&mut st.c, &l.initial.1);
+                }
+            }
+            Sequence::LstmI8(l) => l.reset(),
+            Sequence::SvdfF32 { state, initial, .. } => {
+                if let Ok(mut st) = state.try_borrow_mut() {
+                    restore(&mut st.0, initial);
+                }
+            }
+            Sequence::SvdfI8 { state, initial, .. } => {
+                if let Ok(mut st) = state.try_borrow_mut() {
+                    restore(&mut st.0, initial);
+                }
+            }
+        }
+    }
+
     /// Runs the operator reading `ins`, writing `out`, updating the state it holds.
     pub(super) fn run<'b>(
         &self,
@@ -376,7 +419,66 @@ impl Sequence {
                     cast_out(out)?,
                 );
             }
-            Sequence::SvdfF32 { dims, act, state } => {
+            Sequence::LstmI8(l) => {
+                use lstm_in as L;
+                let i8s = |k: usize| -> Result<Option<&[i8]>> {
+                    if ins.has(k) {
+                        ins.typed(k).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                };
+                let four = |base: usize| -> Result<[Option<&[i8]>; 4]> {
+                    Ok([i8s(base)?, i8s(base + 1)?, i8s(base + 2)?, i8s(base + 3)?])
+                };
+                let i16s = |k: usize| -> Result<Option<&[i16]>> {
+                    if ins.has(k) {
+                        ins.typed(k).map(Some)
+                    } else {
+                        Ok(None)
+                    }
+                };
+                let w = crate::kernels::lstm_int8::LstmWeightsI8 {
+                    input_to: four(L::INPUT_TO)?,
+                    recurrent_to: four(L::RECURRENT_TO)?,
+                    peephole: [
+                        i16s(L::PEEPHOLE)?,
+                        i16s(L::PEEPHOLE + 1)?,
+                        i16s(L::PEEPHOLE + 2)?,
+                    ],
+                    layer_norm: [
+                        i16s(L::LAYER_NORM)?,
+                        i16s(L::LAYER_NORM + 1)?,
+                        i16s(L::LAYER_NORM + 2)?,
+                        i16s(L::LAYER_NORM + 3)?,
+                    ],
+                    projection: i8s(L::PROJECTION)?,
+                };
+                let mut st = l
+                    .state
+                    .try_borrow_mut()
+                    .map_err(|_| op_err(index, op, "state in use"))?;
+                let super::lstm_int8::LstmStateI8 {
+                    h,
+                    c,
+                    gates,
+                    hidden,
+                } = &mut *st;
+                crate::kernels::lstm_int8::lstm_i8(
+                    &l.dims,
+                    &w,
+                    &l.quant,
+                    ins.typed(L::INPUT)?,
+                    h,
+                    c,
+                    gates,
+                    hidden,
+                    cast_out(out)?,
+                );
+            }
+            Sequence::SvdfF32 {
+                dims, act, state, ..
+            } => {
                 let mut st = state
                     .try_borrow_mut()
                     .map_err(|_| op_err(index, op, "state in use"))?;
@@ -393,7 +495,7 @@ impl Sequence {
                     cast_out(out)?,
                 );
             }
-            Sequence::SvdfI8 { dims, q, state } => {
+            Sequence::SvdfI8 { dims, q, state, .. } => {
                 let mut st = state
                     .try_borrow_mut()
                     .map_err(|_| op_err(index, op, "state in use"))?;
