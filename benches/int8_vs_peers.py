@@ -951,7 +951,7 @@ def main() -> int:
             "dynamic-range = Optimize.DEFAULT without data (int8 weights, hybrid kernels), full int8 = "
             "Optimize.DEFAULT with the same calibration samples as representative_dataset (float I/O, "
             "float fallback where TensorFlow has no int8 kernel); run with ai-edge-litert "
-            f"{v['ai-edge-litert']} (builtin kernels); inputs transposed to and outputs back from its layout.",
+            f"{v['ai-edge-litert']} (its default CPU path, the XNNPACK delegate); inputs transposed to and outputs back from its layout.",
             ""]
     table = markdown(results, args.min_snr)
     tail = [f"- {n}" for n in notes(results)]
