@@ -37,7 +37,8 @@ not copied; models are downloaded into its cache, never committed). For each mod
      first). A model onnx2tf cannot convert is reported with onnx2tf's last error; where the float
      file is under 40 dB from ONNX Runtime's output, the TFLite columns are shown but not compared.
 Accuracy: SNR (dB) of each output against the float reference, the worst output per held-out
-sample, averaged in dB over the held-out samples (the lowest sample also reported). A model whose
+sample (capped at 100 dB: an exact output would count as infinite), averaged in dB over the
+held-out samples (the lowest sample also reported). A model whose
 float conversion fails is skipped; a step that fails is reported and the others go on.
 "litecvt − best peer" compares litecvt's full int8 with the better of ORT static (its best method)
 and TFLite full int8; litecvt's weights-only int8 is compared with TFLite's dynamic range.
@@ -119,9 +120,14 @@ def quiet():
 # ---------------------------------------------------------------------------------------------
 # Scoring
 # ---------------------------------------------------------------------------------------------
+# A sample whose output is exact (both outputs 0, a saturated score) has an infinite SNR: it
+# counts as this many dB in the mean, or one such sample would make any mean infinite.
+SNR_CAP_DB = 100.0
+
+
 def score(refs: list[dict], outs: list[dict]) -> dict:
-    """refs, outs: {output name: array} per held-out sample. The worst output's SNR per sample;
-    its mean in dB over the samples and its minimum."""
+    """refs, outs: {output name: array} per held-out sample. The worst output's SNR per sample
+    (at most SNR_CAP_DB); its mean in dB over the samples and its minimum."""
     per = []
     for ref, out in zip(refs, outs):
         worst = float("inf")
@@ -132,7 +138,7 @@ def score(refs: list[dict], outs: list[dict]) -> dict:
             if o.size != r.size:
                 raise StepError(f"output {name}: {o.shape} vs reference {r.shape}")
             worst = min(worst, snr_db(r, o.reshape(r.shape).astype(np.float64)))
-        per.append(worst)
+        per.append(min(worst, SNR_CAP_DB))
     return dict(snr=float(np.mean(per)), snr_min=float(np.min(per)), snr_per_sample=per)
 
 
