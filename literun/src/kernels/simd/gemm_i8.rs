@@ -130,6 +130,11 @@ impl GemmI8 {
             }
             _ => &[],
         };
+        // A layer of at most 16 channels leaves the AVX-512 tile's second 16 channels unused:
+        // its narrow form skips their multiply-adds. One form per layer: a wider layer's last
+        // panel (e.g. 16 of 48 channels) keeps the wide one.
+        #[cfg(target_arch = "x86_64")]
+        let narrow = self.n <= 16;
         let mut tile = [[0i32; 32]; 8];
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
@@ -154,6 +159,7 @@ impl GemmI8 {
                         cn,
                         &mut out[at..],
                         n,
+                        narrow,
                     );
                     continue;
                 }

@@ -26,15 +26,6 @@ fast_vs_portable! {
         let is = [batches, h, w, cin];
         let fs = [cout, kh, kw, cin];
         let os = [batches, oh, ow, cout];
-        let input = rng.i8s(is.iter().product());
-        let filter = rng.i8s(fs.iter().product());
-        let bias: Vec<i32> = (0..cout).map(|_| rng.u() as i32 >> 12).collect();
-        let bias = if case.is_multiple_of(5) {
-            None
-        } else {
-            Some(&bias[..])
-        };
-        let q = rng.stage(cout, kh * kw * cin, false);
         let p = Conv2dParams {
             stride_h: stride,
             stride_w: stride,
@@ -44,15 +35,62 @@ fast_vs_portable! {
             pad_left: pad,
             activation: Activation::None,
         };
-        let mut want = vec![0i8; os.iter().product()];
-        conv::conv2d_i8(&input, is, &filter, fs, bias, &p, &q, &mut want, os);
-        let kk = kh * kw * cin;
-        let g = GemmI8::pack(isa, &filter, cout, kk, bias, &q).unwrap();
-        let mut s = scratch_for(kk, g.scratch_i32());
-        let mut got = vec![0i8; want.len()];
-        conv2d_i8(&g, &input, is, fs, &p, q.input_offset, &mut got, os, &mut s);
-        assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
+        check_conv_i8(isa, &mut rng, is, fs, os, &p, !case.is_multiple_of(5), case);
     }
+}
+
+fast_vs_portable! {
+    fn conv_i8_few_channels_matches_portable(seed 5, cases 24usize, isa, case, rng) {
+        // An image's stem (3x3 stride 2 over 1-4 channels: windows of at most 36 bytes,
+        // gathered in one register with AVX-512) and layers of at most 16 output channels
+        // (the narrow AVX-512 tile), on images whose windows run both inside and over the edge.
+        let cin = 1 + rng.below(4);
+        let cout = [16, 8, 1 + rng.below(16)][case % 3];
+        let (k, stride) = if case % 4 == 3 { (1, 1) } else { (3, 2) };
+        let (h, w) = (k + rng.below(24), k + rng.below(24));
+        let pad = if k == 3 { rng.below(2) } else { 0 };
+        let oh = (h + 2 * pad - k) / stride + 1;
+        let ow = (w + 2 * pad - k) / stride + 1;
+        let p = Conv2dParams {
+            stride_h: stride,
+            stride_w: stride,
+            dilation_h: 1,
+            dilation_w: 1,
+            pad_top: pad,
+            pad_left: pad,
+            activation: Activation::None,
+        };
+        let os = [1, oh, ow, cout];
+        check_conv_i8(isa, &mut rng, [1, h, w, cin], [cout, k, k, cin], os, &p, case % 2 == 0, case);
+    }
+}
+
+/// [`conv2d_i8`] through [`GemmI8`] on `isa` against the portable kernel, random values.
+#[allow(clippy::too_many_arguments)]
+fn check_conv_i8(
+    isa: Isa,
+    rng: &mut Rng,
+    is: [usize; 4],
+    fs: [usize; 4],
+    os: [usize; 4],
+    p: &Conv2dParams,
+    with_bias: bool,
+    case: usize,
+) {
+    let [cout, kh, kw, cin] = fs;
+    let input = rng.i8s(is.iter().product());
+    let filter = rng.i8s(fs.iter().product());
+    let bias: Vec<i32> = (0..cout).map(|_| rng.u() as i32 >> 12).collect();
+    let bias = with_bias.then_some(&bias[..]);
+    let q = rng.stage(cout, kh * kw * cin, false);
+    let mut want = vec![0i8; os.iter().product()];
+    conv::conv2d_i8(&input, is, &filter, fs, bias, p, &q, &mut want, os);
+    let kk = kh * kw * cin;
+    let g = GemmI8::pack(isa, &filter, cout, kk, bias, &q).unwrap();
+    let mut s = scratch_for(kk, g.scratch_i32());
+    let mut got = vec![0i8; want.len()];
+    conv2d_i8(&g, &input, is, fs, p, q.input_offset, &mut got, os, &mut s);
+    assert_eq!(got, want, "{isa:?} case {case}: {is:?} {fs:?} {p:?}");
 }
 
 fast_vs_portable! {

@@ -280,6 +280,41 @@ fn pack_conv_rows_avx512(
             }
         }
     };
+    // A window of at most 64 bytes (the 3-channel stem: 27) is assembled in one register
+    // instead: each of its rows loaded straight into its lanes, then one store of the packed
+    // row (its tail lanes zero). A full-width store when it stays inside `dst` (it runs over
+    // into the next rows, which are packed after it), since a load from a masked store waits
+    // for the store to complete, and the GEMM tile reads this row right away.
+    let in_register = k <= 64;
+    let flip_k = _mm512_maskz_mov_epi8(lanes(k), flip);
+    let row_mask = lanes(wrow);
+    let packed_bytes = groups * 4;
+    let dst_bytes = dst.len() * 4;
+    // The window at input byte `at` to the packed row at `out`, byte `row_at` of `dst`.
+    let window_in_register = |at: usize, row_at: usize, out: *mut u8| {
+        let mut v = _mm512_setzero_si512();
+        for ky in 0..k_h {
+            let o = ky * wrow;
+            let from = at + ky * p.dilation_h * in_w * c;
+            // The lanes o..o + wrow of a load from `from - o` are the window row's bytes.
+            let src = input.as_ptr().wrapping_add(from).wrapping_sub(o);
+            // SAFETY: the window is inside the input (the callers check y0 + span_h <= in_h and
+            // x0 + k_w <= in_w), so bytes from..from + wrow are; the mask (o + wrow <= k <= 64)
+            // enables only the lanes o..o + wrow, which read exactly those bytes (masked-off
+            // lanes are not accessed).
+            v = unsafe { _mm512_mask_loadu_epi8(v, row_mask << o, src) };
+        }
+        let v = _mm512_xor_si512(v, flip_k);
+        // SAFETY: row_at + 64 <= dst_bytes for the full store; otherwise the mask keeps the
+        // store to the row's packed_bytes, inside dst (the callers' row < count).
+        unsafe {
+            if row_at + 64 <= dst_bytes {
+                _mm512_storeu_si512(out as *mut __m512i, v);
+            } else {
+                _mm512_mask_storeu_epi8(out as *mut i8, lanes(packed_bytes), v);
+            }
+        }
+    };
     let (mut oy, mut ox) = (m0 / conv.out_w, m0 % conv.out_w);
     let mut r = 0;
     while r < count {
@@ -297,6 +332,20 @@ fn pack_conv_rows_avx512(
                 .min(conv.out_w - ox)
                 .min((last_x0 - x0) / p.stride_w + 1);
             let at0 = (y0 * in_w + x0) * c;
+            if in_register {
+                for i in 0..run {
+                    let row_at = (r + i) * packed_bytes;
+                    let out = row.wrapping_add(i * packed_bytes);
+                    window_in_register(at0 + i * p.stride_w * c, row_at, out);
+                }
+                r += run;
+                ox += run;
+                if ox == conv.out_w {
+                    ox = 0;
+                    oy += 1;
+                }
+                continue;
+            }
             for i in 0..run {
                 let row = row.wrapping_add(i * groups * 4);
                 window(at0 + i * p.stride_w * c, row);
@@ -348,7 +397,9 @@ fn pack_conv_rows_avx512(
 /// a[r * groups + g] · b[g][j])` for `r < rows`, `j < cn`, channel `c0 + j` of `rq` (`fused`:
 /// [`fused_cache`] of `rq`, with the fused form). The accumulators go from registers to bytes;
 /// nothing else is written.
+/// `narrow` (for `cn <= 16`) sums the first 16 channels only, half the multiply-adds.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub(crate) fn tile_rq_i8_avx512(
     rows: usize,
     a: &[i32],
@@ -360,34 +411,41 @@ pub(crate) fn tile_rq_i8_avx512(
     cn: usize,
     out: &mut [i8],
     stride: usize,
+    narrow: bool,
 ) {
     assert!((1..=8).contains(&rows) && a.len() >= groups * 8 && b.len() >= groups * 128);
-    assert!((1..=32).contains(&cn) && c0 + 32 <= rq.bias.len());
+    assert!((1..=32).contains(&cn) && c0 + 32 <= rq.bias.len() && (!narrow || cn <= 16));
     assert!(out.len() >= (rows - 1) * stride + cn);
     macro_rules! dispatch {
-        ($($n:literal)*) => {
+        ($wide:literal, $($n:literal)*) => {
             match rows {
                 // SAFETY: only called for Isa::Avx512Vnni, chosen when the CPU has AVX-512
                 // F/BW/VL/VNNI (`available`); `a` has rows of `groups` words and `b`
-                // `groups * 128` bytes, and `out` holds every (row, channel) stored (asserted).
+                // `groups * 128` bytes, and `out` holds every (row, channel) stored (asserted);
+                // the narrow tile (`false`) only for `cn <= 16` (asserted).
                 $($n => unsafe {
-                    tile_rq_i8_avx512vnni::<$n>(a.as_ptr(), groups, b.as_ptr(), groups, rq,
-                        fused, c0, cn, out.as_mut_ptr(), stride)
+                    tile_rq_i8_avx512vnni::<$n, $wide>(a.as_ptr(), groups, b.as_ptr(), groups,
+                        rq, fused, c0, cn, out.as_mut_ptr(), stride)
                 },)*
                 _ => unreachable!(),
             }
         };
     }
-    dispatch!(1 2 3 4 5 6 7 8)
+    if narrow {
+        dispatch!(false, 1 2 3 4 5 6 7 8)
+    } else {
+        dispatch!(true, 1 2 3 4 5 6 7 8)
+    }
 }
 
 /// # Safety
 /// AVX-512 F/BW/VL/VNNI; `a` readable for `(MR - 1) * row_stride + groups` words, `b` for
 /// `groups * 128` bytes, `rq`'s arrays for channels `c0..c0 + 32`, and `out` writable at
-/// `r * stride + j` for `r < MR`, `j < cn <= 32`.
+/// `r * stride + j` for `r < MR`, `j < cn <= 32` (`cn <= 16` unless `WIDE`: the narrow tile
+/// sums the first 16 channels only).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
+unsafe fn tile_rq_i8_avx512vnni<const MR: usize, const WIDE: bool>(
     a: *const i32,
     row_stride: usize,
     b: *const i8,
@@ -414,12 +472,19 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
         unsafe {
             let bp = b.add(g * 128);
             let b0 = _mm512_loadu_si512(bp as *const __m512i);
-            let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
             let ap = a.add(g);
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm512_set1_epi32(*ap.add(r * row_stride));
-                acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
-                acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+            if WIDE {
+                let b1 = _mm512_loadu_si512(bp.add(64) as *const __m512i);
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_epi32(*ap.add(r * row_stride));
+                    acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+                    acc[1] = _mm512_dpbusd_epi32(acc[1], av, b1);
+                }
+            } else {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm512_set1_epi32(*ap.add(r * row_stride));
+                    acc[0] = _mm512_dpbusd_epi32(acc[0], av, b0);
+                }
             }
         }
     }
@@ -435,7 +500,7 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize>(
         // SAFETY: row r's channels 0..min(cn, 16) are writable (the caller's contract).
         unsafe { _mm_mask_storeu_epi8(out.add(r * stride), lanes(cn), p.apply_biased(acc[0])) };
     }
-    if cn > 16 {
+    if WIDE && cn > 16 {
         let p = Rq16::load_cached(rq, fused, c0 + 16);
         for (r, acc) in acc.iter().enumerate() {
             // SAFETY: row r's channels 16..cn are writable (the caller's contract).
