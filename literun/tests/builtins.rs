@@ -1,6 +1,7 @@
 //! TFLite Micro's builtins on small hand-built models: L2_POOL_2D (which TensorFlow's converter
 //! no longer writes), the integer forms and run-time errors of FLOOR_DIV, FLOOR_MOD, ADD_N,
-//! CUMSUM (int32, and int8 as TFLite Micro computes them) and REDUCE_ALL, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
+//! CUMSUM (int32, and int8 as TFLite Micro computes them) and REDUCE_ALL, hybrid EMBEDDING_LOOKUP
+//! and int8 ZEROS_LIKE, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
 //! malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM (TensorFlow-made files are in
 //! `tf_builtins.rs` and `tf_models.rs`).
 
@@ -166,6 +167,56 @@ fn int8_add_n_and_cumsum_as_tflite_micro() {
         [-3, -1, -1, -6, -10, 2]
     );
 }
+
+/// Hybrid EMBEDDING_LOOKUP (an int8 table with one scale per row, float32 rows out): LiteRT's
+/// outputs (builtin and reference kernels); an id outside the table is an error when invoking.
+/// int8 ZEROS_LIKE (TFLite Micro's; LiteRT has none) gives stored zeros whatever the zero point.
+#[test]
+fn hybrid_embedding_lookup_and_int8_zeros_like() {
+    let mut m = ModelBuilder::new();
+    let ids = m.tensor("ids", &[3], TensorType::INT32);
+    let table: Vec<i8> = (0..12).map(|i| (i * 37 % 255 - 127) as i8).collect();
+    let t = m.const_i8("table", &[4, 3], &table);
+    m.quant(t, &[0.1, 0.013, 2.5, 0.0007], &[0, 0, 0, 0], 0);
+    let rows = m.f32("rows", &[3, 3]);
+    m.op(B::EMBEDDING_LOOKUP, &[ids, t], &[rows], None);
+    let bytes = m.finish(&[ids], &[rows]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(&[2, 0, 3]));
+    it.invoke().unwrap();
+    let want: [f32; 9] = EMBEDDING_WANT;
+    assert_eq!(it.output(0).unwrap().as_f32().unwrap(), want);
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(&[2, 4, 0]));
+    let e = it.invoke().unwrap_err().to_string();
+    assert!(e.contains("index 4 out of range 0..4"), "{e}");
+
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[2, 2], TensorType::INT8, 0.5, -7);
+    let zeros = m.q("zeros", &[2, 2], TensorType::INT8, 0.5, -7);
+    m.op(B::ZEROS_LIKE, &[x], &[zeros], None);
+    let bytes = m.finish(&[x], &[zeros]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&[1, 2, 3, 4]);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_i8().unwrap(), [0; 4]);
+}
+
+/// LiteRT 2.3.0's output (builtin and reference kernels, the same bits) of the hybrid
+/// EMBEDDING_LOOKUP above for ids [2, 0, 3].
+const EMBEDDING_WANT: [f32; 9] = [
+    237.5, -307.5, -215.0, -12.7, -9.0, -5.3, -0.0343, -0.0084, 0.0175,
+];
 
 /// Inputs of ADD_N that differ in shape (or int8 scale), a CUMSUM axis out of range, an int8
 /// CUMSUM TFLite Micro cannot rescale and an int8 L2_NORMALIZATION whose output is not in steps
