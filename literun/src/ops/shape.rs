@@ -77,6 +77,7 @@ pub(crate) enum Shape {
     },
     /// EMBEDDING_LOOKUP of an int8 table into float32 rows (hybrid): each picked row's values
     /// times its scale (one for the table, or one per row), as TFLite dequantizes them.
+    #[cfg(feature = "ops-shape")]
     EmbeddingHybrid {
         rows: usize,
         cols: usize,
@@ -659,8 +660,9 @@ impl Shape {
                 #[cfg(not(feature = "ops-shape"))]
                 return Err(super::compiled_out(index, op));
             }
+            #[cfg(feature = "ops-shape")]
             Shape::EmbeddingHybrid { rows, cols, scales } => {
-                #[cfg(all(feature = "ops-shape", feature = "ops-hybrid"))]
+                #[cfg(feature = "ops-hybrid")]
                 {
                     so::embedding_hybrid(
                         ins.typed::<i8>(1)?,
@@ -673,8 +675,11 @@ impl Shape {
                         op_err(index, op, format!("index {bad} out of range 0..{rows}"))
                     })?;
                 }
-                #[cfg(not(all(feature = "ops-shape", feature = "ops-hybrid")))]
-                return Err(super::compiled_out(index, op));
+                #[cfg(not(feature = "ops-hybrid"))]
+                {
+                    let _ = (rows, cols, scales);
+                    return Err(super::compiled_out(index, op));
+                }
             }
         }
         Ok(())

@@ -174,6 +174,7 @@ pub(super) fn embedding_lookup(c: &Ctx<'_, '_>) -> Result<Kind> {
             "lookup must be 1-D and value at least 2-D, are {ids:?} and {v:?}"
         )));
     }
+    #[cfg(feature = "ops-shape")]
     if dt == DType::I8 && c.output(0)?.dtype == DType::F32 {
         c.check_out(0, &[ids, &v[1..]].concat(), DType::F32)?;
         return Ok(Kind::Shape(Shape::EmbeddingHybrid {
