@@ -1,6 +1,8 @@
 //! TFLite Micro's builtins on small hand-built models: L2_POOL_2D (which TensorFlow's converter
-//! no longer writes), the integer forms and run-time errors of FLOOR_DIV, FLOOR_MOD, ADD_N,
-//! CUMSUM (int32, and int8 as TFLite Micro computes them) and REDUCE_ALL, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
+//! no longer writes), the integer forms and run-time errors of FLOOR_DIV and FLOOR_MOD (int32,
+//! int8, int16), ADD_N, CUMSUM (int32, and int8 as TFLite Micro computes them) and REDUCE_ALL,
+//! hybrid EMBEDDING_LOOKUP
+//! and int8 ZEROS_LIKE, RFFT2D's cropping and padding and the parts of COMPLEX64 values, and
 //! malformed operands of these and of UNIDIRECTIONAL_SEQUENCE_LSTM (TensorFlow-made files are in
 //! `tf_builtins.rs` and `tf_models.rs`).
 
@@ -76,6 +78,69 @@ fn int32_floor_div_and_mod() {
     );
     for code in [B::FLOOR_DIV, B::FLOOR_MOD] {
         let e = run_i32_binary(code, &a, &[2, 0, 1, 1]).unwrap_err();
+        assert!(e.to_string().contains("division by zero"), "{e}");
+    }
+}
+
+/// FLOOR_DIV and FLOOR_MOD of int8 or int16 (`size` bytes) `x` by the constant `y`, broadcast
+/// over its rows; both outputs widened to i16. `Err` from `invoke`.
+fn run_narrow_floor_div_mod(
+    ty: TensorType,
+    size: usize,
+    x: &[i16; 8],
+    y: &[i16; 4],
+) -> Result<[Vec<i16>; 2], literun::Error> {
+    let bytes_of = |v: &[i16]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|v| v.to_le_bytes()[..size].to_vec())
+            .collect()
+    };
+    let mut m = ModelBuilder::new();
+    let a = m.tensor("a", &[2, 4], ty);
+    let b = m.const_bytes("b", &[4], ty, bytes_of(y));
+    let q = m.tensor("q", &[2, 4], ty);
+    let r = m.tensor("r", &[2, 4], ty);
+    m.op(B::FLOOR_DIV, &[a, b], &[q], None);
+    m.op(B::FLOOR_MOD, &[a, b], &[r], None);
+    let bytes = m.finish(&[a], &[q, r]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&bytes_of(x));
+    it.invoke()?;
+    let values = |j: usize| -> Vec<i16> {
+        let o = it.output(j).unwrap();
+        match size {
+            1 => o.as_i8().unwrap().iter().map(|&v| i16::from(v)).collect(),
+            _ => o
+                .bytes()
+                .chunks(2)
+                .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                .collect(),
+        }
+    };
+    Ok([values(0), values(1)])
+}
+
+/// int8 and int16 FLOOR_DIV and FLOOR_MOD on the stored integers (LiteRT's; TFLite Micro has
+/// float only), with a broadcast divisor: LiteRT 2.3.0's outputs (builtin and reference kernels
+/// agree), the type's minimum divided by -1 wrapping to the minimum as in LiteRT; a zero divisor
+/// fails the invocation.
+#[test]
+fn int8_and_int16_floor_div_and_mod() {
+    let x = [-128, 127, -128, -7, 7, -7, 100, 0];
+    let y = [3, -2, -1, 5];
+    let rem = vec![1, -1, 0, 3, 1, -1, 0, 0];
+    let [q, r] = run_narrow_floor_div_mod(TensorType::INT8, 1, &x, &y).unwrap();
+    assert_eq!(q, [-43, -64, -128, -2, 2, 3, -100, 0]);
+    assert_eq!(r, rem);
+    let [q, r] = run_narrow_floor_div_mod(TensorType::INT16, 2, &x, &y).unwrap();
+    assert_eq!(q, [-43, -64, 128, -2, 2, 3, -100, 0]);
+    assert_eq!(r, rem);
+    for (ty, size) in [(TensorType::INT8, 1), (TensorType::INT16, 2)] {
+        let e = run_narrow_floor_div_mod(ty, size, &x, &[3, 0, 1, 1]).unwrap_err();
         assert!(e.to_string().contains("division by zero"), "{e}");
     }
 }
@@ -166,6 +231,56 @@ fn int8_add_n_and_cumsum_as_tflite_micro() {
         [-3, -1, -1, -6, -10, 2]
     );
 }
+
+/// Hybrid EMBEDDING_LOOKUP (an int8 table with one scale per row, float32 rows out): LiteRT's
+/// outputs (builtin and reference kernels); an id outside the table is an error when invoking.
+/// int8 ZEROS_LIKE (TFLite Micro's; LiteRT has none) gives stored zeros whatever the zero point.
+#[test]
+fn hybrid_embedding_lookup_and_int8_zeros_like() {
+    let mut m = ModelBuilder::new();
+    let ids = m.tensor("ids", &[3], TensorType::INT32);
+    let table: Vec<i8> = (0..12).map(|i| (i * 37 % 255 - 127) as i8).collect();
+    let t = m.const_i8("table", &[4, 3], &table);
+    m.quant(t, &[0.1, 0.013, 2.5, 0.0007], &[0, 0, 0, 0], 0);
+    let rows = m.f32("rows", &[3, 3]);
+    m.op(B::EMBEDDING_LOOKUP, &[ids, t], &[rows], None);
+    let bytes = m.finish(&[ids], &[rows]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(&[2, 0, 3]));
+    it.invoke().unwrap();
+    let want: [f32; 9] = EMBEDDING_WANT;
+    assert_eq!(it.output(0).unwrap().as_f32().unwrap(), want);
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&i32_bytes(&[2, 4, 0]));
+    let e = it.invoke().unwrap_err().to_string();
+    assert!(e.contains("index 4 out of range 0..4"), "{e}");
+
+    let mut m = ModelBuilder::new();
+    let x = m.q("x", &[2, 2], TensorType::INT8, 0.5, -7);
+    let zeros = m.q("zeros", &[2, 2], TensorType::INT8, 0.5, -7);
+    m.op(B::ZEROS_LIKE, &[x], &[zeros], None);
+    let bytes = m.finish(&[x], &[zeros]);
+    let model = Model::from_bytes(&bytes).unwrap();
+    let mut it = Interpreter::new(&model).unwrap();
+    it.input_mut(0)
+        .unwrap()
+        .bytes_mut()
+        .copy_from_slice(&[1, 2, 3, 4]);
+    it.invoke().unwrap();
+    assert_eq!(it.output(0).unwrap().as_i8().unwrap(), [0; 4]);
+}
+
+/// LiteRT 2.3.0's output (builtin and reference kernels, the same bits) of the hybrid
+/// EMBEDDING_LOOKUP above for ids [2, 0, 3].
+const EMBEDDING_WANT: [f32; 9] = [
+    237.5, -307.5, -215.0, -12.7, -9.0, -5.3, -0.0343, -0.0084, 0.0175,
+];
 
 /// Inputs of ADD_N that differ in shape (or int8 scale), a CUMSUM axis out of range, an int8
 /// CUMSUM TFLite Micro cannot rescale and an int8 L2_NORMALIZATION whose output is not in steps

@@ -17,6 +17,8 @@ use crate::ops::Kind;
 #[cfg(feature = "ops-variables")]
 use alloc::boxed::Box;
 #[cfg(feature = "ops-variables")]
+use alloc::string::String;
+#[cfg(feature = "ops-variables")]
 use alloc::vec::Vec;
 
 /// The variables' values: shared by the interpreter and the subgraphs its CALL_ONCEs run.

@@ -326,6 +326,34 @@ pub fn gather<T: Copy>(
     Ok(())
 }
 
+/// Hybrid EMBEDDING_LOOKUP: the int8 `table`'s rows (of `cols` values) picked by `ids`, each
+/// value times its row's scale (`scales` has one entry for the whole table or one per row) in
+/// float32, as TFLite dequantizes them. Fails with the first id outside the table.
+pub fn embedding_hybrid(
+    table: &[i8],
+    cols: usize,
+    scales: &[f32],
+    ids: &[i32],
+    output: &mut [f32],
+) -> Result<(), i32> {
+    let rows = table.len().checked_div(cols).unwrap_or(0);
+    for (&id, out) in ids.iter().zip(output.chunks_exact_mut(cols.max(1))) {
+        let r = usize::try_from(id).ok().filter(|&r| r < rows).ok_or(id)?;
+        let scale = if scales.len() == 1 {
+            scales[0]
+        } else {
+            *scales.get(r).ok_or(id)?
+        };
+        let Some(row) = table.get(r * cols..(r + 1) * cols) else {
+            return Err(id);
+        };
+        for (o, &v) in out.iter_mut().zip(row) {
+            *o = f32::from(v) * scale;
+        }
+    }
+    Ok(())
+}
+
 /// PAD: `output` (shape `in_shape[d] + before[d] + after[d]`) filled with `value` around `input`.
 /// MIRROR_PAD: each output coordinate reflects back into the input (REFLECT skips the border
 /// value, SYMMETRIC repeats it). Paddings were checked against the dimensions at prepare time.

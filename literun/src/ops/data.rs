@@ -72,7 +72,8 @@ pub(super) fn prepare(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         B::SHAPE => shape(c)?,
         B::FILL => fill(c)?,
         B::ZEROS_LIKE => {
-            let dt = c.want_dtype(0, &[DType::F32, DType::I32, DType::I64])?;
+            // int8 as TFLite Micro: stored zeros, whatever the zero point.
+            let dt = c.want_dtype(0, &[DType::F32, DType::I32, DType::I64, DType::I8])?;
             c.check_out(0, c.shape(0)?, dt)?;
             Data::Zeros
         }

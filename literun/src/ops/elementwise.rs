@@ -103,7 +103,10 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             act = c.opt(t.i8(4, 0).and_then(activation))?;
         }
     }
-    if matches!(c.dtype(0)?, DType::I8 | DType::I16) {
+    // LiteRT's int8 and int16 FLOOR_DIV and FLOOR_MOD work on the stored integers (no
+    // quantization); the other int8/int16 operators are quantized.
+    let plain_integers = matches!(op, O::FloorDiv | O::FloorMod);
+    if matches!(c.dtype(0)?, DType::I8 | DType::I16) && !plain_integers {
         return binary_i8(c, op, act);
     }
     let int_ok = matches!(
@@ -117,7 +120,9 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
             | O::FloorDiv
             | O::FloorMod
     );
-    let allowed: &[DType] = if int_ok {
+    let allowed: &[DType] = if plain_integers {
+        &[DType::F32, DType::I32, DType::I8, DType::I16]
+    } else if int_ok {
         &[DType::F32, DType::I32]
     } else {
         &[DType::F32]
@@ -436,6 +441,24 @@ impl Elementwise {
                                 op_err(index, op, "int32 division by zero, or no int32 form")
                             })?;
                         }
+                        DType::I8 => ew::floor_div_mod_narrow::<i8>(
+                            *bop,
+                            bc,
+                            ins.typed(0)?,
+                            ins.typed(1)?,
+                            cast_out(out)?,
+                            |v| v as i8,
+                        )
+                        .map_err(|_| op_err(index, op, "int8 division by zero"))?,
+                        DType::I16 => ew::floor_div_mod_narrow::<i16>(
+                            *bop,
+                            bc,
+                            ins.typed(0)?,
+                            ins.typed(1)?,
+                            cast_out(out)?,
+                            |v| v as i16,
+                        )
+                        .map_err(|_| op_err(index, op, "int16 division by zero"))?,
                         _ => ew::binary_f32(
                             *bop,
                             bc,

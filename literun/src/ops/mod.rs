@@ -441,6 +441,8 @@ pub(crate) fn missing_kernel_feature(kind: &Kind) -> Option<&'static str> {
         | K::Shape(Shape::Split { .. })
         | K::Shape(Shape::Concat { .. })
         | K::Shape(Shape::Gather { .. }) => (f!("ops-shape"), None),
+        #[cfg(feature = "ops-shape")]
+        K::Shape(Shape::EmbeddingHybrid { .. }) => (f!("ops-shape"), Some(H)),
         K::Quantize(Quantize::DequantizeF16)
         | K::Quantize(Quantize::DequantizeAffine { .. })
         | K::Quantize(Quantize::DequantizePerChannel { .. })

@@ -75,6 +75,14 @@ pub(crate) enum Shape {
         size: usize,
         idx: DType,
     },
+    /// EMBEDDING_LOOKUP of an int8 table into float32 rows (hybrid): each picked row's values
+    /// times its scale (one for the table, or one per row), as TFLite dequantizes them.
+    #[cfg(feature = "ops-shape")]
+    EmbeddingHybrid {
+        rows: usize,
+        cols: usize,
+        scales: Vec<f32>,
+    },
 }
 
 /// Prepares a data movement operator: this family's entry in the operator table
@@ -651,6 +659,27 @@ impl Shape {
                 }
                 #[cfg(not(feature = "ops-shape"))]
                 return Err(super::compiled_out(index, op));
+            }
+            #[cfg(feature = "ops-shape")]
+            Shape::EmbeddingHybrid { rows, cols, scales } => {
+                #[cfg(feature = "ops-hybrid")]
+                {
+                    so::embedding_hybrid(
+                        ins.typed::<i8>(1)?,
+                        *cols,
+                        scales,
+                        ins.typed::<i32>(0)?,
+                        cast_out::<f32>(out)?,
+                    )
+                    .map_err(|bad| {
+                        op_err(index, op, format!("index {bad} out of range 0..{rows}"))
+                    })?;
+                }
+                #[cfg(not(feature = "ops-hybrid"))]
+                {
+                    let _ = (rows, cols, scales);
+                    return Err(super::compiled_out(index, op));
+                }
             }
         }
         Ok(())

@@ -15,7 +15,7 @@
     )
 )]
 
-use super::context::{data_dtype, positive, tag, Ctx};
+use super::context::{data_dtype, filter_scales, positive, tag, Ctx};
 use super::shape::{strides_isize, Shape};
 use super::Kind;
 use crate::error::{format, Result};
@@ -161,7 +161,9 @@ pub(super) fn depth_space(c: &Ctx<'_, '_>, to_space: bool) -> Result<Kind> {
     }))
 }
 
-/// EMBEDDING_LOOKUP: rows of `value` (input 1) picked by the INT32 `lookup` (input 0).
+/// EMBEDDING_LOOKUP: rows of `value` (input 1) picked by the INT32 `lookup` (input 0). An int8
+/// `value` with a float32 output is TFLite's hybrid form: the rows are dequantized (symmetric,
+/// one scale for the table or one per row).
 pub(super) fn embedding_lookup(c: &Ctx<'_, '_>) -> Result<Kind> {
     c.want_dtype(0, &[DType::I32])?;
     let dt = data_dtype(c, 1)?;
@@ -171,6 +173,15 @@ pub(super) fn embedding_lookup(c: &Ctx<'_, '_>) -> Result<Kind> {
         return Err(c.err(format!(
             "lookup must be 1-D and value at least 2-D, are {ids:?} and {v:?}"
         )));
+    }
+    #[cfg(feature = "ops-shape")]
+    if dt == DType::I8 && c.output(0)?.dtype == DType::F32 {
+        c.check_out(0, &[ids, &v[1..]].concat(), DType::F32)?;
+        return Ok(Kind::Shape(Shape::EmbeddingHybrid {
+            rows: v[0],
+            cols: v[1..].iter().product(),
+            scales: filter_scales(c, 1, v[0], 0)?,
+        }));
     }
     c.check_out(0, &[ids, &v[1..]].concat(), dt)?;
     c.same_q(1, 0)?;

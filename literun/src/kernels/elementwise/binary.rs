@@ -139,6 +139,30 @@ pub fn binary_i32(
     Ok(())
 }
 
+/// FLOOR_DIV or FLOOR_MOD of plain (not quantized) int8 or int16 values, as LiteRT computes them:
+/// in int32, the result narrowed back (`narrow`; the one quotient out of range, the type's minimum
+/// divided by -1, wraps to the minimum). `Err(())` for division by zero (nothing written) or
+/// another operator.
+#[allow(clippy::result_unit_err)]
+pub fn floor_div_mod_narrow<T: Copy + Into<i32>>(
+    op: BinaryOp,
+    bc: &Broadcast,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    narrow: impl Fn(i32) -> T,
+) -> Result<(), ()> {
+    if b.iter().any(|&v| v.into() == 0) {
+        return Err(());
+    }
+    match op {
+        BinaryOp::FloorDiv => bc.apply(a, b, out, |x, y| narrow(floor_div_i32(x.into(), y.into()))),
+        BinaryOp::FloorMod => bc.apply(a, b, out, |x, y| narrow(floor_mod_i32(x.into(), y.into()))),
+        _ => return Err(()),
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
