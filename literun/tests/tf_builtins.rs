@@ -152,6 +152,12 @@ fn tf_math_float() {
     check("math_float", false);
 }
 
+/// CEIL and ROUND (halves to even).
+#[test]
+fn tf_rounding_float() {
+    check("rounding_float", false);
+}
+
 /// Int8 L2_NORMALIZATION (behind a float ELU).
 #[test]
 fn tf_norm_int8() {
