@@ -16,7 +16,9 @@ fn i32_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// L2_POOL_2D with SAME padding: windows cut by the border average over their in-bounds part.
+/// L2_POOL_2D with SAME padding: windows cut by the border average over their in-bounds part
+/// (LiteRT 2.3.0's builtin and reference kernels give these values on this file; TensorFlow's
+/// converter writes no L2_POOL_2D).
 #[test]
 fn l2_pool_same_padding() {
     let mut m = ModelBuilder::new();
