@@ -83,7 +83,7 @@ class Literun:
 def lite_files(name: str, litecvt: str, work: Path) -> list[tuple[str, Path]]:
     """(label, file) pairs for a model argument."""
     if name in cr.GENERATED:
-        make, size = cr.GENERATED[name]
+        make, size, shape = cr.GENERATED[name]
         onnx_path = work / f"{name}.onnx"
         if not onnx_path.exists():
             make(onnx_path, size)
@@ -91,7 +91,7 @@ def lite_files(name: str, litecvt: str, work: Path) -> list[tuple[str, Path]]:
         calib.mkdir(exist_ok=True)
         rng = np.random.default_rng(7)
         for i in range(cr.CALIBRATION_SAMPLES):
-            np.save(calib / f"{i:04}.npy", rng.standard_normal((1, 3, size, size)).astype(np.float32))
+            np.save(calib / f"{i:04}.npy", rng.standard_normal(shape).astype(np.float32))
         f32, i8 = work / f"{name}.f32.lite", work / f"{name}.int8.lite"
         if not f32.exists():
             cr.run([litecvt, "convert", str(onnx_path), "-o", str(f32)])
