@@ -567,3 +567,68 @@ fn box_decoding_after_the_last_conv_runs_in_float() {
     let s = &q.quantization.as_ref().unwrap().summary;
     assert!(s.float_nodes.is_empty(), "{:?}", s.float_nodes);
 }
+
+/// Conv3x3 → HardSwish → depthwise Conv3x3 → Conv1x1, the first conv's output channels scaled
+/// from 0.05 to 50 and the depthwise weights by the inverse (a batch norm folded into the
+/// layer before a HardSwish, as in PP-LCNet).
+fn hard_swish_spread_model() -> Vec<u8> {
+    use litecvt::import::builder::Attr;
+    let (c, cin) = (8usize, 3usize);
+    let s: Vec<f32> = (0..c)
+        .map(|i| 0.05f32 * 1000f32.powf(i as f32 / (c - 1) as f32))
+        .collect();
+    let mut b = OnnxBuilder::new(14);
+    b.input("input", &[1, cin as i64, 16, 16]);
+    let mut w = noise(c * cin * 9, 13);
+    for (i, v) in w.iter_mut().enumerate() {
+        *v *= s[i / (cin * 9)];
+    }
+    b.init(ftensor("w0", &[c as i64, cin as i64, 3, 3], w));
+    b.init(ftensor("b0", &[c as i64], noise(c, 14)));
+    let mut wd = noise(c * 9, 15);
+    for (i, v) in wd.iter_mut().enumerate() {
+        *v /= s[i / 9].max(1.0);
+    }
+    b.init(ftensor("wd", &[c as i64, 1, 3, 3], wd));
+    b.init(ftensor("w1", &[4, c as i64, 1, 1], noise(4 * c, 16)));
+    let pads = || vec![("pads", Attr::Is(vec![1, 1, 1, 1]))];
+    b.node("Conv", "conv0", &["input", "w0", "b0"], &["conv0"], pads());
+    b.node("HardSwish", "hswish", &["conv0"], &["hswish"], vec![]);
+    let mut dw = pads();
+    dw.push(("group", Attr::I(c as i64)));
+    b.node("Conv", "dw", &["hswish", "wd"], &["dw"], dw);
+    b.node("Conv", "conv1", &["dw", "w1"], &["output"], vec![]);
+    b.output("output");
+    b.bytes()
+}
+
+#[test]
+fn equalization_crosses_hard_swish_through_a_gate_of_the_scaled_input() {
+    let model = hard_swish_spread_model();
+    let float = convert(&model, &ConvertOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 3, 16, 16], 16, 21);
+    let input = NpyArray::f32(
+        vec![1, 3, 16, 16],
+        noise(768, 99).iter().map(|x| x * 4.0).collect(),
+    );
+    let reference = run(&float.bytes, &input);
+    let mut opts = full_int8(dir.path());
+    let with = convert(&model, &opts);
+    opts.no_equalize = true;
+    let without = convert(&model, &opts);
+    let equalized = &with.quantization.as_ref().unwrap().equalized;
+    assert!(
+        equalized.iter().any(|t| t.contains("hswish")),
+        "{equalized:?}"
+    );
+    let (snr_with, snr_without) = (
+        error_stats(&run(&with.bytes, &input), &reference).snr_db,
+        error_stats(&run(&without.bytes, &input), &reference).snr_db,
+    );
+    println!("full int8: {snr_with:.1} dB equalized across HardSwish, {snr_without:.1} dB not");
+    // The gate reads the scaled input with each channel's slope; a wrong slope or floor would
+    // show here as a large error, not a small one.
+    assert!(snr_with > 30.0, "{snr_with}");
+    assert!(snr_with > snr_without + 6.0, "{snr_with} vs {snr_without}");
+}

@@ -189,7 +189,7 @@ fn producer_through_homogeneous(
 }
 
 /// Largest |weight| per channel along `axis` (`channels` of them).
-fn channel_absmax(w: &ndarray::ArrayD<f32>, axis: Axis, channels: usize) -> Vec<f32> {
+pub(super) fn channel_absmax(w: &ndarray::ArrayD<f32>, axis: Axis, channels: usize) -> Vec<f32> {
     let mut m = vec![0f32; channels];
     let v: Vec<f32> = w.iter().copied().collect();
     match axis {
@@ -218,7 +218,11 @@ fn channel_absmax(w: &ndarray::ArrayD<f32>, axis: Axis, channels: usize) -> Vec<
 }
 
 /// Multiplies channel `c` along `axis` by `f[c]`.
-fn scale_channels(w: &ndarray::ArrayD<f32>, axis: Axis, f: &[f32]) -> ndarray::ArrayD<f32> {
+pub(super) fn scale_channels(
+    w: &ndarray::ArrayD<f32>,
+    axis: Axis,
+    f: &[f32],
+) -> ndarray::ArrayD<f32> {
     let channels = f.len();
     let mut out = w.as_standard_layout().into_owned();
     let v = out.as_slice_mut().expect("standard layout");
@@ -246,7 +250,7 @@ fn scale_channels(w: &ndarray::ArrayD<f32>, axis: Axis, f: &[f32]) -> ndarray::A
 }
 
 /// Largest |value| per channel (last axis) of every `wanted` tensor of the float file, by name.
-fn activation_absmax(
+pub(super) fn activation_absmax(
     float_bytes: &[u8],
     samples: &[Sample],
     wanted: &HashMap<String, usize>,

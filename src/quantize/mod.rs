@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod clip_ranges;
 pub mod downstream;
 pub mod equalize;
+pub mod equalize_gated;
 pub mod float_islands;
 mod full_int8;
 pub mod mixed;

@@ -5,8 +5,8 @@
 use super::calibrate::{CalibrationSource, ImageOptions, InputSpec, Method, Sample};
 use super::report::{self, FloatOutputs, LayerError};
 use super::{
-    bias_correction, clip_ranges, downstream, equalize, float_islands, mixed, qdq, range_stats,
-    weight_rounding, weights,
+    bias_correction, clip_ranges, downstream, equalize, equalize_gated, float_islands, mixed, qdq,
+    range_stats, weight_rounding, weights,
 };
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
@@ -486,6 +486,11 @@ fn calibrated(
         let few = &samples[..samples.len().min(ERROR_SAMPLES)];
         equalized = equalize::equalize(graph, &float, few)
             .with_context(|| format!("{label}: equalizing"))?;
+        // Float-exact, so the HardSwish outputs it measures are the same in `float`.
+        equalized.extend(
+            equalize_gated::equalize_gated(graph, &float, few)
+                .with_context(|| format!("{label}: equalizing across HardSwish and SiLU"))?,
+        );
         if !equalized.is_empty() {
             float = export::planned_tflite(graph, label)?;
         }
