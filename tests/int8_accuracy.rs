@@ -627,6 +627,11 @@ fn equalization_crosses_hard_swish_through_a_gate_of_the_scaled_input() {
         error_stats(&run(&without.bytes, &input), &reference).snr_db,
     );
     println!("full int8: {snr_with:.1} dB equalized across HardSwish, {snr_without:.1} dB not");
+    // The floor and the gate's clip are what int8 saturation does: the file has neither.
+    for clamp in ["MAXIMUM", "MINIMUM"] {
+        assert!(!with.ops_after.contains_key(clamp), "{:?}", with.ops_after);
+    }
+    assert_eq!(with.ops_after.get("MUL"), Some(&1), "{:?}", with.ops_after);
     // The gate reads the scaled input with each channel's slope; a wrong slope or floor would
     // show here as a large error, not a small one.
     assert!(snr_with > 30.0, "{snr_with}");

@@ -17,6 +17,7 @@ pub mod pipeline;
 pub mod qdq;
 pub mod range_stats;
 pub mod report;
+mod saturating_clamps;
 pub mod weight_rounding;
 pub mod weights;
 

@@ -6,7 +6,7 @@ use super::calibrate::{CalibrationSource, ImageOptions, InputSpec, Method, Sampl
 use super::report::{self, FloatOutputs, LayerError};
 use super::{
     bias_correction, clip_ranges, downstream, equalize, equalize_gated, float_islands, mixed, qdq,
-    range_stats, weight_rounding, weights,
+    range_stats, saturating_clamps, weight_rounding, weights,
 };
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
@@ -670,6 +670,10 @@ fn calibrated(
         summary.mode = "int8 (the QDQ model's parameters, calibration elsewhere)".into();
     }
     *graph = g;
+    // Measured with them (the same values): the measurements match tensors by name.
+    if saturating_clamps::drop_saturating_clamps(graph) > 0 {
+        graph.remove_dead();
+    }
     let weights_only = if model.is_static() {
         None
     } else {
