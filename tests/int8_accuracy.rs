@@ -637,3 +637,32 @@ fn equalization_crosses_hard_swish_through_a_gate_of_the_scaled_input() {
     assert!(snr_with > 30.0, "{snr_with}");
     assert!(snr_with > snr_without + 6.0, "{snr_with} vs {snr_without}");
 }
+
+/// A dense layer → SiLU → dense layer on [1, T, C] rows (a transformer's feed-forward block):
+/// the gated rewrite needs image tensors and leaves these as they are.
+#[test]
+fn a_silu_between_dense_layers_on_rows_still_converts() {
+    let (t, c) = (6usize, 8usize);
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, t as i64, c as i64]);
+    let spread: Vec<f32> = (0..c).map(|i| 0.05 * 400f32.powf(i as f32 / 7.0)).collect();
+    let mut w0 = noise(c * c, 31);
+    for (i, v) in w0.iter_mut().enumerate() {
+        *v *= spread[i % c];
+    }
+    b.init(ftensor("w0", &[c as i64, c as i64], w0));
+    b.init(ftensor("w1", &[c as i64, 4], noise(c * 4, 32)));
+    b.node("MatMul", "fc0", &["input", "w0"], &["h"], vec![]);
+    b.node("Sigmoid", "sig", &["h"], &["s"], vec![]);
+    b.node("Mul", "silu", &["h", "s"], &["a"], vec![]);
+    b.node("MatMul", "fc1", &["a", "w1"], &["output"], vec![]);
+    b.output("output");
+    let model = b.bytes();
+    let float = convert(&model, &ConvertOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, t, c], 16, 33);
+    let input = NpyArray::f32(vec![1, t, c], noise(t * c, 34));
+    let int8 = convert(&model, &full_int8(dir.path()));
+    let snr = error_stats(&run(&int8.bytes, &input), &run(&float.bytes, &input)).snr_db;
+    assert!(snr > 20.0, "{snr}");
+}

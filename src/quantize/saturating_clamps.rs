@@ -69,7 +69,12 @@ mod tests {
             g.tensors[id].quant = p.clone();
             id
         };
-        let (x, y, z, out) = (t(&mut g, "x"), t(&mut g, "y"), t(&mut g, "z"), t(&mut g, "out"));
+        let (x, y, z, out) = (
+            t(&mut g, "x"),
+            t(&mut g, "y"),
+            t(&mut g, "z"),
+            t(&mut g, "out"),
+        );
         let k = |g: &mut Graph, name: &str, v: i8| {
             let id = g.add_const(name, ConstData::I8(ndarray::arr0(v).into_dyn()));
             g.tensors[id].quant = p.clone();
