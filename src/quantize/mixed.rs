@@ -150,22 +150,40 @@ pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> 
     // Far from the budget, errors that many layers add a little each dominate: start from every
     // layer with a 16x8 kernel in int16 (the rest of the computing layers in float, as
     // whole-model int16x8 runs them) if that is better.
-    let mut best = best;
+    let plain = best;
+    let mut best = plain.clone();
     let far = budget - best.worst_snr() > FAR_FROM_BUDGET_DB;
-    if far && q.int8.activations == Activations::Int8 {
-        let trial = q.attempt(&wide(&q.float_graph, &best.precision, &all))?;
+    let can_widen = q.int8.activations == Activations::Int8;
+    let wide_start = |q: &Quantizer<'_>| q.attempt(&wide(&q.float_graph, &plain.precision, &all));
+    if far && can_widen {
+        let trial = wide_start(q)?;
         if trial.worst_snr() > best.worst_snr() {
             best = trial;
         }
     }
-    if best.worst_snr() >= budget {
-        return Ok(best);
+    let moves = |q: &Quantizer<'_>, best: Attempt| {
+        if best.worst_snr() >= budget {
+            Ok(best)
+        } else if all.len() <= EXHAUSTIVE_CANDIDATES {
+            exhaustive(q, best, budget, &all)
+        } else {
+            by_local_damage(q, best, budget, &all)
+        }
+    };
+    let found = moves(q, best)?;
+    if found.worst_snr() >= budget || far || !can_widen {
+        return Ok(found);
     }
-    if all.len() <= EXHAUSTIVE_CANDIDATES {
-        exhaustive(q, best, budget, &all)
+    // Close to the budget, moving layers one at a time fell short where many layers each add a
+    // little (PP-OCR cls once its HardSwish chains became several ops each): search again from
+    // int16 everywhere, as far from the budget, where the moves then take layers to float.
+    let trial = wide_start(q)?;
+    let again = moves(q, trial)?;
+    Ok(if again.worst_snr() > found.worst_snr() {
+        again
     } else {
-        by_local_damage(q, best, budget, &all)
-    }
+        found
+    })
 }
 
 /// `precision` with every node that has a 16x8 kernel in int16 (those that only move values
