@@ -1,38 +1,38 @@
-//! Cross-layer equalization across a gated activation, HardSwish or SiLU (the precondition
-//! stage, beside `equalize`). Neither is positively homogeneous, so a per-channel scale cannot
-//! pass it as it passes a ReLU; but each is its input times a gate of its input,
-//! `hswish(x) = x · clamp(x/6 + ½, 0, 1)`, `silu(x) = x · σ(x)`, so with `x = s·x'`
+//! Cross-layer equalization across a HardSwish (the precondition stage, beside `equalize`).
+//! HardSwish is not positively homogeneous, so a per-channel scale cannot pass it as it passes a
+//! ReLU; but it is its input times a gate of its input, `hswish(x) = x · clamp(x/6 + ½, 0, 1)`,
+//! so with `x = s·x'`
 //!
 //! ```text
-//! hswish(x) / s = x' · clamp(s/6 · x' + ½, 0, 1)        silu(x) / s = x' · σ(s · x')
+//! hswish(x) / s = x' · clamp(s/6 · x' + ½, 0, 1)
 //! ```
 //!
 //! The producer layer writes `x' = x / s` (its weights and bias divided by `s[c]`), a 1x1
-//! depthwise layer computes the gate's argument from `x'` with weights `s[c]/6` and bias ½ (then a
-//! fused ReLU and MINIMUM with 1) or weights `s[c]` (then the LOGISTIC) — per-channel weights, so
-//! int8 keeps each channel's slope — and a MUL of `x'` by the gate gives the activation's output
-//! divided by `s`; the consumer's weights are multiplied by `s[c]`. Int8 then gives the activation's
-//! input and output one range in which every channel has its share of the steps: PP-LCNet's
-//! (PP-OCR, PicoDet) HardSwish outputs span channels 50-600x apart after the batch norm folded
-//! into the layer before, and a per-tensor range rounds the small ones to a few steps.
+//! depthwise layer computes the gate from `x'` with weights `s[c]/6` and bias ½ (a fused ReLU,
+//! then MINIMUM with 1) — per-channel weights, so int8 keeps each channel's slope — and a MUL of
+//! `x'` by the gate gives the HardSwish's output divided by `s`; the consumer's weights are
+//! multiplied by `s[c]`. Exact in real arithmetic. Int8 then gives the HardSwish's input and
+//! output one range in which every channel has its share of the steps: PP-LCNet's (PP-OCR,
+//! PicoDet) HardSwish outputs span channels 50-600x apart after the batch norm folded into the
+//! layer before, and a per-tensor range rounds the small ones to a few steps.
 //!
-//! A gate is 0 (HardSwish) or under 1/512 — 0 in int8 LOGISTIC's 1/256 steps — (SiLU) for
-//! arguments under `-K` (3 and 8): a MAXIMUM of `x'` with `L = -K / min(s)` before the gate and the
-//! MUL changes nothing for HardSwish and at most `8·σ(-8) = 0.003` per value for SiLU, and int8
-//! calibration (the MAXIMUM's input takes its clipped range) spends no steps on values the gate
-//! discards. The scale: `s[c] ∝ max(a[c], K)` with `a[c]` channel `c`'s largest output on the
-//! calibration samples when the consumer is depthwise (its per-channel weights take any scale), the
-//! balance `sqrt(max(a[c], K) / w[c])` of `equalize` for a conv or dense consumer. The floor of `K`
-//! keeps `L` within the largest channel's range.
+//! The gate is 0 for `x ≤ -3`, so every channel's gate is 0 for `x' ≤ L = -3 / min(s)`: a
+//! MAXIMUM of `x'` with `L` before the gate and the MUL changes nothing, and int8 calibration
+//! (the MAXIMUM's input takes its clipped range) spends no steps on values the HardSwish
+//! discards. The scale: `s[c] ∝ max(a[c], 3)` with `a[c]` channel `c`'s largest output on the
+//! calibration samples when the consumer is depthwise (its per-channel weights take any scale),
+//! the balance `sqrt(max(a[c], 3) / w[c])` of `equalize` for a conv or dense consumer. The floor
+//! of 3 keeps `L` within the largest channel's range.
 //!
 //! Each rewrite adds an operator to the file (the floor and the gate's clip are int8 saturation,
 //! `saturating_clamps` drops them): a chain is rewritten only where the rounding noise it passes
 //! to the consumer, estimated from the ranges and the consumer's weights, falls below 0.8 of what
 //! it was. On 16 held-out inputs: PP-OCRv4 det 16.0 → 23.0 dB (21.8 with every chain rewritten,
 //! the one more at an estimate of 0.86 included), the PicoDet layout detector 2.8 → 12.4 (9.3
-//! where the estimate must halve); on a YOLO-style captcha detector the SiLU floor at
-//! `-8/min(s)` widens the scaled input more than the balance gains, and the estimate keeps 5 of
-//! 31 chains.
+//! where the estimate must halve). SiLU (`x · σ(x)`) admits the same rewrite with a LOGISTIC of
+//! a 1x1 depthwise layer as its gate (floored at `-8/min(s)`, where int8 LOGISTIC is 0); on the
+//! two YOLO-style detectors of `scripts/real_models.py` it gave 28.1 → 28.0 and 38.4 → 37.0 dB,
+//! so it is not done.
 
 use super::calibrate::Sample;
 use super::equalize::{
@@ -52,24 +52,8 @@ const MAX_SCALE: f32 = 64.0;
 /// alone (as in `equalize`).
 const MIN_SPREAD: f32 = 4.0;
 
-/// The gated activations, by how their gate is computed.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Gate {
-    /// `Unary(HardSwish)` (node `activation`).
-    HardSwish,
-    /// `MUL(x, LOGISTIC(x))` (node `activation` the MUL), the LOGISTIC node.
-    Silu { logistic: usize },
-}
-
-impl Gate {
-    /// The gate's argument under which it is 0, or 0 in int8.
-    fn knee(self) -> f32 {
-        match self {
-            Gate::HardSwish => 3.0,
-            Gate::Silu { .. } => 8.0,
-        }
-    }
-}
+/// HardSwish's input at and under which its gate, and its output, are 0.
+const KNEE: f32 = 3.0;
 
 /// Equalize only where the estimated rounding noise falls below this share of what it was (the
 /// estimate is rough: 0.5 cost the layout detector 3 dB, 1.0 PP-OCRv4 det 1.2 dB).
@@ -80,9 +64,8 @@ const MAX_BETWEEN: usize = 3;
 
 /// Producer → HardSwish → consumer.
 struct Chain {
-    /// The node writing the activation's output (HardSwish, or SiLU's MUL).
+    /// The HardSwish node.
     activation: usize,
-    gate: Gate,
     producer: usize,
     producer_axis: Axis,
     /// ADD/SUB nodes between the activation and the consumer whose constant (input 1) scales with
@@ -105,7 +88,7 @@ fn chains(g: &Graph) -> Vec<Chain> {
     let single = |t: TensorId| uses.get(&t) == Some(&1) && !g.outputs.contains(&t);
     let mut out = Vec::new();
     for (hi, h) in g.nodes.iter().enumerate() {
-        let Some((x, gate)) = gated_input(g, &producers, &uses, hi) else {
+        let Some(x) = hard_swish_input(g, &uses, hi) else {
             continue;
         };
         let u = h.outputs[0];
@@ -173,7 +156,6 @@ fn chains(g: &Graph) -> Vec<Chain> {
         }
         out.push(Chain {
             activation: hi,
-            gate,
             producer: pi,
             producer_axis,
             shifts,
@@ -185,36 +167,12 @@ fn chains(g: &Graph) -> Vec<Chain> {
     out
 }
 
-/// Node `ni`'s activation input and gate, if it writes a HardSwish or a SiLU whose input only it
-/// reads.
-fn gated_input(
-    g: &Graph,
-    producers: &HashMap<TensorId, usize>,
-    uses: &HashMap<TensorId, usize>,
-    ni: usize,
-) -> Option<(TensorId, Gate)> {
+/// Node `ni`'s input if it is a HardSwish whose input only it reads.
+fn hard_swish_input(g: &Graph, uses: &HashMap<TensorId, usize>, ni: usize) -> Option<TensorId> {
     let n = &g.nodes[ni];
-    let only = |t: TensorId, k: usize| uses.get(&t) == Some(&k) && !g.outputs.contains(&t);
-    match n.op {
-        Op::Unary(UnaryOp::HardSwish) => {
-            only(n.inputs[0], 1).then_some((n.inputs[0], Gate::HardSwish))
-        }
-        Op::Binary {
-            op: BinaryOp::Mul,
-            activation: Activation::None,
-        } if n.inputs.len() == 2 => (0..2).find_map(|k| {
-            let (x, sig) = (n.inputs[k], n.inputs[1 - k]);
-            let li = *producers.get(&sig)?;
-            let l = &g.nodes[li];
-            (l.op == Op::Unary(UnaryOp::Sigmoid)
-                && l.inputs[0] == x
-                && only(sig, 1)
-                && only(x, 2)
-                && g.shape(sig) == g.shape(x))
-            .then_some((x, Gate::Silu { logistic: li }))
-        }),
-        _ => None,
-    }
+    let x = *n.inputs.first()?;
+    (n.op == Op::Unary(UnaryOp::HardSwish) && uses.get(&x) == Some(&1) && !g.outputs.contains(&x))
+        .then_some(x)
 }
 
 /// The conv or dense layer reading `u` (as its input 0) through single-use ADD/SUB with a
@@ -286,10 +244,10 @@ fn input_channel_energy(w: &ndarray::ArrayD<f32>, axis: Axis, channels: usize) -
 /// `s[c]`, and the int8 step is the activation input's span over 255 — before, from its lowest
 /// value (taken as `-input_top`, its largest |value|) to the largest output `A`; after, from the
 /// floor `L` to the scaled input's largest value.
-fn rounding_noise_ratio(a: &[f32], input_top: f32, s: &[f32], energy: &[f64], knee: f32) -> f64 {
+fn rounding_noise_ratio(a: &[f32], input_top: f32, s: &[f32], energy: &[f64]) -> f64 {
     let top = f64::from(a.iter().fold(0f32, |m, &x| m.max(x)) + input_top);
     let scaled_top = a.iter().zip(s).fold(0f32, |m, (&a, &s)| m.max(a / s));
-    let floor = -knee / s.iter().fold(f32::INFINITY, |m, &v| m.min(v));
+    let floor = -KNEE / s.iter().fold(f32::INFINITY, |m, &v| m.min(v));
     let span = f64::from(scaled_top - floor);
     let before: f64 = energy.iter().sum::<f64>() * top * top;
     let after: f64 = energy
@@ -307,7 +265,7 @@ fn rounding_noise_ratio(a: &[f32], input_top: f32, s: &[f32], energy: &[f64], kn
 }
 
 /// Each channel's scale `s[c]` (largest 1), or `None` where the channels are balanced already.
-fn scales(a: &[f32], w: &[f32], consumer: Axis, knee: f32) -> Option<Vec<f32>> {
+fn scales(a: &[f32], w: &[f32], consumer: Axis) -> Option<Vec<f32>> {
     let top = a.iter().fold(0f32, |m, &x| m.max(x));
     if !(top > 0.0 && top.is_finite()) || a.iter().all(|&x| x * MIN_SPREAD >= top) {
         return None;
@@ -316,7 +274,7 @@ fn scales(a: &[f32], w: &[f32], consumer: Axis, knee: f32) -> Option<Vec<f32>> {
         .iter()
         .zip(w)
         .map(|(&a, &w)| {
-            let a = a.max(knee);
+            let a = a.max(KNEE);
             match consumer {
                 Axis::DepthwiseInput { multiplier: 1 } => a,
                 _ if w > 0.0 && w.is_finite() => (a / w).sqrt(),
@@ -341,9 +299,9 @@ fn scales(a: &[f32], w: &[f32], consumer: Axis, knee: f32) -> Option<Vec<f32>> {
     )
 }
 
-/// Rewrites every eligible producer → HardSwish or SiLU → consumer chain of `g` (whose float file
-/// is `float_bytes`) as the module describes, scaled on `samples`. Returns the names of the
-/// activation outputs it equalized.
+/// Rewrites every eligible producer → HardSwish → consumer chain of `g` (whose float file is
+/// `float_bytes`) as the module describes, scaled on `samples`. Returns the names of the
+/// HardSwish outputs it equalized.
 pub fn equalize_gated(
     g: &mut Graph,
     float_bytes: &[u8],
@@ -362,8 +320,8 @@ pub fn equalize_gated(
         })
         .collect();
     let act = activation_absmax(float_bytes, samples, &wanted)?;
-    // (activation node, gate, per-channel scale), rewritten last to first so indices stay valid.
-    let mut rewrites: Vec<(usize, Gate, Vec<f32>)> = Vec::new();
+    // (HardSwish output, per-channel scale).
+    let mut rewrites: Vec<(TensorId, Vec<f32>)> = Vec::new();
     for c in &chains {
         let u = g.nodes[c.activation].outputs[0];
         let x = g.nodes[c.producer].outputs[0];
@@ -378,7 +336,7 @@ pub fn equalize_gated(
             c.consumer_axis,
             c.channels,
         );
-        let Some(s) = scales(a, &w, c.consumer_axis, c.gate.knee()) else {
+        let Some(s) = scales(a, &w, c.consumer_axis) else {
             continue;
         };
         let energy = input_channel_energy(
@@ -387,7 +345,7 @@ pub fn equalize_gated(
             c.channels,
         );
         let input_top = input.iter().fold(0f32, |m, &v| m.max(v));
-        let ratio = rounding_noise_ratio(a, input_top, &s, &energy, c.gate.knee());
+        let ratio = rounding_noise_ratio(a, input_top, &s, &energy);
         if ratio.is_nan() || ratio >= MAX_NOISE_RATIO {
             continue;
         }
@@ -411,74 +369,48 @@ pub fn equalize_gated(
             let id = g.add_const(name, ConstData::from_f32(&[c.channels], per_channel));
             g.nodes[ni].inputs[1] = id;
         }
-        rewrites.push((c.activation, c.gate, s));
+        rewrites.push((g.nodes[c.activation].outputs[0], s));
     }
     // Nodes are found again by the tensors they write: each rewrite inserts nodes.
-    let mut done = Vec::new();
-    for (ai, gate, s) in rewrites {
-        let u = g.nodes[ai].outputs[0];
-        let logistic_out = match gate {
-            Gate::HardSwish => None,
-            Gate::Silu { logistic } => Some(g.nodes[logistic].outputs[0]),
-        };
-        done.push((u, logistic_out, gate, s));
-    }
-    let writer = |g: &Graph, t: TensorId| g.nodes.iter().position(|n| n.outputs.contains(&t));
     let mut names = Vec::new();
-    for (u, logistic_out, gate, s) in done {
-        let (Some(ai), gate) = (
-            writer(g, u),
-            match (gate, logistic_out.and_then(|t| writer(g, t))) {
-                (Gate::Silu { .. }, Some(logistic)) => Gate::Silu { logistic },
-                (g, _) => g,
-            },
-        ) else {
+    for (u, s) in rewrites {
+        let Some(hi) = g.nodes.iter().position(|n| n.outputs.contains(&u)) else {
             continue;
         };
         names.push(g.tensors[u].name.clone());
-        gate_by_scaled_input(g, ai, gate, &s);
+        gate_by_scaled_input(g, hi, &s);
     }
     Ok(names)
 }
 
-/// Rewrites the activation written by node `ai`, whose input is now `x / s`, as `MAX(x', L)`, the
-/// 1x1 depthwise gate argument, the gate and a MUL (the node `ai` itself, keeping its output).
-fn gate_by_scaled_input(g: &mut Graph, ai: usize, gate: Gate, s: &[f32]) {
-    let name = g.nodes[ai].name.clone();
-    let (first, x) = match gate {
-        Gate::HardSwish => (ai, g.nodes[ai].inputs[0]),
-        Gate::Silu { logistic } => (logistic, g.nodes[logistic].inputs[0]),
-    };
+/// Replaces HardSwish node `hi`, whose input is now `x / s`, by `MAX(x', L)`, the 1x1 depthwise
+/// gate and its MINIMUM, and a MUL (the node itself, keeping its output tensor).
+fn gate_by_scaled_input(g: &mut Graph, hi: usize, s: &[f32]) {
+    let (x, name) = (g.nodes[hi].inputs[0], g.nodes[hi].name.clone());
     let shape = g.shape(x).to_vec();
     let c = s.len();
-    let knee = gate.knee();
-    let floor = -knee / s.iter().fold(f32::INFINITY, |m, &v| m.min(v));
+    let floor = -KNEE / s.iter().fold(f32::INFINITY, |m, &v| m.min(v));
     let tensor = |g: &mut Graph, suffix: &str| {
         let n = g.fresh_name(&format!("{name}/{suffix}"));
         g.add_tensor(n, shape.clone(), DType::F32)
     };
     let floored = tensor(g, "floored");
     let argument = tensor(g, "gate_argument");
+    let gate = tensor(g, "gate");
     let constant = |g: &mut Graph, suffix: &str, dims: &[usize], v: Vec<f32>| {
         let n = g.fresh_name(&format!("{name}/{suffix}"));
         g.add_const(n, ConstData::from_f32(dims, v))
     };
     let floor_k = constant(g, "floor", &[], vec![floor]);
-    let (slope, offset, activation): (Vec<f32>, f32, _) = match gate {
-        Gate::HardSwish => (
-            s.iter().map(|v| v / (2.0 * knee)).collect(),
-            0.5,
-            Activation::Relu,
-        ),
-        Gate::Silu { .. } => (s.to_vec(), 0.0, Activation::None),
-    };
+    let slope: Vec<f32> = s.iter().map(|v| v / (2.0 * KNEE)).collect();
     let slope = constant(g, "gate_slope", &[1, 1, 1, c], slope);
-    let offset = constant(g, "gate_offset", &[c], vec![offset; c]);
+    let offset = constant(g, "gate_offset", &[c], vec![0.5; c]);
+    let one = constant(g, "one", &[], vec![1.0]);
     let binary = |op| Op::Binary {
         op,
         activation: Activation::None,
     };
-    let mut new_nodes = vec![
+    let new_nodes = [
         Node {
             name: format!("{name}/floor"),
             op: binary(BinaryOp::Max),
@@ -492,38 +424,24 @@ fn gate_by_scaled_input(g: &mut Graph, ai: usize, gate: Gate, s: &[f32]) {
                 dilations: [1, 1],
                 pads: [0; 4],
                 group: c,
-                activation,
+                activation: Activation::Relu,
                 layout: Layout::Nhwc,
             },
             inputs: vec![floored, slope, offset],
             outputs: vec![argument],
         },
+        Node {
+            name: format!("{name}/gate"),
+            op: binary(BinaryOp::Min),
+            inputs: vec![argument, one],
+            outputs: vec![gate],
+        },
     ];
-    match gate {
-        Gate::HardSwish => {
-            let gate_t = tensor(g, "gate");
-            let one = constant(g, "one", &[], vec![1.0]);
-            new_nodes.push(Node {
-                name: format!("{name}/gate"),
-                op: binary(BinaryOp::Min),
-                inputs: vec![argument, one],
-                outputs: vec![gate_t],
-            });
-            let h = &mut g.nodes[ai];
-            h.op = binary(BinaryOp::Mul);
-            h.inputs = vec![floored, gate_t];
-        }
-        Gate::Silu { logistic } => {
-            g.nodes[logistic].inputs = vec![argument];
-            for t in &mut g.nodes[ai].inputs {
-                if *t == x {
-                    *t = floored;
-                }
-            }
-        }
-    }
+    let h = &mut g.nodes[hi];
+    h.op = binary(BinaryOp::Mul);
+    h.inputs = vec![floored, gate];
     for (k, n) in new_nodes.into_iter().enumerate() {
-        g.nodes.insert(first + k, n);
+        g.nodes.insert(hi + k, n);
     }
 }
 
@@ -642,57 +560,5 @@ mod tests {
         let flattest = slope.iter().fold(f32::INFINITY, |m, &v| m.min(v));
         assert!((floor * flattest + 0.5).abs() < 1e-6, "{floor} {flattest}");
         assert!(steepest <= 1.0 / 6.0 + 1e-7);
-    }
-
-    /// The same chain with a SiLU written as LOGISTIC and MUL.
-    fn silu_graph() -> Graph {
-        let mut g = graph();
-        let (a, h) = (g.nodes[0].outputs[0], g.nodes[1].outputs[0]);
-        let sig = g.add_tensor("sig", g.shape(a).to_vec(), DType::F32);
-        g.nodes[1] = Node {
-            name: "sigmoid".into(),
-            op: Op::Unary(UnaryOp::Sigmoid),
-            inputs: vec![a],
-            outputs: vec![sig],
-        };
-        g.nodes.insert(
-            2,
-            Node {
-                name: "silu".into(),
-                op: Op::Binary {
-                    op: BinaryOp::Mul,
-                    activation: Activation::None,
-                },
-                inputs: vec![a, sig],
-                outputs: vec![h],
-            },
-        );
-        g
-    }
-
-    #[test]
-    fn the_gated_silu_matches_within_the_floor() {
-        let mut g = silu_graph();
-        let sample =
-            |k: f32| -> Vec<f32> { (0..108).map(|i| (i as f32 * k).cos() * 3.0).collect() };
-        let samples: Vec<Sample> = (1..5).map(|k| vec![sample(k as f32 * 0.37)]).collect();
-        let float = crate::export::planned_tflite(&g, "t").unwrap();
-        let probe = sample(0.91);
-        let before = run(&g, &probe);
-        let done = equalize_gated(&mut g, &float, &samples).unwrap();
-        assert_eq!(done, ["h"]);
-        let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
-        assert_eq!(
-            ops,
-            ["Conv2d", "Max", "Conv2d", "Sigmoid", "Mul", "Add", "Pad", "Conv2d"]
-        );
-        let after = run(&g, &probe);
-        let top = before.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let worst = after
-            .iter()
-            .zip(&before)
-            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
-        // Below the floor a SiLU is under 8·σ(-8) = 0.003: far under an int8 step of the output.
-        assert!(worst <= 2e-3 * top, "{worst} of {top}");
     }
 }
