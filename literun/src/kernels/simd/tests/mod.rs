@@ -37,6 +37,9 @@ mod depthwise_i8;
 mod elementwise;
 mod gemm_f32;
 mod gemm_i8;
+mod pad;
+#[cfg(feature = "ops-pool")]
+mod pool;
 mod requant;
 mod winograd;
 
