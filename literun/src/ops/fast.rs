@@ -114,6 +114,10 @@ pub(crate) enum Fast {
     /// Constant PAD/PADV2 by output rows over the workers (`simd::pad_rows`).
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     PadRows,
+    /// TRANSPOSE of 2-4 rows of 1-, 2- or 4-byte values over the workers
+    /// (`simd::transpose_few_rows_split`).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    TransposeFewRowsSplit,
 }
 
 impl Fast {
@@ -131,7 +135,9 @@ impl Fast {
             | Fast::TransposeFewRows(_)
             | Fast::TransposeRows(_) => 0,
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) => 0,
+            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) | Fast::TransposeFewRowsSplit => {
+                0
+            }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => 0,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -159,7 +165,9 @@ impl Fast {
             | Fast::TransposeFewRows(_)
             | Fast::TransposeRows(_) => false,
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) => false,
+            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) | Fast::TransposeFewRowsSplit => {
+                false
+            }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => false,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -188,7 +196,9 @@ impl Fast {
             | Fast::TransposeFewRows(_)
             | Fast::TransposeRows(_) => (0, 0, 0),
             #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) => (0, 0, 0),
+            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) | Fast::TransposeFewRowsSplit => {
+                (0, 0, 0)
+            }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => (0, 0, 0),
         }

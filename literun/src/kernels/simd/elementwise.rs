@@ -245,6 +245,90 @@ pub(crate) fn transpose_few_rows_32(
     true
 }
 
+/// Whether [`transpose_few_rows_split`] does this TRANSPOSE: 1-, 2- or 4-byte values in batches
+/// of `[rows, cols]` matrices with 2 to 4 rows (an image's NCHW -> NHWC with up to 4 channels).
+#[cfg(all(
+    feature = "ops-shape",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) fn has_transpose_few_rows_split(
+    in_shape: &[usize],
+    perm: &[usize],
+    size: usize,
+) -> bool {
+    matches!(size, 1 | 2 | 4)
+        && crate::kernels::shape_ops::batched_2d(in_shape, perm)
+            .is_some_and(|(_, rows, cols)| (2..=4).contains(&rows) && cols > 1)
+}
+
+/// TRANSPOSE when [`has_transpose_few_rows_split`]: each output pixel gathers one value of
+/// every input row, as the portable kernel does, the pixels split over the workers in contiguous
+/// blocks. `false` (nothing done) otherwise.
+#[cfg(all(
+    feature = "ops-shape",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) fn transpose_few_rows_split<T: Copy + Send + Sync>(
+    in_shape: &[usize],
+    perm: &[usize],
+    input: &[T],
+    out: &mut [T],
+    workers: &mut Workers,
+) -> bool {
+    let Some((batches, rows, cols)) = crate::kernels::shape_ops::batched_2d(in_shape, perm) else {
+        return false;
+    };
+    let len = batches * rows * cols;
+    if !(2..=4).contains(&rows) || cols <= 1 || input.len() < len || out.len() < len {
+        return false;
+    }
+    let (input, out) = (&input[..len], &mut out[..len]);
+    let work = len * ELEMENTWISE_WORK;
+    let pixels = batches * cols;
+    for_row_blocks(
+        pixels,
+        ELEMENTWISE_ALIGN,
+        rows,
+        work,
+        out,
+        workers,
+        |ps, o, _| match rows {
+            2 => few_rows_pixels::<T, 2>(input, cols, ps, o),
+            3 => few_rows_pixels::<T, 3>(input, cols, ps, o),
+            _ => few_rows_pixels::<T, 4>(input, cols, ps, o),
+        },
+    );
+    true
+}
+
+/// Output pixels `ps` (over batches and columns) of a transpose of `[R, cols]` matrices into
+/// `out` (`R` values per pixel): the portable kernel's loop, over a part of the pixels.
+#[cfg(all(
+    feature = "ops-shape",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn few_rows_pixels<T: Copy, const R: usize>(
+    input: &[T],
+    cols: usize,
+    ps: Range<usize>,
+    out: &mut [T],
+) {
+    let mut p = ps.start;
+    while p < ps.end {
+        let (b, c0) = (p / cols, p % cols);
+        let n = (cols - c0).min(ps.end - p);
+        let m = &input[b * R * cols..(b + 1) * R * cols];
+        let rows: [&[T]; R] = core::array::from_fn(|r| &m[r * cols + c0..r * cols + c0 + n]);
+        let o = &mut out[(p - ps.start) * R..(p - ps.start + n) * R];
+        for (j, o) in o.chunks_exact_mut(R).enumerate() {
+            for (o, row) in o.iter_mut().zip(&rows) {
+                *o = row[j];
+            }
+        }
+        p += n;
+    }
+}
+
 /// Whether [`transpose_rows`] does this TRANSPOSE (`size`-byte values): `[a, b, c] -> [b, a,
 /// c]` with rows of `c` values at least 16 bytes long, on a SIMD ISA (not on the Cortex-M
 /// builds, whose portable strided copy is smaller).

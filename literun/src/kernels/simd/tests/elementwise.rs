@@ -592,3 +592,37 @@ fn binary_f32_matches_portable() {
         }
     }
 }
+
+/// TRANSPOSE of 2-4 rows (NCHW -> NHWC of a few channels) split over the tests' three workers:
+/// the portable kernel's output for 1-, 2- and 4-byte values, batches, odd lengths.
+#[cfg(feature = "ops-shape")]
+#[test]
+fn transpose_few_rows_split_matches_portable() {
+    use crate::kernels::shape_ops::transpose;
+    let mut rng = Rng(18);
+    for case in 0..60 {
+        let (b, rows, cols) = (1 + case % 2, 2 + case % 3, 2 + rng.below(300));
+        let (shape, perm) = ([b, rows, cols], [0, 2, 1]);
+        assert!(has_transpose_few_rows_split(&shape, &perm, 1));
+        let input: Vec<u32> = (0..b * rows * cols).map(|_| rng.u() as u32).collect();
+        let mut want = vec![0u32; input.len()];
+        transpose(&input, &shape, &perm, &mut want);
+        let mut got = vec![0u32; input.len()];
+        let mut w = scratch_for(1, 1);
+        assert!(transpose_few_rows_split(
+            &shape, &perm, &input, &mut got, &mut w
+        ));
+        assert_eq!(got, want, "case {case}");
+        let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+        let mut want = vec![0u8; bytes.len()];
+        transpose(&bytes, &shape, &perm, &mut want);
+        let mut got = vec![0u8; bytes.len()];
+        assert!(transpose_few_rows_split(
+            &shape, &perm, &bytes, &mut got, &mut w
+        ));
+        assert_eq!(got, want, "case {case} bytes");
+    }
+    // Five rows, or one column: the portable kernel's.
+    assert!(!has_transpose_few_rows_split(&[1, 5, 9], &[0, 2, 1], 1));
+    assert!(!has_transpose_few_rows_split(&[1, 3, 9], &[0, 2, 1], 8));
+}
