@@ -192,7 +192,7 @@ pub(crate) fn quantize_f32(
         #[cfg(target_arch = "x86_64")]
         x86::quantize_f32(isa, &input[r], scale, zero_point, to, o);
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = (r, scale, zero_point, o);
+        let _ = (input, r, scale, zero_point, o);
     });
     true
 }
