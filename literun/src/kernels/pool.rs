@@ -36,7 +36,13 @@ impl Default for Pool2dParams {
 
 /// The in-bounds filter range `[start, end)` along one axis for output coordinate `o`.
 #[inline]
-fn window(o: usize, stride: usize, pad: usize, filter: usize, in_size: usize) -> (usize, usize) {
+pub(crate) fn window(
+    o: usize,
+    stride: usize,
+    pad: usize,
+    filter: usize,
+    in_size: usize,
+) -> (usize, usize) {
     // origin = o*stride - pad (may be negative); valid k: 0 <= origin + k < in_size.
     let pos = o * stride;
     let start = pad.saturating_sub(pos).min(filter);

@@ -590,6 +590,16 @@ impl Elementwise {
                     .map(|i| p.eval((i >> 8) as u8 as i8, i as u8 as i8))
                     .collect(),
             )),
+            #[cfg(all(
+                feature = "ops-elementwise",
+                feature = "ops-float",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            Elementwise::Binary {
+                op: ew::BinaryOp::Add | ew::BinaryOp::Sub | ew::BinaryOp::Mul,
+                dtype: DType::F32,
+                ..
+            } if simd::FAST_KERNELS && isa != Isa::Portable => Some(Fast::BinaryF32(isa)),
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
             Elementwise::Unary { dtype, .. }
                 if *dtype != DType::I32 && simd::has_elementwise(isa) =>
@@ -610,7 +620,7 @@ impl Elementwise {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        _s: &mut Workers,
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (Fast::PairTableI8(t), Elementwise::BinaryQuantized { bc, .. })
@@ -628,7 +638,25 @@ impl Elementwise {
                 ins.typed(0).ok()?,
                 ins.typed(1).ok()?,
                 cast_out(out).ok()?,
+                s,
             ),
+            #[cfg(all(
+                feature = "ops-elementwise",
+                feature = "ops-float",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            (
+                Fast::BinaryF32(isa),
+                Elementwise::Binary {
+                    op,
+                    act,
+                    bc,
+                    dtype: DType::F32,
+                },
+            ) => {
+                let (a, b) = (ins.typed::<f32>(0).ok()?, ins.typed::<f32>(1).ok()?);
+                simd::binary_f32(*isa, *op, *act, bc, a, b, cast_out(out).ok()?, s);
+            }
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
             (
                 Fast::Unary(isa),

@@ -81,6 +81,9 @@ pub(crate) enum Fast {
     Quantize(Isa),
     /// A float unary operator at this ISA's vector width.
     Unary(Isa),
+    /// A float ADD, SUB or MUL at this ISA's vector width (`simd::binary_f32`).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    BinaryF32(Isa),
     /// A float SOFTMAX at this ISA's vector width (`simd::softmax_f32`).
     #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
     Softmax(Isa),
@@ -103,6 +106,18 @@ pub(crate) enum Fast {
     TransposeFewRows(Isa),
     /// TRANSPOSE swapping two dimensions above rows that stay (`simd::transpose_rows`).
     TransposeRows(Isa),
+    // The variants below exist only where the fast kernels do (`simd::FAST_KERNELS`), so that
+    // other targets' builds (microcontroller firmware) do not change.
+    /// Int8 or float MAX_POOL_2D at this ISA's vector width (`simd::max_pool`).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    MaxPool(Isa),
+    /// Constant PAD/PADV2 by output rows over the workers (`simd::pad_rows`).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    PadRows,
+    /// TRANSPOSE of 2-4 rows of 1-, 2- or 4-byte values over the workers
+    /// (`simd::transpose_few_rows_split`).
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    TransposeFewRowsSplit,
 }
 
 impl Fast {
@@ -119,6 +134,10 @@ impl Fast {
             | Fast::Unary(_)
             | Fast::TransposeFewRows(_)
             | Fast::TransposeRows(_) => 0,
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) | Fast::TransposeFewRowsSplit => {
+                0
+            }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => 0,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -145,6 +164,10 @@ impl Fast {
             | Fast::Unary(_)
             | Fast::TransposeFewRows(_)
             | Fast::TransposeRows(_) => false,
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) | Fast::TransposeFewRowsSplit => {
+                false
+            }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => false,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -172,6 +195,10 @@ impl Fast {
             | Fast::Unary(_)
             | Fast::TransposeFewRows(_)
             | Fast::TransposeRows(_) => (0, 0, 0),
+            #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+            Fast::MaxPool(_) | Fast::PadRows | Fast::BinaryF32(_) | Fast::TransposeFewRowsSplit => {
+                (0, 0, 0)
+            }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => (0, 0, 0),
         }
@@ -199,6 +226,8 @@ impl Fast {
             Kind::Quantize(k) => k.fast(isa),
             Kind::Softmax(k) => k.fast(isa),
             Kind::BatchMatMul(k) => k.fast(isa),
+            Kind::Pool(k) => k.fast(isa),
+            Kind::Pad(k) => k.fast(isa),
             #[cfg(feature = "ops-data")]
             Kind::Data(_) => None,
             #[cfg(feature = "ops-accumulate")]
@@ -206,8 +235,6 @@ impl Fast {
             #[cfg(feature = "ops-sequence")]
             Kind::Sequence(_) => None,
             Kind::TransposeConv(_)
-            | Kind::Pool(_)
-            | Kind::Pad(_)
             | Kind::Reduce(_)
             | Kind::Resize(_)
             | Kind::Compare(_)
@@ -241,6 +268,8 @@ pub(crate) fn run_fast(
         Kind::Quantize(k) => k.run_fast(fast, ins, out, s),
         Kind::Softmax(k) => k.run_fast(fast, ins, out),
         Kind::BatchMatMul(k) => k.run_fast(fast, ins, out, s),
+        Kind::Pool(k) => k.run_fast(fast, ins, out, s),
+        Kind::Pad(k) => k.run_fast(fast, ins, out, s),
         #[cfg(feature = "ops-data")]
         Kind::Data(_) => None,
         #[cfg(feature = "ops-accumulate")]
@@ -250,8 +279,6 @@ pub(crate) fn run_fast(
         #[cfg(feature = "ops-fft")]
         Kind::Fft(_) => None,
         Kind::TransposeConv(_)
-        | Kind::Pool(_)
-        | Kind::Pad(_)
         | Kind::Reduce(_)
         | Kind::Resize(_)
         | Kind::Compare(_)

@@ -14,9 +14,11 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{data_dtype, tag, Ctx};
+use super::fast::Fast;
 use super::Kind;
 use crate::error::{format, Result};
 use crate::kernels::shape_ops as so;
+use crate::kernels::simd::{self, Isa, Workers};
 use crate::model::{DType, OpDesc};
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
@@ -228,5 +230,95 @@ impl Pad {
             }
         }
         Ok(())
+    }
+}
+
+impl Pad {
+    /// Constant padding's row kernel split over the workers (`simd::pad_rows`), where the fast
+    /// kernels run.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        return {
+            let _ = isa;
+            None
+        };
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            let rows = simd::FAST_KERNELS && isa != Isa::Portable;
+            match self {
+                Pad::Constant { .. } if rows => Some(Fast::PadRows),
+                _ => None,
+            }
+        }
+    }
+
+    /// Runs constant padding by output rows over the workers, or (the innermost dimension
+    /// padded) with the portable kernel (`None` if `fast` is not this operator's, which
+    /// [`Fast::prepare`] rules out).
+    #[inline]
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        s: &mut Workers,
+    ) -> Option<()> {
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        return {
+            let _ = (fast, ins, out, s);
+            None
+        };
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            let (
+                Fast::PadRows,
+                Pad::Constant {
+                    in_shape,
+                    before,
+                    after,
+                    size,
+                    fill,
+                },
+            ) = (fast, self)
+            else {
+                return None;
+            };
+            let value = if ins.has(2) {
+                ins.bytes(2).unwrap_or(&[])
+            } else {
+                &[]
+            };
+            let mut v = [0u8; 8];
+            v[0] = *fill;
+            if value.len() >= *size {
+                v[..*size].copy_from_slice(&value[..*size]);
+            }
+            fn go<T: Copy + Send + Sync + bytemuck::Pod>(
+                ins: &Ins<'_>,
+                (shape, before, after): (&[usize], &[usize], &[usize]),
+                value: T,
+                out: &mut [u8],
+                s: &mut Workers,
+            ) -> Option<()> {
+                let (i, o) = (ins.typed::<T>(0).ok()?, cast_out::<T>(out).ok()?);
+                if !simd::pad_rows(i, shape, before, after, value, o, s) {
+                    so::pad(i, shape, before, after, value, o);
+                }
+                Some(())
+            }
+            let dims = (&in_shape[..], &before[..], &after[..]);
+            match size {
+                1 => go(ins, dims, v[0], out, s),
+                2 => go(ins, dims, u16::from_le_bytes([v[0], v[1]]), out, s),
+                4 => go(
+                    ins,
+                    dims,
+                    u32::from_le_bytes([v[0], v[1], v[2], v[3]]),
+                    out,
+                    s,
+                ),
+                _ => go(ins, dims, u64::from_le_bytes(v), out, s),
+            }
+        }
     }
 }

@@ -14,10 +14,12 @@
 
 use super::buffers::{cast_out, Ins, Scratch};
 use super::context::{act_range, activation, conv_out_and_pad, padding_same, positive, tag, Ctx};
+use super::fast::Fast;
 use super::{Kind, Precision};
 use crate::error::Result;
 use crate::kernels::pool;
 use crate::kernels::pool::Pool2dParams;
+use crate::kernels::simd::{self, Isa, Workers};
 use crate::model::{DType, OpDesc};
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
@@ -227,5 +229,83 @@ impl Pool {
             }
         }
         Ok(())
+    }
+}
+
+impl Pool {
+    /// Int8 and float MAX_POOL_2D's vector kernel for `isa`, if it has one.
+    pub(super) fn fast(&self, isa: Isa) -> Option<Fast> {
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        return {
+            let _ = isa;
+            None
+        };
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            let vectors = simd::FAST_KERNELS && isa != Isa::Portable;
+            match self {
+                Pool::Quantized {
+                    precision: Precision::I8,
+                    max: true,
+                    ..
+                }
+                | Pool::F32 { max: true, .. }
+                    if vectors =>
+                {
+                    Some(Fast::MaxPool(isa))
+                }
+                _ => None,
+            }
+        }
+    }
+
+    /// Runs this operator with its vector kernel `fast` (`None` if `fast` is not this
+    /// operator's, which [`Fast::prepare`] rules out).
+    #[inline]
+    pub(super) fn run_fast(
+        &self,
+        fast: &Fast,
+        ins: &Ins<'_>,
+        out: &mut [u8],
+        s: &mut Workers,
+    ) -> Option<()> {
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        return {
+            let _ = (fast, ins, out, s);
+            None
+        };
+        #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+        {
+            let Fast::MaxPool(isa) = fast else {
+                return None;
+            };
+            match self {
+                Pool::Quantized {
+                    precision: Precision::I8,
+                    max: true,
+                    params,
+                    in_shape,
+                    out_shape,
+                    act_min,
+                    act_max,
+                } => {
+                    let bounds = simd::pool_bounds_i8(*act_min, *act_max);
+                    let (i, o) = (ins.typed::<i8>(0).ok()?, cast_out(out).ok()?);
+                    simd::max_pool(*isa, i, *in_shape, params, bounds, o, *out_shape, s);
+                }
+                Pool::F32 {
+                    max: true,
+                    params,
+                    in_shape,
+                    out_shape,
+                } => {
+                    let (i, o) = (ins.typed::<f32>(0).ok()?, cast_out(out).ok()?);
+                    let act = params.activation;
+                    simd::max_pool(*isa, i, *in_shape, params, act, o, *out_shape, s);
+                }
+                _ => return None,
+            }
+            Some(())
+        }
     }
 }

@@ -338,7 +338,7 @@ impl Quantize {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        _s: &mut Workers,
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             (
@@ -355,7 +355,7 @@ impl Quantize {
                     _ => simd::QuantizeTo::I16,
                 };
                 let i = ins.typed::<f32>(0).ok()?;
-                simd::quantize_f32(*isa, i, *scale, *zero_point, to, out).then_some(())
+                simd::quantize_f32(*isa, i, *scale, *zero_point, to, out, s).then_some(())
             }
             _ => None,
         }

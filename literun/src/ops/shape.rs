@@ -706,6 +706,19 @@ impl Shape {
             } if simd::has_transpose_rows(isa, in_shape, perm, *size) => {
                 Some(Fast::TransposeRows(isa))
             }
+            #[cfg(all(
+                feature = "ops-shape",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            Shape::Transpose {
+                in_shape,
+                perm,
+                size,
+            } if isa != Isa::Portable
+                && simd::has_transpose_few_rows_split(in_shape, perm, *size) =>
+            {
+                Some(Fast::TransposeFewRowsSplit)
+            }
             _ => None,
         }
     }
@@ -720,7 +733,7 @@ impl Shape {
         fast: &Fast,
         ins: &Ins<'_>,
         out: &mut [u8],
-        _s: &mut Workers,
+        s: &mut Workers,
     ) -> Option<()> {
         match (fast, self) {
             #[cfg(feature = "ops-shape")]
@@ -738,6 +751,34 @@ impl Shape {
                 },
             ) => {
                 simd::transpose_rows(*isa, in_shape, perm, *size, ins.bytes(0)?, out).then_some(())
+            }
+            #[cfg(all(
+                feature = "ops-shape",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            (
+                Fast::TransposeFewRowsSplit,
+                Shape::Transpose {
+                    in_shape,
+                    perm,
+                    size,
+                },
+            ) => {
+                let done = match size {
+                    1 => {
+                        let (i, o) = (ins.typed::<u8>(0).ok()?, cast_out::<u8>(out).ok()?);
+                        simd::transpose_few_rows_split(in_shape, perm, i, o, s)
+                    }
+                    2 => {
+                        let (i, o) = (ins.typed::<u16>(0).ok()?, cast_out::<u16>(out).ok()?);
+                        simd::transpose_few_rows_split(in_shape, perm, i, o, s)
+                    }
+                    _ => {
+                        let (i, o) = (ins.typed::<u32>(0).ok()?, cast_out::<u32>(out).ok()?);
+                        simd::transpose_few_rows_split(in_shape, perm, i, o, s)
+                    }
+                };
+                done.then_some(())
             }
             _ => None,
         }

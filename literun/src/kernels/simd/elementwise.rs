@@ -120,10 +120,20 @@ impl ArithI8 {
     }
 }
 
+/// Multiply-accumulates one output value of an elementwise operator counts as against the
+/// threshold for splitting it over the workers ([`for_row_blocks`]): an int8 ADD's rescalings,
+/// or a float one's loads and store, cost about as much as 8 of a convolution's.
+const ELEMENTWISE_WORK: usize = 8;
+
+/// Values of an elementwise operator's blocks over the workers are multiples of this (whole
+/// cache lines).
+const ELEMENTWISE_ALIGN: usize = 64;
+
 /// Int8 ADD/SUB/MUL: the vector kernel on runs of the output (the whole output when each input has
 /// its shape or is one value, else rows of at least 16 elements: the innermost dimension, whose
 /// inputs are contiguous or one value repeated), else the scalar kernel (`portable`, the same
-/// operator, for ADD/SUB as tables).
+/// operator, for ADD/SUB as tables). Inputs of the output's shape are split over the workers
+/// in contiguous blocks: each value depends on its inputs' values at its place only.
 pub(crate) fn arith_i8(
     f: &ArithI8,
     portable: &crate::kernels::elementwise::BinaryI8,
@@ -131,11 +141,22 @@ pub(crate) fn arith_i8(
     a: &[i8],
     b: &[i8],
     out: &mut [i8],
+    workers: &mut Workers,
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if a.len() == out.len() && b.len() == out.len() && bc.output_len() == out.len() {
+        use crate::kernels::elementwise::Run;
+        let (len, work) = (out.len(), out.len() * ELEMENTWISE_WORK);
+        for_row_blocks(len, ELEMENTWISE_ALIGN, 1, work, out, workers, |r, o, _| {
+            x86::arith_i8(f, Run::Slice(&a[r.clone()]), Run::Slice(&b[r]), o)
+        });
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if bc.apply_runs(a, b, out, 16, |ra, rb, o| x86::arith_i8(f, ra, rb, o)) {
         return;
     }
+    let _ = workers;
     let _ = f;
     crate::kernels::elementwise::binary_quantized::<i8>(portable, bc, a, b, out)
 }
@@ -158,6 +179,7 @@ pub(crate) fn quantize_f32(
     zero_point: i32,
     to: QuantizeTo,
     out: &mut [u8],
+    workers: &mut Workers,
 ) -> bool {
     let size = if to == QuantizeTo::I16 { 2 } else { 1 };
     if !has_elementwise(isa) {
@@ -165,10 +187,13 @@ pub(crate) fn quantize_f32(
     }
     let n = input.len().min(out.len() / size);
     let (input, out) = (&input[..n], &mut out[..n * size]);
-    #[cfg(target_arch = "x86_64")]
-    x86::quantize_f32(isa, input, scale, zero_point, to, out);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (input, scale, zero_point, out);
+    let work = n * ELEMENTWISE_WORK;
+    for_row_blocks(n, ELEMENTWISE_ALIGN, size, work, out, workers, |r, o, _| {
+        #[cfg(target_arch = "x86_64")]
+        x86::quantize_f32(isa, &input[r], scale, zero_point, to, o);
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (input, r, scale, zero_point, o);
+    });
     true
 }
 
@@ -218,6 +243,90 @@ pub(crate) fn transpose_few_rows_32(
         x86::interleave_u32(i, rows, o);
     }
     true
+}
+
+/// Whether [`transpose_few_rows_split`] does this TRANSPOSE: 1-, 2- or 4-byte values in batches
+/// of `[rows, cols]` matrices with 2 to 4 rows (an image's NCHW -> NHWC with up to 4 channels).
+#[cfg(all(
+    feature = "ops-shape",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) fn has_transpose_few_rows_split(
+    in_shape: &[usize],
+    perm: &[usize],
+    size: usize,
+) -> bool {
+    matches!(size, 1 | 2 | 4)
+        && crate::kernels::shape_ops::batched_2d(in_shape, perm)
+            .is_some_and(|(_, rows, cols)| (2..=4).contains(&rows) && cols > 1)
+}
+
+/// TRANSPOSE when [`has_transpose_few_rows_split`]: each output pixel gathers one value of
+/// every input row, as the portable kernel does, the pixels split over the workers in contiguous
+/// blocks. `false` (nothing done) otherwise.
+#[cfg(all(
+    feature = "ops-shape",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) fn transpose_few_rows_split<T: Copy + Send + Sync>(
+    in_shape: &[usize],
+    perm: &[usize],
+    input: &[T],
+    out: &mut [T],
+    workers: &mut Workers,
+) -> bool {
+    let Some((batches, rows, cols)) = crate::kernels::shape_ops::batched_2d(in_shape, perm) else {
+        return false;
+    };
+    let len = batches * rows * cols;
+    if !(2..=4).contains(&rows) || cols <= 1 || input.len() < len || out.len() < len {
+        return false;
+    }
+    let (input, out) = (&input[..len], &mut out[..len]);
+    let work = len * ELEMENTWISE_WORK;
+    let pixels = batches * cols;
+    for_row_blocks(
+        pixels,
+        ELEMENTWISE_ALIGN,
+        rows,
+        work,
+        out,
+        workers,
+        |ps, o, _| match rows {
+            2 => few_rows_pixels::<T, 2>(input, cols, ps, o),
+            3 => few_rows_pixels::<T, 3>(input, cols, ps, o),
+            _ => few_rows_pixels::<T, 4>(input, cols, ps, o),
+        },
+    );
+    true
+}
+
+/// Output pixels `ps` (over batches and columns) of a transpose of `[R, cols]` matrices into
+/// `out` (`R` values per pixel): the portable kernel's loop, over a part of the pixels.
+#[cfg(all(
+    feature = "ops-shape",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn few_rows_pixels<T: Copy, const R: usize>(
+    input: &[T],
+    cols: usize,
+    ps: Range<usize>,
+    out: &mut [T],
+) {
+    let mut p = ps.start;
+    while p < ps.end {
+        let (b, c0) = (p / cols, p % cols);
+        let n = (cols - c0).min(ps.end - p);
+        let m = &input[b * R * cols..(b + 1) * R * cols];
+        let rows: [&[T]; R] = core::array::from_fn(|r| &m[r * cols + c0..r * cols + c0 + n]);
+        let o = &mut out[(p - ps.start) * R..(p - ps.start + n) * R];
+        for (j, o) in o.chunks_exact_mut(R).enumerate() {
+            for (o, row) in o.iter_mut().zip(&rows) {
+                *o = row[j];
+            }
+        }
+        p += n;
+    }
 }
 
 /// Whether [`transpose_rows`] does this TRANSPOSE (`size`-byte values): `[a, b, c] -> [b, a,
@@ -347,4 +456,112 @@ pub(crate) fn layer_norm_f32(
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (input, depth, eps, affine, out);
     true
+}
+
+/// Float ADD, SUB or MUL with a fused activation at `isa`'s vector width, inputs of the output's
+/// shape split over the workers in contiguous blocks; broadcasts take the portable kernel. The
+/// same arithmetic per value as the portable kernel (`act(x op y)`), so the same results.
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn binary_f32(
+    isa: Isa,
+    op: crate::kernels::elementwise::BinaryOp,
+    act: Activation,
+    bc: &crate::kernels::elementwise::Broadcast,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+    workers: &mut Workers,
+) {
+    use crate::kernels::elementwise::{self as ew, BinaryOp};
+    let same = a.len() == out.len() && b.len() == out.len() && bc.output_len() == out.len();
+    if !same || !matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) {
+        return ew::binary_f32(op, bc, a, b, act, out);
+    }
+    let (len, work) = (out.len(), out.len() * ELEMENTWISE_WORK);
+    for_row_blocks(len, ELEMENTWISE_ALIGN, 1, work, out, workers, |r, o, _| {
+        let (a, b) = (&a[r.clone()], &b[r]);
+        #[cfg(target_arch = "x86_64")]
+        match isa {
+            // SAFETY: `Isa::Avx512Vnni` is chosen only when the CPU has AVX-512 F/BW/VL and
+            // AVX2 (`x86::available`); the function only compiles safe code for them.
+            Isa::Avx512Vnni => return unsafe { binary_f32_avx512(op, act, a, b, o) },
+            // SAFETY: these ISAs are chosen only when the CPU has AVX2 (`x86::available`).
+            Isa::Avx2 | Isa::AvxVnni => return unsafe { binary_f32_avx2(op, act, a, b, o) },
+            _ => {}
+        }
+        let _ = isa;
+        binary_f32_values(op, act, a, b, o)
+    });
+}
+
+/// # Safety
+/// The CPU has AVX2 and AVX-512 F/BW/VL.
+#[cfg(all(
+    target_arch = "x86_64",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+unsafe fn binary_f32_avx512(
+    op: crate::kernels::elementwise::BinaryOp,
+    act: Activation,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+) {
+    binary_f32_values(op, act, a, b, out)
+}
+
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(all(
+    target_arch = "x86_64",
+    feature = "ops-elementwise",
+    feature = "ops-float"
+))]
+#[target_feature(enable = "avx2")]
+unsafe fn binary_f32_avx2(
+    op: crate::kernels::elementwise::BinaryOp,
+    act: Activation,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+) {
+    binary_f32_values(op, act, a, b, out)
+}
+
+/// `out = act(a op b)` value by value (ADD, SUB, MUL), one loop per operator and activation
+/// so that each vectorizes.
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+#[inline(always)]
+fn binary_f32_values(
+    op: crate::kernels::elementwise::BinaryOp,
+    act: Activation,
+    a: &[f32],
+    b: &[f32],
+    out: &mut [f32],
+) {
+    use crate::kernels::elementwise::BinaryOp;
+    #[inline(always)]
+    fn each(a: &[f32], b: &[f32], out: &mut [f32], f: impl Fn(f32, f32) -> f32) {
+        for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+            *o = f(x, y);
+        }
+    }
+    macro_rules! with_act {
+        ($f:expr) => {
+            match act {
+                Activation::None => each(a, b, out, $f),
+                Activation::Relu => each(a, b, out, |x, y| Activation::Relu.apply($f(x, y))),
+                Activation::Relu6 => each(a, b, out, |x, y| Activation::Relu6.apply($f(x, y))),
+                _ => each(a, b, out, |x, y| act.apply($f(x, y))),
+            }
+        };
+    }
+    match op {
+        BinaryOp::Add => with_act!(|x: f32, y: f32| x + y),
+        BinaryOp::Sub => with_act!(|x: f32, y: f32| x - y),
+        _ => with_act!(|x: f32, y: f32| x * y),
+    }
 }

@@ -114,11 +114,25 @@ impl GemmF32 {
         row_bufs: &mut [f32],
         out: &mut [f32],
     ) {
+        self.run_block(ms, 0..self.n, rows, row_bufs, out)
+    }
+
+    /// [`Self::run`] for the output channels `cols` only (`cols.start` a multiple of
+    /// [`COLS_F32`]; `out` has rows of `cols.len()`), each channel computed exactly as
+    /// [`Self::run`] computes it: a GEMM with few rows splits its channels over the workers.
+    pub(crate) fn run_block(
+        &self,
+        ms: Range<usize>,
+        cols: Range<usize>,
+        rows: &Rows<'_, f32>,
+        row_bufs: &mut [f32],
+        out: &mut [f32],
+    ) {
         #[cfg(target_arch = "x86_64")]
         if self.isa == Isa::Avx512Vnni {
-            return self.run_avx512(ms, rows, row_bufs, out);
+            return self.run_avx512(ms, cols, rows, row_bufs, out);
         }
-        let (n, k) = (self.n, self.k);
+        let (n, k) = (cols.len(), self.k);
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
         let mut tile = [[0f32; NR_F32]; MR_F32];
@@ -133,9 +147,9 @@ impl GemmF32 {
             // Writes panel `p` of the tile to the output rows.
             let mut store = |p: usize, tile: &[[f32; NR_F32]; MR_F32]| {
                 let c0 = p * NR_F32;
-                let cn = (n - c0).min(NR_F32);
+                let cn = (cols.end - c0).min(NR_F32);
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
-                    let at = (m0 - base + r) * n + c0;
+                    let at = (m0 - base + r) * n + c0 - cols.start;
                     let o = &mut out[at..at + cn];
                     o.copy_from_slice(&t[..cn]);
                     if self.act == Activation::Tanh {
@@ -147,9 +161,8 @@ impl GemmF32 {
             };
             let panel = |p: usize| &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
-            let panels = n.div_ceil(NR_F32);
-            let mut p = 0;
-            while p < panels {
+            let mut p = cols.start / NR_F32;
+            while p < cols.end.div_ceil(NR_F32) {
                 #[cfg(target_arch = "x86_64")]
                 x86::tile_f32(
                     self.isa,
@@ -228,26 +241,34 @@ impl GemmF32 {
     fn run_avx512(
         &self,
         ms: Range<usize>,
+        cols: Range<usize>,
         rows: &Rows<'_, f32>,
         scratch: &mut [f32],
         out: &mut [f32],
     ) {
-        let (n, k) = (self.n, self.k);
+        let (n, k) = (cols.len(), self.k);
         let o = &mut out[..ms.len() * n];
+        // The paths are chosen by the whole layer's channels; up to two panels (never split
+        // by channels) take `cols` as all of them.
+        let narrow = self.n <= 2 * NR_F32;
+        let (b, bias) = (&self.b[cols.start * k..], &self.bias[cols.start..]);
         match *rows {
             // Rows in place at a fixed stride, without the segments' per-block bookkeeping.
-            Rows::Direct { data, stride } => gemm_packed_direct_f32_avx512(
+            Rows::Direct { data, stride } if narrow => gemm_packed_direct_f32_avx512(
                 &self.b, &self.bias, n, k, self.act, data, stride, ms, o,
             ),
+            Rows::Direct { data, stride } => {
+                x86::gemm_direct_f32_avx512(data, stride, ms, b, bias, n, k, self.act, o)
+            }
             // Up to two panels (tall tiles): windows in place at a fixed stride per output
             // row. Wider outputs keep the gathered 6-row blocks across output rows (no gain
             // measured from the strided path there, and no short tiles at row ends).
             Rows::Conv { ref p, k_hw, .. }
-                if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 && n <= 2 * NR_F32 =>
+                if p.dilation_w == 1 && k_hw[0] <= MAX_SEGS_F32 && narrow =>
             {
                 self.conv_avx512(ms, rows, o)
             }
-            Rows::Conv { .. } => self.gathered_avx512(ms, rows, scratch, o),
+            Rows::Conv { .. } => self.gathered_avx512(ms, cols, rows, scratch, o),
         }
         if self.act == Activation::Tanh {
             for v in o.iter_mut() {
@@ -336,11 +357,13 @@ impl GemmF32 {
     fn gathered_avx512(
         &self,
         ms: Range<usize>,
+        cols: Range<usize>,
         rows: &Rows<'_, f32>,
         scratch: &mut [f32],
         out: &mut [f32],
     ) {
-        let (n, k) = (self.n, self.k);
+        let (n, k) = (cols.len(), self.k);
+        let (b, bias) = (&self.b[cols.start * k..], &self.bias[cols.start..]);
         let (bufs, pads) = scratch[..(MR_F32 + 1) * k].split_at_mut(MR_F32 * k);
         let unset = SegF32 {
             koff: 0,
@@ -397,8 +420,8 @@ impl GemmF32 {
                     &segs[..count],
                     seg_len,
                     here,
-                    &self.b,
-                    &self.bias,
+                    b,
+                    bias,
                     n,
                     k,
                     self.act,
@@ -508,9 +531,15 @@ pub(crate) fn conv2d_f32(
         let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
         let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
         let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, 0.0);
-        let work = m * out_c * g.k;
-        for_row_blocks(m, MR_F32, out_c, work, outb, workers, |ms, o, s| {
-            g.run(ms, &rows, &mut s.f32s, o)
+        let split = GemmBlocks {
+            m,
+            n: out_c,
+            k: g.k,
+            mr: MR_F32,
+            cols: COLS_F32,
+        };
+        for_gemm_blocks(split, outb, workers, |ms, cols, o, s| {
+            g.run_block(ms, cols, &rows, &mut s.f32s, o)
         });
     }
 }

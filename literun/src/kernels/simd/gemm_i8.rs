@@ -339,9 +339,15 @@ pub(crate) fn conv2d_i8(
         let inb = &input[b * in_h * in_w * in_c..(b + 1) * in_h * in_w * in_c];
         let outb = &mut output[b * m * out_c..(b + 1) * m * out_c];
         let rows = conv_rows(inb, in_shape, filter_shape, p, out_w, (-input_offset) as i8);
-        let work = m * out_c * g.k;
-        for_row_blocks(m, g.isa.mr_i8(), out_c, work, outb, workers, |ms, o, s| {
-            g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o)
+        let split = GemmBlocks {
+            m,
+            n: out_c,
+            k: g.k,
+            mr: g.isa.mr_i8(),
+            cols: COLS_I8,
+        };
+        for_gemm_blocks(split, outb, workers, |ms, cols, o, s| {
+            g.run_cols(ms, cols, &rows, &mut s.i8s, &mut s.i32s, o)
         });
     }
 }

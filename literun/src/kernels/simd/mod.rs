@@ -1,8 +1,9 @@
 //! Fast paths for the operators where the time goes: int8 and float CONV_2D (1x1 as a GEMM, any
 //! other size through an im2col row buffer), DEPTHWISE_CONV_2D (depth multiplier 1, any kernel,
 //! stride, dilation and padding) and FULLY_CONNECTED; on x86-64 also int8 ADD/SUB and QUANTIZE
-//! from float32 (no weights: chosen per operator like the others, bit-exact with the scalar
-//! kernels).
+//! from float32; and int8 and float MAX_POOL_2D, float ADD/SUB/MUL and constant PAD (no weights:
+//! chosen per operator like the others, bit-exact with the scalar kernels, split over the
+//! workers like the convolutions).
 //!
 //! Everything here is chosen once, when the interpreter is prepared: [`Isa::detect`] picks the
 //! best instruction set the CPU has, and the `pack_*` functions re-lay the constant weights for
@@ -15,11 +16,13 @@
 //! picks the ISA's kernel for each step: `gemm_i8` (int8 CONV_2D and FULLY_CONNECTED),
 //! `gemm_f32` (float; `batch_matmul_f32` runs its tile on two activations), `winograd` (float 3x3), `depthwise_i8` and `depthwise_f32`
 //! (sharing `depthwise`'s window walk), `elementwise` (int8 ADD/SUB/MUL, QUANTIZE, float
-//! unary, TRANSPOSE); `requant` is the int8 output stage and `im2col` the GEMMs' rows. The
+//! unary and ADD/SUB/MUL, TRANSPOSE), `pool` (MAX_POOL_2D), `pad` (constant PAD by rows);
+//! `requant` is the int8 output stage and `im2col` the GEMMs' rows. The
 //! micro-kernels live beside them by ISA, one file per family: `x86` (AVX2, AVX-VNNI,
 //! AVX-512) and `aarch64` (NEON, and `sdot` where the CPU has it). This module holds the
 //! ISA detection ([`Isa`]) and what every family shares: the workers' scratch
-//! (`FastScratch`) and the split of output rows over them.
+//! (`FastScratch`) and the split of an operator's output over them (by rows, or a GEMM's by
+//! output channels).
 //!
 //! # Exactness
 //! The int8 paths compute the same integers as the portable kernels: the accumulation is exact
@@ -63,6 +66,10 @@ mod elementwise;
 mod gemm_f32;
 mod gemm_i8;
 mod im2col;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod pad;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+mod pool;
 mod requant;
 #[cfg(feature = "threads")]
 mod thread_pool;
@@ -79,6 +86,10 @@ pub(crate) use elementwise::*;
 pub use gemm_f32::*;
 pub use gemm_i8::*;
 pub(crate) use im2col::*;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) use pad::*;
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) use pool::*;
 pub(crate) use requant::*;
 pub use winograd::*;
 
@@ -198,6 +209,39 @@ pub(crate) struct Workers {
     scratch: Vec<FastScratch>,
     #[cfg(feature = "threads")]
     pool: Option<thread_pool::Pool>,
+    /// One output buffer per worker for blocks of output channels ([`for_gemm_blocks`]),
+    /// grown by the first operator split that way.
+    #[cfg(feature = "threads")]
+    channel_blocks: ChannelBlocks,
+}
+
+/// Per-worker outputs of blocks of output channels, one kind per element type.
+#[cfg(feature = "threads")]
+#[derive(Debug, Default)]
+pub(crate) struct ChannelBlocks {
+    f32s: Vec<Vec<f32>>,
+    i8s: Vec<Vec<i8>>,
+}
+
+/// An output element type that [`for_gemm_blocks`] can split by output channels.
+pub(crate) trait BlockElem: Copy + Default + Send + Sync {
+    /// The per-worker buffers of this type.
+    #[cfg(feature = "threads")]
+    fn buffers(blocks: &mut ChannelBlocks) -> &mut Vec<Vec<Self>>;
+}
+
+impl BlockElem for f32 {
+    #[cfg(feature = "threads")]
+    fn buffers(blocks: &mut ChannelBlocks) -> &mut Vec<Vec<f32>> {
+        &mut blocks.f32s
+    }
+}
+
+impl BlockElem for i8 {
+    #[cfg(feature = "threads")]
+    fn buffers(blocks: &mut ChannelBlocks) -> &mut Vec<Vec<i8>> {
+        &mut blocks.i8s
+    }
 }
 
 impl Workers {
@@ -207,6 +251,8 @@ impl Workers {
             scratch,
             #[cfg(feature = "threads")]
             pool: None,
+            #[cfg(feature = "threads")]
+            channel_blocks: ChannelBlocks::default(),
         }
     }
 
@@ -281,6 +327,135 @@ fn for_row_blocks<T: Send>(
     }
     let _ = (align, row_len, work);
     f(0..m_count, out, &mut workers.scratch[0]);
+}
+
+/// A GEMM's output as [`for_gemm_blocks`] splits it: `m` rows of `n` output channels, `k`
+/// multiply-accumulates each, computed in tiles of `mr` rows; a block of channels starts at a
+/// multiple of `cols` (whole tiles of the kernel).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GemmBlocks {
+    pub(crate) m: usize,
+    pub(crate) n: usize,
+    pub(crate) k: usize,
+    pub(crate) mr: usize,
+    #[cfg_attr(not(feature = "threads"), allow(dead_code))]
+    pub(crate) cols: usize,
+}
+
+/// Runs `f(rows, channels, out_block, scratch)` over a GEMM's output `out` (`g.m` rows of
+/// `g.n`): as [`for_row_blocks`] splits it, each block all channels (`out_block` rows of
+/// `g.n`), or (feature `threads`) in one block of output channels per worker when that shares
+/// the work more evenly, or as evenly while the weights outweigh the rows (each worker then
+/// reads only its share of the weights). A block of channels (all rows, `out_block` rows of
+/// `channels.len()`) is computed into its worker's buffer and copied into `out` when all have
+/// finished. Every output is computed as on one thread: the row tiles are the same, and no
+/// channel's sum depends on another channel.
+pub(crate) fn for_gemm_blocks<T: BlockElem>(
+    g: GemmBlocks,
+    out: &mut [T],
+    workers: &mut Workers,
+    f: impl Fn(Range<usize>, Range<usize>, &mut [T], &mut FastScratch) + Sync,
+) {
+    #[cfg(feature = "threads")]
+    if by_channels(&g, workers.scratch.len()) && for_channel_blocks(&g, out, workers, &f) {
+        return;
+    }
+    let work = g.m * g.n * g.k;
+    for_row_blocks(g.m, g.mr, g.n, work, out, workers, |ms, o, s| {
+        f(ms, 0..g.n, o, s)
+    });
+}
+
+/// Whether [`for_gemm_blocks`] splits `g` over `threads` workers by output channels: the
+/// largest block of channels is a smaller share of the channels than the largest block of
+/// rows (in whole tiles, as [`for_row_blocks`] makes them) of the rows, by at least 5%, or an
+/// equal or smaller one with at least as many channels as rows (weights as big as the rows).
+#[cfg(feature = "threads")]
+fn by_channels(g: &GemmBlocks, threads: usize) -> bool {
+    let (mr, cols) = (g.mr.max(1), g.cols.max(1));
+    let units = g.n.div_ceil(cols);
+    if threads < 2 || units < 2 || g.m * g.n * g.k < PARALLEL_MIN_WORK {
+        return false;
+    }
+    let tiles = g.m.div_ceil(mr);
+    let row_blocks = threads.min(g.m / mr);
+    // The largest block of rows, in tiles (all of them when the rows do not split).
+    let row_max = if row_blocks > 1 {
+        g.m.div_ceil(row_blocks).div_ceil(mr).min(tiles)
+    } else {
+        tiles
+    };
+    let col_max = (units.div_ceil(threads.min(units)) * cols).min(g.n);
+    // col_max / n against row_max / tiles.
+    let (col_share, row_share) = (col_max * tiles, row_max * g.n);
+    20 * col_share < 19 * row_share || (col_share <= row_share && g.n >= g.m)
+}
+
+/// [`for_gemm_blocks`]'s split by output channels; false (nothing run) when fewer than two
+/// blocks can run or a worker's buffer cannot grow.
+#[cfg(feature = "threads")]
+fn for_channel_blocks<T: BlockElem>(
+    g: &GemmBlocks,
+    out: &mut [T],
+    workers: &mut Workers,
+    f: &(impl Fn(Range<usize>, Range<usize>, &mut [T], &mut FastScratch) + Sync),
+) -> bool {
+    let (m, n) = (g.m, g.n);
+    let Workers {
+        scratch,
+        pool,
+        channel_blocks,
+    } = workers;
+    let threads = scratch.len();
+    let pool = pool.get_or_insert_with(|| thread_pool::Pool::new(threads - 1));
+    let units = n.div_ceil(g.cols.max(1));
+    let wanted = units.min(threads).min(pool.workers() + 1);
+    if wanted < 2 || out.len() < m * n {
+        return false;
+    }
+    let per = units.div_ceil(wanted) * g.cols.max(1);
+    let blocks = n.div_ceil(per);
+    let channels = |i: usize| i * per..((i + 1) * per).min(n);
+    let bufs = T::buffers(channel_blocks);
+    if bufs.len() < blocks {
+        bufs.resize_with(blocks, Vec::new);
+    }
+    for (i, buf) in bufs.iter_mut().enumerate().take(blocks) {
+        let need = m * channels(i).len();
+        if buf.len() < need {
+            if buf.try_reserve(need - buf.len()).is_err() {
+                return false;
+            }
+            buf.resize(need, T::default());
+        }
+    }
+    // One slot per block, each taken by the one task that runs it.
+    type Slot<'a, T> = std::sync::Mutex<Option<(&'a mut [T], &'a mut FastScratch)>>;
+    let slots: Vec<Slot<'_, T>> = bufs
+        .iter_mut()
+        .zip(scratch.iter_mut())
+        .take(blocks)
+        .map(|(buf, s)| std::sync::Mutex::new(Some((&mut buf[..], s))))
+        .collect();
+    pool.run(slots.len(), &|t| {
+        let taken = slots[t].lock().ok().and_then(|mut slot| slot.take());
+        if let Some((buf, s)) = taken {
+            let cs = channels(t);
+            f(0..m, cs.clone(), &mut buf[..m * cs.len()], s);
+        }
+    });
+    drop(slots);
+    for (i, buf) in bufs.iter().enumerate().take(blocks) {
+        let cs = channels(i);
+        let width = cs.len();
+        for (dst, src) in out[..m * n]
+            .chunks_exact_mut(n)
+            .zip(buf[..m * width].chunks_exact(width))
+        {
+            dst[cs.clone()].copy_from_slice(src);
+        }
+    }
+    true
 }
 
 #[cfg(test)]

@@ -37,7 +37,15 @@ fn mul_i8_matches_scalar_on_every_input_pair() {
             };
             let f = ArithI8::mul(isa, &p).unwrap();
             let mut got = vec![0i8; 65536];
-            arith_i8(&f, &p, &bc_all, &all_a, &all_b, &mut got);
+            arith_i8(
+                &f,
+                &p,
+                &bc_all,
+                &all_a,
+                &all_b,
+                &mut got,
+                &mut scratch_for(1, 1),
+            );
             for i in 0..65536 {
                 let (x, y) = (i32::from(all_a[i]), i32::from(all_b[i]));
                 assert_eq!(
@@ -52,7 +60,7 @@ fn mul_i8_matches_scalar_on_every_input_pair() {
             let b = rng.i8s(1);
             let bc = Broadcast::new(&[n], &[1]).unwrap();
             let mut got = vec![0i8; n];
-            arith_i8(&f, &p, &bc, &a, &b, &mut got);
+            arith_i8(&f, &p, &bc, &a, &b, &mut got, &mut scratch_for(1, 1));
             for i in 0..n {
                 let want = p.eval_i32(i32::from(a[i]), i32::from(b[0]));
                 assert_eq!(i32::from(got[i]), want, "{isa:?} case {case} broadcast");
@@ -115,7 +123,15 @@ fn arith_i8_matches_scalar() {
             };
             vector += 1;
             let mut got = vec![0i8; 65536];
-            arith_i8(&f, &tables, &bc_all, &all_a, &all_b, &mut got);
+            arith_i8(
+                &f,
+                &tables,
+                &bc_all,
+                &all_a,
+                &all_b,
+                &mut got,
+                &mut scratch_for(1, 1),
+            );
             for i in 0..65536 {
                 let want = p.eval_i32(i32::from(all_a[i]), i32::from(all_b[i]));
                 assert_eq!(
@@ -136,7 +152,15 @@ fn arith_i8_matches_scalar() {
                 let mut want = vec![0i8; n + at];
                 let mut got = vec![0i8; n + at];
                 binary_quantized::<i8>(&tables, &bc, &a[at..], &b[at..], &mut want[at..]);
-                arith_i8(&f, &tables, &bc, &a[at..], &b[at..], &mut got[at..]);
+                arith_i8(
+                    &f,
+                    &tables,
+                    &bc,
+                    &a[at..],
+                    &b[at..],
+                    &mut got[at..],
+                    &mut scratch_for(1, 1),
+                );
                 assert_eq!(got, want, "{isa:?} case {case} n {n} at {at}");
             }
         }
@@ -183,7 +207,7 @@ fn arith_i8_matches_scalar() {
             let mut want = vec![0i8; bc.output_len()];
             let mut got = vec![0i8; bc.output_len()];
             bc.apply(&a, &b, &mut want, |x, y| p.eval(x, y));
-            arith_i8(&f, &tables, &bc, &a, &b, &mut got);
+            arith_i8(&f, &tables, &bc, &a, &b, &mut got, &mut scratch_for(1, 1));
             assert_eq!(got, want, "{isa:?} {sa:?} {sb:?}");
         }
     }
@@ -454,18 +478,45 @@ fn quantize_f32_matches_scalar() {
                     let mut want = vec![0i8; m];
                     scalar(x, scale, zp, (-128, 127), &mut want, |v| v as i8);
                     let mut got = vec![0u8; m];
-                    assert!(quantize_f32(isa, x, scale, zp, QuantizeTo::I8, &mut got));
+                    let mut w = scratch_for(1, 1);
+                    assert!(quantize_f32(
+                        isa,
+                        x,
+                        scale,
+                        zp,
+                        QuantizeTo::I8,
+                        &mut got,
+                        &mut w
+                    ));
                     let want: Vec<u8> = want.iter().map(|&v| v as u8).collect();
                     assert_eq!(got, want, "{isa:?} int8 case {case} zp {zp}");
                     let mut want = vec![0u8; m];
                     scalar(x, scale, zp, (0, 255), &mut want, |v| v as u8);
-                    assert!(quantize_f32(isa, x, scale, zp, QuantizeTo::U8, &mut got));
+                    let mut w = scratch_for(1, 1);
+                    assert!(quantize_f32(
+                        isa,
+                        x,
+                        scale,
+                        zp,
+                        QuantizeTo::U8,
+                        &mut got,
+                        &mut w
+                    ));
                     assert_eq!(got, want, "{isa:?} uint8 case {case} zp {zp}");
                     let mut want = vec![0i16; m];
                     scalar(x, scale, zp, (-32768, 32767), &mut want, |v| v as i16);
                     let want: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
                     let mut got = vec![0u8; 2 * m];
-                    assert!(quantize_f32(isa, x, scale, zp, QuantizeTo::I16, &mut got));
+                    let mut w = scratch_for(1, 1);
+                    assert!(quantize_f32(
+                        isa,
+                        x,
+                        scale,
+                        zp,
+                        QuantizeTo::I16,
+                        &mut got,
+                        &mut w
+                    ));
                     assert_eq!(got, want, "{isa:?} int16 case {case} zp {zp}");
                 }
             }
@@ -478,10 +529,100 @@ fn quantize_f32_matches_scalar() {
             1.0,
             0,
             QuantizeTo::I16,
-            &mut o
+            &mut o,
+            &mut scratch_for(1, 1)
         ));
         assert_eq!(o, [1, 0, 1, 0, 9]);
-        assert!(quantize_f32(isa, &[1.0; 2], 1.0, 0, QuantizeTo::I8, &mut o));
+        let mut w = scratch_for(1, 1);
+        assert!(quantize_f32(
+            isa,
+            &[1.0; 2],
+            1.0,
+            0,
+            QuantizeTo::I8,
+            &mut o,
+            &mut w
+        ));
         assert_eq!(o, [1, 1, 1, 0, 9]);
     }
+}
+
+/// Float ADD, SUB and MUL with each fused activation: the portable kernel's values bit for
+/// bit (NaNs and infinities among the inputs), split over the tests' three workers; a
+/// broadcast input takes the portable kernel.
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+#[test]
+fn binary_f32_matches_portable() {
+    use crate::kernels::elementwise::{binary_f32 as portable, BinaryOp, Broadcast};
+    let mut rng = Rng(15);
+    for isa in isas() {
+        for (case, op) in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul]
+            .into_iter()
+            .enumerate()
+        {
+            for act in [
+                Activation::None,
+                Activation::Relu,
+                Activation::Relu6,
+                Activation::Tanh,
+            ] {
+                let n = 1 + rng.below(700);
+                let mut a = rng.f32s(n);
+                let b: Vec<f32> = rng.f32s(n).iter().map(|v| v * 8.0).collect();
+                for i in (0..n).step_by(41) {
+                    a[i] = [f32::NAN, f32::INFINITY, -0.0][i % 3];
+                }
+                for b in [&b[..], &b[..1]] {
+                    let bc = Broadcast::new(&[n], &[b.len()]).unwrap();
+                    let mut want = vec![0f32; n];
+                    portable(op, &bc, &a, b, act, &mut want);
+                    let mut got = vec![0f32; n];
+                    binary_f32(isa, op, act, &bc, &a, b, &mut got, &mut scratch_for(1, 1));
+                    let same = got
+                        .iter()
+                        .zip(&want)
+                        .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(
+                        same,
+                        "{isa:?} case {case} {op:?} {act:?} n {n} b {}",
+                        b.len()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// TRANSPOSE of 2-4 rows (NCHW -> NHWC of a few channels) split over the tests' three workers:
+/// the portable kernel's output for 1-, 2- and 4-byte values, batches, odd lengths.
+#[cfg(feature = "ops-shape")]
+#[test]
+fn transpose_few_rows_split_matches_portable() {
+    use crate::kernels::shape_ops::transpose;
+    let mut rng = Rng(18);
+    for case in 0..60 {
+        let (b, rows, cols) = (1 + case % 2, 2 + case % 3, 2 + rng.below(300));
+        let (shape, perm) = ([b, rows, cols], [0, 2, 1]);
+        assert!(has_transpose_few_rows_split(&shape, &perm, 1));
+        let input: Vec<u32> = (0..b * rows * cols).map(|_| rng.u() as u32).collect();
+        let mut want = vec![0u32; input.len()];
+        transpose(&input, &shape, &perm, &mut want);
+        let mut got = vec![0u32; input.len()];
+        let mut w = scratch_for(1, 1);
+        assert!(transpose_few_rows_split(
+            &shape, &perm, &input, &mut got, &mut w
+        ));
+        assert_eq!(got, want, "case {case}");
+        let bytes: Vec<u8> = input.iter().map(|&v| v as u8).collect();
+        let mut want = vec![0u8; bytes.len()];
+        transpose(&bytes, &shape, &perm, &mut want);
+        let mut got = vec![0u8; bytes.len()];
+        assert!(transpose_few_rows_split(
+            &shape, &perm, &bytes, &mut got, &mut w
+        ));
+        assert_eq!(got, want, "case {case} bytes");
+    }
+    // Five rows, or one column: the portable kernel's.
+    assert!(!has_transpose_few_rows_split(&[1, 5, 9], &[0, 2, 1], 1));
+    assert!(!has_transpose_few_rows_split(&[1, 3, 9], &[0, 2, 1], 8));
 }

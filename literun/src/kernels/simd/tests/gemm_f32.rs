@@ -244,3 +244,65 @@ fn conv_f32_large_weights_sweep_by_channel_groups() {
         }
     }
 }
+
+/// A convolution with few output pixels and many channels (ResNet18's last layers, in small)
+/// splits over 2 to 4 workers by blocks of output channels: every value as on one worker, bit
+/// for bit, through the direct (1x1) and gathered paths, in the sweep by channel groups too.
+#[test]
+fn conv_f32_split_by_channels_matches_one_worker() {
+    let mut rng = Rng(11);
+    for isa in isas() {
+        for (k, stride, cin, cout, h) in [
+            (3, 1, 40, 200, 4),
+            (1, 1, 64, 257, 3),
+            (3, 2, 232, 136, 7),
+            (1, 2, 24, 130, 7),
+        ] {
+            let pad = k / 2;
+            let oh = (h + 2 * pad - k) / stride + 1;
+            let p = Conv2dParams {
+                stride_h: stride,
+                stride_w: stride,
+                pad_top: pad,
+                pad_left: pad,
+                activation: Activation::Relu6,
+                ..Default::default()
+            };
+            let (is, fs, os) = ([1, h, h, cin], [cout, k, k, cin], [1, oh, oh, cout]);
+            let input = rng.f32s(is.iter().product());
+            let filter = rng.f32s(fs.iter().product());
+            let bias = rng.f32s(cout);
+            let kk = k * k * cin;
+            let g = GemmF32::pack(isa, &filter, cout, kk, Some(&bias), p.activation).unwrap();
+            let mut one = vec![0f32; os.iter().product()];
+            conv2d_f32(
+                &g,
+                &input,
+                is,
+                fs,
+                &p,
+                &mut one,
+                os,
+                &mut workers_for(kk, 8, 1),
+            );
+            for workers in 2..=4 {
+                let mut got = vec![0f32; one.len()];
+                conv2d_f32(
+                    &g,
+                    &input,
+                    is,
+                    fs,
+                    &p,
+                    &mut got,
+                    os,
+                    &mut workers_for(kk, 8, workers),
+                );
+                let same = got
+                    .iter()
+                    .zip(&one)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{isa:?} {is:?} {fs:?} on {workers} workers");
+            }
+        }
+    }
+}

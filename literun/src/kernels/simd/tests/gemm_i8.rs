@@ -125,3 +125,34 @@ fast_vs_portable! {
         }
     }
 }
+
+/// Few output pixels and many channels: split over the workers by blocks of output channels
+/// (the tests' three), exact against the portable kernel.
+#[test]
+fn conv_i8_split_by_channels_matches_portable() {
+    let mut rng = Rng(12);
+    for isa in isas() {
+        for (case, (k, stride, cin, cout, h)) in [
+            (3, 1, 40, 200, 4),
+            (1, 1, 64, 257, 3),
+            (3, 2, 72, 136, 7),
+            (1, 2, 24, 130, 7),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let pad = k / 2;
+            let oh = (h + 2 * pad - k) / stride + 1;
+            let p = Conv2dParams {
+                stride_h: stride,
+                stride_w: stride,
+                pad_top: pad,
+                pad_left: pad,
+                activation: Activation::None,
+                ..Default::default()
+            };
+            let (is, fs, os) = ([1, h, h, cin], [cout, k, k, cin], [1, oh, oh, cout]);
+            check_conv_i8(isa, &mut rng, is, fs, os, &p, true, case);
+        }
+    }
+}

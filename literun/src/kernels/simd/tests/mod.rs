@@ -37,6 +37,9 @@ mod depthwise_i8;
 mod elementwise;
 mod gemm_f32;
 mod gemm_i8;
+mod pad;
+#[cfg(feature = "ops-pool")]
+mod pool;
 mod requant;
 mod winograd;
 
@@ -188,4 +191,32 @@ fn close_abs(got: &[f32], want: &[f32], what: &str) {
     for (i, (a, b)) in got.iter().zip(want).enumerate() {
         assert!((a - b).abs() <= 1e-5 * peak, "{what} at {i}: {a} vs {b}");
     }
+}
+
+/// Which GEMMs split by output channels: ResNet18's last layers (16 and 49 pixels, 256-512
+/// channels) where that is more even, not its stem (one block of channels) nor a layer of
+/// many rows.
+#[cfg(feature = "threads")]
+#[test]
+fn few_rows_and_many_channels_split_by_channels() {
+    let gemm = |m, n, k, mr, cols| GemmBlocks { m, n, k, mr, cols };
+    for threads in [2, 3, 4] {
+        assert!(by_channels(&gemm(16, 512, 4608, MR_F32, COLS_F32), threads));
+        assert!(by_channels(&gemm(16, 512, 4608, 8, COLS_I8), threads));
+        assert!(by_channels(&gemm(9, 1280, 112, 8, COLS_I8), threads));
+        assert!(!by_channels(
+            &gemm(3136, 64, 147, MR_F32, COLS_F32),
+            threads
+        ));
+        assert!(!by_channels(
+            &gemm(3136, 256, 64, MR_F32, COLS_F32),
+            threads
+        ));
+    }
+    // 49 rows on 3 threads: 3 of 9 tiles each, against 2 of 4 blocks of channels.
+    assert!(by_channels(&gemm(49, 256, 2304, MR_F32, COLS_F32), 2));
+    assert!(!by_channels(&gemm(49, 256, 2304, MR_F32, COLS_F32), 3));
+    assert!(by_channels(&gemm(49, 256, 2304, MR_F32, COLS_F32), 4));
+    assert!(!by_channels(&gemm(196, 128, 576, MR_F32, COLS_F32), 2));
+    assert!(!by_channels(&gemm(16, 512, 4608, MR_F32, COLS_F32), 1));
 }
