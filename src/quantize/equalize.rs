@@ -63,31 +63,67 @@ pub(super) fn const_f32(g: &Graph, t: TensorId) -> Option<&ndarray::ArrayD<f32>>
     g.tensors[t].data.as_ref()?.as_f32()
 }
 
+/// How conv or dense layer `n`'s weights hold its input channels (`None` for other ops and
+/// grouped, non-depthwise convolutions).
+pub(super) fn input_axis(g: &Graph, n: &crate::ir::Node) -> Option<Axis> {
+    match n.op {
+        Op::Conv2d {
+            layout: Layout::Nhwc,
+            group,
+            ..
+        } => {
+            if is_depthwise(g, n) {
+                let cin = *g.shape(n.inputs[0]).last().unwrap_or(&1);
+                let cout = *g.shape(n.outputs[0]).last().unwrap_or(&1);
+                Some(Axis::DepthwiseInput {
+                    multiplier: (cout / cin.max(1)).max(1),
+                })
+            } else {
+                (group == 1).then_some(Axis::Last)
+            }
+        }
+        Op::FullyConnected { .. } => Some(Axis::Last),
+        _ => None,
+    }
+}
+
+/// How conv or dense layer `n`'s weights hold its output channels, if it has no fused activation
+/// (or a ReLU, with `relu`: it commutes with a positive scale).
+pub(super) fn output_axis(g: &Graph, n: &crate::ir::Node, relu: bool) -> Option<Axis> {
+    let (Op::Conv2d {
+        activation: act, ..
+    }
+    | Op::FullyConnected { activation: act }) = n.op
+    else {
+        return None;
+    };
+    if !(act == Activation::None || (relu && act == Activation::Relu)) {
+        return None;
+    }
+    match n.op {
+        Op::Conv2d {
+            layout: Layout::Nhwc,
+            group,
+            ..
+        } => {
+            if is_depthwise(g, n) {
+                Some(Axis::Last)
+            } else {
+                (group == 1).then_some(Axis::First)
+            }
+        }
+        Op::FullyConnected { .. } => Some(Axis::First),
+        _ => None,
+    }
+}
+
 fn pairs(g: &Graph) -> Vec<Pair> {
     let uses = g.use_counts();
     let producers = g.producers();
     let mut out = Vec::new();
     for (ci, c) in g.nodes.iter().enumerate() {
-        let consumer_axis = match c.op {
-            Op::Conv2d {
-                layout: Layout::Nhwc,
-                group,
-                ..
-            } => {
-                if is_depthwise(g, c) {
-                    let cin = *g.shape(c.inputs[0]).last().unwrap_or(&1);
-                    let cout = *g.shape(c.outputs[0]).last().unwrap_or(&1);
-                    Axis::DepthwiseInput {
-                        multiplier: (cout / cin.max(1)).max(1),
-                    }
-                } else if group == 1 {
-                    Axis::Last
-                } else {
-                    continue;
-                }
-            }
-            Op::FullyConnected { .. } => Axis::Last,
-            _ => continue,
+        let Some(consumer_axis) = input_axis(g, c) else {
+            continue;
         };
         let t = c.inputs[0];
         if uses.get(&t) != Some(&1) || g.outputs.contains(&t) || c.inputs.get(1).is_none() {
@@ -97,25 +133,8 @@ fn pairs(g: &Graph) -> Vec<Pair> {
             continue;
         };
         let p = &g.nodes[pi];
-        let producer_axis = match p.op {
-            Op::Conv2d {
-                layout: Layout::Nhwc,
-                activation: Activation::None | Activation::Relu,
-                group,
-                ..
-            } => {
-                if is_depthwise(g, p) {
-                    Axis::Last
-                } else if group == 1 {
-                    Axis::First
-                } else {
-                    continue;
-                }
-            }
-            Op::FullyConnected {
-                activation: Activation::None | Activation::Relu,
-            } => Axis::First,
-            _ => continue,
+        let Some(producer_axis) = output_axis(g, p, true) else {
+            continue;
         };
         let channels = *g.shape(t).last().unwrap_or(&0);
         let weights_ok = const_f32(g, p.inputs[1]).is_some()

@@ -36,7 +36,7 @@
 
 use super::calibrate::Sample;
 use super::equalize::{
-    activation_absmax, channel_absmax, const_f32, is_depthwise, scale_channels, Axis,
+    activation_absmax, channel_absmax, const_f32, input_axis, output_axis, scale_channels, Axis,
 };
 use crate::ir::{
     Activation, BinaryOp, ConstData, DType, Graph, Layout, Node, Op, PadMode, TensorId, UnaryOp,
@@ -104,44 +104,10 @@ fn chains(g: &Graph) -> Vec<Chain> {
         };
         let (p, c) = (&g.nodes[pi], &g.nodes[ci]);
         let consumer_input = c.inputs[0];
-        let producer_axis = match p.op {
-            Op::Conv2d {
-                layout: Layout::Nhwc,
-                activation: Activation::None,
-                group,
-                ..
-            } if is_depthwise(g, p) || group == 1 => {
-                if group == 1 {
-                    Axis::First
-                } else {
-                    Axis::Last
-                }
-            }
-            Op::FullyConnected {
-                activation: Activation::None,
-            } => Axis::First,
-            _ => continue,
-        };
-        let consumer_axis = match c.op {
-            Op::Conv2d {
-                layout: Layout::Nhwc,
-                group,
-                ..
-            } => {
-                if is_depthwise(g, c) {
-                    let cin = *g.shape(c.inputs[0]).last().unwrap_or(&1);
-                    let cout = *g.shape(c.outputs[0]).last().unwrap_or(&1);
-                    Axis::DepthwiseInput {
-                        multiplier: (cout / cin.max(1)).max(1),
-                    }
-                } else if group == 1 {
-                    Axis::Last
-                } else {
-                    continue;
-                }
-            }
-            Op::FullyConnected { .. } => Axis::Last,
-            _ => continue,
+        let (Some(producer_axis), Some(consumer_axis)) =
+            (output_axis(g, p, false), input_axis(g, c))
+        else {
+            continue;
         };
         let consts_ok = [p.inputs.get(1), c.inputs.get(1)]
             .into_iter()
