@@ -424,27 +424,38 @@ fn leaky_clamp_pool_model() -> Vec<u8> {
     b.bytes()
 }
 
-#[test]
-fn equalization_crosses_leaky_relu_clamps_and_pooling() {
-    let model = leaky_clamp_pool_model();
-    let float = convert(&model, &ConvertOptions::default());
+/// Full int8 of `model` (input [1, 3, 16, 16]) with and without equalization, calibrated on
+/// samples from `seed`, and each file's SNR against float on a held-out input from `input_seed`.
+fn with_and_without_equalization(
+    model: &[u8],
+    seed: u32,
+    input_seed: u32,
+) -> (Conversion, f32, f32) {
+    let float = convert(model, &ConvertOptions::default());
     let dir = tempfile::tempdir().unwrap();
-    write_samples(dir.path(), &[1, 3, 16, 16], 16, 7);
+    write_samples(dir.path(), &[1, 3, 16, 16], 16, seed);
     let input = NpyArray::f32(
         vec![1, 3, 16, 16],
-        noise(768, 77).iter().map(|x| x * 4.0).collect(),
+        noise(768, input_seed).iter().map(|x| x * 4.0).collect(),
     );
     let reference = run(&float.bytes, &input);
     let mut opts = full_int8(dir.path());
-    let with = convert(&model, &opts);
+    let with = convert(model, &opts);
     opts.no_equalize = true;
-    let without = convert(&model, &opts);
-    let equalized = &with.quantization.as_ref().unwrap().equalized;
-    assert_eq!(equalized.len(), 1, "{equalized:?}");
+    let without = convert(model, &opts);
     let (snr_with, snr_without) = (
         error_stats(&run(&with.bytes, &input), &reference).snr_db,
         error_stats(&run(&without.bytes, &input), &reference).snr_db,
     );
+    (with, snr_with, snr_without)
+}
+
+#[test]
+fn equalization_crosses_leaky_relu_clamps_and_pooling() {
+    let (with, snr_with, snr_without) =
+        with_and_without_equalization(&leaky_clamp_pool_model(), 7, 77);
+    let equalized = &with.quantization.as_ref().unwrap().equalized;
+    assert_eq!(equalized.len(), 1, "{equalized:?}");
     println!("full int8: {snr_with:.1} dB equalized, {snr_without:.1} dB not");
     // The clamp's bound moves with each channel's scale, or the equalized model would be wrong.
     assert!(snr_with > 30.0, "{snr_with}");
@@ -604,27 +615,12 @@ fn hard_swish_spread_model() -> Vec<u8> {
 
 #[test]
 fn equalization_crosses_hard_swish_through_a_gate_of_the_scaled_input() {
-    let model = hard_swish_spread_model();
-    let float = convert(&model, &ConvertOptions::default());
-    let dir = tempfile::tempdir().unwrap();
-    write_samples(dir.path(), &[1, 3, 16, 16], 16, 21);
-    let input = NpyArray::f32(
-        vec![1, 3, 16, 16],
-        noise(768, 99).iter().map(|x| x * 4.0).collect(),
-    );
-    let reference = run(&float.bytes, &input);
-    let mut opts = full_int8(dir.path());
-    let with = convert(&model, &opts);
-    opts.no_equalize = true;
-    let without = convert(&model, &opts);
+    let (with, snr_with, snr_without) =
+        with_and_without_equalization(&hard_swish_spread_model(), 21, 99);
     let equalized = &with.quantization.as_ref().unwrap().equalized;
     assert!(
         equalized.iter().any(|t| t.contains("hswish")),
         "{equalized:?}"
-    );
-    let (snr_with, snr_without) = (
-        error_stats(&run(&with.bytes, &input), &reference).snr_db,
-        error_stats(&run(&without.bytes, &input), &reference).snr_db,
     );
     println!("full int8: {snr_with:.1} dB equalized across HardSwish, {snr_without:.1} dB not");
     // The floor and the gate's clip are what int8 saturation does: the file has neither.
