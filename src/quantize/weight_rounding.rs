@@ -13,6 +13,7 @@ use super::calibrate::Sample;
 use super::equalize::{const_f32, is_depthwise};
 use crate::ir::{ConstData, Graph, Layout, Op, QuantParams, TensorId};
 use anyhow::Result;
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// Longest patch (`KH·KW·C`, or a dense layer's inputs) rounded this way.
@@ -113,18 +114,30 @@ fn layers(g: &Graph) -> Vec<Layer> {
     out
 }
 
-/// Adds `p pᵀ` to the `k × k` block `h` (upper triangle; mirrored later).
-fn add_outer(h: &mut [f64], p: &[f32]) {
-    let k = p.len();
-    for (i, &a) in p.iter().enumerate() {
-        if a == 0.0 {
-            continue;
+/// Adds `p pᵀ` for each `k`-value patch `p` of `patches` to the `k × k` block `h` (upper
+/// triangle; mirrored later). Rows are summed in parallel, each over the patches in order, so
+/// `h` is the same as one patch at a time.
+fn add_outer(h: &mut [f64], patches: &[f32], k: usize) {
+    if k == 0 {
+        return;
+    }
+    let sum_row = |(i, row): (usize, &mut [f64])| {
+        for p in patches.chunks_exact(k) {
+            let a = p[i];
+            if a == 0.0 {
+                continue;
+            }
+            let a = f64::from(a);
+            for (r, &b) in row[i..].iter_mut().zip(&p[i..]) {
+                *r += a * f64::from(b);
+            }
         }
-        let a = f64::from(a);
-        let row = &mut h[i * k..(i + 1) * k];
-        for (r, &b) in row[i..].iter_mut().zip(&p[i..]) {
-            *r += a * f64::from(b);
-        }
+    };
+    // A depthwise channel's 9 taps are not worth a task each.
+    if k < 64 {
+        h.chunks_mut(k).enumerate().for_each(sum_row);
+    } else {
+        h.par_chunks_mut(k).enumerate().for_each(sum_row);
     }
 }
 
@@ -135,9 +148,11 @@ fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
         Geometry::Dense => {
             let rows = x.len() / k;
             let step = rows.div_ceil(PATCHES_PER_SAMPLE).max(1);
-            for r in (0..rows).step_by(step) {
-                add_outer(&mut layer.h, &x[r * k..(r + 1) * k]);
-            }
+            let patches: Vec<f32> = (0..rows)
+                .step_by(step)
+                .flat_map(|r| x[r * k..(r + 1) * k].iter().copied())
+                .collect();
+            add_outer(&mut layer.h, &patches, k);
         }
         Geometry::Conv {
             kernel: [kh, kw],
@@ -158,6 +173,8 @@ fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
             let step = positions.div_ceil(PATCHES_PER_SAMPLE).max(1);
             let depthwise = multiplier > 0;
             let mut patch = vec![0f32; if depthwise { kh * kw * c } else { k }];
+            // Per depthwise channel, or for the whole layer: the patches of this sample.
+            let mut batches: Vec<Vec<f32>> = vec![Vec::new(); if depthwise { c } else { 1 }];
             for pos in (0..positions).step_by(step) {
                 let (oy, ox) = (pos / ow, pos % ow);
                 patch.iter_mut().for_each(|v| *v = 0.0);
@@ -178,16 +195,21 @@ fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
                 }
                 if depthwise {
                     // Per channel: the k = KH·KW taps of that channel.
-                    let mut taps = vec![0f32; k];
-                    for ch in 0..c {
-                        for (t, v) in taps.iter_mut().enumerate() {
-                            *v = patch[t * c + ch];
-                        }
-                        add_outer(&mut layer.h[ch * k * k..(ch + 1) * k * k], &taps);
+                    for (ch, batch) in batches.iter_mut().enumerate() {
+                        batch.extend((0..k).map(|t| patch[t * c + ch]));
                     }
                 } else {
-                    add_outer(&mut layer.h, &patch);
+                    batches[0].extend_from_slice(&patch);
                 }
+            }
+            if depthwise {
+                layer
+                    .h
+                    .par_chunks_mut(k * k)
+                    .zip(&batches)
+                    .for_each(|(h, batch)| add_outer(h, batch, k));
+            } else {
+                add_outer(&mut layer.h, &batches[0], k);
             }
         }
     }
@@ -409,7 +431,7 @@ mod tests {
             .collect();
         let mut h = vec![0f64; k * k];
         for x in &xs {
-            add_outer(&mut h, x);
+            add_outer(&mut h, x, x.len());
         }
         let w = [2.4f32, 2.4];
         let scale = 1.0;
