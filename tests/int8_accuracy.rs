@@ -662,3 +662,65 @@ fn a_silu_between_dense_layers_on_rows_still_converts() {
     let snr = error_stats(&run(&int8.bytes, &input), &run(&float.bytes, &input)).snr_db;
     assert!(snr > 20.0, "{snr}");
 }
+
+/// A normalisation over the middle axis of [1, 32, 8] (which the LayerNorm recognizer, last axis
+/// only, does not take), written from the moments as jax2tf writes JAX's LayerNorm:
+/// `v = max(Σx²/k − (Σx/k)², 0)`, `(x − m) / sqrt(v + eps)`. Each column's mean (0.5 to 1) is
+/// far larger than its spread (standard deviations 0.05 to 0.13), as after magika's embedding.
+fn moments_normalization_model() -> Vec<u8> {
+    let (k, c) = (32i64, 8usize);
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, k, c as i64]);
+    let spread: Vec<f32> = (0..c).map(|i| 0.04 + 0.01 * i as f32).collect();
+    let offset: Vec<f32> = (0..c).map(|i| 0.5 + 0.07 * i as f32).collect();
+    b.init(ftensor("spread", &[c as i64], spread));
+    b.init(ftensor("offset", &[c as i64], offset));
+    b.init(ftensor("inv_k", &[], vec![1.0 / k as f32]));
+    b.init(ftensor("zero", &[], vec![0.0]));
+    b.init(ftensor("eps", &[], vec![1e-6]));
+    b.init(litecvt::import::builder::itensor("axis", &[1], vec![1]));
+    let keep = || vec![("keepdims", litecvt::import::builder::Attr::I(0))];
+    b.node("Mul", "spread", &["input", "spread"], &["xs"], vec![]);
+    b.node("Add", "offset", &["xs", "offset"], &["x"], vec![]);
+    b.node("ReduceSum", "sum", &["x", "axis"], &["s"], keep());
+    b.node("Mul", "mean", &["s", "inv_k"], &["m"], vec![]);
+    b.node("Mul", "square", &["x", "x"], &["x2"], vec![]);
+    b.node("ReduceSum", "sum_sq", &["x2", "axis"], &["s2"], keep());
+    b.node("Mul", "mean_sq", &["s2", "inv_k"], &["e2"], vec![]);
+    b.node("Mul", "mean_squared", &["m", "m"], &["mm"], vec![]);
+    b.node("Sub", "moments", &["e2", "mm"], &["v"], vec![]);
+    b.node("Max", "clamp", &["v", "zero"], &["vc"], vec![]);
+    b.node("Unsqueeze", "var_row", &["vc", "axis"], &["vr"], vec![]);
+    b.node("Add", "add_eps", &["vr", "eps"], &["ve"], vec![]);
+    b.node("Sqrt", "std", &["ve"], &["sd"], vec![]);
+    b.node("Reciprocal", "rstd", &["sd"], &["r"], vec![]);
+    b.node("Unsqueeze", "mean_row", &["m", "axis"], &["mr"], vec![]);
+    b.node("Sub", "center", &["x", "mr"], &["d"], vec![]);
+    b.node("Mul", "normalize", &["d", "r"], &["output"], vec![]);
+    b.output("output");
+    b.bytes()
+}
+
+#[test]
+fn a_variance_from_the_moments_is_taken_as_the_mean_squared_deviation() {
+    let model = moments_normalization_model();
+    let float = convert(&model, &ConvertOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 32, 8], 16, 41);
+    let input = NpyArray::f32(
+        vec![1, 32, 8],
+        noise(256, 42).iter().map(|x| x * 4.0).collect(),
+    );
+    let reference = run(&float.bytes, &input);
+    let mut opts = full_int8(dir.path());
+    let with = convert(&model, &opts);
+    opts.passes = all_passes_but("center_variance");
+    let without = convert(&model, &opts);
+    let (snr_with, snr_without) = (
+        error_stats(&run(&with.bytes, &input), &reference).snr_db,
+        error_stats(&run(&without.bytes, &input), &reference).snr_db,
+    );
+    println!("full int8: {snr_with:.1} dB centered, {snr_without:.1} dB from the moments");
+    assert!(snr_with > 30.0, "{snr_with}");
+    assert!(snr_with > snr_without + 10.0, "{snr_with} vs {snr_without}");
+}

@@ -5,6 +5,7 @@
 //! required to produce a valid file and always run. Each group runs to a fixed point, and every run is recorded in the
 //! [`PipelineReport`] that `litecvt convert -v` / `--report` show.
 
+pub mod centered_variance;
 pub mod dedup_constants;
 pub mod fold_batchnorm;
 pub mod fold_channel_gather;
@@ -97,8 +98,14 @@ pub const BEFORE_LAYOUT: &[Optimization] = &[
 
 /// Run after the pattern recognizers (LayerNorm, swish, GELU) are done, so folding a constant
 /// Mul or Add into a layer never takes a piece out of a pattern (GELU's final `* 0.5` is read by
-/// the next dense layer): until none of them changes anything.
+/// the next dense layer), nor does rewriting a variance the LayerNorm recognizer would take:
+/// until none of them changes anything.
 pub const FOLD_INTO_LAYERS: &[Optimization] = &[
+    Optimization {
+        name: "center_variance",
+        about: "compute a variance written as E[x²] - E[x]² as the mean squared deviation E[(x - E[x])²]",
+        run: centered_variance::center_variance,
+    },
     Optimization {
         name: "fold_channel_scale",
         about: "fold a per-channel Mul after a conv/dense (also across ReLU, or a BN after ReLU) into its weights",
