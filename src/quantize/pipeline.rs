@@ -503,8 +503,16 @@ fn calibrated(
     let histogram = methods.iter().any(|(m, _)| *m != Method::MinMax);
     // Tensor indices of the file are the graph's.
     let weights = downstream::channel_weights(graph);
-    let stats = range_stats::collect_stats(&float, &samples, histogram, &weights, opts.progress)
-        .with_context(|| format!("{label}: calibration"))?;
+    let silu_inputs = downstream::silu_inputs(graph);
+    let stats = range_stats::collect_stats(
+        &float,
+        &samples,
+        histogram,
+        &weights,
+        &silu_inputs,
+        opts.progress,
+    )
+    .with_context(|| format!("{label}: calibration"))?;
     stages.mark("calibration");
     if opts.method.is_none() && stats.has_downstream_weights() {
         // The weighted error sees only the next layer; some models do better judged by the
