@@ -291,13 +291,20 @@ impl Stats {
     /// Each observed tensor's range chosen by `method` (which the statistics must support:
     /// collected with a histogram unless `method` is min/max). With `downstream`, the error a
     /// range is judged by counts each value by its channel's downstream weight where the
-    /// tensor has them; without, every value alike.
-    pub fn ranges(&self, method: Method, downstream: bool) -> Vec<Option<(f32, f32)>> {
+    /// tensor has them; without, every value alike. With `tail_cap` (a percentile), no range
+    /// reaches beyond that percentile of its tensor's values on either side (min/max ranges
+    /// are not capped).
+    pub fn ranges(
+        &self,
+        method: Method,
+        downstream: bool,
+        tail_cap: Option<f64>,
+    ) -> Vec<Option<(f32, f32)>> {
         self.0
             .iter()
             .map(|s| {
                 (s.min <= s.max).then(|| {
-                    if downstream || s.weighted.is_empty() {
+                    let (lo, hi) = if downstream || s.weighted.is_empty() {
                         s.range(method)
                     } else {
                         Stat {
@@ -305,6 +312,13 @@ impl Stats {
                             ..s.clone()
                         }
                         .range(method)
+                    };
+                    match tail_cap {
+                        Some(p) if method != Method::MinMax => {
+                            let (cap_lo, cap_hi) = s.range(Method::Percentile(p));
+                            (lo.max(cap_lo.min(0.0)), hi.min(cap_hi.max(0.0)))
+                        }
+                        _ => (lo, hi),
                     }
                 })
             })
@@ -453,8 +467,8 @@ mod tests {
         s.observe_range(&v);
         s.observe_hist(&v, Some(&[1e-6, 2.0]));
         let stats = Stats(vec![s]);
-        let (_, plain) = stats.ranges(Method::Auto, false)[0].unwrap();
-        let (_, weighted) = stats.ranges(Method::Auto, true)[0].unwrap();
+        let (_, plain) = stats.ranges(Method::Auto, false, None)[0].unwrap();
+        let (_, weighted) = stats.ranges(Method::Auto, true, None)[0].unwrap();
         assert!(plain > 90.0, "unweighted: {plain}");
         assert!(weighted < 30.0, "weighted: {weighted}");
         assert!(stats.has_downstream_weights());
@@ -489,6 +503,21 @@ mod tests {
             t.expected_error(r)
         };
         assert!(through_silu((lo, hi)) < 0.5 * through_silu((plain_lo, plain_hi)));
+    }
+
+    #[test]
+    fn a_tail_cap_keeps_ranges_within_the_percentile_but_not_minmax() {
+        // 10⁵ values in [0, 1) and ten spread up to 6: the tensor's own error keeps most of the
+        // tail (each clipped value costs more than a step of rounding), the cap does not.
+        let mut v: Vec<f32> = (0..100_000).map(|i| (i % 1000) as f32 / 1000.0).collect();
+        v.extend((1..=10).map(|k| 1.0 + k as f32 / 2.0));
+        let stats = Stats(vec![stat_of(&v)]);
+        let (_, own) = stats.ranges(Method::Auto, true, None)[0].unwrap();
+        let (lo, capped) = stats.ranges(Method::Auto, true, Some(99.99))[0].unwrap();
+        assert!(own > 3.0, "uncapped: {own}");
+        assert!(capped < 1.1 && lo == 0.0, "capped: [{lo}, {capped}]");
+        let (_, minmax) = stats.ranges(Method::MinMax, false, Some(99.99))[0].unwrap();
+        assert_eq!(minmax, 6.0);
     }
 
     #[test]
