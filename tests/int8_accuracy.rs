@@ -697,6 +697,23 @@ fn moments_normalization_model() -> Vec<u8> {
     b.node("Unsqueeze", "mean_row", &["m", "axis"], &["mr"], vec![]);
     b.node("Sub", "center", &["x", "mr"], &["d"], vec![]);
     b.node("Mul", "normalize", &["d", "r"], &["output"], vec![]);
+
+/// Conv1x1 → SiLU (as `x · Sigmoid(x)`) → Conv1x1, the first conv's outputs spread evenly over
+/// [-16, 8] (a negative bias, as batch norm leaves many YOLO pre-activations).
+fn silu_negative_tail_model() -> Vec<u8> {
+    let (c, cin) = (8usize, 3usize);
+    let mut b = OnnxBuilder::new(13);
+    b.input("input", &[1, cin as i64, 8, 8]);
+    let w0: Vec<f32> = (0..c * cin)
+        .map(|i| if i % cin == (i / cin) % cin { 6.0 } else { 0.0 })
+        .collect();
+    b.init(ftensor("w0", &[c as i64, cin as i64, 1, 1], w0));
+    b.init(ftensor("b0", &[c as i64], vec![-4.0; c]));
+    b.init(ftensor("w1", &[4, c as i64, 1, 1], noise(4 * c, 41)));
+    b.node("Conv", "conv0", &["input", "w0", "b0"], &["pre"], vec![]);
+    b.node("Sigmoid", "sig", &["pre"], &["gate"], vec![]);
+    b.node("Mul", "silu", &["pre", "gate"], &["act"], vec![]);
+    b.node("Conv", "conv1", &["act", "w1"], &["output"], vec![]);
     b.output("output");
     b.bytes()
 }
@@ -723,4 +740,37 @@ fn a_variance_from_the_moments_is_taken_as_the_mean_squared_deviation() {
     println!("full int8: {snr_with:.1} dB centered, {snr_without:.1} dB from the moments");
     assert!(snr_with > 30.0, "{snr_with}");
     assert!(snr_with > snr_without + 10.0, "{snr_with} vs {snr_without}");
+
+fn a_silu_input_spends_no_steps_on_the_tail_silu_flattens() {
+    let model = silu_negative_tail_model();
+    let float = convert(&model, &ConvertOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    write_samples(dir.path(), &[1, 3, 8, 8], 16, 42);
+    let mut opts = full_int8(dir.path());
+    opts.calibration_method = Some(litecvt::quantize::calibrate::Method::Auto);
+    let int8 = convert(&model, &opts);
+    let aligned = literun::AlignedBytes::from_slice(&int8.bytes);
+    let lite = literun::Model::from_bytes(&aligned).unwrap();
+    let pre = lite
+        .tensors()
+        .iter()
+        .find(|t| t.name == "pre")
+        .expect("pre");
+    let q = pre.qparams.as_ref().expect("int8");
+    let lowest = q.scales[0] * (-128.0 - q.zero_points[0] as f32);
+    // The calibration samples reach -16; below about -4 SiLU's output is within 0.08 of zero.
+    assert!(lowest > -10.0, "SiLU input range starts at {lowest}");
+    let input = NpyArray::f32(
+        vec![1, 3, 8, 8],
+        noise(192, 99).iter().map(|x| x * 4.0).collect(),
+    );
+    let reference = run(&float.bytes, &input);
+    let snr = error_stats(&run(&int8.bytes, &input), &reference).snr_db;
+    opts.calibration_method = Some(litecvt::quantize::calibrate::Method::MinMax);
+    let minmax = convert(&model, &opts);
+    let snr_minmax = error_stats(&run(&minmax.bytes, &input), &reference).snr_db;
+    println!(
+        "full int8: {snr:.1} dB with the SiLU input from {lowest:.2}, {snr_minmax:.1} min/max"
+    );
+    assert!(snr > 30.0 && snr >= snr_minmax, "{snr} vs {snr_minmax}");
 }

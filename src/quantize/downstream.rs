@@ -12,8 +12,8 @@
 //! would rescale the channels instead, but not across HardSwish or ReLU6, where that is not exact.
 
 use super::equalize::{const_f32, is_depthwise};
-use crate::ir::{Graph, Layout, Op, TensorId};
-use std::collections::HashMap;
+use crate::ir::{Activation, BinaryOp, Graph, Layout, Op, TensorId, UnaryOp};
+use std::collections::{HashMap, HashSet};
 
 /// Weights closer together than this factor are left uniform: weighting them changes nothing.
 const MIN_SPREAD: f32 = 4.0;
@@ -44,6 +44,55 @@ pub fn channel_weights(g: &Graph) -> HashMap<TensorId, Vec<f32>> {
         }
     }
     out
+}
+
+/// Tensors that only SiLU reads (and that are not model outputs): in the lowered graph, `x`
+/// read by a LOGISTIC and by the MUL of `x` and that LOGISTIC's output, which nothing else
+/// reads. SiLU maps everything below about -4 to within 0.08 of zero and passes a rounding
+/// error on scaled by its slope, so such a tensor's range is judged by the error of SiLU's
+/// output, not its own.
+pub fn silu_inputs(g: &Graph) -> HashSet<TensorId> {
+    let mut readers: HashMap<TensorId, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        for &t in &n.inputs {
+            readers.entry(t).or_default().push(i);
+        }
+    }
+    let producers = g.producers();
+    let is_sigmoid_of = |i: usize, x: TensorId| {
+        let n = &g.nodes[i];
+        n.op == Op::Unary(UnaryOp::Sigmoid) && n.inputs == [x]
+    };
+    // MUL(x, σ(x)) in either order, with σ(x) read by nothing else.
+    let is_gated_product = |i: usize, x: TensorId| {
+        let n = &g.nodes[i];
+        let gate = match n.inputs.as_slice() {
+            [a, b] if *a == x => *b,
+            [a, b] if *b == x => *a,
+            _ => return false,
+        };
+        matches!(
+            n.op,
+            Op::Binary {
+                op: BinaryOp::Mul,
+                activation: Activation::None
+            }
+        ) && !g.outputs.contains(&gate)
+            && readers.get(&gate).is_some_and(|r| r == &[i])
+            && producers.get(&gate).is_some_and(|&p| is_sigmoid_of(p, x))
+    };
+    readers
+        .iter()
+        .filter(|&(&x, list)| {
+            !g.outputs.contains(&x)
+                && g.tensors[x].data.is_none()
+                && list.iter().any(|&i| is_gated_product(i, x))
+                && list
+                    .iter()
+                    .all(|&i| is_gated_product(i, x) || is_sigmoid_of(i, x))
+        })
+        .map(|(&x, _)| x)
+        .collect()
 }
 
 /// The mean of the readers' normalized weights, `None` when any reader is not a linear layer.
@@ -148,7 +197,7 @@ fn normalized(w: Vec<f32>) -> Option<Vec<f32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Activation, ConstData, DType, Node};
+    use crate::ir::{ConstData, DType, Node};
     use ndarray::ArrayD;
 
     /// input [1, 4, 4, 3] → depthwise 3x3 whose channel 2 has 10x the weights → output.
@@ -187,6 +236,38 @@ mod tests {
         assert!((w.iter().sum::<f32>() - 3.0).abs() < 1e-4, "{w:?}");
         assert!((w[2] / w[0] - 100.0).abs() < 1e-2, "{w:?}");
         assert_eq!(w[0], w[1]);
+    }
+
+    #[test]
+    fn only_tensors_that_silu_alone_reads_are_silu_inputs() {
+        let (mut g, x) = depthwise_graph();
+        let y = g.outputs[0];
+        let gate = g.add_tensor("gate", vec![1, 2, 2, 3], DType::F32);
+        let z = g.add_tensor("z", vec![1, 2, 2, 3], DType::F32);
+        g.nodes.push(Node {
+            name: "sigmoid".into(),
+            op: Op::Unary(UnaryOp::Sigmoid),
+            inputs: vec![y],
+            outputs: vec![gate],
+        });
+        g.nodes.push(Node {
+            name: "silu".into(),
+            op: Op::Binary {
+                op: BinaryOp::Mul,
+                activation: Activation::None,
+            },
+            inputs: vec![gate, y],
+            outputs: vec![z],
+        });
+        g.outputs = vec![z];
+        assert_eq!(silu_inputs(&g), HashSet::from([y]));
+        assert!(!silu_inputs(&g).contains(&x));
+        // Read by SiLU and by the model's caller: its own values matter.
+        g.outputs.push(y);
+        assert!(silu_inputs(&g).is_empty());
+        // The gate read elsewhere too: not a SiLU.
+        g.outputs = vec![z, gate];
+        assert!(silu_inputs(&g).is_empty());
     }
 
     #[test]
