@@ -80,20 +80,10 @@ pub(super) fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i
 /// With [`Requant::single_rounding`] the scaling is `(x * m + 2^(t - 1)) >> t`, `t = clamp(31 -
 /// shift, 1, 62)`, in 64-bit lanes (even and odd lanes apart), clamped to i32, as
 /// `multiply_by_quantized_multiplier_single_rounding`.
-///
-/// With [`Requant::fused`] (every channel shifts right by `e >= 1`) the two roundings and the
-/// output offset are one rounding shift per 64-bit product instead ([`Rq16`]'s fused form,
-/// which says why it is exact); AVX2 has no 64-bit arithmetic shift, so the sum's high half is
-/// shifted as a 32-bit lane by `e - 1` (`t >> (31 + e) = (t >> 32) >> (e - 1)`).
 pub(super) struct Rq8 {
     /// Single rounding: the shifts `t` and rounding constants `2^(t - 1)` of the even and the
     /// odd lanes, in 64-bit lanes.
     single: Option<[__m256i; 4]>,
-    /// The fused form: the odd channels' multipliers in the low halves of the 64-bit lanes,
-    /// [`Requant::fused_add`] of the even and of the odd channels, `e - 1` per channel, and
-    /// the activation range (clamped after the offset; `None`: int8's, which the saturating
-    /// narrowing gives).
-    fused: Option<([__m256i; 4], Option<[__m256i; 2]>)>,
     bias: __m256i,
     /// Whether any channel shifts left (`Requant::any_left`; else `left` is zero and unused).
     any_left: bool,
@@ -133,30 +123,8 @@ impl Rq8 {
             let round = |t: __m256i| _mm256_sllv_epi64(one, _mm256_sub_epi64(t, one));
             [even, odd, round(even), round(odd)]
         });
-        let fused = rq.fused.then(|| {
-            // e - 1 = -shift - 1 = !shift, and the constant as `derive_fused_16` builds it.
-            let rshift = _mm256_xor_si256(shift, _mm256_set1_epi32(-1));
-            let base = _mm256_set1_epi64x((1 + 2 * i64::from(off)) << 31);
-            let half = _mm256_set1_epi64x(1 << 30);
-            let r_even = _mm256_and_si256(rshift, _mm256_set1_epi64x(0xFFFF_FFFF));
-            let r_odd = _mm256_srli_epi64::<32>(rshift);
-            let add = |r: __m256i| _mm256_add_epi64(half, _mm256_sllv_epi64(base, r));
-            let range = rq
-                .clamp
-                .then(|| [_mm256_set1_epi32(rq.act_min), _mm256_set1_epi32(rq.act_max)]);
-            (
-                [
-                    _mm256_shuffle_epi32::<0xF5>(mult),
-                    add(r_even),
-                    add(r_odd),
-                    rshift,
-                ],
-                range,
-            )
-        });
         Rq8 {
             single,
-            fused,
             bias,
             any_left: rq.any_left,
             left,
@@ -174,27 +142,6 @@ impl Rq8 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn apply(&self, acc: __m256i) -> __m256i {
         let x = _mm256_add_epi32(acc, self.bias);
-        if let Some(([mult_odd, add_even, add_odd, rshift], range)) = self.fused {
-            // t = p + add - [p < 0] * 2^31 per 64-bit product p (the mask shifted left by 31
-            // is -2^31 where p < 0).
-            let zero = _mm256_setzero_si256();
-            let sum = |p: __m256i, add: __m256i| {
-                let t = _mm256_add_epi64(p, add);
-                _mm256_add_epi64(t, _mm256_slli_epi64::<31>(_mm256_cmpgt_epi64(zero, p)))
-            };
-            let even = sum(_mm256_mul_epi32(x, self.mult), add_even);
-            let odd = sum(
-                _mm256_mul_epi32(_mm256_shuffle_epi32::<0xF5>(x), mult_odd),
-                add_odd,
-            );
-            // The high halves of the sums (|t| < 2^63), the even lanes' moved down.
-            let v = _mm256_blend_epi32::<0b1010_1010>(_mm256_shuffle_epi32::<0xF5>(even), odd);
-            let v = _mm256_srav_epi32(v, rshift);
-            return match range {
-                Some([lo, hi]) => _mm256_min_epi32(_mm256_max_epi32(v, lo), hi),
-                None => v,
-            };
-        }
         if let Some([t_even, t_odd, r_even, r_odd]) = self.single {
             let even = _mm256_add_epi64(_mm256_mul_epi32(x, self.mult), r_even);
             let odd = _mm256_mul_epi32(
@@ -664,9 +611,6 @@ pub(crate) struct Derived {
     pub(crate) cached: Option<([i64; 16], [i32; 16])>,
     /// [`Rq8::load`]'s `[left, right, mask, thr]` of the same channels (both halves).
     pub(crate) stages_8: [[i32; 16]; 4],
-    /// [`Rq8::load`]'s fused constants and `e - 1` (both halves, channel order; fused form
-    /// only).
-    pub(crate) fused_8: Option<([i64; 16], [i32; 16])>,
 }
 
 /// [`Derived`] of channels `c..c + 16`; `None` without AVX-512.
@@ -697,23 +641,6 @@ pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
             let (a, b) = (v8(a), v8(b));
             core::array::from_fn(|i| if i < 8 { a[i] } else { b[i - 8] })
         };
-        // SAFETY (transmute): as above.
-        let v64_8 = |v: __m256i| unsafe { core::mem::transmute::<__m256i, [i64; 4]>(v) };
-        let fused_8 = match (h0.fused, h1.fused) {
-            (Some(([_, e0, o0, r0], _)), Some(([_, e1, o1, r1], _))) => {
-                let (e0, o0, e1, o1) = (v64_8(e0), v64_8(o0), v64_8(e1), v64_8(o1));
-                let add = core::array::from_fn(|i| {
-                    let (even, odd) = if i < 8 { (e0, o0) } else { (e1, o1) };
-                    if i % 2 == 0 {
-                        even[i % 8 / 2]
-                    } else {
-                        odd[i % 8 / 2]
-                    }
-                });
-                Some((add, both(r0, r1)))
-            }
-            _ => None,
-        };
         Derived {
             stages: [v16(p.left), v16(p.right), v16(p.mask), v16(p.thr)],
             add: in_order(&p),
@@ -725,7 +652,6 @@ pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
                 both(h0.mask, h1.mask),
                 both(h0.thr, h1.thr),
             ],
-            fused_8,
         }
     }
     // SAFETY: AVX-512 F/BW/VL are available (checked above).
