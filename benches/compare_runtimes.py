@@ -16,7 +16,10 @@ encoder (d=64, 4 heads, seq 32: `encoder_2l`)) it
       literun   `litecvt bench FILE.lite --json` (times `invoke` only); with --portable also
                 its reference kernels (LITERUN_ISA=portable: the kernels before the SIMD work)
       LiteRT    ai-edge-litert `Interpreter(num_threads=1)`, XNNPack on (default delegates) and
-                off (BUILTIN_WITHOUT_DEFAULT_DELEGATES), times `invoke()` only
+                off (BUILTIN_WITHOUT_DEFAULT_DELEGATES), times `invoke()` only; in this process,
+                so `--xnnpack-isa avx2` (see xnnpack_isa.py) restricts XNNPack to its AVX2
+                kernels before any interpreter exists (`--literun-isa avx2` is literun's own,
+                separate switch)
       ORT       onnxruntime, 1 intra-op thread, sequential, float ONNX and the QDQ model,
                 times `run()` (includes copying the input/output, a few µs)
       tract     `litecvt bench FILE.onnx --json` (tract 0.23 optimized plan, times `run`)
@@ -439,10 +442,20 @@ def main() -> int:
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--variants", default="float,int8", help="float, int8 or both")
     ap.add_argument("--literun-isa", help="LITERUN_ISA for literun (e.g. avx2 on an AVX-512 machine)")
+    ap.add_argument("--xnnpack-isa", choices=["avx2"],
+                    help="restrict LiteRT's XNNPack to this ISA's kernels (e.g. avx2 on an AVX-512 "
+                         "machine; independent of --literun-isa)")
     ap.add_argument("--portable", action="store_true",
                     help="also run literun's portable (reference) kernels (LITERUN_ISA=portable)")
     args = ap.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.xnnpack_isa:
+        # Before the first interpreter: XNNPack reads its flags once per process.
+        from xnnpack_isa import force_xnnpack_isa
+
+        found, kept = force_xnnpack_isa(args.xnnpack_isa)
+        print(f"XNNPack restricted to {args.xnnpack_isa}: arch_flags {found:#x} -> {kept:#x}",
+              file=sys.stderr)
 
     tmp = tempfile.TemporaryDirectory()
     work = Path(args.work or tmp.name)
@@ -526,7 +539,8 @@ def main() -> int:
             arenas[(model, variant)]["literun_peak_rss"] = b.last["peak_rss_bytes"]
             arenas[(model, variant)]["file"] = b.last["file_bytes"]
 
-    print(f"\nsingle thread, batch 1; {args.rounds} rounds x {args.runs} runs per engine, interleaved\n")
+    print(f"\nsingle thread, batch 1; {args.rounds} rounds x {args.runs} runs per engine, interleaved; "
+          f"literun ISA: {args.literun_isa or 'best'}, XNNPack ISA: {args.xnnpack_isa or 'best'}\n")
     print(f"| model | variant | engine | median | p90 | median vs literun |")
     print(f"|---|---|---|---|---|---|")
     rows = []
@@ -572,7 +586,8 @@ def main() -> int:
         q = stats(samples[(model, "int8", "literun")])[0]
         print(f"literun {model}: int8 is {f / q:.2f}x faster than float")
     if args.json_out:
-        Path(args.json_out).write_text(json.dumps({"rows": rows, "arenas": {
+        Path(args.json_out).write_text(json.dumps({
+            "literun_isa": args.literun_isa, "xnnpack_isa": args.xnnpack_isa, "rows": rows, "arenas": {
             f"{m}/{v}": a for (m, v), a in arenas.items()}}, indent=1))
     return 0
 

@@ -3,14 +3,16 @@ on the same .lite files, interleaved in one run.
 
     python3 benches/threads_vs_litert.py --litecvt target/release/litecvt \
         [--models literun/examples/models/mobilenetv2_block.lite,mnv2_112,convnet_112] \
-        [--threads 1,2] [--rounds 5] [--runs 50]
+        [--threads 1,2] [--rounds 5] [--runs 50] [--literun-isa avx2] [--xnnpack-isa avx2]
 
 A model is a .lite file, or the name of a model `compare_runtimes.py` generates (converted here
 to float and int8 with `litecvt convert`). For every file and thread count:
   literun  `litecvt bench FILE --threads N --json` (times `invoke` only, after a warm-up of
            about 0.1 s: each measurement is a new process)
   LiteRT   ai-edge-litert `Interpreter(num_threads=N)`, default delegates (XNNPack), times
-           `invoke()` only
+           `invoke()` only; in this process, so `--xnnpack-isa avx2` (see xnnpack_isa.py)
+           restricts XNNPack to its AVX2 kernels before any interpreter exists
+`--literun-isa` sets LITERUN_ISA for literun; the two switches are independent.
 Each round runs every engine on every file and thread count `--runs` times, so drifts in clock
 speed or load hit all alike. Prints the median over all rounds, and the ratios that matter on a
 shared machine: each engine's 2-thread time over its 1-thread time, and literun over LiteRT at
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -61,14 +64,17 @@ class LiteRt:
 class Literun:
     WARMUP_S = 0.1
 
-    def __init__(self, litecvt: str, path: Path, threads: int, runs: int):
+    def __init__(self, litecvt: str, path: Path, threads: int, runs: int, isa: str | None = None):
         self.cmd = [litecvt, "bench", str(path), "--json", "--threads", str(threads)]
         self.runs = runs
         self.warmup: int | None = None
+        self.env = dict(os.environ)
+        if isa:
+            self.env["LITERUN_ISA"] = isa
 
     def _run(self, runs: int, warmup: int) -> list[float]:
         cmd = [*self.cmd, "--runs", str(runs), "--warmup", str(warmup)]
-        p = subprocess.run(cmd, capture_output=True, text=True)
+        p = subprocess.run(cmd, capture_output=True, text=True, env=self.env)
         if p.returncode != 0:
             sys.exit(f"failed: {' '.join(cmd)}\n{p.stderr}")
         return json.loads(p.stdout)["latencies_us"]
@@ -115,7 +121,17 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=50, help="invocations per engine per round")
     ap.add_argument("--work", help="keep converted files here (default: a temporary directory)")
     ap.add_argument("--json-out")
+    ap.add_argument("--literun-isa", help="LITERUN_ISA for literun (e.g. avx2 on an AVX-512 machine)")
+    ap.add_argument("--xnnpack-isa", choices=["avx2"],
+                    help="restrict LiteRT's XNNPack to this ISA's kernels (independent of --literun-isa)")
     args = ap.parse_args()
+    if args.xnnpack_isa:
+        # Before the first interpreter: XNNPack reads its flags once per process.
+        from xnnpack_isa import force_xnnpack_isa
+
+        found, kept = force_xnnpack_isa(args.xnnpack_isa)
+        print(f"XNNPack restricted to {args.xnnpack_isa}: arch_flags {found:#x} -> {kept:#x}",
+              file=sys.stderr)
 
     tmp = tempfile.TemporaryDirectory()
     work = Path(args.work or tmp.name)
@@ -126,7 +142,8 @@ def main() -> int:
     benches = []
     for label, path in files:
         for n in threads:
-            benches.append((label, "literun", n, Literun(args.litecvt, path, n, args.runs)))
+            benches.append((label, "literun", n, Literun(args.litecvt, path, n, args.runs,
+                                                         args.literun_isa)))
             benches.append((label, "LiteRT+XNNPack", n, LiteRt(path, n, args.runs)))
     samples: dict[tuple[str, str, int], list[float]] = {}
     per_round: dict[tuple[str, str, int], list[float]] = {}
@@ -139,7 +156,8 @@ def main() -> int:
 
     for title, stat in (("median", np.median), ("10th percentile", lambda v: np.percentile(v, 10))):
         print(f"\nbatch 1; {args.rounds} rounds x {args.runs} runs per engine and thread count, "
-              f"interleaved; {title}, µs\n")
+              f"interleaved; literun ISA: {args.literun_isa or 'best'}, XNNPack ISA: "
+              f"{args.xnnpack_isa or 'best'}; {title}, µs\n")
         table(files, threads, {k: float(stat(v)) for k, v in samples.items()})
     print("\n(ratios < 1: the first is faster; the 10th percentile is closer to an unloaded machine)")
     if args.json_out:

@@ -8,6 +8,8 @@ pub(crate) const DW_MAX_TAPS: usize = 64;
 
 /// Calls `f(oy, ox, taps)` per output pixel with the input pixel index of every tap
 /// (`usize::MAX` for padding).
+// The x86 kernels take runs of tap pointers ([`for_each_window_run`]) instead.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 #[inline]
 pub(super) fn for_each_window(
     in_hw: [usize; 2],
@@ -45,7 +47,7 @@ pub(super) fn for_each_window(
 /// in the rows' output (`c` per pixel from `oys.start`). `dims` = `[in_h, in_w, k_h, k_w,
 /// out_w]`, `geometry` as [`dw_geometry`]. Windows inside the input take their taps' addresses
 /// as one base plus fixed offsets; the others check every tap.
-// Only the x86 AVX-512 depthwise kernels take tap pointers so far.
+// Only the x86 depthwise kernels take tap pointers so far.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 #[inline]
 pub(super) fn for_each_window_ptrs<T>(
@@ -205,6 +207,7 @@ pub(super) fn depthwise_rows<T: Send + Sync>(
 /// Runs `pixel(input_batch, taps, out_pixel)` for every output pixel of a depthwise convolution
 /// ([`depthwise_rows`], [`for_each_window`]).
 #[allow(clippy::too_many_arguments)]
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 pub(super) fn depthwise_pixels<T: Send + Sync>(
     input: &[T],
     in_shape: [usize; 4],

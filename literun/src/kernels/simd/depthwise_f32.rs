@@ -70,11 +70,10 @@ pub(crate) fn depthwise_f32(
     out_shape: [usize; 4],
     workers: &mut Workers,
 ) {
-    let isa = dw.isa;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512Vnni {
+    {
         let dims = [in_shape[1], in_shape[2], k_hw[0], k_hw[1], out_shape[2]];
-        return depthwise_rows(
+        depthwise_rows(
             input,
             in_shape,
             k_hw,
@@ -92,6 +91,7 @@ pub(crate) fn depthwise_f32(
             },
         );
     }
+    #[cfg(not(target_arch = "x86_64"))]
     depthwise_pixels(
         input,
         in_shape,
@@ -101,12 +101,10 @@ pub(crate) fn depthwise_f32(
         out_shape,
         workers,
         |inb, taps, o| {
-            #[cfg(target_arch = "x86_64")]
-            x86::dw_f32_pixel(isa, dw, inb, taps, o);
             #[cfg(target_arch = "aarch64")]
-            aarch64::dw_f32_pixel(isa, dw, inb, taps, o);
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-            let _ = (isa, inb, taps, &o);
+            aarch64::dw_f32_pixel(dw.isa, dw, inb, taps, o);
+            #[cfg(not(target_arch = "aarch64"))]
+            let _ = (inb, taps, &o);
             if dw.act == Activation::Tanh {
                 for v in o.iter_mut() {
                     *v = dw.act.apply(*v);

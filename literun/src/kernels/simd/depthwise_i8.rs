@@ -18,7 +18,8 @@ pub struct DwI8 {
     pub(crate) isa: Isa,
     pub(crate) c: usize,
     pub(crate) taps: usize,
-    /// x86 AVX2: block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs + t) * 32`;
+    /// x86 AVX2 and AVX-VNNI: block `cb` of 16 channels, tap pair `t`: 32 i16 at `(cb * pairs +
+    /// t) * 32`, with `input_offset * sum(w)` in `rq`'s bias;
     /// AVX-512: blocks of 32 channels (see [`DwI8::pack_avx512`]).
     /// NEON: tap `t`, channel `ch` at `t * cp + ch` (`cp`: channels padded to 16).
     pub(crate) w: Vec<i16>,
@@ -71,8 +72,8 @@ impl DwI8 {
             return Some(dw);
         }
         let blocks = c.div_ceil(16);
-        let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
         if isa.neon() {
+            let rq = Requant::new(q, blocks * 16, |ch| bias.map_or(0, |b| b[ch]))?;
             let cp = blocks * 16;
             let mut w = vec![0i16; taps * cp];
             for t in 0..taps {
@@ -92,6 +93,13 @@ impl DwI8 {
                 input_offset: q.input_offset as i16,
             });
         }
+        // x86 AVX2: padding taps read the input zero point, so `input_offset * sum(w)` joins
+        // the bias and the kernel adds nothing per tap.
+        let rq = Requant::new(q, blocks * 16, |ch| {
+            let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
+            bias.map_or(0, |b| b[ch])
+                .wrapping_add(q.input_offset.wrapping_mul(wsum))
+        })?;
         let w = interleave_tap_pairs(filter, taps, c, 16);
         Some(DwI8 {
             isa,
@@ -442,11 +450,10 @@ pub(crate) fn depthwise_i8(
     out_shape: [usize; 4],
     workers: &mut Workers,
 ) {
-    let isa = dw.isa;
     #[cfg(target_arch = "x86_64")]
-    if isa == Isa::Avx512Vnni {
+    {
         let geometry = [in_shape[1], in_shape[2], k_hw[0], k_hw[1], out_shape[2]];
-        return depthwise_rows(
+        depthwise_rows(
             input,
             in_shape,
             k_hw,
@@ -456,6 +463,7 @@ pub(crate) fn depthwise_i8(
             |inb, oys, o, cache| x86::dw_i8_rows(dw, inb, geometry, dw_geometry(p), oys, o, cache),
         );
     }
+    #[cfg(not(target_arch = "x86_64"))]
     depthwise_pixels(
         input,
         in_shape,
@@ -465,12 +473,10 @@ pub(crate) fn depthwise_i8(
         out_shape,
         workers,
         |inb, taps, o| {
-            #[cfg(target_arch = "x86_64")]
-            x86::dw_i8_pixel(isa, dw, inb, taps, o);
             #[cfg(target_arch = "aarch64")]
-            aarch64::dw_i8_pixel(isa, dw, inb, taps, o);
-            #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-            let _ = (isa, inb, taps, o);
+            aarch64::dw_i8_pixel(dw.isa, dw, inb, taps, o);
+            #[cfg(not(target_arch = "aarch64"))]
+            let _ = (inb, taps, o);
         },
     );
 }

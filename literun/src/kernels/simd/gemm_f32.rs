@@ -151,7 +151,12 @@ impl GemmF32 {
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
                     let at = (m0 - base + r) * n + c0 - cols.start;
                     let o = &mut out[at..at + cn];
-                    o.copy_from_slice(&t[..cn]);
+                    match <&mut [f32; NR_F32]>::try_from(&mut *o) {
+                        // A whole panel: a fixed-size copy (vector moves, not a `memcpy` call
+                        // per row, which cost more than the copy).
+                        Ok(o) => *o = *t,
+                        Err(_) => o.copy_from_slice(&t[..cn]),
+                    }
                     if self.act == Activation::Tanh {
                         for v in o.iter_mut() {
                             *v = self.act.apply(*v);
@@ -163,15 +168,28 @@ impl GemmF32 {
             let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
             let mut p = cols.start / NR_F32;
             while p < cols.end.div_ceil(NR_F32) {
+                // A layer of at most 8 channels fills half the 16-channel tile: the narrow
+                // one skips the other half's multiply-adds.
                 #[cfg(target_arch = "x86_64")]
-                x86::tile_f32(
-                    self.isa,
-                    &rs[..rows_here],
-                    panel(p),
-                    bias(p),
-                    self.act,
-                    &mut tile,
-                );
+                if self.n <= NR_F32 / 2 {
+                    x86::tile_f32_narrow(
+                        self.isa,
+                        &rs[..rows_here],
+                        panel(p),
+                        bias(p),
+                        self.act,
+                        &mut tile,
+                    );
+                } else {
+                    x86::tile_f32(
+                        self.isa,
+                        &rs[..rows_here],
+                        panel(p),
+                        bias(p),
+                        self.act,
+                        &mut tile,
+                    );
+                }
                 #[cfg(target_arch = "aarch64")]
                 aarch64::tile_f32(
                     self.isa,

@@ -131,8 +131,9 @@ impl GemmI8 {
             _ => &[],
         };
         // A layer of at most 16 channels leaves the AVX-512 tile's second 16 channels unused:
-        // its narrow form skips their multiply-adds. One form per layer: a wider layer's last
-        // panel (e.g. 16 of 48 channels) keeps the wide one.
+        // its narrow form skips their multiply-adds (as the AVX2 tile's does for at most 8 of
+        // its 16). One form per layer: a wider layer's last panel (e.g. 16 of 48 channels)
+        // keeps the wide one.
         #[cfg(target_arch = "x86_64")]
         let narrow = self.n <= 16;
         let mut tile = [[0i32; 32]; 8];
@@ -163,6 +164,13 @@ impl GemmI8 {
                     );
                     continue;
                 }
+                #[cfg(target_arch = "x86_64")]
+                if self.isa == Isa::Avx2 && self.n <= 8 {
+                    x86::tile_i8_avx2_narrow(rows_here, a_buf, b, self.groups, &mut tile);
+                } else {
+                    tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
+                }
+                #[cfg(not(target_arch = "x86_64"))]
                 tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
                 requant_tile(
                     self.isa,
@@ -182,9 +190,10 @@ impl GemmI8 {
 
 impl GemmI8 {
     /// Packs rows `m0..m0 + count` of `rows` as rows `0..count` of `a_buf`
-    /// ([`pack_row_i8`]). With `vpdpbusd`, contiguous rows of a multiple of four bytes are one
-    /// block already in the packed layout (one offset-to-unsigned copy for the whole tile),
-    /// and with AVX-512 an im2col row is gathered straight into its packed form.
+    /// ([`pack_row_i8`]). Contiguous rows of whole words (a multiple of four bytes with
+    /// `vpdpbusd`, of two with AVX2's `vpmaddwd`) are one block already in the packed layout
+    /// (one offset-to-unsigned or sign-extending copy for the whole tile), and with AVX-512 an
+    /// im2col row is gathered straight into its packed form.
     #[inline]
     fn pack_rows(
         &self,
@@ -222,6 +231,15 @@ impl GemmI8 {
                 _ => {}
             }
         }
+        #[cfg(target_arch = "x86_64")]
+        if let Rows::Direct { data, stride } = rows {
+            if self.isa == Isa::Avx2 && *stride == self.k && self.k.is_multiple_of(2) {
+                // Whole rows of whole words: the tile's rows are one contiguous run, packed
+                // in one pass.
+                let block = &data[m0 * self.k..(m0 + count) * self.k];
+                return x86::pack_row_pairs(block, &mut a_buf[..count * self.groups]);
+            }
+        }
         for r in 0..count {
             let row = rows.row(m0 + r, row_buf);
             pack_row_i8(self.isa, &row[..self.k], r, self.groups, a_buf);
@@ -254,6 +272,10 @@ fn pack_row_i8(isa: Isa, row: &[i8], r: usize, groups: usize, a_buf: &mut [i32])
         // The VNNI ISAs (`vpdpbusd`) exist on x86-64 only.
         #[cfg(target_arch = "x86_64")]
         x86::pack_row_vnni(row, dst);
+    } else if cfg!(target_arch = "x86_64") {
+        // (AVX2: two sign-extended bytes per word, sixteen at a time.)
+        #[cfg(target_arch = "x86_64")]
+        x86::pack_row_pairs(row, dst);
     } else {
         let mut chunks = row.chunks_exact(2);
         for (d, c) in dst.iter_mut().zip(&mut chunks) {

@@ -43,7 +43,8 @@ fast_vs_portable! {
     fn conv_i8_few_channels_matches_portable(seed 5, cases 24usize, isa, case, rng) {
         // An image's stem (3x3 stride 2 over 1-4 channels: windows of at most 36 bytes,
         // gathered in one register with AVX-512) and layers of at most 16 output channels
-        // (the narrow AVX-512 tile), on images whose windows run both inside and over the edge.
+        // (the narrow AVX-512 tile; AVX2's at most 8), on images whose windows run both inside
+        // and over the edge.
         let cin = 1 + rng.below(4);
         let cout = [16, 8, 1 + rng.below(16)][case % 3];
         let (k, stride) = if case % 4 == 3 { (1, 1) } else { (3, 2) };

@@ -1,18 +1,10 @@
-//! Float depthwise: the choice of kernel, and the per-pixel kernels for any window (AVX2 and
-//! AVX-512).
+//! Float depthwise: the choice of kernel, and the kernels for any window (AVX2 over runs of
+//! output pixels, AVX-512 per pixel).
 
 use super::*;
 
-/// One output pixel of a float depthwise convolution (activation applied, except Tanh).
-pub(crate) fn dw_f32_pixel(isa: Isa, dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
-    debug_assert!(isa != Isa::Portable);
-    debug_assert!(isa != Isa::Avx512Vnni);
-    // SAFETY: DwF32 exists only when AVX2+FMA are available (module invariant).
-    unsafe { dw_f32_pixel_avx2(dw, input, taps, out) }
-}
-
-/// Output rows `oys` of a float depthwise convolution with AVX-512 into `out` (rows of
-/// `out_w * c`), from one batch `input` (`[in_h, in_w, c]`); activation applied, except Tanh.
+/// Output rows `oys` of a float depthwise convolution into `out` (rows of `out_w * c`), from
+/// one batch `input` (`[in_h, in_w, c]`); activation applied, except Tanh.
 pub(crate) fn dw_f32_rows(
     dw: &DwF32,
     input: &[f32],
@@ -21,7 +13,12 @@ pub(crate) fn dw_f32_rows(
     oys: Range<usize>,
     out: &mut [f32],
 ) {
-    assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    assert!(dims[2] * dims[3] == dw.taps);
+    if dw.isa != Isa::Avx512Vnni {
+        assert!(matches!(dw.isa, Isa::Avx2 | Isa::AvxVnni));
+        // SAFETY: a DwF32 for Avx2 or AvxVnni is only packed when the CPU has AVX2 and FMA.
+        return unsafe { dw_f32_rows_avx2(dw, input, dims, geometry, oys, out) };
+    }
     if dims[2] == 3 && dims[3] == 3 && geometry[2] == 1 && geometry[3] == 1 {
         if geometry[0] == 1 && geometry[1] == 1 {
             // SAFETY: as below.
@@ -126,59 +123,132 @@ pub(super) unsafe fn dw_f32_pixel_avx512(
     }
 }
 
-/// Up to four 8-channel blocks at a time, so four independent multiply-add chains run per
-/// tap (one chain per block is bound by the multiply-add latency); masked loads and stores
-/// for the last channels. Each channel sums its taps in order, then adds the bias.
+/// [`dw_f32_rows`] with AVX2, so the run kernel inlines into the window loop.
 #[target_feature(enable = "avx2,fma")]
-fn dw_f32_pixel_avx2(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
-    let (c, cp) = (dw.c, dw.cp);
-    assert!(taps.len() == dw.taps && out.len() == c && dw.w.len() == dw.taps * cp);
-    assert!(dw.bias.len() >= c && cp >= c);
-    // Every tap's pixel (`usize::MAX`: padding) checked once: `c` floats from its start.
-    for &px in taps {
-        assert!(px == usize::MAX || (px + 1) * c <= input.len());
-    }
-    // Lane `l` of the mask of the block at channel `from` is on when `from + l < c`.
-    let mask = |from: usize| -> __m256i {
-        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        let left = c.saturating_sub(from).min(8) as i32;
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(left), lanes)
-    };
-    let (x, w, bias, o) = (
-        input.as_ptr(),
-        dw.w.as_ptr(),
-        dw.bias.as_ptr(),
-        out.as_mut_ptr(),
-    );
-    let mut ch = 0;
-    while ch < c {
-        let blocks = (c - ch).div_ceil(8).min(4);
-        let masks = [mask(ch), mask(ch + 8), mask(ch + 16), mask(ch + 24)];
-        let mut acc = [_mm256_setzero_ps(); 4];
-        for (t, &px) in taps.iter().enumerate() {
-            if px == usize::MAX {
-                continue;
+fn dw_f32_rows_avx2(
+    dw: &DwF32,
+    input: &[f32],
+    dims: [usize; 5],
+    geometry: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [f32],
+) {
+    let c = dw.c;
+    let step = geometry[1] * c;
+    for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+        let out = &mut out[at..at + n * c];
+        // SAFETY: this function's features; for_each_window_run gives c readable elements at
+        // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
+        // the taps. 3x3 kernels get their own copy with the tap loop unrolled.
+        unsafe {
+            match dw.taps {
+                9 => dw_f32_run_avx2::<9>(dw, ptrs, n, step, out),
+                _ => dw_f32_run_avx2::<0>(dw, ptrs, n, step, out),
             }
-            for b in 0..blocks {
-                let at = ch + 8 * b;
-                // SAFETY: the mask's lanes are channels below c: within the pixel's c floats
-                // (asserted above) and tap t's row of cp >= c weights.
-                unsafe {
-                    let xv = _mm256_maskload_ps(x.add(px * c + at), masks[b]);
-                    let wv = _mm256_maskload_ps(w.add(t * cp + at), masks[b]);
-                    acc[b] = _mm256_fmadd_ps(xv, wv, acc[b]);
+        }
+    });
+}
+
+/// `count` output pixels, pixel `k`'s taps at `ptrs[t] + k * step`: four pixels at a time per
+/// 8-channel block (four independent multiply-add chains, one weight load for the four), the
+/// rest one at a time over four 8-channel blocks at once (four chains again). Each channel sums
+/// its taps in order (padding taps, null, skipped), then adds the bias. Masked loads and stores
+/// for the last channels. `TAPS` is `dw.taps` when known at compile time (the loop over taps
+/// then unrolls), else 0.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; for every non-null `ptrs[t]` (`t < dw.taps`) and `k < count`,
+/// `ptrs[t] + k * step` points to `dw.c` readable floats; when `count > 1` no `ptrs[t]` (`t <
+/// dw.taps`) is null ([`for_each_window_run`]'s runs).
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw_f32_run_avx2<const TAPS: usize>(
+    dw: &DwF32,
+    ptrs: &[*const f32; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [f32],
+) {
+    assert!(TAPS == 0 || TAPS == dw.taps);
+    let taps = if TAPS == 0 { dw.taps } else { TAPS };
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(taps <= DW_MAX_TAPS && out.len() == count * c && dw.w.len() == taps * cp);
+    assert!(dw.bias.len() >= c && cp >= c && cp.is_multiple_of(8));
+    let (w, o) = (dw.w.as_ptr(), out.as_mut_ptr());
+    // Whether the block at channel `ch` is whole, and its mask (lane `l` on when `ch + l < c`).
+    let block = |ch: usize| {
+        let mask = _mm256_cmpgt_epi32(
+            _mm256_set1_epi32(c.saturating_sub(ch).min(8) as i32),
+            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+        );
+        (ch + 8 <= c, mask)
+    };
+    let load = |p: *const f32, (full, mask): (bool, __m256i)| {
+        // SAFETY: p starts a block's channels of a tap's pixel: 8 readable floats when the
+        // block is whole, else the mask keeps the load to channels below c.
+        unsafe {
+            if full {
+                _mm256_loadu_ps(p)
+            } else {
+                _mm256_maskload_ps(p, mask)
+            }
+        }
+    };
+    let store = |v: __m256, k: usize, ch: usize, (full, mask): (bool, __m256i)| {
+        // SAFETY: channels ch..ch + 8 of the bias (padded to cp).
+        let bias = unsafe { _mm256_loadu_ps(dw.bias.as_ptr().add(ch)) };
+        let v = activate(_mm256_add_ps(v, bias), dw.act);
+        // SAFETY: pixel k's channels ch.. of out (k < count); the mask keeps the store to
+        // channels below c.
+        unsafe {
+            let p = o.add(k * c + ch);
+            if full {
+                _mm256_storeu_ps(p, v)
+            } else {
+                _mm256_maskstore_ps(p, mask, v)
+            }
+        }
+    };
+    let quads = count / 4 * 4;
+    for ch in (0..c).step_by(8) {
+        let blk = block(ch);
+        for k in (0..quads).step_by(4) {
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (t, &p) in ptrs[..taps].iter().enumerate() {
+                // (Runs of several pixels are inside the input: no padding taps.)
+                // SAFETY: channels ch..ch + 8 of tap t's weights (padded to cp).
+                let wv = unsafe { _mm256_loadu_ps(w.add(t * cp + ch)) };
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let x = load(p.wrapping_add((k + j) * step + ch), blk);
+                    *acc = _mm256_fmadd_ps(x, wv, *acc);
                 }
             }
-        }
-        for b in 0..blocks {
-            let at = ch + 8 * b;
-            // SAFETY: the mask's lanes are channels below c: within bias and out.
-            unsafe {
-                let bv = _mm256_maskload_ps(bias.add(at), masks[b]);
-                let v = activate(_mm256_add_ps(acc[b], bv), dw.act);
-                _mm256_maskstore_ps(o.add(at), masks[b], v);
+            for (j, &acc) in acc.iter().enumerate() {
+                store(acc, k + j, ch, blk);
             }
         }
-        ch += 32;
+    }
+    for k in quads..count {
+        let mut ch = 0;
+        while ch < c {
+            let blocks = (c - ch).div_ceil(8).min(4);
+            let blk = [block(ch), block(ch + 8), block(ch + 16), block(ch + 24)];
+            let mut acc = [_mm256_setzero_ps(); 4];
+            for (t, &p) in ptrs[..taps].iter().enumerate() {
+                if p.is_null() {
+                    continue;
+                }
+                let p = p.wrapping_add(k * step + ch);
+                for b in 0..blocks {
+                    // SAFETY: channels ch + 8 b..ch + 8 b + 8 of tap t's weights (padded to
+                    // cp: b < blocks keeps them below cp).
+                    let wv = unsafe { _mm256_loadu_ps(w.add(t * cp + ch + 8 * b)) };
+                    acc[b] = _mm256_fmadd_ps(load(p.wrapping_add(8 * b), blk[b]), wv, acc[b]);
+                }
+            }
+            for b in 0..blocks {
+                store(acc[b], k, ch + 8 * b, blk[b]);
+            }
+            ch += 32;
+        }
     }
 }

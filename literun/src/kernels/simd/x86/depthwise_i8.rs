@@ -1,18 +1,10 @@
-//! Int8 depthwise: the choice of kernel, and the per-pixel kernels for any window (AVX2 and
-//! AVX-512).
+//! Int8 depthwise: the choice of kernel, and the kernels for any window over runs of output
+//! pixels (AVX2 and AVX-512).
 
 use super::*;
 
-/// One output pixel of an int8 depthwise convolution: `taps[t]` is the input pixel of tap `t`
-/// (`usize::MAX` for padding).
-pub(crate) fn dw_i8_pixel(isa: Isa, dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
-    debug_assert!(isa != Isa::Portable && isa != Isa::Avx512Vnni);
-    // SAFETY: DwI8 exists only when AVX2 is available (module invariant).
-    unsafe { dw_i8_pixel_avx2(dw, input, taps, out) }
-}
-
-/// Output rows `oys` of an int8 depthwise convolution (AVX-512 layout, `DwI8::pack_avx512`)
-/// into `out` (rows of `out_w * c`), from one batch `input` (`[in_h, in_w, c]`).
+/// Output rows `oys` of an int8 depthwise convolution into `out` (rows of `out_w * c`), from
+/// one batch `input` (`[in_h, in_w, c]`).
 pub(crate) fn dw_i8_rows(
     dw: &DwI8,
     input: &[i8],
@@ -22,7 +14,12 @@ pub(crate) fn dw_i8_rows(
     out: &mut [i8],
     scratch: &mut [i32],
 ) {
-    assert!(dw.isa == Isa::Avx512Vnni && dims[2] * dims[3] == dw.taps);
+    assert!(dims[2] * dims[3] == dw.taps);
+    if dw.isa != Isa::Avx512Vnni {
+        assert!(matches!(dw.isa, Isa::Avx2 | Isa::AvxVnni));
+        // SAFETY: a DwI8 for Avx2 or AvxVnni is only packed when the CPU has AVX2 and FMA.
+        return unsafe { dw_i8_rows_avx2(dw, input, dims, geometry, oys, out) };
+    }
     assert!(
         scratch.len() >= dw.scratch_i32(),
         "depthwise scratch too short"
@@ -365,60 +362,103 @@ unsafe fn dw_i8_pixel_avx512(
     }
 }
 
-/// One output pixel in blocks of 16 channels.
+/// [`dw_i8_rows`] with AVX2 (the layout of [`DwI8::pack`] for AVX2: tap pairs interleaved per
+/// 16 channels, `input_offset * sum(w)` in the bias), so the run kernel inlines into the window
+/// loop.
 #[target_feature(enable = "avx2,fma")]
-fn dw_i8_pixel_avx2(dw: &DwI8, input: &[i8], taps: &[usize], out: &mut [i8]) {
+fn dw_i8_rows_avx2(
+    dw: &DwI8,
+    input: &[i8],
+    dims: [usize; 5],
+    geometry: [usize; 6],
+    oys: Range<usize>,
+    out: &mut [i8],
+) {
     let c = dw.c;
-    assert!(taps.len() == dw.taps && out.len() == c);
-    let pairs = dw.taps.div_ceil(2);
-    let off = _mm256_set1_epi16(dw.input_offset);
-    let load = |t: usize, ch: usize| -> __m256i {
-        let Some(&px) = taps.get(t) else {
-            return _mm256_setzero_si256();
-        };
-        if px == usize::MAX {
-            return _mm256_setzero_si256();
+    let step = geometry[1] * c;
+    for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
+        let out = &mut out[at..at + n * c];
+        // SAFETY: this function's features; for_each_window_run gives c readable elements at
+        // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
+        // the taps. 3x3 kernels get their own copy with the tap loop unrolled.
+        unsafe {
+            match dw.taps {
+                9 => dw_i8_run_avx2::<9>(dw, ptrs, n, step, out),
+                _ => dw_i8_run_avx2::<0>(dw, ptrs, n, step, out),
+            }
         }
-        let start = px * c + ch;
-        let v = if ch + 16 <= c {
-            let s = &input[start..start + 16];
-            // SAFETY: s has 16 bytes.
-            unsafe { _mm_loadu_si128(s.as_ptr() as *const __m128i) }
-        } else {
-            let mut tmp = [0i8; 16];
-            tmp[..c - ch].copy_from_slice(&input[start..start + c - ch]);
-            // SAFETY: tmp has 16 bytes.
-            unsafe { _mm_loadu_si128(tmp.as_ptr() as *const __m128i) }
-        };
-        _mm256_add_epi16(_mm256_cvtepi8_epi16(v), off)
-    };
+    });
+}
+
+/// `count` output pixels, pixel `k`'s taps at `ptrs[t] + k * step`, in blocks of 16 channels
+/// (the output stage's parameters derived once per block and run): two taps' bytes widened to
+/// i16, interleaved, and `vpmaddwd`-summed against the packed weights, which is exact (no
+/// saturation: each product pair is at most 2 * 128 * 128 in magnitude). Padding taps (null)
+/// read the input zero point, whose products cancel the folded `input_offset * sum(w)`.
+/// `TAPS` is `dw.taps` when known at compile time (the loop over taps then unrolls), else 0.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; for every non-null `ptrs[t]` (`t < dw.taps`) and `k < count`,
+/// `ptrs[t] + k * step` points to `dw.c` readable bytes, and `ptrs[dw.taps]` is null.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw_i8_run_avx2<const TAPS: usize>(
+    dw: &DwI8,
+    ptrs: &[*const i8; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [i8],
+) {
+    assert!(TAPS == 0 || TAPS == dw.taps);
+    let taps = if TAPS == 0 { dw.taps } else { TAPS };
+    let (c, pairs) = (dw.c, taps.div_ceil(2));
+    assert!(out.len() == count * c && c > 0 && taps <= DW_MAX_TAPS);
+    assert!(dw.w.len() >= c.div_ceil(16) * pairs * 32 && dw.rq.bias.len() >= c.div_ceil(16) * 16);
+    let zero_point = _mm256_set1_epi16(dw.input_offset.wrapping_neg());
     for cb in 0..c.div_ceil(16) {
         let ch = cb * 16;
-        let w = &dw.w[cb * pairs * 32..(cb + 1) * pairs * 32];
-        let mut lo = _mm256_setzero_si256();
-        let mut hi = _mm256_setzero_si256();
-        for pr in 0..pairs {
-            let x0 = load(2 * pr, ch);
-            let x1 = load(2 * pr + 1, ch);
-            let wp = &w[pr * 32..pr * 32 + 32];
-            // SAFETY: wp has 32 i16 (two 256-bit vectors).
-            let (wl, wh) = unsafe {
-                (
-                    _mm256_loadu_si256(wp.as_ptr() as *const __m256i),
-                    _mm256_loadu_si256(wp.as_ptr().add(16) as *const __m256i),
-                )
+        let n = (c - ch).min(16);
+        let (rq_lo, rq_hi) = (Rq8::load(&dw.rq, ch), Rq8::load(&dw.rq, ch + 8));
+        // SAFETY: block cb has pairs * 32 weights (asserted above).
+        let w = unsafe { dw.w.as_ptr().add(cb * pairs * 32) };
+        for k in 0..count {
+            let load = |t: usize| -> __m256i {
+                let p = ptrs[t];
+                if p.is_null() {
+                    return zero_point;
+                }
+                // SAFETY: p + k * step + ch starts c - ch >= n readable bytes (the caller's
+                // contract); a partial block goes through a copy.
+                let v = unsafe {
+                    let p = p.add(k * step + ch);
+                    if n == 16 {
+                        _mm_loadu_si128(p as *const __m128i)
+                    } else {
+                        let mut tmp = [0i8; 16];
+                        core::ptr::copy_nonoverlapping(p, tmp.as_mut_ptr(), n);
+                        _mm_loadu_si128(tmp.as_ptr() as *const __m128i)
+                    }
+                };
+                _mm256_cvtepi8_epi16(v)
             };
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), wl));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), wh));
+            let mut lo = _mm256_setzero_si256();
+            let mut hi = _mm256_setzero_si256();
+            for pr in 0..pairs {
+                let (x0, x1) = (load(2 * pr), load(2 * pr + 1));
+                // SAFETY: pair pr's 32 weights are in the block (pr < pairs).
+                let (wl, wh) = unsafe {
+                    (
+                        _mm256_loadu_si256(w.add(pr * 32) as *const __m256i),
+                        _mm256_loadu_si256(w.add(pr * 32 + 16) as *const __m256i),
+                    )
+                };
+                lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), wl));
+                hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), wh));
+            }
+            // lo = channels 0-3 | 8-11, hi = 4-7 | 12-15.
+            let a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
+            let a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+            let v = narrow_16(rq_lo.apply(a0), rq_hi.apply(a1));
+            store_16(v, &mut out[k * c + ch..k * c + ch + n]);
         }
-        // lo = channels 0-3 | 8-11, hi = 4-7 | 12-15.
-        let a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
-        let a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-        let v = narrow_16(
-            Rq8::load(&dw.rq, ch).apply(a0),
-            Rq8::load(&dw.rq, ch + 8).apply(a1),
-        );
-        let end = (ch + 16).min(c);
-        store_16(v, &mut out[ch..end]);
     }
 }

@@ -30,6 +30,65 @@ pub(crate) fn tile_f32(
     dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
 }
 
+/// [`tile_f32`] for the first 8 channels of the panel only (a layer of at most 8 channels:
+/// half the multiply-adds of the 16-channel tile); lanes 8.. of `tile` are left as they are.
+pub(crate) fn tile_f32_narrow(
+    isa: Isa,
+    rows: &[&[f32]],
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    tile: &mut [[f32; NR_F32]; MR_F32],
+) {
+    debug_assert!(matches!(isa, Isa::Avx2 | Isa::AvxVnni));
+    let _ = isa;
+    let k = b.len() / NR_F32;
+    assert!(bias.len() == NR_F32);
+    let ptrs = f32_row_ptrs(rows, k);
+    macro_rules! dispatch {
+        ($f:ident, $($n:literal)*) => {
+            match rows.len() {
+                // SAFETY: as in `tile_f32`.
+                $($n => unsafe { $f::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    dispatch!(tile_f32_avx2_8, 1 2 3 4 5 6)
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_f32_avx2_8<const MR: usize>(
+    rows: &[*const f32; MR_F32],
+    b: *const f32,
+    k: usize,
+    bias: &[f32],
+    act: Activation,
+    tile: &mut [[f32; NR_F32]; MR_F32],
+) {
+    let mut acc = [_mm256_setzero_ps(); MR];
+    for kk in 0..k {
+        // SAFETY: kk < k: b has k * 16 floats and every row k (checked by the caller).
+        unsafe {
+            let b0 = _mm256_loadu_ps(b.add(kk * NR_F32));
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_broadcast_ss(&*rows[r].add(kk));
+                *acc = _mm256_fmadd_ps(av, b0, *acc);
+            }
+        }
+    }
+    // SAFETY: bias has 16 floats; tile rows have 16, 8 are written.
+    unsafe {
+        let bias0 = _mm256_loadu_ps(bias.as_ptr());
+        for (r, acc) in acc.iter().enumerate() {
+            _mm256_storeu_ps(
+                tile[r].as_mut_ptr(),
+                activate(_mm256_add_ps(*acc, bias0), act),
+            );
+        }
+    }
+}
+
 /// Every panel of one block of `rows` GEMM rows with AVX-512, stored straight into `out`:
 /// `out[r * n + j] = act(bias[j] + A[r] · B[:, j])` (Tanh left to the caller), where row `r`
 /// of `A` is given by `segs`: segment `s` holds reduction indices `koff..koff + seg_len` at

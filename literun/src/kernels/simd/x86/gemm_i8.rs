@@ -34,6 +34,57 @@ pub(crate) fn tile_i8(
     }
 }
 
+/// [`tile_i8`] for AVX2 over the first 8 channels of the panel only (a layer of at most 8
+/// channels: half the multiply-adds of the 16-channel tile); lanes 8.. of `tile` are left as
+/// they are.
+pub(crate) fn tile_i8_avx2_narrow(
+    rows: usize,
+    a: &[i32],
+    b: &[i8],
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mr = Isa::Avx2.mr_i8();
+    assert!(rows >= 1 && rows <= mr && a.len() >= groups * mr && b.len() >= groups * 32);
+    match rows {
+        // SAFETY: the AVX2 GEMM is only packed when the CPU has AVX2 (module invariant); `a`
+        // has `groups * mr` words (rows of `groups`) and `b` `groups * 32` bytes (asserted
+        // above), which is all the kernel reads.
+        1 => unsafe { tile_i8_avx2_8::<1>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
+        2 => unsafe { tile_i8_avx2_8::<2>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
+        3 => unsafe { tile_i8_avx2_8::<3>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
+        4 => unsafe { tile_i8_avx2_8::<4>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
+        _ => unreachable!(),
+    }
+}
+
+#[target_feature(enable = "avx2,fma")]
+unsafe fn tile_i8_avx2_8<const MR: usize>(
+    a: *const i32,
+    row_stride: usize,
+    b: *const i8,
+    groups: usize,
+    tile: &mut [[i32; 32]; 8],
+) {
+    let mut acc = [_mm256_setzero_si256(); MR];
+    for g in 0..groups {
+        // SAFETY: g < groups, so the 16 bytes at b + 32 g and the words a[r * groups + g],
+        // r < MR <= mr, are in bounds (checked by the caller).
+        unsafe {
+            let b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.add(g * 32) as *const __m128i));
+            let ap = a.add(g);
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let av = _mm256_set1_epi32(*ap.add(r * row_stride));
+                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(av, b0));
+            }
+        }
+    }
+    for (r, acc) in acc.iter().enumerate() {
+        // SAFETY: tile rows have 32 lanes; 8 are written.
+        unsafe { _mm256_storeu_si256(tile[r].as_mut_ptr() as *mut __m256i, *acc) };
+    }
+}
+
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_i8_avx2<const MR: usize>(
     a: *const i32,
@@ -182,6 +233,37 @@ fn pack_row_vnni_avx2(row: &[i8], dst: &mut [i32]) {
         // slice is sound (every bit pattern is an i32).
         unsafe { *out.add(i) = b };
         i += 1;
+    }
+}
+
+/// One packed GEMM row for `vpmaddwd`: the bytes of `row` sign-extended to i16, two per word
+/// (an odd length's last word has a zero high half).
+pub(crate) fn pack_row_pairs(row: &[i8], dst: &mut [i32]) {
+    // SAFETY: the AVX2 int8 GEMM is only chosen when the CPU has AVX2 (`available`).
+    unsafe { pack_row_pairs_avx2(row, dst) }
+}
+
+#[target_feature(enable = "avx2")]
+fn pack_row_pairs_avx2(row: &[i8], dst: &mut [i32]) {
+    let n = row.len();
+    assert!(dst.len() >= n.div_ceil(2));
+    let out = dst.as_mut_ptr() as *mut i16;
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: bytes i..i + 16 are inside row, and i16 i..i + 16 inside dst (which has at
+        // least n i16).
+        unsafe {
+            let v = _mm_loadu_si128(row.as_ptr().add(i) as *const __m128i);
+            _mm256_storeu_si256(out.add(i) as *mut __m256i, _mm256_cvtepi8_epi16(v));
+        }
+        i += 16;
+    }
+    let mut chunks = row[i..].chunks_exact(2);
+    for (d, c) in dst[i / 2..].iter_mut().zip(&mut chunks) {
+        *d = (u32::from(c[0] as i16 as u16) | (u32::from(c[1] as i16 as u16) << 16)) as i32;
+    }
+    if let [x] = chunks.remainder() {
+        dst[n / 2] = i32::from(*x as i16 as u16);
     }
 }
 

@@ -182,8 +182,8 @@ fn sra_clamp_64(v: __m256i, t: __m256i) -> __m256i {
 }
 
 /// `[left, right, mask, thr]` of [`Mbqm::new`] from 8 lanes of `shift` (in `-31..=31`;
-/// `any_left`: whether any is positive, else `left` is zero). The AVX2 depthwise kernel loads
-/// these per pixel, so every instruction counts.
+/// `any_left`: whether any is positive, else `left` is zero). The AVX2 kernels derive these
+/// per tile or per run of depthwise pixels, so every instruction counts.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn derive_8(shift: __m256i, any_left: bool) -> [__m256i; 4] {
@@ -557,6 +557,27 @@ fn requant_tile_avx2(
     out: &mut [i8],
     stride: usize,
 ) {
+    if cn <= 8 {
+        // (The narrow tile's layers: the first 8 lanes only.)
+        let p0 = Rq8::load(rq, c0);
+        for (r, acc) in rows.iter().enumerate() {
+            // SAFETY: 8 <= 32 lanes of acc.
+            let a0 = unsafe { _mm256_loadu_si256(acc.as_ptr() as *const __m256i) };
+            let q = p0.apply(a0);
+            let v = _mm_packs_epi16(
+                _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)),
+                _mm_setzero_si128(),
+            );
+            let out = &mut out[r * stride..r * stride + cn];
+            if cn == 8 {
+                // SAFETY: 8 bytes fit.
+                unsafe { _mm_storel_epi64(out.as_mut_ptr() as *mut __m128i, v) };
+            } else {
+                store_16(v, out);
+            }
+        }
+        return;
+    }
     let mut j = 0;
     while j < cn {
         // The per-channel arrays are padded to whole 16-channel tiles (Rq8::load asserts).
