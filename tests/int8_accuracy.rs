@@ -697,6 +697,9 @@ fn moments_normalization_model() -> Vec<u8> {
     b.node("Unsqueeze", "mean_row", &["m", "axis"], &["mr"], vec![]);
     b.node("Sub", "center", &["x", "mr"], &["d"], vec![]);
     b.node("Mul", "normalize", &["d", "r"], &["output"], vec![]);
+    b.output("output");
+    b.bytes()
+}
 
 /// Conv1x1 → SiLU (as `x · Sigmoid(x)`) → Conv1x1, the first conv's outputs spread evenly over
 /// [-16, 8] (a negative bias, as batch norm leaves many YOLO pre-activations).
@@ -740,7 +743,9 @@ fn a_variance_from_the_moments_is_taken_as_the_mean_squared_deviation() {
     println!("full int8: {snr_with:.1} dB centered, {snr_without:.1} dB from the moments");
     assert!(snr_with > 30.0, "{snr_with}");
     assert!(snr_with > snr_without + 10.0, "{snr_with} vs {snr_without}");
+}
 
+#[test]
 fn a_silu_input_spends_no_steps_on_the_tail_silu_flattens() {
     let model = silu_negative_tail_model();
     let float = convert(&model, &ConvertOptions::default());
