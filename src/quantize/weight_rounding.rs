@@ -215,6 +215,9 @@ fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
     }
 }
 
+/// From this size on, a factorization's rows are computed in parallel.
+const PARALLEL_FACTOR_K: usize = 128;
+
 /// Lower Cholesky factor of the symmetric positive definite `a` (`k × k`), in place; `false`
 /// if it is not positive definite.
 fn cholesky(a: &mut [f64], k: usize) -> bool {
@@ -228,12 +231,20 @@ fn cholesky(a: &mut [f64], k: usize) -> bool {
         }
         let d = d.sqrt();
         a[j * k + j] = d;
-        for i in j + 1..k {
-            let mut s = a[i * k + j];
-            for p in 0..j {
-                s -= a[i * k + p] * a[j * k + p];
+        // The rows below j each read row j's first j values only: independent of each other.
+        let (head, below) = a.split_at_mut((j + 1) * k);
+        let pivot = &head[j * k..j * k + j];
+        let column = |row: &mut [f64]| {
+            let mut s = row[j];
+            for (x, y) in row[..j].iter().zip(pivot) {
+                s -= x * y;
             }
-            a[i * k + j] = s / d;
+            row[j] = s / d;
+        };
+        if k >= PARALLEL_FACTOR_K {
+            below.par_chunks_mut(k).for_each(column);
+        } else {
+            below.chunks_mut(k).for_each(column);
         }
         for p in j + 1..k {
             a[j * k + p] = 0.0;
@@ -265,23 +276,35 @@ fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
     if !cholesky(&mut a, k) {
         return None;
     }
-    // L⁻¹ by forward substitution, then H⁻¹ = L⁻ᵀ L⁻¹.
+    // L⁻¹ by forward substitution, a row at a time: row i is (eᵢ − Σ_{p<i} L[i][p]·row p) / L[i][i],
+    // each element's terms subtracted in the order of p.
     let mut inv = vec![0f64; k * k];
-    for col in 0..k {
-        for i in col..k {
-            let mut s = if i == col { 1.0 } else { 0.0 };
-            for p in col..i {
-                s -= a[i * k + p] * inv[p * k + col];
-            }
-            inv[i * k + col] = s / a[i * k + i];
-        }
-    }
-    let mut hinv = vec![0f64; k * k];
     for i in 0..k {
-        for j in 0..=i {
-            let s: f64 = (i..k).map(|p| inv[p * k + i] * inv[p * k + j]).sum();
-            hinv[i * k + j] = s;
-            hinv[j * k + i] = s;
+        let (done, rest) = inv.split_at_mut(i * k);
+        let row = &mut rest[..k];
+        row[i] = 1.0;
+        for p in 0..i {
+            let l = a[i * k + p];
+            for (r, &x) in row[..=p].iter_mut().zip(&done[p * k..p * k + p + 1]) {
+                *r -= l * x;
+            }
+        }
+        let d = a[i * k + i];
+        row[..=i].iter_mut().for_each(|r| *r /= d);
+    }
+    // H⁻¹ = L⁻ᵀ L⁻¹: row i's element j ≤ i sums L⁻¹[p][i]·L⁻¹[p][j] over p ≥ i, in that order.
+    let mut hinv = vec![0f64; k * k];
+    hinv.par_chunks_mut(k).enumerate().for_each(|(i, row)| {
+        for p in i..k {
+            let x = inv[p * k + i];
+            for (r, &y) in row[..=i].iter_mut().zip(&inv[p * k..p * k + i + 1]) {
+                *r += x * y;
+            }
+        }
+    });
+    for i in 0..k {
+        for j in 0..i {
+            hinv[j * k + i] = hinv[i * k + j];
         }
     }
     if !cholesky(&mut hinv, k) {
