@@ -242,7 +242,14 @@ pub fn gelu_fast(x: f32) -> f32 {
 /// [`gelu_fast`] with fused multiply-adds in its polynomials: for kernels compiled for FMA
 /// (within a few ulp of `gelu_fast`, as accurate).
 #[inline(always)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(
+    not(all(
+        target_arch = "x86_64",
+        feature = "ops-elementwise",
+        feature = "ops-float"
+    )),
+    allow(dead_code)
+)]
 pub(crate) fn gelu_fma(x: f32) -> f32 {
     gelu_with::<true>(x)
 }
@@ -265,7 +272,14 @@ pub fn gelu_tanh_fast(x: f32) -> f32 {
 
 /// [`gelu_tanh_fast`] with fused multiply-adds in its `exp` (for kernels compiled for FMA).
 #[inline(always)]
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[cfg_attr(
+    not(all(
+        target_arch = "x86_64",
+        feature = "ops-elementwise",
+        feature = "ops-float"
+    )),
+    allow(dead_code)
+)]
 pub(crate) fn gelu_tanh_fma(x: f32) -> f32 {
     gelu_tanh_with::<true>(x)
 }

@@ -160,7 +160,10 @@ pub(crate) fn batched_2d(in_shape: &[usize], perm: &[usize]) -> Option<(usize, u
 /// as attention's heads are split from and merged into rows), once merged as in
 /// [`batched_2d`]: `(a, b, c)`, or `None` for other permutations.
 #[cfg_attr(
-    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    any(
+        not(feature = "ops-shape"),
+        not(any(target_arch = "x86_64", target_arch = "aarch64"))
+    ),
     allow(dead_code)
 )]
 pub(crate) fn swap_above_rows(in_shape: &[usize], perm: &[usize]) -> Option<(usize, usize, usize)> {

@@ -10,6 +10,7 @@ use crate::kernels::batch_matmul::{batch_matmul_i8_rows, BmmI8Operands, BmmI8Row
 /// 32 channels for the vector requantization.
 #[derive(Clone, Debug)]
 pub struct BmmI8 {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) isa: Isa,
     rq: Requant,
 }

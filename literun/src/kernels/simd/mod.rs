@@ -262,6 +262,7 @@ impl Workers {
     }
 
     /// The calling thread's scratch, for kernels that run on it alone.
+    #[cfg_attr(not(feature = "ops-batch-matmul"), allow(dead_code))]
     pub(crate) fn caller_scratch(&mut self) -> Option<&mut FastScratch> {
         self.scratch.first_mut()
     }

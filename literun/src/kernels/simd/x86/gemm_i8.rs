@@ -598,6 +598,7 @@ unsafe fn tile_rq_i8_avx512vnni<const MR: usize, const WIDE: bool>(
 /// (at most 32; wrapping i32, as the portable kernel), the rest of `acc` left as it is: the
 /// sums of one output row of an int8 BATCH_MATMUL whose rhs is `[K, n]`, eight columns per
 /// vector.
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
 pub(crate) fn bmm_row_i8(
     row: &[i8],
     rhs: &[i8],
@@ -614,6 +615,7 @@ pub(crate) fn bmm_row_i8(
     unsafe { bmm_row_i8_avx2(row, rhs, n, j0, init, row_term, acc) }
 }
 
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
 #[target_feature(enable = "avx2")]
 unsafe fn bmm_row_i8_avx2(
     row: &[i8],
