@@ -424,6 +424,44 @@ fn quantized_types(bytes: &[u8]) -> Vec<literun::DType> {
 }
 
 #[test]
+fn layernorms_run_int16_where_that_helps_and_not_with_strict_int8() {
+    let float = convert(&fixture("attention_block"), None, None);
+    let q = full_int8("attention_block", "attention_block");
+    let report = q.quantization.as_ref().unwrap();
+    // Two LayerNorms: mean, variance, +eps, centring, normalization and affine in int16; the
+    // squared difference and reciprocal square root, which TFLite has in int8 and float only,
+    // in float.
+    assert_eq!(
+        (report.layernorm_int16, report.layernorm_float),
+        (10, 4),
+        "{report:?}"
+    );
+    assert!(quantized_types(&q.bytes).contains(&literun::DType::I16));
+    let floats: Vec<&str> = report
+        .summary
+        .float_nodes
+        .iter()
+        .map(|f| f.1.as_str())
+        .collect();
+    assert!(
+        floats
+            .iter()
+            .all(|op| ["SquaredDifference", "Rsqrt", "Add"].contains(op)),
+        "{floats:?}"
+    );
+    // 33.6 dB with int8 LayerNorms (ONNX Runtime's QDQ file, LayerNorms float: 33.6).
+    let snr = output_snr("attention_block", &float, &q);
+    assert!(snr >= 34.5, "{snr:.1} dB");
+    // Integer-only when asked.
+    let mut opts = with_calibration(root().join("calibration/attention_block"));
+    opts.int8.strict = true;
+    let strict = convert_file(&fixture("attention_block"), &opts).unwrap();
+    let r = strict.quantization.as_ref().unwrap();
+    assert_eq!(r.layernorm_int16, 0);
+    assert!(!quantized_types(&strict.bytes).contains(&literun::DType::I16));
+}
+
+#[test]
 fn int16x8_keeps_activations_in_16_bits_and_loses_no_more_than_int8() {
     let fixtures = [
         ("digits_cnn", "digits"),

@@ -312,6 +312,13 @@ fn print_quantization(q: &crate::convert::QuantReport, verbose: bool) {
             q.recurrent_int16
         );
     }
+    if q.layernorm_int16 > 0 {
+        outln!(
+            "  LayerNorms with int16 activations: {} op(s), {} without a 16x8 kernel in float",
+            q.layernorm_int16,
+            q.layernorm_float
+        );
+    }
     if !q.int16_for_snr.is_empty() {
         outln!(
             "  int16 activations to meet --min-snr ({}): {}",

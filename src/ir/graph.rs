@@ -81,6 +81,9 @@ pub struct Graph {
     /// Names (each once) of the nodes an LSTM or GRU was unrolled into: full int8 runs them with int16
     /// activations, as TFLite's integer LSTM kernel keeps its gates and cell state in int16.
     pub recurrent_nodes: Vec<String>,
+    /// Names of the nodes LayerNorms were lowered into (mean, variance, reciprocal square root,
+    /// normalization, affine): full int8 may run them with int16 activations.
+    pub layernorm_nodes: Vec<String>,
 }
 
 impl Graph {

@@ -97,6 +97,7 @@ pub fn to_nhwc(graph: &mut Graph, opts: LayoutOptions) -> Result<LayoutReport> {
         old: graph,
         new: Graph {
             recurrent_nodes: graph.recurrent_nodes.clone(),
+            layernorm_nodes: graph.layernorm_nodes.clone(),
             ..Graph::default()
         },
         placed: HashMap::new(),

@@ -130,7 +130,15 @@ pub fn lower(g: &mut Graph) -> Result<usize> {
     let mut rewritten = 0;
     for node in old {
         let before = b.nodes.len();
+        let layernorm = matches!(node.op, Op::LayerNorm { .. });
         lower_node(g, &mut b, node)?;
+        if layernorm {
+            for n in &b.nodes[before..] {
+                if !g.layernorm_nodes.contains(&n.name) {
+                    g.layernorm_nodes.push(n.name.clone());
+                }
+            }
+        }
         if b.nodes.len() != before + 1 {
             rewritten += 1;
         }

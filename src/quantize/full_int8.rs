@@ -29,7 +29,8 @@ pub struct FullInt8Options {
     /// stay float, as ONNX Runtime runs them).
     pub qdq: qdq::Annotations,
     /// With int8 activations: nodes (by name) to run with int16 activations instead, where
-    /// TFLite has a 16x8 kernel (mixed precision).
+    /// TFLite has a 16x8 kernel (mixed precision); one that computes without such a kernel
+    /// runs float, one that only moves values stays int8.
     pub int16_nodes: Vec<String>,
     /// Nodes (by name) kept in float because they sit between ops that stay float
     /// (`float_islands`).

@@ -11,6 +11,7 @@ pub mod equalize;
 pub mod equalize_gated;
 pub mod float_islands;
 mod full_int8;
+mod layernorm16;
 pub mod mixed;
 pub mod params;
 pub mod pipeline;

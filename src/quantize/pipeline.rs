@@ -5,8 +5,8 @@
 use super::calibrate::{CalibrationSource, ImageOptions, InputSpec, Method, Sample};
 use super::report::{self, FloatOutputs, LayerError};
 use super::{
-    bias_correction, clip_ranges, downstream, equalize, equalize_gated, float_islands, mixed, qdq,
-    range_stats, saturating_clamps, weight_rounding, weights,
+    bias_correction, clip_ranges, downstream, equalize, equalize_gated, float_islands, layernorm16,
+    mixed, qdq, range_stats, saturating_clamps, weight_rounding, weights,
 };
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
@@ -65,6 +65,10 @@ pub struct QuantReport {
     /// Unrolled LSTM/GRU layers run with int16 activations (as TFLite's integer LSTM), their
     /// gates' LOGISTIC and TANH in float.
     pub recurrent_int16: usize,
+    /// Ops of LayerNorms run with int16 activations (where that measurably helped), and those
+    /// of them with no 16x8 kernel run in float (squared difference, reciprocal square root).
+    pub layernorm_int16: usize,
+    pub layernorm_float: usize,
     /// Tensors between two layers whose channels cross-layer equalization balanced.
     pub equalized: Vec<String>,
     /// Layers (by output tensor) whose bias empirical bias correction changed.
@@ -96,6 +100,8 @@ impl QuantReport {
             kept_float_for_snr: vec![],
             int16_for_snr: vec![],
             recurrent_int16: 0,
+            layernorm_int16: 0,
+            layernorm_float: 0,
             equalized: vec![],
             bias_corrected: vec![],
             rounded_weight_layers: 0,
@@ -122,7 +128,7 @@ const ERROR_SAMPLES: usize = 8;
 /// weights, must make the output to be chosen: the error samples are few, and a choice that
 /// wins on them by less is as likely noise (a 4-class classifier's SNR on 8 samples swings by
 /// several dB between held-out inputs).
-const CHOICE_MARGIN_DB: f64 = 0.5;
+pub(super) const CHOICE_MARGIN_DB: f64 = 0.5;
 
 /// The largest share of the model's constants that nodes between float ops may hold to be kept
 /// float in full int8 (an audio front-end's STFT basis: about a fifth).
@@ -592,9 +598,15 @@ fn calibrated(
         } else {
             vec![]
         };
+    let layernorm =
+        if activations == weights::Activations::Int8 && !model.is_static() && !opts.int8.strict {
+            layernorm16::candidates(graph)
+        } else {
+            Default::default()
+        };
     // Mixed precision's int16 tensors take min/max ranges: 16 bits need no clipping.
     if activations == weights::Activations::Int8
-        && (opts.min_snr_db.is_some() || !recurrent.is_empty())
+        && (opts.min_snr_db.is_some() || !recurrent.is_empty() || !layernorm.int16.is_empty())
     {
         int8.int16_ranges = Some(std::sync::Arc::new(ranges_by(choice(
             Method::MinMax,
@@ -619,20 +631,24 @@ fn calibrated(
         attempt_limit: None,
         original: None,
     };
-    let mut best = q.attempt(&Precision::default())?;
     // Without a method given, the better of the candidates on the error samples.
-    let mut method = methods[0];
-    for &m in &methods[1..] {
-        let ranges = ranges_by(m);
-        let previous = std::mem::replace(&mut q.ranges, ranges);
-        let attempt = q.attempt(&Precision::default())?;
-        if attempt.worst_snr() > best.worst_snr() + CHOICE_MARGIN_DB {
-            best = attempt;
-            method = m;
-        } else {
-            q.ranges = previous;
+    let choose_ranges = |q: &mut Quantizer<'_>| -> Result<(Attempt, RangeChoice)> {
+        q.ranges = ranges_by(methods[0]);
+        let mut best = q.attempt(&Precision::default())?;
+        let mut method = methods[0];
+        for &m in &methods[1..] {
+            let previous = std::mem::replace(&mut q.ranges, ranges_by(m));
+            let attempt = q.attempt(&Precision::default())?;
+            if attempt.worst_snr() > best.worst_snr() + CHOICE_MARGIN_DB {
+                best = attempt;
+                method = m;
+            } else {
+                q.ranges = previous;
+            }
         }
-    }
+        Ok((best, method))
+    };
+    let (mut best, mut method) = choose_ranges(&mut q)?;
     stages.mark("range choice");
     // Nodes sandwiched between float ops, kept float where that measurably helps.
     if !opts.int8.strict {
@@ -652,17 +668,35 @@ fn calibrated(
     };
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
-    let (mut bias_corrected, mut snr_before) = (vec![], None);
-    if opts.bias_correction && !model.is_static() {
-        let before = best.worst_snr();
-        if let Some((corrected, n, attempt)) =
-            bias_correction::correct(&q, &best, &samples).with_context(|| label.to_string())?
-        {
-            q.replace_float_graph(corrected);
-            best = attempt;
-            bias_corrected = n;
-            snr_before = Some(before);
+    let correct_biases = |q: &Quantizer<'_>, best: &Attempt| {
+        if opts.bias_correction && !model.is_static() {
+            bias_correction::correct(q, best, &samples).with_context(|| label.to_string())
+        } else {
+            Ok(None)
         }
+    };
+    let mut corrected = correct_biases(&q, &best)?;
+    // The LayerNorms in int16 against the int8 ones, each with its own range choice and bias
+    // correction (magika's second LayerNorm gains only with its biases corrected).
+    let layernorm_int16 = match layernorm16::keep_if_better(
+        &mut q,
+        (&mut best, &mut corrected),
+        &layernorm,
+        choose_ranges,
+        correct_biases,
+    )? {
+        Some(m) => {
+            method = m;
+            layernorm
+        }
+        None => Default::default(),
+    };
+    let (mut bias_corrected, mut snr_before) = (vec![], None);
+    if let Some((graph, n, attempt)) = corrected {
+        snr_before = Some(best.worst_snr());
+        q.replace_float_graph(graph);
+        best = attempt;
+        bias_corrected = n;
     }
     stages.mark("float islands and bias correction");
     // What the weights alone cost bounds what rounding them better can gain.
@@ -781,6 +815,8 @@ fn calibrated(
         kept_float_for_snr: precision.float,
         int16_for_snr: precision.int16,
         recurrent_int16: recurrent.len(),
+        layernorm_int16: layernorm_int16.int16.len(),
+        layernorm_float: layernorm_int16.float.len(),
         equalized,
         bias_corrected,
         rounded_weight_layers: rounded_layers,
