@@ -166,30 +166,26 @@ impl GemmF32 {
             };
             let panel = |p: usize| &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
+            // A layer of at most 8 channels fills half the 16-channel tile: the narrow tile
+            // skips the other half's multiply-adds.
+            #[cfg(target_arch = "x86_64")]
+            let width = if self.n <= NR_F32 / 2 {
+                NR_F32 / 2
+            } else {
+                NR_F32
+            };
             let mut p = cols.start / NR_F32;
             while p < cols.end.div_ceil(NR_F32) {
-                // A layer of at most 8 channels fills half the 16-channel tile: the narrow
-                // one skips the other half's multiply-adds.
                 #[cfg(target_arch = "x86_64")]
-                if self.n <= NR_F32 / 2 {
-                    x86::tile_f32_narrow(
-                        self.isa,
-                        &rs[..rows_here],
-                        panel(p),
-                        bias(p),
-                        self.act,
-                        &mut tile,
-                    );
-                } else {
-                    x86::tile_f32(
-                        self.isa,
-                        &rs[..rows_here],
-                        panel(p),
-                        bias(p),
-                        self.act,
-                        &mut tile,
-                    );
-                }
+                x86::tile_f32(
+                    self.isa,
+                    width,
+                    &rs[..rows_here],
+                    panel(p),
+                    bias(p),
+                    self.act,
+                    &mut tile,
+                );
                 #[cfg(target_arch = "aarch64")]
                 aarch64::tile_f32(
                     self.isa,
@@ -235,7 +231,7 @@ impl GemmF32 {
             let panel = &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = &self.bias[p * NR_F32..(p + 1) * NR_F32];
             #[cfg(target_arch = "x86_64")]
-            x86::tile_f32(self.isa, &[x], panel, bias, self.act, &mut tile);
+            x86::tile_f32(self.isa, NR_F32, &[x], panel, bias, self.act, &mut tile);
             #[cfg(target_arch = "aarch64")]
             aarch64::tile_f32(self.isa, &[x], panel, bias, self.act, &mut tile);
             let c0 = p * NR_F32;

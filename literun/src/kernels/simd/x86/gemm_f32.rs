@@ -3,9 +3,12 @@
 
 use super::*;
 
-/// `tile[r][j] = act(bias[j] + rows[r] · b[:, j])` for one 16-channel panel `b` (`[k][16]`).
+/// `tile[r][j] = act(bias[j] + rows[r] · b[:, j])` for one 16-channel panel `b` (`[k][16]`),
+/// for the panel's first `width` channels: 16, or 8 for a layer of at most 8 channels (half
+/// the multiply-adds; lanes 8.. of `tile` are then left as they are).
 pub(crate) fn tile_f32(
     isa: Isa,
+    width: usize,
     rows: &[&[f32]],
     b: &[f32],
     bias: &[f32],
@@ -13,48 +16,25 @@ pub(crate) fn tile_f32(
     tile: &mut [[f32; NR_F32]; MR_F32],
 ) {
     debug_assert!(isa != Isa::Portable);
+    debug_assert!(width == NR_F32 || matches!(isa, Isa::Avx2 | Isa::AvxVnni));
     let _ = isa;
     let k = b.len() / NR_F32;
     assert!(bias.len() == NR_F32);
     let ptrs = f32_row_ptrs(rows, k);
     macro_rules! dispatch {
-        ($f:ident, $($n:literal)*) => {
-            match rows.len() {
+        ($($n:literal)*) => {
+            match (width, rows.len()) {
                 // SAFETY: the ISA's features are available (module invariant, `available`);
                 // every row has `k` values and `b` has `k * 16` (asserted above).
-                $($n => unsafe { $f::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
+                $(
+                    (NR_F32, $n) => unsafe { tile_f32_avx2::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },
+                    (8, $n) => unsafe { tile_f32_avx2_8::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },
+                )*
                 _ => unreachable!(),
             }
         };
     }
-    dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
-}
-
-/// [`tile_f32`] for the first 8 channels of the panel only (a layer of at most 8 channels:
-/// half the multiply-adds of the 16-channel tile); lanes 8.. of `tile` are left as they are.
-pub(crate) fn tile_f32_narrow(
-    isa: Isa,
-    rows: &[&[f32]],
-    b: &[f32],
-    bias: &[f32],
-    act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
-) {
-    debug_assert!(matches!(isa, Isa::Avx2 | Isa::AvxVnni));
-    let _ = isa;
-    let k = b.len() / NR_F32;
-    assert!(bias.len() == NR_F32);
-    let ptrs = f32_row_ptrs(rows, k);
-    macro_rules! dispatch {
-        ($f:ident, $($n:literal)*) => {
-            match rows.len() {
-                // SAFETY: as in `tile_f32`.
-                $($n => unsafe { $f::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
-                _ => unreachable!(),
-            }
-        };
-    }
-    dispatch!(tile_f32_avx2_8, 1 2 3 4 5 6)
+    dispatch!(1 2 3 4 5 6)
 }
 
 #[target_feature(enable = "avx2,fma")]
