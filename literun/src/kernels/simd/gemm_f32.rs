@@ -137,10 +137,17 @@ impl GemmF32 {
         let mut m0 = base;
         let mut tile = [[0f32; NR_F32]; MR_F32];
         while m0 < m_count {
+            #[cfg(target_arch = "x86_64")]
+            let (rows_here, in_place) = self.block_f32(rows, m0, m_count);
+            #[cfg(not(target_arch = "x86_64"))]
             let rows_here = (m_count - m0).min(MR_F32);
             let mut bufs = row_bufs[..MR_F32 * k].chunks_exact_mut(k);
             let mut rs: [&[f32]; MR_F32] = [&[]; MR_F32];
-            for (r, slot) in rs.iter_mut().enumerate().take(rows_here) {
+            #[cfg(target_arch = "x86_64")]
+            let gather = rows_here * usize::from(in_place.is_none());
+            #[cfg(not(target_arch = "x86_64"))]
+            let gather = rows_here;
+            for (r, slot) in rs.iter_mut().enumerate().take(gather) {
                 let buf = bufs.next().unwrap_or_default();
                 *slot = &rows.row(m0 + r, buf)[..k];
             }
@@ -177,15 +184,28 @@ impl GemmF32 {
             let mut p = cols.start / NR_F32;
             while p < cols.end.div_ceil(NR_F32) {
                 #[cfg(target_arch = "x86_64")]
-                x86::tile_f32(
-                    self.isa,
-                    width,
-                    &rs[..rows_here],
-                    panel(p),
-                    bias(p),
-                    self.act,
-                    &mut tile,
-                );
+                match (&in_place, rows) {
+                    (Some(at), Rows::Conv { input, .. }) => x86::tile_f32_strided(
+                        self.isa,
+                        width,
+                        input,
+                        (&at.segs[..at.count], at.seg_len, at.stride),
+                        rows_here,
+                        panel(p),
+                        bias(p),
+                        self.act,
+                        &mut tile,
+                    ),
+                    _ => x86::tile_f32(
+                        self.isa,
+                        width,
+                        &rs[..rows_here],
+                        panel(p),
+                        bias(p),
+                        self.act,
+                        &mut tile,
+                    ),
+                }
                 #[cfg(target_arch = "aarch64")]
                 aarch64::tile_f32(
                     self.isa,
@@ -198,8 +218,68 @@ impl GemmF32 {
                 store(p, &tile);
                 p += 1;
             }
-            m0 += MR_F32;
+            m0 += rows_here;
         }
+    }
+
+    /// The rows of the AVX2 tile block starting at row `m0` (rows end at `end`) and, for a
+    /// convolution of up to two panels whose block's windows lie inside the input's columns,
+    /// their kernel rows in place (kernel rows above or below the input skipped: their
+    /// padding is zero). Such blocks split each output row's run of those pixels evenly; the
+    /// pixels at the left and right edges are gathered, as many as lie before the next run.
+    #[cfg(target_arch = "x86_64")]
+    fn block_f32(
+        &self,
+        rows: &Rows<'_, f32>,
+        m0: usize,
+        end: usize,
+    ) -> (usize, Option<InPlaceF32>) {
+        let whole = (end - m0).min(MR_F32);
+        let Rows::Conv {
+            in_hwc: [in_h, in_w, c],
+            k_hw: [k_h, k_w],
+            out_w,
+            ref p,
+            ..
+        } = *rows
+        else {
+            return (whole, None);
+        };
+        if p.dilation_w != 1 || k_h > x86::STRIDED_SEGS_F32 || self.n > 2 * NR_F32 || out_w == 0 {
+            return (whole, None);
+        }
+        let (sw, pl) = (p.stride_w, p.pad_left);
+        // Output columns lo..hi have their windows inside the input's columns.
+        let lo = pl.div_ceil(sw);
+        let hi = match (in_w + pl).checked_sub(k_w) {
+            Some(span) => (span / sw + 1).min(out_w),
+            None => 0,
+        };
+        let (oy, ox) = (m0 / out_w, m0 % out_w);
+        if !(lo..hi).contains(&ox) {
+            let next = match ox < lo {
+                _ if lo >= hi => usize::MAX,
+                true => lo - ox,
+                false => out_w - ox + lo,
+            };
+            return (whole.min(next), None);
+        }
+        let left = (m0 - ox + hi).min(end) - m0;
+        let here = left.div_ceil(left.div_ceil(MR_F32));
+        let mut at = InPlaceF32 {
+            segs: [(0, 0); x86::STRIDED_SEGS_F32],
+            count: 0,
+            seg_len: k_w * c,
+            stride: sw * c,
+        };
+        for ky in 0..k_h {
+            let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+            if y < in_h {
+                at.segs[at.count] = (ky * k_w * c, (y * in_w + ox * sw - pl) * c);
+                at.count += 1;
+            }
+        }
+        (here, Some(at))
     }
 
     /// `out = act(x · W[cols]ᵀ + bias[cols])` for one row `x` and the output channels `cols`
@@ -446,6 +526,16 @@ impl GemmF32 {
             }
         }
     }
+}
+
+/// A block of AVX2 tile rows read in place ([`GemmF32::block_f32`]): segment `s` (first
+/// reduction index `segs[s].0`) of row `r` is `input[segs[s].1 + r * stride..][..seg_len]`.
+#[cfg(target_arch = "x86_64")]
+struct InPlaceF32 {
+    segs: [(usize, usize); x86::STRIDED_SEGS_F32],
+    count: usize,
+    seg_len: usize,
+    stride: usize,
 }
 
 /// Fills `segs` with the receptive fields of output pixels `m0..m0 + here` of a convolution
