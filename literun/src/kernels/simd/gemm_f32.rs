@@ -152,7 +152,7 @@ impl GemmF32 {
                 *slot = &rows.row(m0 + r, buf)[..k];
             }
             // Writes panel `p` of the tile to the output rows.
-            let mut store = |p: usize, tile: &[[f32; NR_F32]; MR_F32]| {
+            let store = |p: usize, tile: &[[f32; NR_F32]; MR_F32], out: &mut [f32]| {
                 let c0 = p * NR_F32;
                 let cn = (cols.end - c0).min(NR_F32);
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
@@ -183,28 +183,44 @@ impl GemmF32 {
             };
             let mut p = cols.start / NR_F32;
             while p < cols.end.div_ceil(NR_F32) {
+                // A panel whose channels are all the tile computes (and no Tanh to apply
+                // after) is stored straight into the output rows, else through the tile.
                 #[cfg(target_arch = "x86_64")]
-                match (&in_place, rows) {
-                    (Some(at), Rows::Conv { input, .. }) => x86::tile_f32_strided(
-                        self.isa,
-                        width,
-                        input,
-                        (&at.segs[..at.count], at.seg_len, at.stride),
-                        rows_here,
-                        panel(p),
-                        bias(p),
-                        self.act,
-                        &mut tile,
-                    ),
-                    _ => x86::tile_f32(
-                        self.isa,
-                        width,
-                        &rs[..rows_here],
-                        panel(p),
-                        bias(p),
-                        self.act,
-                        &mut tile,
-                    ),
+                {
+                    let c0 = p * NR_F32;
+                    let direct =
+                        (cols.end - c0).min(NR_F32) == width && self.act != Activation::Tanh;
+                    let at = (m0 - base) * n + c0 - cols.start;
+                    let dst = if direct {
+                        (&mut out[at..], n)
+                    } else {
+                        (tile.as_flattened_mut(), NR_F32)
+                    };
+                    match (&in_place, rows) {
+                        (Some(at), Rows::Conv { input, .. }) => x86::tile_f32_strided(
+                            self.isa,
+                            width,
+                            input,
+                            (&at.segs[..at.count], at.seg_len, at.stride),
+                            rows_here,
+                            panel(p),
+                            bias(p),
+                            self.act,
+                            dst,
+                        ),
+                        _ => x86::tile_f32_out(
+                            self.isa,
+                            width,
+                            &rs[..rows_here],
+                            panel(p),
+                            bias(p),
+                            self.act,
+                            dst,
+                        ),
+                    }
+                    if !direct {
+                        store(p, &tile, out);
+                    }
                 }
                 #[cfg(target_arch = "aarch64")]
                 aarch64::tile_f32(
@@ -215,7 +231,8 @@ impl GemmF32 {
                     self.act,
                     &mut tile,
                 );
-                store(p, &tile);
+                #[cfg(target_arch = "aarch64")]
+                store(p, &tile, out);
                 p += 1;
             }
             m0 += rows_here;

@@ -15,11 +15,26 @@ pub(crate) fn tile_f32(
     act: Activation,
     tile: &mut [[f32; NR_F32]; MR_F32],
 ) {
+    let tile = (tile.as_flattened_mut(), NR_F32);
+    tile_f32_out(isa, width, rows, b, bias, act, tile)
+}
+
+/// [`tile_f32`] storing row `r` to `out[r * stride..][..width]` (a whole panel straight
+/// into the output, without a copy out of a tile).
+pub(crate) fn tile_f32_out(
+    isa: Isa,
+    width: usize,
+    rows: &[&[f32]],
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    out: (&mut [f32], usize),
+) {
     let k = b.len() / NR_F32;
     let ptrs = f32_row_ptrs(rows, k);
     let lhs = WholeRows { ptrs: &ptrs, k };
     // SAFETY: every row has `k` values (checked by `f32_row_ptrs`), reduction indices 0..k.
-    unsafe { tile_f32_lhs(isa, width, lhs, rows.len(), b, bias, act, tile) }
+    unsafe { tile_f32_lhs(isa, width, lhs, rows.len(), b, bias, act, out) }
 }
 
 /// Most segments of [`tile_f32_strided`] (kernel rows of a convolution read in place).
@@ -39,7 +54,7 @@ pub(crate) fn tile_f32_strided(
     b: &[f32],
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    out: (&mut [f32], usize),
 ) {
     let k = b.len() / NR_F32;
     assert!((1..=MR_F32).contains(&rows) && segs.len() <= STRIDED_SEGS_F32);
@@ -60,7 +75,7 @@ pub(crate) fn tile_f32_strided(
             segs: &ptrs[..segs.len()],
             len: seg_len,
         };
-        tile_f32_lhs(isa, width, lhs, rows, b, bias, act, tile)
+        tile_f32_lhs(isa, width, lhs, rows, b, bias, act, out)
     }
 }
 
@@ -112,7 +127,7 @@ impl Avx2Lhs for SegRows<'_> {
 ///
 /// # Safety
 /// For every segment `(koff, len, ptrs)` of `lhs`, `ptrs[..rows]` readable for `len` floats
-/// and `koff + len <= b.len() / 16`.
+/// and `koff + len <= b.len() / 16`. Row `r` goes to `out.0[r * out.1..][..width]`.
 #[allow(clippy::too_many_arguments)]
 unsafe fn tile_f32_lhs<L: Avx2Lhs>(
     isa: Isa,
@@ -122,23 +137,25 @@ unsafe fn tile_f32_lhs<L: Avx2Lhs>(
     b: &[f32],
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    (out, stride): (&mut [f32], usize),
 ) {
     debug_assert!(isa != Isa::Portable);
     debug_assert!(width == NR_F32 || matches!(isa, Isa::Avx2 | Isa::AvxVnni));
     let _ = isa;
-    assert!(bias.len() == NR_F32);
+    assert!(bias.len() == NR_F32 && rows >= 1 && out.len() >= (rows - 1) * stride + width);
+    let out = out.as_mut_ptr();
     macro_rules! dispatch {
         ($($n:literal)*) => {
             match (width, rows) {
                 // SAFETY: the ISA's features are available (module invariant, `available`);
-                // the segments' rows and weights are readable (the caller's contract).
+                // the segments' rows and weights are readable (the caller's contract), the
+                // rows' outputs writable (asserted).
                 $(
                     (NR_F32, $n) => unsafe {
-                        tile_f32_avx2::<$n, L>(lhs, b.as_ptr(), bias, act, tile)
+                        tile_f32_avx2::<$n, L>(lhs, b.as_ptr(), bias, act, out, stride)
                     },
                     (8, $n) => unsafe {
-                        tile_f32_avx2_8::<$n, L>(lhs, b.as_ptr(), bias, act, tile)
+                        tile_f32_avx2_8::<$n, L>(lhs, b.as_ptr(), bias, act, out, stride)
                     },
                 )*
                 _ => unreachable!(),
@@ -154,7 +171,8 @@ unsafe fn tile_f32_avx2_8<const MR: usize, L: Avx2Lhs>(
     b: *const f32,
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    out: *mut f32,
+    stride: usize,
 ) {
     let mut acc = [_mm256_setzero_ps(); MR];
     for s in 0..lhs.segs() {
@@ -171,14 +189,13 @@ unsafe fn tile_f32_avx2_8<const MR: usize, L: Avx2Lhs>(
             }
         }
     }
-    // SAFETY: bias has 16 floats; tile rows have 16, 8 are written.
+    // SAFETY: bias has 16 floats; row r's 8 outputs at out + r * stride are writable (the
+    // caller's contract).
     unsafe {
         let bias0 = _mm256_loadu_ps(bias.as_ptr());
         for (r, acc) in acc.iter().enumerate() {
-            _mm256_storeu_ps(
-                tile[r].as_mut_ptr(),
-                activate(_mm256_add_ps(*acc, bias0), act),
-            );
+            let v = activate(_mm256_add_ps(*acc, bias0), act);
+            _mm256_storeu_ps(out.add(r * stride), v);
         }
     }
 }
@@ -734,7 +751,8 @@ unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
     b: *const f32,
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    out: *mut f32,
+    stride: usize,
 ) {
     let mut acc = [[_mm256_setzero_ps(); 2]; MR];
     for s in 0..lhs.segs() {
@@ -754,12 +772,13 @@ unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
             }
         }
     }
-    // SAFETY: bias has 16 floats; tile rows have 16.
+    // SAFETY: bias has 16 floats; row r's 16 outputs at out + r * stride are writable (the
+    // caller's contract).
     unsafe {
         let bias0 = _mm256_loadu_ps(bias.as_ptr());
         let bias1 = _mm256_loadu_ps(bias.as_ptr().add(8));
         for (r, acc) in acc.iter().enumerate() {
-            let t = tile[r].as_mut_ptr();
+            let t = out.add(r * stride);
             _mm256_storeu_ps(t, activate(_mm256_add_ps(acc[0], bias0), act));
             _mm256_storeu_ps(t.add(8), activate(_mm256_add_ps(acc[1], bias1), act));
         }
