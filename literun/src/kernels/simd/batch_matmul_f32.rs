@@ -199,6 +199,7 @@ fn product(isa: Isa, a: &[f32], panels: &[f32], m: usize, k: usize, n: usize, ou
             #[cfg(target_arch = "x86_64")]
             x86::tile_f32(
                 isa,
+                NR_F32,
                 &rows[..here],
                 panel,
                 &zero,

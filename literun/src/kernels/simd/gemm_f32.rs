@@ -137,15 +137,22 @@ impl GemmF32 {
         let mut m0 = base;
         let mut tile = [[0f32; NR_F32]; MR_F32];
         while m0 < m_count {
+            #[cfg(target_arch = "x86_64")]
+            let (rows_here, in_place) = self.block_f32(rows, m0, m_count);
+            #[cfg(not(target_arch = "x86_64"))]
             let rows_here = (m_count - m0).min(MR_F32);
             let mut bufs = row_bufs[..MR_F32 * k].chunks_exact_mut(k);
             let mut rs: [&[f32]; MR_F32] = [&[]; MR_F32];
-            for (r, slot) in rs.iter_mut().enumerate().take(rows_here) {
+            #[cfg(target_arch = "x86_64")]
+            let gather = rows_here * usize::from(in_place.is_none());
+            #[cfg(not(target_arch = "x86_64"))]
+            let gather = rows_here;
+            for (r, slot) in rs.iter_mut().enumerate().take(gather) {
                 let buf = bufs.next().unwrap_or_default();
                 *slot = &rows.row(m0 + r, buf)[..k];
             }
             // Writes panel `p` of the tile to the output rows.
-            let mut store = |p: usize, tile: &[[f32; NR_F32]; MR_F32]| {
+            let store = |p: usize, tile: &[[f32; NR_F32]; MR_F32], out: &mut [f32]| {
                 let c0 = p * NR_F32;
                 let cn = (cols.end - c0).min(NR_F32);
                 for (r, t) in tile.iter().enumerate().take(rows_here) {
@@ -166,29 +173,54 @@ impl GemmF32 {
             };
             let panel = |p: usize| &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = |p: usize| &self.bias[p * NR_F32..(p + 1) * NR_F32];
+            // A layer of at most 8 channels fills half the 16-channel tile: the narrow tile
+            // skips the other half's multiply-adds.
+            #[cfg(target_arch = "x86_64")]
+            let width = if self.n <= NR_F32 / 2 {
+                NR_F32 / 2
+            } else {
+                NR_F32
+            };
             let mut p = cols.start / NR_F32;
             while p < cols.end.div_ceil(NR_F32) {
-                // A layer of at most 8 channels fills half the 16-channel tile: the narrow
-                // one skips the other half's multiply-adds.
+                // A panel whose channels are all the tile computes (and no Tanh to apply
+                // after) is stored straight into the output rows, else through the tile.
                 #[cfg(target_arch = "x86_64")]
-                if self.n <= NR_F32 / 2 {
-                    x86::tile_f32_narrow(
-                        self.isa,
-                        &rs[..rows_here],
-                        panel(p),
-                        bias(p),
-                        self.act,
-                        &mut tile,
-                    );
-                } else {
-                    x86::tile_f32(
-                        self.isa,
-                        &rs[..rows_here],
-                        panel(p),
-                        bias(p),
-                        self.act,
-                        &mut tile,
-                    );
+                {
+                    let c0 = p * NR_F32;
+                    let direct =
+                        (cols.end - c0).min(NR_F32) == width && self.act != Activation::Tanh;
+                    let at = (m0 - base) * n + c0 - cols.start;
+                    let dst = if direct {
+                        (&mut out[at..], n)
+                    } else {
+                        (tile.as_flattened_mut(), NR_F32)
+                    };
+                    match (&in_place, rows) {
+                        (Some(at), Rows::Conv { input, .. }) => x86::tile_f32_strided(
+                            self.isa,
+                            width,
+                            input,
+                            (&at.segs[..at.count], at.seg_len, at.stride),
+                            rows_here,
+                            panel(p),
+                            bias(p),
+                            self.act,
+                            dst,
+                        ),
+                        _ => x86::tile_f32_out(
+                            self.isa,
+                            width,
+                            &rs[..rows_here],
+                            panel(p),
+                            bias(p),
+                            self.act,
+                            dst,
+                        ),
+                    }
+                    if !direct {
+                        store(p, &tile, out);
+                    }
                 }
                 #[cfg(target_arch = "aarch64")]
                 aarch64::tile_f32(
@@ -199,11 +231,72 @@ impl GemmF32 {
                     self.act,
                     &mut tile,
                 );
-                store(p, &tile);
+                #[cfg(target_arch = "aarch64")]
+                store(p, &tile, out);
                 p += 1;
             }
-            m0 += MR_F32;
+            m0 += rows_here;
         }
+    }
+
+    /// The rows of the AVX2 tile block starting at row `m0` (rows end at `end`) and, for a
+    /// convolution of up to two panels whose block's windows lie inside the input's columns,
+    /// their kernel rows in place (kernel rows above or below the input skipped: their
+    /// padding is zero). Such blocks split each output row's run of those pixels evenly; the
+    /// pixels at the left and right edges are gathered, as many as lie before the next run.
+    #[cfg(target_arch = "x86_64")]
+    fn block_f32(
+        &self,
+        rows: &Rows<'_, f32>,
+        m0: usize,
+        end: usize,
+    ) -> (usize, Option<InPlaceF32>) {
+        let whole = (end - m0).min(MR_F32);
+        let Rows::Conv {
+            in_hwc: [in_h, in_w, c],
+            k_hw: [k_h, k_w],
+            out_w,
+            ref p,
+            ..
+        } = *rows
+        else {
+            return (whole, None);
+        };
+        if p.dilation_w != 1 || k_h > x86::STRIDED_SEGS_F32 || self.n > 2 * NR_F32 || out_w == 0 {
+            return (whole, None);
+        }
+        let (sw, pl) = (p.stride_w, p.pad_left);
+        // Output columns lo..hi have their windows inside the input's columns.
+        let lo = pl.div_ceil(sw);
+        let hi = match (in_w + pl).checked_sub(k_w) {
+            Some(span) => (span / sw + 1).min(out_w),
+            None => 0,
+        };
+        let (oy, ox) = (m0 / out_w, m0 % out_w);
+        if !(lo..hi).contains(&ox) {
+            let next = match ox < lo {
+                _ if lo >= hi => usize::MAX,
+                true => lo - ox,
+                false => out_w - ox + lo,
+            };
+            return (whole.min(next), None);
+        }
+        let left = (m0 - ox + hi).min(end) - m0;
+        let here = left.div_ceil(left.div_ceil(MR_F32));
+        let mut at = InPlaceF32 {
+            segs: [(0, 0); x86::STRIDED_SEGS_F32],
+            count: 0,
+            seg_len: k_w * c,
+            stride: sw * c,
+        };
+        for ky in 0..k_h {
+            let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
+            if y < in_h {
+                at.segs[at.count] = (ky * k_w * c, (y * in_w + ox * sw - pl) * c);
+                at.count += 1;
+            }
+        }
+        (here, Some(at))
     }
 
     /// `out = act(x · W[cols]ᵀ + bias[cols])` for one row `x` and the output channels `cols`
@@ -235,7 +328,7 @@ impl GemmF32 {
             let panel = &self.b[p * k * NR_F32..(p + 1) * k * NR_F32];
             let bias = &self.bias[p * NR_F32..(p + 1) * NR_F32];
             #[cfg(target_arch = "x86_64")]
-            x86::tile_f32(self.isa, &[x], panel, bias, self.act, &mut tile);
+            x86::tile_f32(self.isa, NR_F32, &[x], panel, bias, self.act, &mut tile);
             #[cfg(target_arch = "aarch64")]
             aarch64::tile_f32(self.isa, &[x], panel, bias, self.act, &mut tile);
             let c0 = p * NR_F32;
@@ -450,6 +543,16 @@ impl GemmF32 {
             }
         }
     }
+}
+
+/// A block of AVX2 tile rows read in place ([`GemmF32::block_f32`]): segment `s` (first
+/// reduction index `segs[s].0`) of row `r` is `input[segs[s].1 + r * stride..][..seg_len]`.
+#[cfg(target_arch = "x86_64")]
+struct InPlaceF32 {
+    segs: [(usize, usize); x86::STRIDED_SEGS_F32],
+    count: usize,
+    seg_len: usize,
+    stride: usize,
 }
 
 /// Fills `segs` with the receptive fields of output pixels `m0..m0 + here` of a convolution

@@ -192,6 +192,71 @@ fn conv_f32_strided_matches_portable() {
 }
 
 fast_vs_portable! {
+    /// Float convolutions of up to two panels whose windows the AVX2 tile reads in place
+    /// (kernel rows as segments at a fixed stride): kernel heights 1 to 8 (7 is the in-place
+    /// limit), dilation down the rows, strides 1 to 3, padding on every side (edge pixels
+    /// gathered, kernel rows above and below the input skipped), output rows whose runs are
+    /// not a multiple of the 6-row tile, 1 to 33 output channels (the 8-channel tile, one and
+    /// two panels, and one beyond), three workers splitting the rows mid-row.
+    fn conv_f32_in_place_rows_match_portable(seed 12, cases 48usize, isa, case, rng) {
+        let (kh, kw) = (1 + case % 8, 1 + rng.below(4));
+        let dh = 1 + rng.below(2);
+        let (sh, sw) = (1 + rng.below(3), 1 + rng.below(3));
+        let (pt, pl) = (rng.below(kh), rng.below(kw));
+        let (pb, pr) = (rng.below(kh), rng.below(kw));
+        let ekh = (kh - 1) * dh + 1;
+        let h = (ekh + rng.below(5)).saturating_sub(pt + pb).max(1);
+        let w = kw + rng.below(40);
+        if h + pt + pb < ekh {
+            continue;
+        }
+        let oh = (h + pt + pb - ekh) / sh + 1;
+        let ow = (w + pl + pr - kw) / sw + 1;
+        let cin = 1 + rng.below(6);
+        let cout = [3, 8, 9, 16, 17, 32, 33][case % 7];
+        let is = [1 + case % 2, h, w, cin];
+        let fs = [cout, kh, kw, cin];
+        let os = [is[0], oh, ow, cout];
+        let act = [Activation::Relu6, Activation::None, Activation::Tanh][case % 3];
+        let p = Conv2dParams {
+            stride_h: sh,
+            stride_w: sw,
+            dilation_h: dh,
+            pad_top: pt,
+            pad_left: pl,
+            activation: act,
+            ..Default::default()
+        };
+        let what = format!("conv case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+    }
+}
+
+/// MobileNetV2's stem: 3x3 stride 2 over 3 channels to 16 (and to 8), with the padding of
+/// TFLite's SAME (right and bottom only) and of ONNX's symmetric one.
+#[test]
+fn conv_f32_stem_matches_portable() {
+    let mut rng = Rng(13);
+    for isa in isas() {
+        for (pad, cout) in [(0, 16), (1, 16), (1, 8)] {
+            let (h, w) = (26, 30);
+            let (oh, ow) = (h / 2, w / 2);
+            let p = Conv2dParams {
+                stride_h: 2,
+                stride_w: 2,
+                pad_top: pad,
+                pad_left: pad,
+                activation: Activation::Relu6,
+                ..Default::default()
+            };
+            let (is, fs, os) = ([1, h, w, 3], [cout, 3, 3, 3], [1, oh, ow, cout]);
+            let what = format!("stem pad {pad}");
+            check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+        }
+    }
+}
+
+fast_vs_portable! {
     /// A dense layer with one batch row splits its output channels over 1 to 4 workers: the
     /// same bits as the unsplit GEMM, and close to the portable kernel.
     fn fc_f32_one_row_split_by_channels(seed 9, cases 12usize, isa, case, rng) {

@@ -3,88 +3,199 @@
 
 use super::*;
 
-/// `tile[r][j] = act(bias[j] + rows[r] · b[:, j])` for one 16-channel panel `b` (`[k][16]`).
+/// `tile[r][j] = act(bias[j] + rows[r] · b[:, j])` for one 16-channel panel `b` (`[k][16]`),
+/// for the panel's first `width` channels: 16, or 8 for a layer of at most 8 channels (half
+/// the multiply-adds; lanes 8.. of `tile` are then left as they are).
 pub(crate) fn tile_f32(
     isa: Isa,
+    width: usize,
     rows: &[&[f32]],
     b: &[f32],
     bias: &[f32],
     act: Activation,
     tile: &mut [[f32; NR_F32]; MR_F32],
 ) {
-    debug_assert!(isa != Isa::Portable);
-    let _ = isa;
-    let k = b.len() / NR_F32;
-    assert!(bias.len() == NR_F32);
-    let ptrs = f32_row_ptrs(rows, k);
-    macro_rules! dispatch {
-        ($f:ident, $($n:literal)*) => {
-            match rows.len() {
-                // SAFETY: the ISA's features are available (module invariant, `available`);
-                // every row has `k` values and `b` has `k * 16` (asserted above).
-                $($n => unsafe { $f::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
-                _ => unreachable!(),
-            }
-        };
-    }
-    dispatch!(tile_f32_avx2, 1 2 3 4 5 6)
+    let tile = (tile.as_flattened_mut(), NR_F32);
+    tile_f32_out(isa, width, rows, b, bias, act, tile)
 }
 
-/// [`tile_f32`] for the first 8 channels of the panel only (a layer of at most 8 channels:
-/// half the multiply-adds of the 16-channel tile); lanes 8.. of `tile` are left as they are.
-pub(crate) fn tile_f32_narrow(
+/// [`tile_f32`] storing row `r` to `out[r * stride..][..width]` (a whole panel straight
+/// into the output, without a copy out of a tile).
+pub(crate) fn tile_f32_out(
     isa: Isa,
+    width: usize,
     rows: &[&[f32]],
     b: &[f32],
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    out: (&mut [f32], usize),
 ) {
-    debug_assert!(matches!(isa, Isa::Avx2 | Isa::AvxVnni));
-    let _ = isa;
     let k = b.len() / NR_F32;
-    assert!(bias.len() == NR_F32);
     let ptrs = f32_row_ptrs(rows, k);
+    let lhs = WholeRows { ptrs: &ptrs, k };
+    // SAFETY: every row has `k` values (checked by `f32_row_ptrs`), reduction indices 0..k.
+    unsafe { tile_f32_lhs(isa, width, lhs, rows.len(), b, bias, act, out) }
+}
+
+/// Most segments of [`tile_f32_strided`] (kernel rows of a convolution read in place).
+pub(crate) const STRIDED_SEGS_F32: usize = 7;
+
+/// [`tile_f32`] for `rows` rows read in place at a fixed stride, in segments: segment `s`
+/// (reduction indices `segs[s].0..segs[s].0 + seg_len`) of row `r` is
+/// `data[segs[s].1 + r * stride..][..seg_len]`; reduction indices in no segment count as
+/// zero. A convolution's windows inside the input, one segment per kernel row: no gathering.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_f32_strided(
+    isa: Isa,
+    width: usize,
+    data: &[f32],
+    (segs, seg_len, stride): (&[(usize, usize)], usize, usize),
+    rows: usize,
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    out: (&mut [f32], usize),
+) {
+    let k = b.len() / NR_F32;
+    assert!((1..=MR_F32).contains(&rows) && segs.len() <= STRIDED_SEGS_F32);
+    let mut ptrs = [(0, [core::ptr::null::<f32>(); MR_F32]); STRIDED_SEGS_F32];
+    for (&(koff, at), (ko, ptrs)) in segs.iter().zip(&mut ptrs) {
+        assert!(koff + seg_len <= k);
+        // Every row's segment is inside `data` (checked by the slicing).
+        let seg = &data[at..at + (rows - 1) * stride + seg_len];
+        *ko = koff;
+        for (r, p) in ptrs.iter_mut().enumerate().take(rows) {
+            *p = seg[r * stride..].as_ptr();
+        }
+    }
+    // SAFETY: each segment's first `rows` pointers have `seg_len` floats (sliced above) and
+    // its reduction indices are within `k` (asserted).
+    unsafe {
+        let lhs = SegRows {
+            segs: &ptrs[..segs.len()],
+            len: seg_len,
+        };
+        tile_f32_lhs(isa, width, lhs, rows, b, bias, act, out)
+    }
+}
+
+/// The rows of an AVX2 float tile, in segments: segment `s` of row `r` is `len` floats at
+/// `ptrs[r]`, reduction indices `koff..koff + len` (`(koff, len, ptrs) = seg(s)`).
+trait Avx2Lhs: Copy {
+    fn segs(&self) -> usize;
+    fn seg(&self, s: usize) -> (usize, usize, &[*const f32; MR_F32]);
+}
+
+/// Whole rows of `k` values: one segment.
+#[derive(Clone, Copy)]
+struct WholeRows<'a> {
+    ptrs: &'a [*const f32; MR_F32],
+    k: usize,
+}
+
+impl Avx2Lhs for WholeRows<'_> {
+    #[inline(always)]
+    fn segs(&self) -> usize {
+        1
+    }
+    #[inline(always)]
+    fn seg(&self, _: usize) -> (usize, usize, &[*const f32; MR_F32]) {
+        (0, self.k, self.ptrs)
+    }
+}
+
+/// Segments of `len` values, each with its first reduction index.
+#[derive(Clone, Copy)]
+struct SegRows<'a> {
+    segs: &'a [(usize, [*const f32; MR_F32])],
+    len: usize,
+}
+
+impl Avx2Lhs for SegRows<'_> {
+    #[inline(always)]
+    fn segs(&self) -> usize {
+        self.segs.len()
+    }
+    #[inline(always)]
+    fn seg(&self, s: usize) -> (usize, usize, &[*const f32; MR_F32]) {
+        let (koff, ref ptrs) = self.segs[s];
+        (koff, self.len, ptrs)
+    }
+}
+
+/// The row-count and width dispatch of [`tile_f32`] and [`tile_f32_strided`].
+///
+/// # Safety
+/// For every segment `(koff, len, ptrs)` of `lhs`, `ptrs[..rows]` readable for `len` floats
+/// and `koff + len <= b.len() / 16`. Row `r` goes to `out.0[r * out.1..][..width]`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile_f32_lhs<L: Avx2Lhs>(
+    isa: Isa,
+    width: usize,
+    lhs: L,
+    rows: usize,
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    (out, stride): (&mut [f32], usize),
+) {
+    debug_assert!(isa != Isa::Portable);
+    debug_assert!(width == NR_F32 || matches!(isa, Isa::Avx2 | Isa::AvxVnni));
+    let _ = isa;
+    assert!(bias.len() == NR_F32 && rows >= 1 && out.len() >= (rows - 1) * stride + width);
+    let out = out.as_mut_ptr();
     macro_rules! dispatch {
-        ($f:ident, $($n:literal)*) => {
-            match rows.len() {
-                // SAFETY: as in `tile_f32`.
-                $($n => unsafe { $f::<$n>(&ptrs, b.as_ptr(), k, bias, act, tile) },)*
+        ($($n:literal)*) => {
+            match (width, rows) {
+                // SAFETY: the ISA's features are available (module invariant, `available`);
+                // the segments' rows and weights are readable (the caller's contract), the
+                // rows' outputs writable (asserted).
+                $(
+                    (NR_F32, $n) => unsafe {
+                        tile_f32_avx2::<$n, L>(lhs, b.as_ptr(), bias, act, out, stride)
+                    },
+                    (8, $n) => unsafe {
+                        tile_f32_avx2_8::<$n, L>(lhs, b.as_ptr(), bias, act, out, stride)
+                    },
+                )*
                 _ => unreachable!(),
             }
         };
     }
-    dispatch!(tile_f32_avx2_8, 1 2 3 4 5 6)
+    dispatch!(1 2 3 4 5 6)
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_f32_avx2_8<const MR: usize>(
-    rows: &[*const f32; MR_F32],
+unsafe fn tile_f32_avx2_8<const MR: usize, L: Avx2Lhs>(
+    lhs: L,
     b: *const f32,
-    k: usize,
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    out: *mut f32,
+    stride: usize,
 ) {
     let mut acc = [_mm256_setzero_ps(); MR];
-    for kk in 0..k {
-        // SAFETY: kk < k: b has k * 16 floats and every row k (checked by the caller).
-        unsafe {
-            let b0 = _mm256_loadu_ps(b.add(kk * NR_F32));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm256_broadcast_ss(&*rows[r].add(kk));
-                *acc = _mm256_fmadd_ps(av, b0, *acc);
+    for s in 0..lhs.segs() {
+        let (koff, len, rows) = lhs.seg(s);
+        for kk in 0..len {
+            // SAFETY: koff + kk < k: b has k * 16 floats and every row len (the caller's
+            // contract).
+            unsafe {
+                let b0 = _mm256_loadu_ps(b.add((koff + kk) * NR_F32));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*rows[r].add(kk));
+                    *acc = _mm256_fmadd_ps(av, b0, *acc);
+                }
             }
         }
     }
-    // SAFETY: bias has 16 floats; tile rows have 16, 8 are written.
+    // SAFETY: bias has 16 floats; row r's 8 outputs at out + r * stride are writable (the
+    // caller's contract).
     unsafe {
         let bias0 = _mm256_loadu_ps(bias.as_ptr());
         for (r, acc) in acc.iter().enumerate() {
-            _mm256_storeu_ps(
-                tile[r].as_mut_ptr(),
-                activate(_mm256_add_ps(*acc, bias0), act),
-            );
+            let v = activate(_mm256_add_ps(*acc, bias0), act);
+            _mm256_storeu_ps(out.add(r * stride), v);
         }
     }
 }
@@ -635,34 +746,39 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize, L: TileLhs<MR>>(
 }
 
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_f32_avx2<const MR: usize>(
-    rows: &[*const f32; MR_F32],
+unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
+    lhs: L,
     b: *const f32,
-    k: usize,
     bias: &[f32],
     act: Activation,
-    tile: &mut [[f32; NR_F32]; MR_F32],
+    out: *mut f32,
+    stride: usize,
 ) {
     let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-    for kk in 0..k {
-        // SAFETY: kk < k: b has k * 16 floats and every row k (checked by the caller).
-        unsafe {
-            let bp = b.add(kk * NR_F32);
-            let b0 = _mm256_loadu_ps(bp);
-            let b1 = _mm256_loadu_ps(bp.add(8));
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm256_broadcast_ss(&*rows[r].add(kk));
-                acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
-                acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+    for s in 0..lhs.segs() {
+        let (koff, len, rows) = lhs.seg(s);
+        for kk in 0..len {
+            // SAFETY: koff + kk < k: b has k * 16 floats and every row len (the caller's
+            // contract).
+            unsafe {
+                let bp = b.add((koff + kk) * NR_F32);
+                let b0 = _mm256_loadu_ps(bp);
+                let b1 = _mm256_loadu_ps(bp.add(8));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*rows[r].add(kk));
+                    acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+                }
             }
         }
     }
-    // SAFETY: bias has 16 floats; tile rows have 16.
+    // SAFETY: bias has 16 floats; row r's 16 outputs at out + r * stride are writable (the
+    // caller's contract).
     unsafe {
         let bias0 = _mm256_loadu_ps(bias.as_ptr());
         let bias1 = _mm256_loadu_ps(bias.as_ptr().add(8));
         for (r, acc) in acc.iter().enumerate() {
-            let t = tile[r].as_mut_ptr();
+            let t = out.add(r * stride);
             _mm256_storeu_ps(t, activate(_mm256_add_ps(acc[0], bias0), act));
             _mm256_storeu_ps(t.add(8), activate(_mm256_add_ps(acc[1], bias1), act));
         }
