@@ -25,6 +25,8 @@ mod depthwise3x3_i8;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+mod gelu;
 mod gemm_f32;
 mod gemm_i8;
 mod requant;
