@@ -5,7 +5,8 @@
 //! columns already has (read in place, as attention's product with the values); elsewhere the
 //! tile kernel (`tile_f32`, the one [`GemmF32::run`] uses) over 16-column panels, of which a
 //! row-major rhs of 16 columns is one. A rhs stored transposed (`adj_y`, attention's keys) is
-//! packed.
+//! packed. With AVX2, matrices of up to 64 columns (a multiple of 8) are one call of a row
+//! kernel that keeps two output rows in registers (`matmul_rows_f32_avx2`).
 
 use super::*;
 
@@ -104,6 +105,35 @@ pub(crate) fn batch_matmul_f32(
         return true;
     }
     let _ = zero_bias;
+    // AVX2: whole matrices of up to 64 columns in one call, two rows at a time in registers
+    // (`matmul_rows_f32_avx2`), the rhs read in place or (`adj_y`) transposed once into rows.
+    #[cfg(target_arch = "x86_64")]
+    if n.is_multiple_of(8) && n <= 64 {
+        let mut packed_from = None;
+        let mut done = true;
+        for_each_batch(
+            lhs_shape,
+            rhs_shape,
+            out_shape,
+            m * k,
+            k * n,
+            |lo, ro, oo| {
+                let (b, ldb) = if adj_y {
+                    if packed_from != Some(ro) {
+                        pack_rhs(&rhs[ro..ro + k * n], k, n, true, COLS_F32, panels);
+                        packed_from = Some(ro);
+                    }
+                    (&*panels, n.div_ceil(NR_F32) * NR_F32)
+                } else {
+                    (&rhs[ro..ro + k * n], n)
+                };
+                let a = lhs_as_rows(&lhs[lo..lo + m * k], m, k, adj_x, lhs_rows);
+                done &= x86::matmul_rows_f32_avx2(a, m, k, b, ldb, n, &mut out[oo..oo + m * n]);
+            },
+        );
+        // (Always done: the shapes were checked above.)
+        return done;
+    }
     let mut packed_from = None;
     // A rhs of one panel is that panel as it is stored.
     let in_place = !adj_y && n == NR_F32;

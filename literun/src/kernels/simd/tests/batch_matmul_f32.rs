@@ -3,15 +3,18 @@ use crate::kernels::batch_matmul::batch_matmul_f32 as portable;
 
 fast_vs_portable! {
     #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
-    fn batch_matmul_f32_matches_portable(seed 31, cases 60, isa, case, rng) {
+    fn batch_matmul_f32_matches_portable(seed 31, cases 90, isa, case, rng) {
         if !has_batch_matmul_f32(isa) {
             continue;
         }
         let (m, k) = (1 + rng.below(20), 1 + rng.below(40));
-        // Whole panels up to one AVX-512 group (read in place without adj_y), or any width
+        // Whole panels up to one AVX-512 group (read in place without adj_y), the AVX2 row
+        // kernel's widths (multiples of 8 up to 64, odd and even row counts), or any width
         // up to two groups and a partial panel.
         let n = if case % 5 == 4 {
             16 * (1 + rng.below(4))
+        } else if case % 5 == 3 {
+            8 * (1 + rng.below(8))
         } else {
             1 + rng.below(150)
         };

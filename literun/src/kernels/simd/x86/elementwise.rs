@@ -434,6 +434,9 @@ fn gelu_f32_avx512(approximate: bool, input: &[f32], out: &mut [f32]) {
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma")]
 fn gelu_f32_avx2(approximate: bool, input: &[f32], out: &mut [f32]) {
+    if !approximate {
+        return super::gelu::gelu_exact_avx2(input, out);
+    }
     // Four vectors side by side (eight spill too much in 16 registers).
     crate::kernels::elementwise::gelu_blocks::<32>(approximate, input, out)
 }

@@ -20,16 +20,22 @@ use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+mod batch_matmul;
 mod depthwise3x3_f32;
 mod depthwise3x3_i8;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+mod gelu;
 mod gemm_f32;
 mod gemm_i8;
 mod requant;
 mod winograd;
 
+#[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
+pub(crate) use batch_matmul::*;
 use depthwise3x3_f32::*;
 use depthwise3x3_i8::*;
 pub(crate) use depthwise_f32::*;
