@@ -47,6 +47,8 @@ pub struct ConvertOptions {
     pub no_bias_correction: bool,
     /// Full int8: round weights to nearest instead of error-compensating rounding.
     pub no_weight_rounding: bool,
+    /// Full int8: try LayerNorms with int16 activations (always with `min_snr_db`).
+    pub layernorm_int16: bool,
     /// Full int8: skip cross-layer equalization.
     pub no_equalize: bool,
     /// Preprocessing of image calibration data.
@@ -137,6 +139,7 @@ fn quantize_graph(
         accept_snr_miss: opts.accept_snr_miss,
         bias_correction: !opts.no_bias_correction,
         weight_rounding: !opts.no_weight_rounding,
+        layernorm_int16: opts.layernorm_int16,
         equalize: !opts.no_equalize,
     };
     pipeline::quantize_graph(graph, label, &q)

@@ -196,6 +196,7 @@ pub fn convert_options(
         accept_snr_miss: args.accept_snr_miss,
         no_bias_correction: args.no_bias_correction,
         no_weight_rounding: args.no_weight_rounding,
+        layernorm_int16: args.layernorm_int16,
         no_equalize: args.no_equalize,
         images: ImageOptions {
             mean: args.mean.clone(),

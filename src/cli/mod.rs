@@ -210,6 +210,12 @@ pub struct ConvertArgs {
     /// the calibration data, GPTQ, where that helps).
     #[arg(long, requires = "calibration")]
     pub no_weight_rounding: bool,
+    /// With full int8: try each LayerNorm with int16 activations (its squared difference and
+    /// reciprocal square root in float), kept where the output's SNR improves: more accurate on
+    /// transformers and dense heads, slower in literun, whose int16 ADD/SUB/MUL are not
+    /// vectorized (also tried with --min-snr).
+    #[arg(long, requires = "calibration")]
+    pub layernorm_int16: bool,
     /// With full int8: skip cross-layer equalization (by default the channels of a tensor
     /// between two conv/dense layers are balanced in their weights before calibrating).
     #[arg(long, requires = "calibration")]
