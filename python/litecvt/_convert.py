@@ -114,6 +114,7 @@ def convert(
     bias_correction: bool = True,
     weight_rounding: bool = True,
     equalize: bool = True,
+    layernorm_int16: bool = False,
     training_as_inference: bool = False,
     passes: Union[None, str, Iterable[str]] = None,
     optimize: bool = True,
@@ -147,6 +148,8 @@ def convert(
         strict_int8: fail if any op has to stay float (full int8).
         per_tensor_dense: per-tensor dense weights (TFLite runtimes older than 2.13).
         bias_correction, weight_rounding, equalize: the full-int8 refinements (on by default).
+        layernorm_int16: try LayerNorms with int16 activations (`--layernorm-int16`): more
+            accurate, slower in literun.
         training_as_inference: convert training-mode BatchNormalization/Dropout as inference.
         passes: run only these optional passes (names as `litecvt convert -v` prints them).
         optimize: False runs only the passes a valid file needs.
@@ -186,6 +189,7 @@ def convert(
         no_bias_correction=not bias_correction,
         no_weight_rounding=not weight_rounding,
         no_equalize=not equalize,
+        layernorm_int16=layernorm_int16,
         training_as_inference=training_as_inference,
         passes=",".join(pass_list) if passes is not None else None,
         no_optimize=not optimize and passes is None,
@@ -230,6 +234,7 @@ class Converter:
         self.bias_correction = True
         self.weight_rounding = True
         self.equalize = True
+        self.layernorm_int16 = False
         self.training_as_inference = False
         self.passes: Union[None, str, Iterable[str]] = None
         self.optimize = True

@@ -86,7 +86,7 @@ fn array_sample(item: &Bound<'_, PyAny>) -> PyResult<ArraySample> {
     nhwc_io=false, calibration_method=None, io_type="float".to_string(), min_snr=None,
     accept_snr_miss=false, exclude=vec![], exclude_op=vec![], strict_int8=false,
     per_tensor_dense=false, no_bias_correction=false, no_weight_rounding=false,
-    no_equalize=false, training_as_inference=false, passes=None, no_optimize=false,
+    no_equalize=false, layernorm_int16=false, training_as_inference=false, passes=None, no_optimize=false,
     lstm="unrolled".to_string()
 ))]
 #[allow(clippy::too_many_arguments)]
@@ -110,6 +110,7 @@ fn convert<'py>(
     no_bias_correction: bool,
     no_weight_rounding: bool,
     no_equalize: bool,
+    layernorm_int16: bool,
     training_as_inference: bool,
     passes: Option<String>,
     no_optimize: bool,
@@ -134,6 +135,7 @@ fn convert<'py>(
     args.no_bias_correction = no_bias_correction;
     args.no_weight_rounding = no_weight_rounding;
     args.no_equalize = no_equalize;
+    args.layernorm_int16 = layernorm_int16;
     args.training_as_inference = training_as_inference;
     args.passes = passes;
     args.no_optimize = no_optimize;
