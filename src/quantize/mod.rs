@@ -12,6 +12,7 @@ pub mod equalize_gated;
 pub mod float_islands;
 mod full_int8;
 pub mod mixed;
+mod observe;
 pub mod params;
 pub mod pipeline;
 pub mod qdq;
