@@ -224,12 +224,12 @@ impl ConstData {
     /// Little-endian bytes in row-major order, as TFLite buffers store them.
     pub fn to_le_bytes(&self) -> Vec<u8> {
         match self {
-            ConstData::F32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            ConstData::F16(a) => a.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
-            ConstData::I32(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            ConstData::I64(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
-            ConstData::I8(a) => a.iter().map(|&x| x as u8).collect(),
-            ConstData::I16(a) => a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ConstData::F32(a) => le_bytes(a, f32::to_le_bytes),
+            ConstData::F16(a) => le_bytes(a, |x| x.to_bits().to_le_bytes()),
+            ConstData::I32(a) => le_bytes(a, i32::to_le_bytes),
+            ConstData::I64(a) => le_bytes(a, i64::to_le_bytes),
+            ConstData::I8(a) => le_bytes(a, i8::to_le_bytes),
+            ConstData::I16(a) => le_bytes(a, i16::to_le_bytes),
             ConstData::U8(a) => a.iter().copied().collect(),
             ConstData::Bool(a) => a.iter().map(|&x| x as u8).collect(),
         }
@@ -250,4 +250,24 @@ impl ConstData {
             _ => true,
         }
     }
+}
+
+/// Every value of `a` in logical (row-major) order, each as the `N` bytes `bytes` gives: one
+/// allocation and a slice walk for the usual contiguous array (a 44 MiB model's weights are
+/// written several times while quantizing).
+fn le_bytes<T: Copy, const N: usize>(a: &ArrayD<T>, bytes: impl Fn(T) -> [u8; N]) -> Vec<u8> {
+    let mut out = vec![0u8; a.len() * N];
+    match a.as_slice() {
+        Some(values) => {
+            for (o, &x) in out.chunks_exact_mut(N).zip(values) {
+                o.copy_from_slice(&bytes(x));
+            }
+        }
+        None => {
+            for (o, &x) in out.chunks_exact_mut(N).zip(a.iter()) {
+                o.copy_from_slice(&bytes(x));
+            }
+        }
+    }
+    out
 }

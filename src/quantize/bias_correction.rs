@@ -30,6 +30,7 @@ const SAMPLES: usize = 32;
 const MIN_ACTIVE: f64 = 0.05;
 
 /// A layer whose bias can absorb a correction.
+#[derive(Clone)]
 struct Target {
     /// The output tensor (its name is the same in the float and the quantized file).
     name: String,
@@ -161,6 +162,22 @@ struct ChannelStats {
 }
 
 impl ChannelStats {
+    /// Adds a tensor's values (rows of the channels), each clamped to `[lo, hi]`, counting
+    /// those `linear` accepts (one loop per activation, so the compiler can vectorize it).
+    #[inline(always)]
+    fn add(&mut self, v: &[f32], (lo, hi): (f32, f32), linear: impl Fn(f32) -> bool) {
+        let c = self.sum.len();
+        let (sum, active) = (&mut self.sum[..], &mut self.active[..c]);
+        for row in v.chunks_exact(c) {
+            for ((s, a), &x) in sum.iter_mut().zip(active.iter_mut()).zip(row) {
+                let x = x.clamp(lo, hi);
+                *s += f64::from(x);
+                *a += u64::from(linear(x));
+            }
+        }
+        self.count += (v.len() / c) as u64;
+    }
+
     fn mean(&self, c: usize) -> f64 {
         self.sum[c] / (self.count.max(1) as f64)
     }
@@ -178,75 +195,166 @@ fn linear(a: Activation, x: f32) -> bool {
     }
 }
 
-/// Per-channel statistics, by tensor name, of every target's output and input in `bytes` over
-/// `samples` (an int8 copy of a float input, `x/int8`, counts as `x`).
-fn measure(
-    bytes: &[u8],
-    samples: &[Sample],
-    targets: &[Target],
-    bounded: &HashMap<String, (f32, f32)>,
-) -> Result<HashMap<String, ChannelStats>> {
-    // name → (channels, activation whose linear range is counted)
-    let mut wanted: HashMap<&str, (usize, Activation)> = HashMap::new();
-    for t in targets {
-        wanted.insert(t.name.as_str(), (t.channels, t.activation));
-        wanted
-            .entry(t.input.as_str())
-            .or_insert((t.in_channels, Activation::None));
+/// Per-channel statistics, by tensor name, of every target's output and input in one file,
+/// accumulated sample after sample (an int8 copy of a float input, `x/int8`, counts as `x`).
+#[derive(Clone)]
+struct Means<'a> {
+    /// name → (channels, activation whose linear range is counted)
+    wanted: HashMap<String, (usize, Activation)>,
+    /// The file's tensor names, by index.
+    names: Vec<String>,
+    /// Useful intervals of clipped tensors, by name.
+    bounded: &'a HashMap<String, (f32, f32)>,
+    stats: HashMap<String, ChannelStats>,
+}
+
+impl<'a> Means<'a> {
+    fn new(
+        bytes: &[u8],
+        targets: &[Target],
+        bounded: &'a HashMap<String, (f32, f32)>,
+    ) -> Result<Means<'a>> {
+        let mut wanted: HashMap<String, (usize, Activation)> = HashMap::new();
+        for t in targets {
+            wanted.insert(t.name.clone(), (t.channels, t.activation));
+            wanted
+                .entry(t.input.clone())
+                .or_insert((t.in_channels, Activation::None));
+        }
+        Ok(Means {
+            wanted,
+            names: super::report::tensor_names(bytes)?,
+            bounded,
+            stats: HashMap::new(),
+        })
     }
-    let names = super::report::tensor_names(bytes)?;
-    let mut stats: HashMap<String, ChannelStats> = HashMap::new();
-    super::report::observe(bytes, samples, |_, t, v| {
-        let Some(name) = names.get(t) else { return };
+
+    /// Which tensors (by index in the file) the statistics read.
+    fn observed(&self) -> Vec<bool> {
+        self.names
+            .iter()
+            .map(|n| self.wanted.contains_key(super::report::float_name(n)))
+            .collect()
+    }
+
+    /// Adds tensor `t`'s values of one sample.
+    fn add(&mut self, t: usize, v: &[f32]) {
+        let Some(name) = self.names.get(t) else {
+            return;
+        };
         let base = super::report::float_name(name);
-        let Some(&(c, activation)) = wanted.get(base) else {
+        let Some(&(c, activation)) = self.wanted.get(base) else {
             return;
         };
         // A value that later clipping removes is no error: compare what survives it.
-        let (lo, hi) = bounded
+        let (lo, hi) = self
+            .bounded
             .get(base)
             .copied()
             .unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
         if !v.len().is_multiple_of(c) {
             return;
         }
-        let s = stats
+        let s = self
+            .stats
             .entry(base.to_string())
             .or_insert_with(|| ChannelStats {
                 sum: vec![0.0; c],
                 active: vec![0; c],
                 count: 0,
             });
-        for row in v.chunks_exact(c) {
-            for (k, &x) in row.iter().enumerate() {
-                let x = x.clamp(lo, hi);
-                s.sum[k] += f64::from(x);
-                if linear(activation, x) {
-                    s.active[k] += 1;
-                }
-            }
+        match activation {
+            Activation::None => s.add(v, (lo, hi), |x| linear(Activation::None, x)),
+            Activation::Relu => s.add(v, (lo, hi), |x| linear(Activation::Relu, x)),
+            Activation::Relu6 => s.add(v, (lo, hi), |x| linear(Activation::Relu6, x)),
+            Activation::ReluN1To1 => s.add(v, (lo, hi), |x| linear(Activation::ReluN1To1, x)),
+            Activation::Tanh => s.add(v, (lo, hi), |x| linear(Activation::Tanh, x)),
         }
-        s.count += (v.len() / c) as u64;
-    })?;
-    Ok(stats)
+    }
 }
 
-/// Corrects the biases of `q`'s float graph against the quantized attempt `best`. Returns the
-/// corrected float graph, the layers (output tensor names) whose bias changed and the attempt
-/// made from it, or `None` when no round improved the output SNR.
+/// [`Means`] of `bytes` over `samples`.
+fn measure(
+    bytes: &[u8],
+    samples: &[Sample],
+    targets: &[Target],
+    bounded: &HashMap<String, (f32, f32)>,
+) -> Result<HashMap<String, ChannelStats>> {
+    let mut means = Means::new(bytes, targets, bounded)?;
+    let observed = means.observed();
+    let observed = |t: usize| observed.get(t).copied().unwrap_or(false);
+    super::observe::observe_where(bytes, samples, &observed, |_, t, v| means.add(t, v))?;
+    Ok(means.stats)
+}
+
+/// The samples of `samples` bias correction measures on.
+pub fn samples_used(samples: &[Sample]) -> &[Sample] {
+    &samples[..samples.len().min(SAMPLES)]
+}
+
+/// What bias correction reads from the float file, gathered by the caller on runs it makes of
+/// the float file anyway ([`samples_used`], in order, through [`Self::add`]): the float graph
+/// with a bias of its own for every layer, the layers, and their float statistics.
+#[derive(Clone)]
+pub struct FloatMeans<'a> {
+    graph: Graph,
+    targets: Vec<Target>,
+    means: Means<'a>,
+}
+
+impl<'a> FloatMeans<'a> {
+    /// Prepares to measure `float_bytes`, the file of `float_graph`; `bounded`: the useful
+    /// intervals of clipped tensors, by name. `None` when no layer's bias can be corrected.
+    pub fn new(
+        float_graph: &Graph,
+        float_bytes: &[u8],
+        bounded: &'a HashMap<String, (f32, f32)>,
+    ) -> Result<Option<FloatMeans<'a>>> {
+        let mut graph = float_graph.clone();
+        own_biases(&mut graph);
+        let targets = targets(&graph);
+        if targets.is_empty() {
+            return Ok(None);
+        }
+        let means = Means::new(float_bytes, &targets, bounded)?;
+        Ok(Some(FloatMeans {
+            graph,
+            targets,
+            means,
+        }))
+    }
+
+    /// Which tensors of the float file (by index) [`Self::add`] reads.
+    pub fn observed(&self) -> Vec<bool> {
+        self.means.observed()
+    }
+
+    /// Adds tensor `t`'s float values of one sample.
+    pub fn add(&mut self, t: usize, v: &[f32]) {
+        self.means.add(t, v);
+    }
+}
+
+/// Corrects the biases of `q`'s float graph (measured in `float`, on [`samples_used`] of
+/// `samples`) against the quantized attempt `best`. Returns the corrected float graph, the
+/// layers (output tensor names) whose bias changed and the attempt made from it, or `None` when
+/// no round improved the output SNR.
 pub fn correct(
     q: &Quantizer<'_>,
     best: &Attempt,
     samples: &[Sample],
+    float: FloatMeans<'_>,
 ) -> Result<Option<(Graph, Vec<String>, Attempt)>> {
-    let samples = &samples[..samples.len().min(SAMPLES)];
-    let mut graph = q.float_graph.clone();
-    own_biases(&mut graph);
-    let targets = targets(&graph);
+    let samples = samples_used(samples);
+    let FloatMeans {
+        mut graph,
+        targets,
+        means,
+    } = float;
     if targets.is_empty() {
         return Ok(None);
     }
-    let float = measure(&q.float_bytes, samples, &targets, &q.bounded)?;
+    let float = means.stats;
     let mut current = best.clone();
     let mut found: Option<Vec<String>> = None;
     for _ in 0..ROUNDS {

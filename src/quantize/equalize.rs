@@ -276,7 +276,8 @@ pub(super) fn activation_absmax(
 ) -> Result<HashMap<String, Vec<f32>>> {
     let names = super::report::tensor_names(float_bytes)?;
     let mut out: HashMap<String, Vec<f32>> = HashMap::new();
-    super::report::observe(float_bytes, samples, |_, t, v| {
+    let observed = |t: usize| names.get(t).is_some_and(|n| wanted.contains_key(n));
+    super::observe::observe_where(float_bytes, samples, &observed, |_, t, v| {
         let Some(name) = names.get(t) else { return };
         let Some(&c) = wanted.get(name) else { return };
         if c == 0 || !v.len().is_multiple_of(c) {

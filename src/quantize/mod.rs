@@ -13,6 +13,7 @@ pub mod float_islands;
 mod full_int8;
 mod layernorm16;
 pub mod mixed;
+mod observe;
 pub mod params;
 pub mod pipeline;
 pub mod qdq;

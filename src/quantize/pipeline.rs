@@ -295,20 +295,21 @@ impl Quantizer<'_> {
     /// [`Self::attempt`] from another float graph (the same tensors, other constants).
     pub fn attempt_with(&self, float_graph: &Graph, precision: &Precision) -> Result<Attempt> {
         self.count_attempt();
-        let mut g0 = float_graph.clone();
         let float_nodes = |name: &String| {
             precision.float.contains(name)
                 || self.int8.exclude_nodes.contains(name)
                 || self.int8.between_float.contains(name)
         };
+        // Copied only where a layer kept in float gets its own constants back.
+        let mut g0 = std::borrow::Cow::Borrowed(float_graph);
         if let Some(original) = &self.original {
             let mut restore = Vec::new();
-            for (n, o) in g0.nodes.iter().zip(&original.nodes) {
+            for (n, o) in float_graph.nodes.iter().zip(&original.nodes) {
                 if o.name != n.name || !float_nodes(&n.name) {
                     continue;
                 }
                 for (k, &t) in n.inputs.iter().enumerate() {
-                    let Some(now) = &g0.tensors[t].data else {
+                    let Some(now) = &float_graph.tensors[t].data else {
                         continue;
                     };
                     // A bias that bias correction added where the layer had none was zero.
@@ -319,15 +320,18 @@ impl Quantizer<'_> {
                     restore.extend(was.map(|d| (t, d)));
                 }
             }
-            for (t, d) in restore {
-                g0.tensors[t].data = Some(d);
+            if !restore.is_empty() {
+                let g = g0.to_mut();
+                for (t, d) in restore {
+                    g.tensors[t].data = Some(d);
+                }
             }
         }
         let mut int8 = self.int8.clone();
         int8.exclude_nodes.extend(precision.float.iter().cloned());
         int8.int16_nodes.extend(precision.int16.iter().cloned());
         let quantize = |int8: &FullInt8Options| -> Result<(Graph, QuantSummary)> {
-            let mut q = g0.clone();
+            let mut q = Graph::clone(&g0);
             let summary = super::full_int8(&mut q, &self.ranges, int8)
                 .with_context(|| self.label.to_string())?;
             Ok((q, summary))
@@ -588,8 +592,27 @@ fn calibrated(
         ranges
     };
     let few = &samples[..samples.len().min(ERROR_SAMPLES)];
-    let reference = FloatOutputs::new(&float, few)
-        .with_context(|| format!("{label}: measuring quantization error"))?;
+    let bounded = clip_ranges::bounded_by_name(graph);
+    // Bias correction's float statistics come from the runs that give the float outputs.
+    let mut float_means = if opts.bias_correction && !model.is_static() {
+        bias_correction::FloatMeans::new(graph, &float, &bounded)?
+    } else {
+        None
+    };
+    let reference = match &mut float_means {
+        Some(means) => {
+            let observed = means.observed();
+            FloatOutputs::observing(
+                &float,
+                bias_correction::samples_used(&samples),
+                few.len(),
+                &observed,
+                |t, v| means.add(t, v),
+            )
+        }
+        None => FloatOutputs::new(&float, few),
+    }
+    .with_context(|| format!("{label}: measuring quantization error"))?;
     let mut int8 = opts.int8.clone();
     int8.activations = activations;
     // An unrolled LSTM/GRU's cell runs 16x8, as TFLite's integer LSTM kernel keeps its gates
@@ -633,7 +656,7 @@ fn calibrated(
         int8,
         reference,
         samples: few,
-        bounded: clip_ranges::bounded_by_name(graph),
+        bounded: bounded.clone(),
         attempts: Default::default(),
         attempt_limit: None,
         original: None,
@@ -675,12 +698,10 @@ fn calibrated(
     };
     // Bias correction changes the float graph's biases for every later attempt; it is kept only
     // where it measurably helps.
-    let correct_biases = |q: &Quantizer<'_>, best: &Attempt| {
-        if opts.bias_correction && !model.is_static() {
-            bias_correction::correct(q, best, &samples).with_context(|| label.to_string())
-        } else {
-            Ok(None)
-        }
+    let correct_biases = |q: &Quantizer<'_>, best: &Attempt| match &float_means {
+        Some(means) => bias_correction::correct(q, best, &samples, means.clone())
+            .with_context(|| label.to_string()),
+        None => Ok(None),
     };
     let mut corrected = correct_biases(&q, &best)?;
     // The LayerNorms in int16 against the int8 ones, each with its own range choice and bias

@@ -49,12 +49,29 @@ impl Stat {
         }
     }
 
+    /// Widens the range to the finite values of `v`.
     fn observe_range(&mut self, v: &[f32]) {
-        for &x in v {
+        // Lanes the compiler can keep in vector registers: each takes its own min and max.
+        const LANES: usize = 16;
+        let (mut lo, mut hi) = ([self.min; LANES], [self.max; LANES]);
+        let chunks = v.chunks_exact(LANES);
+        let rest = chunks.remainder();
+        for chunk in chunks {
+            for ((l, h), &x) in lo.iter_mut().zip(hi.iter_mut()).zip(chunk) {
+                let finite = x.is_finite();
+                *l = if finite && x < *l { x } else { *l };
+                *h = if finite && x > *h { x } else { *h };
+            }
+        }
+        for &x in rest {
             if x.is_finite() {
                 self.min = self.min.min(x);
                 self.max = self.max.max(x);
             }
+        }
+        for (&l, &h) in lo.iter().zip(&hi) {
+            self.min = self.min.min(l);
+            self.max = self.max.max(h);
         }
     }
 

@@ -59,61 +59,14 @@ impl Acc {
     }
 }
 
-/// Runs every sample through `model` and calls `f(tensor index, float values)` for each op
-/// output (int8 tensors dequantized).
+/// Runs every sample through `model` and calls `f(sample, tensor index, float values)` for each
+/// op output (int8 tensors dequantized), in sample order.
 pub(crate) fn observe(
     bytes: &[u8],
     samples: &[Sample],
-    mut f: impl FnMut(usize, usize, &[f32]),
+    f: impl FnMut(usize, usize, &[f32]),
 ) -> Result<()> {
-    let aligned = literun::AlignedBytes::from_slice(bytes);
-    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
-    let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
-    let tensors = model.tensors();
-    let stateful = super::calibrate::keeps_state(&model);
-    let mut buf = Vec::new();
-    for (k, sample) in samples.iter().enumerate() {
-        if stateful && k > 0 {
-            // Each sample from zero state, as the ONNX model runs it.
-            interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
-        }
-        for (i, values) in sample.iter().enumerate() {
-            super::calibrate::feed_input(&model, &mut interp, i, values)?;
-        }
-        interp
-            .invoke_observed(&mut |_op, t, view| {
-                buf.clear();
-                match view.dtype() {
-                    literun::DType::F32 => buf.extend_from_slice(view.as_f32().unwrap_or(&[])),
-                    literun::DType::I8 => {
-                        if let Some(q) = &tensors[t].qparams {
-                            let (s, z) = q.channel(0);
-                            buf.extend(
-                                view.bytes()
-                                    .iter()
-                                    .map(|&b| (b as i8 as i64 - z) as f32 * s),
-                            );
-                        }
-                    }
-                    literun::DType::I16 => {
-                        if let Some(q) = &tensors[t].qparams {
-                            let (s, z) = q.channel(0);
-                            buf.extend(
-                                crate::runtime::i16_values(view.bytes())
-                                    .iter()
-                                    .map(|&v| (i64::from(v) - z) as f32 * s),
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-                if !buf.is_empty() {
-                    f(k, t, &buf);
-                }
-            })
-            .map_err(|e| anyhow!("{e}"))?;
-    }
-    Ok(())
+    super::observe::observe_where(bytes, samples, &|_| true, f)
 }
 
 /// The float tensor a quantized file's tensor stands for: a QUANTIZE of float tensor `x` writes
@@ -174,11 +127,9 @@ pub fn layer_errors(
         .collect();
     let qlabels = labels(quantized)?;
     let mut accs: HashMap<usize, Acc> = HashMap::new();
-    observe(quantized, samples, |k, t, v| {
-        let (name, _, int8) = &qlabels[t];
-        if !int8 {
-            return;
-        }
+    let int8 = |t: usize| qlabels.get(t).is_some_and(|(_, _, int8)| *int8);
+    super::observe::observe_where(quantized, samples, &int8, |k, t, v| {
+        let (name, _, _) = &qlabels[t];
         let base = float_name(name);
         let fi = float_index.get(name).or_else(|| float_index.get(base));
         let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) else {
@@ -216,7 +167,8 @@ fn outputs_of(bytes: &[u8], samples: &[Sample]) -> Result<Vec<Vec<Vec<f32>>>> {
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
     let mut per_sample = vec![vec![Vec::new(); outs.len()]; samples.len()];
-    observe(bytes, samples, |k, t, v| {
+    let wanted = |t: usize| outs.contains(&t);
+    super::observe::observe_where(bytes, samples, &wanted, |k, t, v| {
         if let Some(j) = outs.iter().position(|&o| o == t) {
             per_sample[k][j] = v.to_vec();
         }
@@ -233,11 +185,38 @@ pub struct FloatOutputs {
 
 impl FloatOutputs {
     pub fn new(float: &[u8], samples: &[Sample]) -> Result<FloatOutputs> {
+        Self::observing(float, samples, samples.len(), &[], |_, _| {})
+    }
+
+    /// The outputs on the first `few` of `samples`; on the same runs, every sample's values of
+    /// the tensors `also` marks (by index) go to `f(tensor index, values)`, in sample order.
+    pub fn observing(
+        float: &[u8],
+        samples: &[Sample],
+        few: usize,
+        also: &[bool],
+        mut f: impl FnMut(usize, &[f32]),
+    ) -> Result<FloatOutputs> {
         let aligned = literun::AlignedBytes::from_slice(float);
         let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+        let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
+        let few = few.min(samples.len());
+        let mut values = vec![vec![Vec::new(); outs.len()]; few];
+        let also = |t: usize| also.get(t).copied().unwrap_or(false);
+        let wanted = |t: usize| outs.contains(&t) || also(t);
+        super::observe::observe_where(float, samples, &wanted, |k, t, v| {
+            if k < few {
+                if let Some(j) = outs.iter().position(|&o| o == t) {
+                    values[k][j] = v.to_vec();
+                }
+            }
+            if also(t) {
+                f(t, v);
+            }
+        })?;
         Ok(FloatOutputs {
             names: model.outputs().iter().map(|o| o.name.to_string()).collect(),
-            values: outputs_of(float, samples)?,
+            values,
         })
     }
 }

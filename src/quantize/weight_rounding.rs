@@ -115,29 +115,36 @@ fn layers(g: &Graph) -> Vec<Layer> {
 }
 
 /// Adds `p pᵀ` for each `k`-value patch `p` of `patches` to the `k × k` block `h` (upper
-/// triangle; mirrored later). Rows are summed in parallel, each over the patches in order, so
-/// `h` is the same as one patch at a time.
+/// triangle; mirrored later). Bands of rows are summed in parallel, each over the patches in
+/// order (a patch is read once per band, not once per row), so every element of `h` adds the
+/// same terms in the same order as one patch at a time.
 fn add_outer(h: &mut [f64], patches: &[f32], k: usize) {
+    /// Rows summed together: their part of `h` stays in cache while the patches stream by.
+    const BAND: usize = 8;
     if k == 0 {
         return;
     }
-    let sum_row = |(i, row): (usize, &mut [f64])| {
+    let sum_band = |(b, band): (usize, &mut [f64])| {
+        let first = b * BAND;
         for p in patches.chunks_exact(k) {
-            let a = p[i];
-            if a == 0.0 {
-                continue;
-            }
-            let a = f64::from(a);
-            for (r, &b) in row[i..].iter_mut().zip(&p[i..]) {
-                *r += a * f64::from(b);
+            for (r, row) in band.chunks_mut(k).enumerate() {
+                let i = first + r;
+                let a = p[i];
+                if a == 0.0 {
+                    continue;
+                }
+                let a = f64::from(a);
+                for (r, &b) in row[i..].iter_mut().zip(&p[i..]) {
+                    *r += a * f64::from(b);
+                }
             }
         }
     };
     // A depthwise channel's 9 taps are not worth a task each.
     if k < 64 {
-        h.chunks_mut(k).enumerate().for_each(sum_row);
+        h.chunks_mut(k * BAND).enumerate().for_each(sum_band);
     } else {
-        h.par_chunks_mut(k).enumerate().for_each(sum_row);
+        h.par_chunks_mut(k * BAND).enumerate().for_each(sum_band);
     }
 }
 
@@ -218,36 +225,70 @@ fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
 /// From this size on, a factorization's rows are computed in parallel.
 const PARALLEL_FACTOR_K: usize = 128;
 
+/// Columns of a factorization done together: the rows below read their pivot rows from cache
+/// instead of streaming the whole matrix once per column.
+const FACTOR_BAND: usize = 16;
+
 /// Lower Cholesky factor of the symmetric positive definite `a` (`k × k`), in place; `false`
-/// if it is not positive definite.
+/// if it is not positive definite. Each element is `(a[i][j] − Σ_{p<j} a[i][p]·a[j][p]) / a[j][j]`
+/// with the terms subtracted in the order of `p`; the columns are done a band at a time (first
+/// the band's own rows, then every row below, in parallel), which changes no value.
 fn cholesky(a: &mut [f64], k: usize) -> bool {
-    for j in 0..k {
-        let mut d = a[j * k + j];
-        for p in 0..j {
-            d -= a[j * k + p] * a[j * k + p];
-        }
-        if d <= 0.0 || !d.is_finite() {
-            return false;
-        }
-        let d = d.sqrt();
-        a[j * k + j] = d;
-        // The rows below j each read row j's first j values only: independent of each other.
-        let (head, below) = a.split_at_mut((j + 1) * k);
-        let pivot = &head[j * k..j * k + j];
-        let column = |row: &mut [f64]| {
-            let mut s = row[j];
-            for (x, y) in row[..j].iter().zip(pivot) {
-                s -= x * y;
+    for j0 in (0..k).step_by(FACTOR_BAND) {
+        let j1 = (j0 + FACTOR_BAND).min(k);
+        // The band's diagonal block, column by column.
+        for j in j0..j1 {
+            let mut d = a[j * k + j];
+            for p in 0..j {
+                d -= a[j * k + p] * a[j * k + p];
             }
-            row[j] = s / d;
+            if d <= 0.0 || !d.is_finite() {
+                return false;
+            }
+            let d = d.sqrt();
+            a[j * k + j] = d;
+            for i in j + 1..j1 {
+                let mut s = a[i * k + j];
+                for p in 0..j {
+                    s -= a[i * k + p] * a[j * k + p];
+                }
+                a[i * k + j] = s / d;
+            }
+        }
+        // Every row below the band: its band columns, each from the row's earlier columns and
+        // the pivot row's (independent of the other rows).
+        let (head, below) = a.split_at_mut(j1 * k);
+        let pivots = &head[j0 * k..];
+        let band = j1 - j0;
+        let columns = |row: &mut [f64]| {
+            // The terms of the columns before the band, for every band column at once: one
+            // chain of subtractions per column, each in the order of `p`, side by side.
+            let mut s = [0f64; FACTOR_BAND];
+            s[..band].copy_from_slice(&row[j0..j1]);
+            for (p, &x) in row[..j0].iter().enumerate() {
+                for (c, s) in s[..band].iter_mut().enumerate() {
+                    *s -= x * pivots[c * k + p];
+                }
+            }
+            // Then the band's own earlier columns of this row, in order.
+            for (c, j) in (j0..j1).enumerate() {
+                let pivot = &pivots[c * k..c * k + j];
+                let mut s = s[c];
+                for (x, y) in row[j0..j].iter().zip(&pivot[j0..]) {
+                    s -= x * y;
+                }
+                row[j] = s / pivots[c * k + j];
+            }
         };
         if k >= PARALLEL_FACTOR_K {
-            below.par_chunks_mut(k).for_each(column);
+            below.par_chunks_mut(k).for_each(columns);
         } else {
-            below.chunks_mut(k).for_each(column);
+            below.chunks_mut(k).for_each(columns);
         }
-        for p in j + 1..k {
-            a[j * k + p] = 0.0;
+        for j in j0..j1 {
+            for p in j + 1..k {
+                a[j * k + p] = 0.0;
+            }
         }
     }
     true
@@ -278,30 +319,58 @@ fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
     }
     // L⁻¹ by forward substitution, a row at a time: row i is (eᵢ − Σ_{p<i} L[i][p]·row p) / L[i][i],
     // each element's terms subtracted in the order of p.
+    // A band of rows at a time: each earlier row is read once per band.
     let mut inv = vec![0f64; k * k];
-    for i in 0..k {
-        let (done, rest) = inv.split_at_mut(i * k);
-        let row = &mut rest[..k];
-        row[i] = 1.0;
-        for p in 0..i {
-            let l = a[i * k + p];
-            for (r, &x) in row[..=p].iter_mut().zip(&done[p * k..p * k + p + 1]) {
-                *r -= l * x;
+    for i0 in (0..k).step_by(FACTOR_BAND) {
+        let i1 = (i0 + FACTOR_BAND).min(k);
+        let (done, band) = inv.split_at_mut(i0 * k);
+        let band = &mut band[..(i1 - i0) * k];
+        for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
+            row[i] = 1.0;
+        }
+        for p in 0..i0 {
+            let earlier = &done[p * k..p * k + p + 1];
+            for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
+                let l = a[i * k + p];
+                for (r, &x) in row[..=p].iter_mut().zip(earlier) {
+                    *r -= l * x;
+                }
             }
         }
-        let d = a[i * k + i];
-        row[..=i].iter_mut().for_each(|r| *r /= d);
+        for i in i0..i1 {
+            let (before, rest) = band.split_at_mut((i - i0) * k);
+            let row = &mut rest[..k];
+            for p in i0..i {
+                let l = a[i * k + p];
+                let earlier = &before[(p - i0) * k..(p - i0) * k + p + 1];
+                for (r, &x) in row[..=p].iter_mut().zip(earlier) {
+                    *r -= l * x;
+                }
+            }
+            let d = a[i * k + i];
+            row[..=i].iter_mut().for_each(|r| *r /= d);
+        }
     }
-    // H⁻¹ = L⁻ᵀ L⁻¹: row i's element j ≤ i sums L⁻¹[p][i]·L⁻¹[p][j] over p ≥ i, in that order.
+    // H⁻¹ = L⁻ᵀ L⁻¹: row i's element j ≤ i sums L⁻¹[p][i]·L⁻¹[p][j] over p ≥ i, in that order
+    // (bands of rows in parallel, each reading a row of L⁻¹ once).
     let mut hinv = vec![0f64; k * k];
-    hinv.par_chunks_mut(k).enumerate().for_each(|(i, row)| {
-        for p in i..k {
-            let x = inv[p * k + i];
-            for (r, &y) in row[..=i].iter_mut().zip(&inv[p * k..p * k + i + 1]) {
-                *r += x * y;
+    hinv.par_chunks_mut(k * FACTOR_BAND)
+        .enumerate()
+        .for_each(|(b, band)| {
+            let i0 = b * FACTOR_BAND;
+            for p in i0..k {
+                let later = &inv[p * k..(p + 1) * k];
+                for (i, row) in (i0..).zip(band.chunks_mut(k)) {
+                    if i > p {
+                        break;
+                    }
+                    let x = later[i];
+                    for (r, &y) in row[..=i].iter_mut().zip(&later[..=i]) {
+                        *r += x * y;
+                    }
+                }
             }
-        }
-    });
+        });
     for i in 0..k {
         for j in 0..i {
             hinv[j * k + i] = hinv[i * k + j];
@@ -357,7 +426,12 @@ pub fn round_weights(
     }
     let mut seen = vec![false; list.len()];
     let shapes: Vec<Vec<usize>> = list.iter().map(|l| g.shape(l.input).to_vec()).collect();
-    super::report::observe(float_bytes, samples, |_, t, v| {
+    let observed = |t: usize| {
+        names
+            .get(t)
+            .is_some_and(|n| by_input.contains_key(n.as_str()))
+    };
+    super::observe::observe_where(float_bytes, samples, &observed, |_, t, v| {
         let Some(readers) = names.get(t).and_then(|n| by_input.get(n.as_str())) else {
             return;
         };

@@ -3,6 +3,7 @@
 
 use crate::ir::{ConstData, DType, QuantParams};
 use ndarray::{ArrayD, Axis, IxDyn};
+use rayon::prelude::*;
 
 /// float32 → float16 (round to nearest even, as `half` does).
 pub fn to_f16(d: &ConstData) -> ConstData {
@@ -36,30 +37,68 @@ pub fn quantize_symmetric(w: &ArrayD<f32>, axis: Option<usize>) -> (ConstData, Q
             let q = w.mapv(|x| quantize_value(x, scale));
             (ConstData::I8(q), QuantParams::per_tensor(scale, 0))
         }
-        Some(axis) => {
-            let scales: Vec<f32> = w
-                .axis_iter(Axis(axis))
+        // Channels first (conv and dense weights) in memory order: each channel a contiguous
+        // slice, quantized in parallel (the same values as `per_channel`).
+        Some(0) if w.ndim() > 0 && w.shape()[0] > 0 => {
+            let Some(values) = w.as_slice() else {
+                return per_channel(w, 0);
+            };
+            let per = values.len() / w.shape()[0];
+            if per == 0 {
+                return per_channel(w, 0);
+            }
+            let scales: Vec<f32> = values
+                .chunks_exact(per)
                 .map(|c| symmetric_scale(c.iter().fold(0f32, |m, x| m.max(x.abs()))))
                 .collect();
-            let mut q = ArrayD::<i8>::zeros(IxDyn(w.shape()));
-            for (c, (src, mut dst)) in w
-                .axis_iter(Axis(axis))
-                .zip(q.axis_iter_mut(Axis(axis)))
-                .enumerate()
-            {
-                dst.zip_mut_with(&src, |d, &x| *d = quantize_value(x, scales[c]));
-            }
+            let mut q = vec![0i8; values.len()];
+            q.par_chunks_mut(per)
+                .zip(values.par_chunks(per))
+                .zip(&scales)
+                .for_each(|((dst, src), &scale)| {
+                    for (d, &x) in dst.iter_mut().zip(src) {
+                        *d = quantize_value(x, scale);
+                    }
+                });
             let n = scales.len();
+            let q =
+                ArrayD::from_shape_vec(IxDyn(w.shape()), q).expect("as many values as the weights");
             (
                 ConstData::I8(q),
                 QuantParams {
                     scale: scales,
                     zero_point: vec![0; n],
-                    axis,
+                    axis: 0,
                 },
             )
         }
+        Some(axis) => per_channel(w, axis),
     }
+}
+
+/// [`quantize_symmetric`] with one scale per index of `axis`, for any layout.
+fn per_channel(w: &ArrayD<f32>, axis: usize) -> (ConstData, QuantParams) {
+    let scales: Vec<f32> = w
+        .axis_iter(Axis(axis))
+        .map(|c| symmetric_scale(c.iter().fold(0f32, |m, x| m.max(x.abs()))))
+        .collect();
+    let mut q = ArrayD::<i8>::zeros(IxDyn(w.shape()));
+    for (c, (src, mut dst)) in w
+        .axis_iter(Axis(axis))
+        .zip(q.axis_iter_mut(Axis(axis)))
+        .enumerate()
+    {
+        dst.zip_mut_with(&src, |d, &x| *d = quantize_value(x, scales[c]));
+    }
+    let n = scales.len();
+    (
+        ConstData::I8(q),
+        QuantParams {
+            scale: scales,
+            zero_point: vec![0; n],
+            axis,
+        },
+    )
 }
 
 /// Integer bias for a quantized conv/dense layer: scale = input_scale × weight_scale[c], zero
