@@ -17,6 +17,7 @@ mod observe;
 pub mod params;
 pub mod pipeline;
 pub mod qdq;
+mod quantizer;
 pub mod range_stats;
 pub mod report;
 mod saturating_clamps;
