@@ -14,6 +14,11 @@ const BINS: usize = 2048;
 /// 224 with 100 samples spent half its calibration filling histograms.
 const MAX_HISTOGRAM_SAMPLES: usize = 32;
 
+/// Weighted histograms add each channel weight as an integer count of `max weight / 2^40`: the
+/// sums are then exact, so the samples' split over threads (which depends on the machine) cannot
+/// change them, as it would change f64 sums' rounding.
+const WEIGHT_STEPS: f64 = (1u64 << 40) as f64;
+
 /// SiLU, `x · σ(x)`, in f64 for the expected error of its input's range.
 fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
@@ -26,14 +31,18 @@ fn silu_slope(x: f64) -> f64 {
 }
 
 /// Statistics of one tensor.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct Stat {
     min: f32,
     max: f32,
     hist: Vec<u64>,
     /// The same histogram with each value counted by its channel's downstream weight
-    /// (`downstream::channel_weights`); empty for tensors whose channels weigh alike.
+    /// (`downstream::channel_weights`); empty for tensors whose channels weigh alike. Filled
+    /// from `weighted_steps` by [`Stat::finish`].
     weighted: Vec<f64>,
+    /// `weighted` in units of `weight_unit` ([`WEIGHT_STEPS`]), as accumulated.
+    weighted_steps: Vec<u128>,
+    weight_unit: f64,
     /// Every reader is a SiLU: a range is judged by the error of SiLU's output.
     silu_input: bool,
 }
@@ -45,8 +54,20 @@ impl Stat {
             max: f32::NEG_INFINITY,
             hist: Vec::new(),
             weighted: Vec::new(),
+            weighted_steps: Vec::new(),
+            weight_unit: 0.0,
             silu_input: false,
         }
+    }
+
+    /// The weighted histogram from its exact sums.
+    fn finish(&mut self) {
+        let unit = self.weight_unit;
+        self.weighted = self
+            .weighted_steps
+            .iter()
+            .map(|&n| n as f64 * unit)
+            .collect();
     }
 
     /// Widens the range to the finite values of `v`.
@@ -94,15 +115,24 @@ impl Stat {
         if let Some(cw) =
             channel_weights.filter(|cw| !cw.is_empty() && v.len().is_multiple_of(cw.len()))
         {
-            if self.weighted.is_empty() {
-                self.weighted = vec![0.0; BINS];
-            }
-            for row in v.chunks_exact(cw.len()) {
-                for (&x, &k) in row.iter().zip(cw) {
-                    if x.is_finite() {
-                        self.weighted[bin(x)] += k as f64;
+            let unit = f64::from(cw.iter().fold(0f32, |m, &k| m.max(k))) / WEIGHT_STEPS;
+            if unit > 0.0 {
+                if self.weighted_steps.is_empty() {
+                    self.weighted_steps = vec![0; BINS];
+                    self.weight_unit = unit;
+                }
+                let steps: Vec<u128> = cw
+                    .iter()
+                    .map(|&k| (f64::from(k.max(0.0)) / self.weight_unit).round() as u128)
+                    .collect();
+                for row in v.chunks_exact(cw.len()) {
+                    for (&x, &n) in row.iter().zip(&steps) {
+                        if x.is_finite() {
+                            self.weighted_steps[bin(x)] += n;
+                        }
                     }
                 }
+                self.finish();
             }
         }
     }
@@ -117,13 +147,15 @@ impl Stat {
                 *a += b;
             }
         }
-        if self.weighted.is_empty() {
-            self.weighted = o.weighted.clone();
+        if self.weighted_steps.is_empty() {
+            self.weighted_steps = o.weighted_steps.clone();
+            self.weight_unit = o.weight_unit;
         } else {
-            for (a, b) in self.weighted.iter_mut().zip(&o.weighted) {
+            for (a, b) in self.weighted_steps.iter_mut().zip(&o.weighted_steps) {
                 *a += b;
             }
         }
+        self.finish();
     }
 
     /// The expected squared error (summed over the histogram) of int8 with range [lo, hi]:
@@ -478,6 +510,50 @@ mod tests {
         s.observe_range(v);
         s.observe_hist(v, None);
         s
+    }
+
+    #[test]
+    fn statistics_do_not_depend_on_the_thread_count() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/literun/examples/models/mobilenetv2_block.lite"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let len = literun::Model::from_bytes(&literun::AlignedBytes::from_slice(&bytes))
+            .unwrap()
+            .inputs()[0]
+            .shape
+            .iter()
+            .product::<usize>();
+        let samples: Vec<Sample> = (0..13)
+            .map(|k| {
+                vec![(0..len)
+                    .map(|i| ((i * 7919 + k * 104729) % 1000) as f32 / 500.0 - 1.0)
+                    .collect()]
+            })
+            .collect();
+        // Channel weights 1e-7 to 1e3 apart, for the 64-channel expansion's output: f64 sums of
+        // them round, so the order they are added in would show.
+        let cw: Vec<f32> = (0..64)
+            .map(|i| 10f32.powf((i % 11) as f32 - 7.0) * (1.0 + i as f32 / 9.0))
+            .collect();
+        let weights = HashMap::from([(7usize, cw)]);
+        let stats = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    collect_stats(&bytes, &samples, true, &weights, &HashSet::new(), false)
+                        .unwrap()
+                        .0
+                })
+        };
+        let (one, three) = (stats(1), stats(3));
+        assert!(!one[7].weighted.is_empty());
+        for (t, (a, b)) in one.iter().zip(&three).enumerate() {
+            assert_eq!(a, b, "tensor {t}");
+        }
     }
 
     #[test]
