@@ -60,7 +60,7 @@ impl Stat {
         }
     }
 
-    /// The weighted histogram from its exact sums.
+    /// The weighted histogram from its exact sums, once every sample is in.
     fn finish(&mut self) {
         let unit = self.weight_unit;
         self.weighted = self
@@ -132,7 +132,6 @@ impl Stat {
                         }
                     }
                 }
-                self.finish();
             }
         }
     }
@@ -155,7 +154,6 @@ impl Stat {
                 *a += b;
             }
         }
-        self.finish();
     }
 
     /// The expected squared error (summed over the histogram) of int8 with range [lo, hi]:
@@ -498,6 +496,9 @@ pub fn collect_stats(
             s.silu_input = true;
         }
     }
+    for s in &mut stats {
+        s.finish();
+    }
     Ok(Stats(stats))
 }
 
@@ -573,6 +574,7 @@ mod tests {
         let mut s = Stat::new();
         s.observe_range(&v);
         s.observe_hist(&v, Some(&[1e-6, 2.0]));
+        s.finish();
         let stats = Stats(vec![s]);
         let (_, plain) = stats.ranges(Method::Auto, false, None)[0].unwrap();
         let (_, weighted) = stats.ranges(Method::Auto, true, None)[0].unwrap();
