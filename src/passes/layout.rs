@@ -14,7 +14,9 @@ use crate::ir::{ConstData, Graph, Layout, Node, Op, TensorId};
 use anyhow::{bail, Result};
 use std::collections::HashMap;
 
+mod matmul;
 mod reshape;
+mod spatial;
 
 /// Options of the layout conversion.
 #[derive(Clone, Copy, Debug, Default)]
@@ -299,109 +301,29 @@ impl Rewriter<'_> {
         let out_rank = |i: usize| self.old.tensors[node.outputs[i]].shape.len();
         match &node.op {
             Op::Conv2d {
-                strides,
-                dilations,
-                pads,
-                group,
-                activation,
                 layout: Layout::Nchw,
-            } => {
-                let data = self.get(x, &NHWC)?;
-                let w = &self.old.tensors[node.inputs[1]];
-                let channels = self.old.tensors[x].shape[1];
-                let depthwise = *group == channels && *group > 1 && w.shape[1] == 1;
-                // OIHW → OHWI, or depthwise [C*m, 1, KH, KW] → [1, KH, KW, C*m].
-                let wperm: &[usize] = if depthwise {
-                    &[1, 2, 3, 0]
-                } else {
-                    &[0, 2, 3, 1]
-                };
-                let weights = self.get(node.inputs[1], wperm)?;
-                let mut inputs = vec![data, weights];
-                if let Some(&b) = node.inputs.get(2) {
-                    inputs.push(self.get(b, &[0])?);
-                }
-                let op = Op::Conv2d {
-                    strides: *strides,
-                    dilations: *dilations,
-                    pads: *pads,
-                    group: *group,
-                    activation: *activation,
-                    layout: Layout::Nhwc,
-                };
-                self.emit(node, op, inputs, vec![NHWC.to_vec()]);
+                ..
             }
-            Op::ConvTranspose2d {
-                strides,
-                pads,
-                output_size,
-                activation,
+            | Op::ConvTranspose2d {
                 layout: Layout::Nchw,
-            } => {
-                let data = self.get(x, &NHWC)?;
-                // [I, O, KH, KW] → [O, KH, KW, I]
-                let weights = self.get(node.inputs[1], &[1, 2, 3, 0])?;
-                let mut inputs = vec![data, weights];
-                if let Some(&b) = node.inputs.get(2) {
-                    inputs.push(self.get(b, &[0])?);
-                }
-                let op = Op::ConvTranspose2d {
-                    strides: *strides,
-                    pads: *pads,
-                    output_size: *output_size,
-                    activation: *activation,
-                    layout: Layout::Nhwc,
-                };
-                self.emit(node, op, inputs, vec![NHWC.to_vec()]);
+                ..
             }
-            Op::Pool2d {
-                kind,
-                kernel,
-                strides,
-                pads,
+            | Op::Pool2d {
                 layout: Layout::Nchw,
-            } => {
-                let data = self.get(x, &NHWC)?;
-                let op = Op::Pool2d {
-                    kind: *kind,
-                    kernel: *kernel,
-                    strides: *strides,
-                    pads: *pads,
-                    layout: Layout::Nhwc,
-                };
-                self.emit(node, op, vec![data], vec![NHWC.to_vec()]);
+                ..
             }
-            Op::Resize {
-                mode,
-                coords,
-                size,
+            | Op::Resize {
                 layout: Layout::Nchw,
-            } => {
-                let data = self.get(x, &NHWC)?;
-                let op = Op::Resize {
-                    mode: *mode,
-                    coords: *coords,
-                    size: *size,
-                    layout: Layout::Nhwc,
-                };
-                self.emit(node, op, vec![data], vec![NHWC.to_vec()]);
+                ..
             }
-            Op::DepthToSpace {
-                block,
+            | Op::DepthToSpace {
                 layout: Layout::Nchw,
+                ..
             }
             | Op::SpaceToDepth {
-                block,
                 layout: Layout::Nchw,
-            } => {
-                let data = self.get(x, &NHWC)?;
-                let (block, layout) = (*block, Layout::Nhwc);
-                let op = match node.op {
-                    Op::DepthToSpace { .. } => Op::DepthToSpace { block, layout },
-                    _ => Op::SpaceToDepth { block, layout },
-                };
-                self.emit(node, op, vec![data], vec![NHWC.to_vec()]);
-            }
+                ..
+            } => self.rewrite_nchw_spatial(node, x)?,
             Op::CumSum {
                 axis,
                 exclusive,
@@ -700,64 +622,7 @@ impl Rewriter<'_> {
             }
             Op::Reshape { shape } => self.rewrite_reshape(node, x, shape)?,
             Op::FullyConnected { activation } => {
-                let placed = if self.old.tensors[x].is_const() {
-                    None
-                } else {
-                    Some(self.placed(x)?)
-                };
-                let w = node.inputs[1];
-                let mut inputs;
-                let perm;
-                match placed {
-                    Some(Placed {
-                        id,
-                        col_map: Some(map),
-                        perm: p,
-                    }) => {
-                        // Flattened NHWC data: reorder the weight columns to match.
-                        let wt = &self.old.tensors[w];
-                        let data = wt
-                            .data
-                            .as_ref()
-                            .expect("FullyConnected weights are constant")
-                            .to_f32_vec();
-                        let (n, k) = (wt.shape[0], wt.shape[1]);
-                        let mut cols = vec![0f32; n * k];
-                        for r in 0..n {
-                            for (j, &l) in map.iter().enumerate() {
-                                cols[r * k + j] = data[r * k + l];
-                            }
-                        }
-                        let quant = wt.quant.clone();
-                        let wid = self.new.add_const(
-                            format!("{}_nhwc", wt.name),
-                            ConstData::from_f32(&[n, k], cols),
-                        );
-                        // Reordered columns keep their rows' (output channels') parameters.
-                        self.new.tensors[wid].quant = quant;
-                        inputs = vec![id, wid];
-                        perm = p;
-                    }
-                    _ => {
-                        let mut p = self.perm_of(x)?;
-                        if p.last() != Some(&(rank - 1)) {
-                            p = identity(rank);
-                        }
-                        inputs = vec![self.get(x, &p)?, self.get(w, &[0, 1])?];
-                        perm = p;
-                    }
-                }
-                if let Some(&b) = node.inputs.get(2) {
-                    inputs.push(self.get(b, &[0])?);
-                }
-                self.emit(
-                    node,
-                    Op::FullyConnected {
-                        activation: *activation,
-                    },
-                    inputs,
-                    vec![perm],
-                );
+                self.rewrite_fully_connected(node, x, *activation)?
             }
             Op::MatMul {
                 transpose_a,
@@ -800,33 +665,6 @@ impl Rewriter<'_> {
             }
         }
         Ok(identity(self.old.tensors[inputs[0]].shape.len()))
-    }
-
-    /// A MatMul operand whose batch axes are in order; a swap of the last two axes becomes the
-    /// transpose flag instead of a TRANSPOSE op.
-    fn matmul_operand(&mut self, t: TensorId, transposed: bool) -> Result<(TensorId, bool)> {
-        let r = self.old.tensors[t].shape.len();
-        let perm = self.perm_of(t)?;
-        if r >= 2 && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p) {
-            if perm[r - 2] == r - 1 && perm[r - 1] == r - 2 {
-                return Ok((self.get(t, &perm)?, !transposed));
-            }
-            if is_identity(&perm) {
-                return Ok((self.get(t, &perm)?, transposed));
-            }
-        }
-        // The batch axes must move. Keep the two matrix axes in the order they already have
-        // and say which order that is with the flag: the TRANSPOSE then moves whole rows (or,
-        // when only unit axes move, is a pure reshape that `transpose_chains` removes).
-        if r >= 2 {
-            let pos = |a: usize| perm.iter().position(|&p| p == a);
-            if pos(r - 1) < pos(r - 2) {
-                let mut want = identity(r);
-                want.swap(r - 2, r - 1);
-                return Ok((self.get(t, &want)?, !transposed));
-            }
-        }
-        Ok((self.get(t, &identity(r))?, transposed))
     }
 }
 /// Physical axes of a reduction over logical `axes`, and the output perm.

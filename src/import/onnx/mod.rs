@@ -22,6 +22,10 @@ mod normalization;
 mod pointwise;
 #[path = "../qdq.rs"]
 mod qdq;
+#[path = "../qdq_dynamic.rs"]
+mod qdq_dynamic;
+#[path = "../qdq_qoperator.rs"]
+mod qdq_qoperator;
 #[path = "../recurrent.rs"]
 mod recurrent;
 mod reduce;
@@ -149,10 +153,10 @@ pub(crate) fn import_bytes(bytes: &[u8], file: &str, opts: &ImportOptions) -> Re
         &inlined
     };
     // onnxruntime's dynamic quantization, rewritten to float ops on dequantized weights.
-    let rewritten = qdq::rewrite_dynamic(graph);
+    let rewritten = qdq_dynamic::rewrite_dynamic(graph);
     let graph = rewritten.as_ref().unwrap_or(graph);
     // QOperator-format ops, rewritten to the equivalent QDQ graph.
-    let rewritten_q = qdq::rewrite_qoperator(graph);
+    let rewritten_q = qdq_qoperator::rewrite_qoperator(graph);
     let graph = rewritten_q.as_ref().unwrap_or(graph);
     let order = schedule(graph, false).map_err(|e| anyhow!("{file}: {e}"))?;
     let mut imp = Importer::new(file, opset, graph, &order);
