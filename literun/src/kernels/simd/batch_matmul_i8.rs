@@ -62,7 +62,16 @@ fn row_i8(bmm: &BmmI8, r: BmmI8Row<'_>) {
             let jn = (n - j0).min(32);
             let terms = &r.col_terms[j0..j0 + jn];
             x86::bmm_row_i8(r.row, r.rhs, n, j0, terms, r.row_term, &mut tile[0]);
-            x86::requant_tile(bmm.isa, &bmm.rq, 0, &tile, jn, &mut r.out[j0..j0 + jn], 0);
+            x86::requant_tile(
+                bmm.isa,
+                &bmm.rq,
+                &[],
+                0,
+                &tile,
+                jn,
+                &mut r.out[j0..j0 + jn],
+                0,
+            );
         }
     }
     #[cfg(not(target_arch = "x86_64"))]

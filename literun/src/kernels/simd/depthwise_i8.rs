@@ -94,12 +94,29 @@ impl DwI8 {
             });
         }
         // x86 AVX2: padding taps read the input zero point, so `input_offset * sum(w)` joins
-        // the bias and the kernel adds nothing per tap.
-        let rq = Requant::new(q, blocks * 16, |ch| {
-            let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
-            bias.map_or(0, |b| b[ch])
-                .wrapping_add(q.input_offset.wrapping_mul(wsum))
+        // the bias and the kernel adds nothing per tap. The output stage is in the order the
+        // kernel's accumulators hold the channels ([`avx2_pos`]).
+        let padded = blocks * 16;
+        let at = |p: usize| Some(avx2_pos(p)).filter(|&ch| ch < c);
+        let qp = OutputStage {
+            multipliers: (0..padded)
+                .map(|p| at(p).map_or(1 << 30, |ch| q.multipliers[ch]))
+                .collect(),
+            shifts: (0..padded)
+                .map(|p| at(p).map_or(-1, |ch| q.shifts[ch]))
+                .collect(),
+            ..q.clone()
+        };
+        let mut rq = Requant::new(&qp, padded, |p| {
+            at(p).map_or(0, |ch| {
+                let wsum: i32 = (0..taps).map(|t| i32::from(filter[t * c + ch])).sum();
+                bias.map_or(0, |b| b[ch])
+                    .wrapping_add(q.input_offset.wrapping_mul(wsum))
+            })
         })?;
+        // Each product is of an input value or the zero point (at most 255 in magnitude) and
+        // a weight.
+        rq.allow_unsigned(taps as i64 * 256 * 128);
         let w = interleave_tap_pairs(filter, taps, c, 16);
         Some(DwI8 {
             isa,
@@ -403,6 +420,15 @@ impl Dw3 {
             tail_ppu,
         })
     }
+}
+
+/// The channel at position `p` of the AVX2 depthwise output stage: in each block of 16, the
+/// order `vpunpck{l,h}wd` of two taps' widened channels leave the accumulators in (channels
+/// 0-3, 8-11 in the first, 4-7, 12-15 in the second; [`interleave_tap_pairs`]). Its own
+/// inverse.
+fn avx2_pos(p: usize) -> usize {
+    let r = p % 16;
+    p - r + [0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15][r]
 }
 
 /// Depthwise weights for `vpmaddwd` / `vpdpwssd` in blocks of `block` (16 or 32) channels: tap

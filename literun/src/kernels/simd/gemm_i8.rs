@@ -57,7 +57,7 @@ impl GemmI8 {
             }
         }
         let off = q.input_offset - if isa.vnni() { 128 } else { 0 };
-        let rq = Requant::new(q, panels * nr, |c| {
+        let mut rq = Requant::new(q, panels * nr, |c| {
             let wsum: i32 = weights[c * k..(c + 1) * k]
                 .iter()
                 .map(|&v| i32::from(v))
@@ -65,6 +65,10 @@ impl GemmI8 {
             bias.map_or(0, |b| b[c])
                 .wrapping_add(off.wrapping_mul(wsum))
         })?;
+        if matches!(isa, Isa::Avx2 | Isa::AvxVnni) {
+            // Each product is of an input byte (signed, or offset to unsigned) and a weight.
+            rq.allow_unsigned(k as i64 * 256 * 128);
+        }
         Some(GemmI8 {
             isa,
             n,
@@ -83,7 +87,13 @@ impl GemmI8 {
     /// i32 words of the scratch [`Self::run`] needs: the packed rows, then (AVX-512 with the
     /// fused form) the derived requantization constants of every channel.
     pub fn scratch_i32(&self) -> usize {
-        self.groups * self.isa.mr_i8() + self.fused_cache_words()
+        self.a_words() + self.fused_cache_words()
+    }
+
+    /// Words of the packed rows: a tile's, and with AVX2 16 i16 more, so that packing an
+    /// im2col row's last 16-byte step stays inside them (`x86::pack_conv_rows_pairs`).
+    fn a_words(&self) -> usize {
+        self.groups * self.isa.mr_i8() + if self.isa == Isa::Avx2 { 8 } else { 0 }
     }
 
     /// Words of the fused form's constants, derived once per [`Self::run`] (`x86::fused_cache`)
@@ -119,13 +129,19 @@ impl GemmI8 {
     ) {
         let (mr, nr, kg) = (self.isa.mr_i8(), self.isa.nr_i8(), self.isa.kg_i8());
         let n = cols.len();
-        let (a_buf, scratch) = a_buf.split_at_mut(self.groups * mr);
+        let (a_buf, scratch) = a_buf.split_at_mut(self.a_words());
         // (Only the AVX-512 tile reads it: empty elsewhere.)
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_variables))]
         let cache: &[i32] = match fused_cache_in(scratch, self.fused_cache_words()) {
             #[cfg(target_arch = "x86_64")]
             Some(cache) => {
-                x86::fused_cache(&self.rq, cache);
+                if self.isa == Isa::Avx512Vnni {
+                    x86::fused_cache(&self.rq, cache);
+                } else {
+                    // (Only the panels this call computes.)
+                    let panels = cols.start..cols.end.div_ceil(nr) * nr;
+                    x86::unsigned_cache(&self.rq, cache, panels);
+                }
                 cache
             }
             _ => &[],
@@ -164,17 +180,30 @@ impl GemmI8 {
                     );
                     continue;
                 }
+                // AVX2: the same from registers to bytes; layers of at most 8 channels in the
+                // narrow form.
                 #[cfg(target_arch = "x86_64")]
-                if self.isa == Isa::Avx2 && self.n <= 8 {
-                    x86::tile_i8_avx2_narrow(rows_here, a_buf, b, self.groups, &mut tile);
-                } else {
-                    tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
+                if self.isa == Isa::Avx2 {
+                    x86::tile_rq_i8_avx2(
+                        rows_here,
+                        a_buf,
+                        b,
+                        self.groups,
+                        &self.rq,
+                        cache,
+                        c0,
+                        cn,
+                        &mut out[at..],
+                        n,
+                        self.n <= 8,
+                    );
+                    continue;
                 }
-                #[cfg(not(target_arch = "x86_64"))]
                 tile_i8(self.isa, rows_here, a_buf, b, self.groups, &mut tile);
                 requant_tile(
                     self.isa,
                     &self.rq,
+                    cache,
                     c0,
                     &tile,
                     rows_here,
@@ -232,12 +261,40 @@ impl GemmI8 {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if let Rows::Direct { data, stride } = rows {
-            if self.isa == Isa::Avx2 && *stride == self.k && self.k.is_multiple_of(2) {
-                // Whole rows of whole words: the tile's rows are one contiguous run, packed
-                // in one pass.
-                let block = &data[m0 * self.k..(m0 + count) * self.k];
-                return x86::pack_row_pairs(block, &mut a_buf[..count * self.groups]);
+        if self.isa == Isa::Avx2 {
+            match rows {
+                Rows::Direct { data, stride } if *stride == self.k && self.k.is_multiple_of(2) => {
+                    // Whole rows of whole words: the tile's rows are one contiguous run,
+                    // packed in one pass.
+                    let block = &data[m0 * self.k..(m0 + count) * self.k];
+                    return x86::pack_row_pairs(block, &mut a_buf[..count * self.groups]);
+                }
+                Rows::Conv {
+                    input,
+                    in_hwc,
+                    k_hw,
+                    out_w,
+                    p,
+                    pad,
+                } => {
+                    let conv = x86::ConvRows {
+                        input,
+                        in_hwc: *in_hwc,
+                        k_hw: *k_hw,
+                        out_w: *out_w,
+                        p,
+                        pad: *pad,
+                    };
+                    return x86::pack_conv_rows_pairs(
+                        &conv,
+                        m0,
+                        count,
+                        self.groups,
+                        row_buf,
+                        a_buf,
+                    );
+                }
+                _ => {}
             }
         }
         for r in 0..count {
@@ -308,6 +365,7 @@ fn tile_i8(isa: Isa, rows: usize, a: &[i32], b: &[i8], groups: usize, tile: &mut
 fn requant_tile(
     isa: Isa,
     rq: &Requant,
+    cache: &[i32],
     c0: usize,
     tile: &[[i32; 32]; 8],
     rows: usize,
@@ -317,9 +375,10 @@ fn requant_tile(
 ) {
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Portable {
-        x86::requant_tile(isa, rq, c0, &tile[..rows], cn, out, stride);
+        x86::requant_tile(isa, rq, cache, c0, &tile[..rows], cn, out, stride);
         return;
     }
+    let _ = cache;
     for (r, acc) in tile.iter().enumerate().take(rows) {
         requant_row(isa, rq, c0, acc, &mut out[r * stride..r * stride + cn]);
     }
@@ -331,7 +390,7 @@ pub(super) fn requant_row(isa: Isa, rq: &Requant, c0: usize, acc: &[i32; 32], ou
     #[cfg(target_arch = "x86_64")]
     if isa != Isa::Portable {
         let cn = out.len();
-        x86::requant_tile(isa, rq, c0, core::slice::from_ref(acc), cn, out, 0);
+        x86::requant_tile(isa, rq, &[], c0, core::slice::from_ref(acc), cn, out, 0);
         return;
     }
     let _ = isa;

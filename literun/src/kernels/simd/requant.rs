@@ -6,12 +6,18 @@ use super::*;
 /// i32 words per 16 channels of the fused form's derived constants (`x86::fused_cache`).
 pub(super) const FUSED_CACHE_WORDS: usize = 48;
 
+/// i32 words per 16 channels of the AVX2 unsigned-product form's derived constants
+/// (`x86::unsigned_cache`).
+pub(super) const UNSIGNED_CACHE_WORDS: usize = 96;
+
 /// Scratch words for the fused form's constants of `rq` (`padded` channels) with `isa`: none
-/// unless AVX-512 uses the fused form; 15 more than the constants, for [`fused_cache_in`] to
-/// align them.
+/// unless AVX-512 uses the fused form, or AVX2 (or AVX-VNNI) its unsigned-product form
+/// ([`Requant::unsigned`]); 15 more than the constants, for [`fused_cache_in`] to align them.
 pub(super) fn fused_cache_scratch(isa: Isa, rq: &Requant) -> usize {
     if isa == Isa::Avx512Vnni && rq.fused {
         rq.bias.len() / 16 * FUSED_CACHE_WORDS + 15
+    } else if matches!(isa, Isa::Avx2 | Isa::AvxVnni) && rq.unsigned {
+        rq.bias.len() / 16 * UNSIGNED_CACHE_WORDS + 15
     } else {
         0
     }
@@ -65,6 +71,11 @@ pub(crate) struct Requant {
     /// int8 is the clamp).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub(crate) clamp: bool,
+    /// Whether the AVX2 kernels' unsigned-product form of the fused requantization
+    /// (`x86::RqU8`) is exact for the accumulators of the kernel this was packed for (set by
+    /// [`Requant::allow_unsigned`]).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) unsigned: bool,
 }
 
 impl Requant {
@@ -86,6 +97,7 @@ impl Requant {
             any_left: false,
             fused: !q.single_rounding && padded.is_multiple_of(16),
             clamp: !(q.act_min == -128 && q.act_max == 127),
+            unsigned: false,
         };
         for c in 0..n {
             let s = q.shifts[c];
@@ -107,6 +119,27 @@ impl Requant {
     /// 2 off) * 2^31) << (e - 1)` in 64-bit lanes.
     pub(crate) fn fused_add(e: i32, off: i32) -> i128 {
         (1i128 << 30) + (1i128 << (30 + e)) + (i128::from(off) << (31 + e))
+    }
+
+    /// Enables the AVX2 unsigned-product form (`x86::RqU8`) where it is exact for every
+    /// accumulator of magnitude at most `acc_bound` (before the bias): the fused form, every
+    /// multiplier non-negative, an activation range inside int8's, and `|x m| + |K| + 2^32 <
+    /// 2^62` for `|x| <= |bias| + acc_bound` (`K` = [`Requant::fused_add`]). Padding channels
+    /// (multiplier and shift zero) have no outputs to be exact for.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(super) fn allow_unsigned(&mut self, acc_bound: i64) {
+        let in_int8 = -128 <= self.act_min && self.act_max <= 127;
+        self.unsigned = self.fused
+            && in_int8
+            && (0..self.bias.len()).all(|c| {
+                let (m, s) = (self.mult[c], i32::from(self.shift[c]));
+                if m == 0 && s == 0 {
+                    return true;
+                }
+                let x = (i128::from(self.bias[c]).abs() + i128::from(acc_bound)).min(1 << 31);
+                let k = Self::fused_add(-s, self.out_offset);
+                m >= 0 && s <= -1 && x * i128::from(m) + k.abs() + (1 << 32) < 1 << 62
+            });
     }
 
     /// Bytes held.

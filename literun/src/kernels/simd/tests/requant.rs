@@ -136,3 +136,91 @@ fn derived_requant_params_match() {
         }
     }
 }
+
+/// The AVX2 output stage's unsigned-product form (`x86::RqU8`, through the tile output stage)
+/// against the scalar one: accumulators up to the bound it was enabled for (both ends), ties
+/// of both roundings (multipliers of exactly 2^30 over every residue), every right shift,
+/// output offsets inside and outside int8's range, clamped and not, 32, 16, 8 and 5 channels.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn unsigned_requant_matches_scalar() {
+    if !Isa::Avx2.available() {
+        return;
+    }
+    let mut rng = Rng(31);
+    let mut enabled = 0;
+    for i in 0..1000 {
+        let bound: i64 = [
+            128 * 128,
+            27 * 256 * 128,
+            9 * 256 * 128,
+            1280 * 256 * 128,
+            1 << 28,
+        ][i % 5];
+        let mut q = rng.stage(32, 1, false);
+        for (c, s) in q.shifts.iter_mut().enumerate() {
+            *s = -1 - rng.below(if i % 2 == 0 { 31 } else { 12 }) as i32;
+            if c % 4 == 0 {
+                q.multipliers[c] = 1 << 30;
+            }
+        }
+        if i % 7 == 6 {
+            q.output_offset = (rng.u() as i32) >> rng.below(32);
+        }
+        if i % 3 == 0 {
+            (q.act_min, q.act_max) = (-128, 127);
+        }
+        let bias: Vec<i32> = (0..32)
+            .map(|_| match rng.below(3) {
+                0 => 0,
+                1 => (rng.u() as i32) >> 12,
+                _ => (rng.u() as i32) >> rng.below(32),
+            })
+            .collect();
+        let mut rq = Requant::new(&q, 32, |c| bias[c]).unwrap();
+        rq.allow_unsigned(bound);
+        if !rq.unsigned {
+            continue;
+        }
+        enabled += 1;
+        let mut scratch = vec![0; fused_cache_scratch(Isa::Avx2, &rq)];
+        let cache = fused_cache_in(&mut scratch, fused_cache_scratch(Isa::Avx2, &rq)).unwrap();
+        x86::unsigned_cache(&rq, cache, 0..32);
+        let b = bound as i32;
+        let mut rows = [[0i32; 32]; 4];
+        for (r, row) in rows.iter_mut().enumerate() {
+            for a in row.iter_mut() {
+                *a = match (r + rng.below(5)) % 5 {
+                    0 => [b, -b, 0, -1, 1][rng.below(5)],
+                    1 => (rng.below(2 * bound as usize + 1) as i64 - bound) as i32,
+                    2 => rng.below(4096) as i32 - 2048,
+                    // Ties of the rounding shift.
+                    3 => ((rng.below(64) as i32 - 32) << 12 | 1 << 11) % b,
+                    _ => (rng.below(1 << 20) as i32 - (1 << 19)) % b,
+                };
+            }
+        }
+        for cn in [32, 16, 8, 5] {
+            let mut out = [0i8; 4 * 32];
+            x86::requant_tile(Isa::Avx2, &rq, cache, 0, &rows, cn, &mut out, 32);
+            for (r, row) in rows.iter().enumerate() {
+                for j in 0..cn {
+                    assert_eq!(
+                        out[r * 32 + j],
+                        rq.apply(row[j], j),
+                        "case {i} cn {cn} lane {j} acc {} bias {} m {} shift {} off {}",
+                        row[j],
+                        bias[j],
+                        q.multipliers[j],
+                        q.shifts[j],
+                        q.output_offset
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        enabled > 300,
+        "the unsigned form was enabled in {enabled} cases"
+    );
+}

@@ -15,15 +15,23 @@ pub(crate) fn dw_i8_rows(
     scratch: &mut [i32],
 ) {
     assert!(dims[2] * dims[3] == dw.taps);
-    if dw.isa != Isa::Avx512Vnni {
-        assert!(matches!(dw.isa, Isa::Avx2 | Isa::AvxVnni));
-        // SAFETY: a DwI8 for Avx2 or AvxVnni is only packed when the CPU has AVX2 and FMA.
-        return unsafe { dw_i8_rows_avx2(dw, input, dims, geometry, oys, out) };
-    }
     assert!(
         scratch.len() >= dw.scratch_i32(),
         "depthwise scratch too short"
     );
+    if dw.isa != Isa::Avx512Vnni {
+        assert!(matches!(dw.isa, Isa::Avx2 | Isa::AvxVnni));
+        // The unsigned-product form's constants once per call, where it applies.
+        let cache = match fused_cache_in(scratch, fused_cache_scratch(dw.isa, &dw.rq)) {
+            Some(cache) => {
+                unsigned_cache(&dw.rq, cache, 0..dw.rq.bias.len());
+                &*cache
+            }
+            None => &[],
+        };
+        // SAFETY: a DwI8 for Avx2 or AvxVnni is only packed when the CPU has AVX2 and FMA.
+        return unsafe { dw_i8_rows_avx2(dw, input, dims, geometry, oys, out, cache) };
+    }
     let [in_h, in_w, k_h, k_w, out_w] = dims;
     let [stride_h, stride_w, dil_h, dil_w, pad_top, pad_left] = geometry;
     if let Some(dw3) = &dw.dw3 {
@@ -365,6 +373,7 @@ unsafe fn dw_i8_pixel_avx512(
 /// [`dw_i8_rows`] with AVX2 (the layout of [`DwI8::pack`] for AVX2: tap pairs interleaved per
 /// 16 channels, `input_offset * sum(w)` in the bias), so the run kernel inlines into the window
 /// loop.
+/// `cache`: [`unsigned_cache`] of `dw.rq` (its unsigned-product output stage), or empty.
 #[target_feature(enable = "avx2,fma")]
 fn dw_i8_rows_avx2(
     dw: &DwI8,
@@ -373,18 +382,24 @@ fn dw_i8_rows_avx2(
     geometry: [usize; 6],
     oys: Range<usize>,
     out: &mut [i8],
+    cache: &[i32],
 ) {
     let c = dw.c;
     let step = geometry[1] * c;
+    let unsigned = !cache.is_empty();
+    assert!(!unsigned || dw.rq.unsigned);
     for_each_window_run(input, c, dims, geometry, oys, |ptrs, at, n| {
         let out = &mut out[at..at + n * c];
         // SAFETY: this function's features; for_each_window_run gives c readable elements at
         // every non-null pointer (plus k * step for the k-th pixel of a run) and nulls past
-        // the taps. 3x3 kernels get their own copy with the tap loop unrolled.
+        // the taps; the cache is `dw.rq`'s (asserted). 3x3 kernels get their own copy with
+        // the tap loop unrolled.
         unsafe {
-            match dw.taps {
-                9 => dw_i8_run_avx2::<9>(dw, ptrs, n, step, out),
-                _ => dw_i8_run_avx2::<0>(dw, ptrs, n, step, out),
+            match (dw.taps, unsigned) {
+                (9, true) => dw_i8_run_avx2::<9, U16>(dw, cache, ptrs, n, step, out),
+                (_, true) => dw_i8_run_avx2::<0, U16>(dw, cache, ptrs, n, step, out),
+                (9, false) => dw_i8_run_avx2::<9, D16>(dw, cache, ptrs, n, step, out),
+                (_, false) => dw_i8_run_avx2::<0, D16>(dw, cache, ptrs, n, step, out),
             }
         }
     });
@@ -399,10 +414,12 @@ fn dw_i8_rows_avx2(
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; for every non-null `ptrs[t]` (`t < dw.taps`) and `k < count`,
-/// `ptrs[t] + k * step` points to `dw.c` readable bytes, and `ptrs[dw.taps]` is null.
+/// `ptrs[t] + k * step` points to `dw.c` readable bytes, and `ptrs[dw.taps]` is null; `cache`
+/// is [`unsigned_cache`] of `dw.rq` when `S` is [`U16`].
 #[target_feature(enable = "avx2,fma")]
-unsafe fn dw_i8_run_avx2<const TAPS: usize>(
+unsafe fn dw_i8_run_avx2<const TAPS: usize, S: Stage16>(
     dw: &DwI8,
+    cache: &[i32],
     ptrs: &[*const i8; DW_MAX_TAPS + 1],
     count: usize,
     step: usize,
@@ -417,7 +434,8 @@ unsafe fn dw_i8_run_avx2<const TAPS: usize>(
     for cb in 0..c.div_ceil(16) {
         let ch = cb * 16;
         let n = (c - ch).min(16);
-        let (rq_lo, rq_hi) = (Rq8::load(&dw.rq, ch), Rq8::load(&dw.rq, ch + 8));
+        // SAFETY: the caller's contract.
+        let stage = unsafe { S::load16(&dw.rq, cache, ch) };
         // SAFETY: block cb has pairs * 32 weights (asserted above).
         let w = unsafe { dw.w.as_ptr().add(cb * pairs * 32) };
         for k in 0..count {
@@ -454,10 +472,9 @@ unsafe fn dw_i8_run_avx2<const TAPS: usize>(
                 lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(x0, x1), wl));
                 hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(x0, x1), wh));
             }
-            // lo = channels 0-3 | 8-11, hi = 4-7 | 12-15.
-            let a0 = _mm256_permute2x128_si256(lo, hi, 0x20);
-            let a1 = _mm256_permute2x128_si256(lo, hi, 0x31);
-            let v = narrow_16(rq_lo.apply(a0), rq_hi.apply(a1));
+            // lo = channels 0-3 | 8-11, hi = 4-7 | 12-15, the order of the stage.
+            // SAFETY: the caller's contract.
+            let v = unsafe { stage.bytes16_quads(lo, hi) };
             store_16(v, &mut out[k * c + ch..k * c + ch + n]);
         }
     }

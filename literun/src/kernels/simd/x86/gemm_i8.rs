@@ -34,54 +34,120 @@ pub(crate) fn tile_i8(
     }
 }
 
-/// [`tile_i8`] for AVX2 over the first 8 channels of the panel only (a layer of at most 8
-/// channels: half the multiply-adds of the 16-channel tile); lanes 8.. of `tile` are left as
-/// they are.
-pub(crate) fn tile_i8_avx2_narrow(
+/// The AVX2 tile with its requantization: `out[r * stride + j] = requant(sum_g a[r * groups +
+/// g] · b[g][j])` for `r < rows`, `j < cn <= 16`, channel `c0 + j` of `rq` (`cache`:
+/// [`unsigned_cache`] of `rq` for its unsigned-product form, or empty for the general one). The
+/// accumulators go from registers to bytes; nothing else is written. `narrow` (a layer of at
+/// most 8 channels) sums the first 8 channels of the panel only, half the multiply-adds.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_rq_i8_avx2(
     rows: usize,
     a: &[i32],
     b: &[i8],
     groups: usize,
-    tile: &mut [[i32; 32]; 8],
+    rq: &Requant,
+    cache: &[i32],
+    c0: usize,
+    cn: usize,
+    out: &mut [i8],
+    stride: usize,
+    narrow: bool,
 ) {
-    let mr = Isa::Avx2.mr_i8();
-    assert!(rows >= 1 && rows <= mr && a.len() >= groups * mr && b.len() >= groups * 32);
-    match rows {
-        // SAFETY: the AVX2 GEMM is only packed when the CPU has AVX2 (module invariant); `a`
-        // has `groups * mr` words (rows of `groups`) and `b` `groups * 32` bytes (asserted
-        // above), which is all the kernel reads.
-        1 => unsafe { tile_i8_avx2_8::<1>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
-        2 => unsafe { tile_i8_avx2_8::<2>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
-        3 => unsafe { tile_i8_avx2_8::<3>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
-        4 => unsafe { tile_i8_avx2_8::<4>(a.as_ptr(), groups, b.as_ptr(), groups, tile) },
-        _ => unreachable!(),
+    assert!((1..=4).contains(&rows) && a.len() >= groups * 4 && b.len() >= groups * 32);
+    assert!((1..=16).contains(&cn) && c0 + 16 <= rq.bias.len() && (!narrow || cn <= 8));
+    assert!(out.len() >= (rows - 1) * stride + cn && (cache.is_empty() || rq.unsigned));
+    macro_rules! dispatch {
+        ($wide:literal, $s:ty, $($n:literal)*) => {
+            match rows {
+                // SAFETY: the AVX2 GEMM is only packed when the CPU has AVX2 and FMA (module
+                // invariant); `a` has rows of `groups` words and `b` `groups * 32` bytes, `out`
+                // holds every (row, channel) stored, the narrow tile (`false`) only for `cn <=
+                // 8`, and a non-empty cache is `rq`'s unsigned form (asserted).
+                $($n => unsafe {
+                    tile_rq_i8_avx2_k::<$n, $wide, $s>(a.as_ptr(), groups, b.as_ptr(), groups,
+                        rq, cache, c0, cn, out.as_mut_ptr(), stride)
+                },)*
+                _ => unreachable!(),
+            }
+        };
+    }
+    match (narrow, cache.is_empty()) {
+        (false, false) => dispatch!(true, U16, 1 2 3 4),
+        (false, true) => dispatch!(true, D16, 1 2 3 4),
+        (true, false) => dispatch!(false, U16, 1 2 3 4),
+        (true, true) => dispatch!(false, D16, 1 2 3 4),
     }
 }
 
+/// # Safety
+/// AVX2 and FMA; `a` readable for `(MR - 1) * row_stride + groups` words, `b` for `groups *
+/// 32` bytes, `rq`'s arrays for channels `c0..c0 + 16`, `cache` [`unsigned_cache`] of `rq`
+/// when `S` is [`U16`], and `out` writable at `r * stride + j` for `r < MR`, `j < cn <= 16`
+/// (`cn <= 8` unless `WIDE`: the narrow tile sums the first 8 channels only).
+#[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn tile_i8_avx2_8<const MR: usize>(
+unsafe fn tile_rq_i8_avx2_k<const MR: usize, const WIDE: bool, S: Stage16>(
     a: *const i32,
     row_stride: usize,
     b: *const i8,
     groups: usize,
-    tile: &mut [[i32; 32]; 8],
+    rq: &Requant,
+    cache: &[i32],
+    c0: usize,
+    cn: usize,
+    out: *mut i8,
+    stride: usize,
 ) {
-    let mut acc = [_mm256_setzero_si256(); MR];
+    let mut acc = [[_mm256_setzero_si256(); 2]; MR];
     for g in 0..groups {
-        // SAFETY: g < groups, so the 16 bytes at b + 32 g and the words a[r * groups + g],
-        // r < MR <= mr, are in bounds (checked by the caller).
+        // SAFETY: g < groups, so the 32 bytes at b + 32 g and the words a[r * row_stride + g],
+        // r < MR, are in bounds (the caller's contract).
         unsafe {
-            let b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(b.add(g * 32) as *const __m128i));
+            let bp = b.add(g * 32);
+            let b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp as *const __m128i));
             let ap = a.add(g);
-            for (r, acc) in acc.iter_mut().enumerate() {
-                let av = _mm256_set1_epi32(*ap.add(r * row_stride));
-                *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(av, b0));
+            if WIDE {
+                let b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(bp.add(16) as *const __m128i));
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm256_set1_epi32(*ap.add(r * row_stride));
+                    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(av, b0));
+                    acc[1] = _mm256_add_epi32(acc[1], _mm256_madd_epi16(av, b1));
+                }
+            } else {
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm256_set1_epi32(*ap.add(r * row_stride));
+                    acc[0] = _mm256_add_epi32(acc[0], _mm256_madd_epi16(av, b0));
+                }
             }
         }
     }
+    // SAFETY: the caller's contract (AVX2; rq and cache for channels c0..c0 + 16).
+    let p = unsafe {
+        if WIDE {
+            S::load16(rq, cache, c0)
+        } else {
+            S::load8(rq, cache, c0)
+        }
+    };
     for (r, acc) in acc.iter().enumerate() {
-        // SAFETY: tile rows have 32 lanes; 8 are written.
-        unsafe { _mm256_storeu_si256(tile[r].as_mut_ptr() as *mut __m256i, *acc) };
+        // SAFETY: the caller's contract (AVX2; row r's channels 0..cn writable).
+        unsafe {
+            let v = if WIDE {
+                p.bytes16(acc[0], acc[1])
+            } else {
+                p.bytes8(acc[0])
+            };
+            let o = out.add(r * stride);
+            match cn {
+                16 => _mm_storeu_si128(o as *mut __m128i, v),
+                8 => _mm_storel_epi64(o as *mut __m128i, v),
+                _ => {
+                    let mut tmp = [0i8; 16];
+                    _mm_storeu_si128(tmp.as_mut_ptr() as *mut __m128i, v);
+                    core::ptr::copy_nonoverlapping(tmp.as_ptr(), o, cn);
+                }
+            }
+        }
     }
 }
 
@@ -264,6 +330,95 @@ fn pack_row_pairs_avx2(row: &[i8], dst: &mut [i32]) {
     }
     if let [x] = chunks.remainder() {
         dst[n / 2] = i32::from(*x as i16 as u16);
+    }
+}
+
+/// Rows `m0..m0 + count` of `conv`'s im2col packed for AVX2's `vpmaddwd` (bytes sign-extended
+/// to i16, [`pack_row_pairs`]) as rows `0..count` of `dst` (`groups` words each). A window
+/// inside the input goes straight from the input to its packed row, 16 bytes at a time; the
+/// others through `row_buf` ([`crate::kernels::simd::Rows::row`]).
+///
+/// Each 16-byte step stores 16 i16 whole, past the window row's end where it is shorter: what
+/// it writes past is the next window row's (stored after it), the row's padding words (whose
+/// weights are zero, so any value there adds nothing), or the next packed row's (packed after
+/// it); the stores stay inside `dst`, else go through a copy.
+pub(crate) fn pack_conv_rows_pairs(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    row_buf: &mut [i8],
+    dst: &mut [i32],
+) {
+    // SAFETY: only called for Isa::Avx2, chosen when the CPU has AVX2.
+    unsafe { pack_conv_rows_pairs_avx2(conv, m0, count, groups, row_buf, dst) }
+}
+
+#[target_feature(enable = "avx2,fma")]
+fn pack_conv_rows_pairs_avx2(
+    conv: &ConvRows<'_>,
+    m0: usize,
+    count: usize,
+    groups: usize,
+    row_buf: &mut [i8],
+    dst: &mut [i32],
+) {
+    let [in_h, in_w, c] = conv.in_hwc;
+    let [k_h, k_w] = conv.k_hw;
+    let p = conv.p;
+    let input = conv.input;
+    let k = k_h * k_w * c;
+    assert!(c > 0 && conv.out_w > 0 && k <= groups * 2 && dst.len() >= count * groups);
+    assert!(input.len() >= in_h * in_w * c && row_buf.len() >= k);
+    let rows = crate::kernels::simd::Rows::Conv {
+        input,
+        in_hwc: conv.in_hwc,
+        k_hw: conv.k_hw,
+        out_w: conv.out_w,
+        p: *p,
+        pad: conv.pad,
+    };
+    let span_h = (k_h - 1) * p.dilation_h + 1;
+    let wrow = k_w * c;
+    // (In i16.)
+    let (row_len, dst_len) = (2 * groups, 2 * dst.len());
+    let out = dst.as_mut_ptr() as *mut i16;
+    for r in 0..count {
+        let m = m0 + r;
+        let (oy, ox) = (m / conv.out_w, m % conv.out_w);
+        let x0 = (ox * p.stride_w).wrapping_sub(p.pad_left);
+        let y0 = (oy * p.stride_h).wrapping_sub(p.pad_top);
+        let inside =
+            p.dilation_w == 1 && x0 < in_w && in_w - x0 >= k_w && y0 < in_h && in_h - y0 >= span_h;
+        if !inside {
+            let row = rows.row(m, row_buf);
+            pack_row_pairs(&row[..k], &mut dst[r * groups..(r + 1) * groups]);
+            continue;
+        }
+        for ky in 0..k_h {
+            let at = ((y0 + ky * p.dilation_h) * in_w + x0) * c;
+            let o = r * row_len + ky * wrow;
+            let mut i = 0;
+            while i < wrow {
+                let n = (wrow - i).min(16);
+                if at + i + 16 <= input.len() && o + i + 16 <= dst_len {
+                    // SAFETY: 16 bytes of the input and 16 i16 of dst from these offsets
+                    // (checked just above).
+                    unsafe {
+                        let v = _mm_loadu_si128(input.as_ptr().add(at + i) as *const __m128i);
+                        let v = _mm256_cvtepi8_epi16(v);
+                        _mm256_storeu_si256(out.add(o + i) as *mut __m256i, v);
+                    }
+                } else {
+                    for j in 0..n {
+                        // SAFETY: o + i + j is inside the row (ky * wrow + i + j < k <=
+                        // row_len) of a row r < count of dst.
+                        unsafe { *out.add(o + i + j) = i16::from(input[at + i + j]) };
+                    }
+                }
+                i += n;
+            }
+        }
     }
 }
 

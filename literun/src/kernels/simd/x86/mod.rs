@@ -15,6 +15,7 @@ use super::{
     f32_row_ptrs, for_each_window_ptrs, for_each_window_run, fused_cache_in, fused_cache_scratch,
     ArithI8, ArithOp, Dw3, Dw3Stage, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32,
     DW3_STRIP, DW_MAX_TAPS, FUSED_CACHE_WORDS, GROUP_F32, MAX_SEGS_F32, MR_F32, NR_F32,
+    UNSIGNED_CACHE_WORDS,
 };
 use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
@@ -32,6 +33,7 @@ mod gelu;
 mod gemm_f32;
 mod gemm_i8;
 mod requant;
+mod requant_u;
 mod winograd;
 
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
@@ -44,6 +46,7 @@ pub(crate) use elementwise::*;
 pub(crate) use gemm_f32::*;
 pub(crate) use gemm_i8::*;
 pub(crate) use requant::*;
+pub(crate) use requant_u::*;
 pub(crate) use winograd::*;
 
 /// Whether the CPU has `isa`.

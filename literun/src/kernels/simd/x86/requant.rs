@@ -80,6 +80,7 @@ pub(super) fn rdbpot_16(hm: __m512i, mask: __m512i, thr: __m512i, right: __m512i
 /// With [`Requant::single_rounding`] the scaling is `(x * m + 2^(t - 1)) >> t`, `t = clamp(31 -
 /// shift, 1, 62)`, in 64-bit lanes (even and odd lanes apart), clamped to i32, as
 /// `multiply_by_quantized_multiplier_single_rounding`.
+#[derive(Clone, Copy)]
 pub(super) struct Rq8 {
     /// Single rounding: the shifts `t` and rounding constants `2^(t - 1)` of the even and the
     /// odd lanes, in 64-bit lanes.
@@ -297,10 +298,13 @@ pub(super) fn store_16(v: __m128i, out: &mut [i8]) {
 
 /// Requantizes `cn <= 32` channels starting at `c0` of each of `rows` (double or single
 /// rounding), row `r` to `out[r * stride..][..cn]`. The parameters are
-/// loaded (and derived) once per column of the tile, not per row.
+/// loaded (and derived) once per column of the tile, not per row. `cache`: with AVX2 (or
+/// AVX-VNNI), [`unsigned_cache`] of `rq` for its unsigned-product form, or empty.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn requant_tile(
     isa: Isa,
     rq: &Requant,
+    cache: &[i32],
     c0: usize,
     rows: &[[i32; 32]],
     cn: usize,
@@ -313,8 +317,15 @@ pub(crate) fn requant_tile(
         return unsafe { requant_tile_avx512(rq, c0, rows, cn, out, stride) };
     }
     // SAFETY: only called with packed weights, which exist only when AVX2 is available
-    // (module invariant).
-    unsafe { requant_tile_avx2(rq, c0, rows, cn, out, stride) }
+    // (module invariant); a non-empty cache is `unsigned_cache` of `rq` (the callers').
+    unsafe {
+        if cache.is_empty() {
+            requant_tile_avx2::<D16>(rq, cache, c0, rows, cn, out, stride)
+        } else {
+            assert!(rq.unsigned);
+            requant_tile_avx2::<U16>(rq, cache, c0, rows, cn, out, stride)
+        }
+    }
 }
 
 /// The requantization parameters of 16 channels in registers ([`Rq8`] on 16 lanes: the
@@ -548,9 +559,14 @@ fn requant_tile_avx512(
     }
 }
 
+/// The AVX2 output stage of a tile ([`requant_tile`]) in the form `S`.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `cache` is [`unsigned_cache`] of `rq` when `S` is [`U16`].
 #[target_feature(enable = "avx2,fma")]
-fn requant_tile_avx2(
+unsafe fn requant_tile_avx2<S: Stage16>(
     rq: &Requant,
+    cache: &[i32],
     c0: usize,
     rows: &[[i32; 32]],
     cn: usize,
@@ -559,15 +575,11 @@ fn requant_tile_avx2(
 ) {
     if cn <= 8 {
         // (The narrow tile's layers: the first 8 lanes only.)
-        let p0 = Rq8::load(rq, c0);
+        // SAFETY: this function's contract.
+        let p = unsafe { S::load8(rq, cache, c0) };
         for (r, acc) in rows.iter().enumerate() {
-            // SAFETY: 8 <= 32 lanes of acc.
-            let a0 = unsafe { _mm256_loadu_si256(acc.as_ptr() as *const __m256i) };
-            let q = p0.apply(a0);
-            let v = _mm_packs_epi16(
-                _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1)),
-                _mm_setzero_si128(),
-            );
+            // SAFETY: 8 <= 32 lanes of acc; the contract.
+            let v = unsafe { p.bytes8(_mm256_loadu_si256(acc.as_ptr() as *const __m256i)) };
             let out = &mut out[r * stride..r * stride + cn];
             if cn == 8 {
                 // SAFETY: 8 bytes fit.
@@ -580,18 +592,18 @@ fn requant_tile_avx2(
     }
     let mut j = 0;
     while j < cn {
-        // The per-channel arrays are padded to whole 16-channel tiles (Rq8::load asserts).
-        let (p0, p1) = (Rq8::load(rq, c0 + j), Rq8::load(rq, c0 + j + 8));
+        // The per-channel arrays are padded to whole 16-channel tiles (the loads assert).
+        // SAFETY: this function's contract.
+        let p = unsafe { S::load16(rq, cache, c0 + j) };
         let end = (j + 16).min(cn);
         for (r, acc) in rows.iter().enumerate() {
-            // SAFETY: j + 16 <= 32 lanes of acc.
-            let (a0, a1) = unsafe {
-                (
+            // SAFETY: j + 16 <= 32 lanes of acc; the contract.
+            let v = unsafe {
+                p.bytes16(
                     _mm256_loadu_si256(acc.as_ptr().add(j) as *const __m256i),
                     _mm256_loadu_si256(acc.as_ptr().add(j + 8) as *const __m256i),
                 )
             };
-            let v = narrow_16(p0.apply(a0), p1.apply(a1));
             store_16(v, &mut out[r * stride + j..r * stride + end]);
         }
         j += 16;
