@@ -2,12 +2,14 @@
 """Full-int8 conversion time of ResNet18 against ONNX Runtime's static quantizer, same samples.
 
     python3 benches/convert_time_vs_ort.py --litecvt target/release/litecvt [--size 224] [--samples 100]
+        [--baseline OTHER_LITECVT]
 
 Generates ResNet18 (random weights, `compare_runtimes.py`'s generator) and N random calibration
 samples, then runs, alternately and `--rounds` times: `litecvt convert --quantize int8
 --calibration DIR`, and ONNX Runtime's `quant_pre_process` + `quantize_static` (QDQ, per-channel
 int8 weights, int8 activations, MinMax) in a child Python. Prints wall and CPU seconds of each
-(children's user + system time) and their ratios.
+(children's user + system time) and their ratios. With `--baseline`, another litecvt binary (e.g.
+main's) runs in the same rounds, and its file is compared with `--litecvt`'s byte for byte.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ def main() -> int:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--baseline", help="another litecvt binary to time in the same rounds")
     args = ap.parse_args()
     spec = importlib.util.spec_from_file_location("compare_runtimes", ROOT / "benches/compare_runtimes.py")
     cr = importlib.util.module_from_spec(spec)
@@ -74,11 +77,18 @@ def main() -> int:
             np.save(calib / f"{i:04}.npy", rng.standard_normal((1, 3, args.size, args.size)).astype(np.float32))
         print(f"ResNet18 {args.size}x{args.size}, {args.samples} calibration samples")
         for r in range(args.rounds):
-            lc = timed([args.litecvt, "convert", str(model), "-o", str(work / "r18.lite"),
-                        "--quantize", "int8", "--calibration", str(calib)])
+            convert = lambda exe, out: timed([exe, "convert", str(model), "-o", str(work / out),
+                                              "--quantize", "int8", "--calibration", str(calib)])
+            lc = convert(args.litecvt, "r18.lite")
             ort = timed([sys.executable, "-c", ORT_SCRIPT, str(model), str(calib), str(work)])
-            print(f"round {r}: litecvt {lc[0]:.1f} s wall, {lc[1]:.1f} s CPU | ONNX Runtime {ort[0]:.1f} s wall, "
-                  f"{ort[1]:.1f} s CPU | litecvt / ORT: wall {lc[0] / ort[0]:.2f}, CPU {lc[1] / ort[1]:.2f}", flush=True)
+            line = (f"round {r}: litecvt {lc[0]:.1f} s wall, {lc[1]:.1f} s CPU | ONNX Runtime {ort[0]:.1f} s wall, "
+                    f"{ort[1]:.1f} s CPU | litecvt / ORT: wall {lc[0] / ort[0]:.2f}, CPU {lc[1] / ort[1]:.2f}")
+            if args.baseline:
+                base = convert(args.baseline, "r18_baseline.lite")
+                same = (work / "r18.lite").read_bytes() == (work / "r18_baseline.lite").read_bytes()
+                line += (f" | baseline {base[0]:.1f} s wall, {base[1]:.1f} s CPU, / ORT: wall {base[0] / ort[0]:.2f}, "
+                         f"CPU {base[1] / ort[1]:.2f}; files {'identical' if same else 'DIFFER'}")
+            print(line, flush=True)
     return 0
 
 

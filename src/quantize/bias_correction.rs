@@ -17,6 +17,7 @@ use super::calibrate::Sample;
 use super::pipeline::{Attempt, Quantizer};
 use crate::ir::{Activation, ConstData, Graph, Op, TensorId};
 use anyhow::Result;
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 /// Rounds of measure-and-correct.
@@ -357,8 +358,27 @@ pub fn correct(
     let float = means.stats;
     let mut current = best.clone();
     let mut found: Option<Vec<String>> = None;
+    // The error samples are the first of those the means are measured on: an attempt's runs on
+    // them also give its means there, and a kept attempt's measurement goes on from the next
+    // sample (the sums add the same terms in the same order).
+    let few = q.samples.len();
+    let reuse = std::ptr::eq(q.samples.as_ptr(), samples.as_ptr()) && few <= samples.len();
+    let mut carried: Option<Means<'_>> = None;
     for _ in 0..ROUNDS {
-        let quantized = measure(&current.bytes, samples, &targets, &q.bounded)?;
+        let quantized = match carried.take() {
+            Some(mut means) => {
+                let observed = means.observed();
+                let observed = |t: usize| observed.get(t).copied().unwrap_or(false);
+                super::observe::observe_where(
+                    &current.bytes,
+                    &samples[few..],
+                    &observed,
+                    |_, t, v| means.add(t, v),
+                )?;
+                means.stats
+            }
+            None => measure(&current.bytes, samples, &targets, &q.bounded)?,
+        };
         let mut trial = graph.clone();
         let mut changed: Vec<String> = Vec::new();
         for t in &targets {
@@ -396,10 +416,29 @@ pub fn correct(
         if changed.is_empty() {
             break;
         }
-        let attempt = q.attempt_with(&trial, &current.precision)?;
+        let slot: RefCell<Option<Means<'_>>> = RefCell::new(None);
+        let attempt = if reuse {
+            q.attempt_observing(&trial, &current.precision, |bytes| {
+                let means = Means::new(bytes, &targets, &q.bounded)?;
+                let observed = means.observed();
+                *slot.borrow_mut() = Some(means);
+                let add = |t: usize, v: &[f32]| {
+                    if let Some(m) = slot.borrow_mut().as_mut() {
+                        m.add(t, v);
+                    }
+                };
+                Ok(Some((
+                    observed,
+                    Box::new(add) as Box<dyn FnMut(usize, &[f32])>,
+                )))
+            })?
+        } else {
+            q.attempt_with(&trial, &current.precision)?
+        };
         if attempt.worst_snr() <= current.worst_snr() {
             break;
         }
+        carried = slot.into_inner();
         graph = trial;
         current = attempt;
         let mut all = found.take().unwrap_or_default();

@@ -104,30 +104,7 @@ fn run_sample(
                 return;
             }
             let mut values = spare.pop().unwrap_or_default();
-            values.clear();
-            match view.dtype() {
-                literun::DType::F32 => values.extend_from_slice(view.as_f32().unwrap_or(&[])),
-                literun::DType::I8 => {
-                    if let Some(q) = &tensors[t].qparams {
-                        let (s, z) = q.channel(0);
-                        let table: Vec<f32> = (0..=255u8)
-                            .map(|b| (b as i8 as i64 - z) as f32 * s)
-                            .collect();
-                        values.extend(view.bytes().iter().map(|&b| table[b as usize]));
-                    }
-                }
-                literun::DType::I16 => {
-                    if let Some(q) = &tensors[t].qparams {
-                        let (s, z) = q.channel(0);
-                        values.extend(
-                            crate::runtime::i16_values(view.bytes())
-                                .iter()
-                                .map(|&v| (i64::from(v) - z) as f32 * s),
-                        );
-                    }
-                }
-                _ => {}
-            }
+            float_values(tensors[t].qparams.as_ref(), &view, &mut values);
             if values.is_empty() {
                 spare.push(values);
             } else {
@@ -136,4 +113,37 @@ fn run_sample(
         })
         .map_err(|e| anyhow!("{e}"))?;
     Ok(observed)
+}
+
+/// Replaces `values` with the tensor values in `view` as float: float32 as they are, int8 and
+/// int16 with quantization parameters (`qparams`) dequantized; left empty for other tensors.
+pub(crate) fn float_values(
+    qparams: Option<&literun::QuantParams<'_>>,
+    view: &literun::TensorRef<'_>,
+    values: &mut Vec<f32>,
+) {
+    values.clear();
+    match view.dtype() {
+        literun::DType::F32 => values.extend_from_slice(view.as_f32().unwrap_or(&[])),
+        literun::DType::I8 => {
+            if let Some(q) = qparams {
+                let (s, z) = q.channel(0);
+                let table: Vec<f32> = (0..=255u8)
+                    .map(|b| (b as i8 as i64 - z) as f32 * s)
+                    .collect();
+                values.extend(view.bytes().iter().map(|&b| table[b as usize]));
+            }
+        }
+        literun::DType::I16 => {
+            if let Some(q) = qparams {
+                let (s, z) = q.channel(0);
+                values.extend(
+                    crate::runtime::i16_values(view.bytes())
+                        .iter()
+                        .map(|&v| (i64::from(v) - z) as f32 * s),
+                );
+            }
+        }
+        _ => {}
+    }
 }

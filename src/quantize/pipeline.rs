@@ -415,6 +415,38 @@ fn calibrated(
     // Tensor indices of the file are the graph's.
     let weights = downstream::channel_weights(graph);
     let silu_inputs = downstream::silu_inputs(graph);
+    let few = &samples[..samples.len().min(ERROR_SAMPLES)];
+    let bounded = clip_ranges::bounded_by_name(graph);
+    // Bias correction's float statistics and the float outputs the quantized files are measured
+    // against come from calibration's runs of the float file.
+    let mut float_means = if opts.bias_correction && !model.is_static() {
+        bias_correction::FloatMeans::new(graph, &float, &bounded)?
+    } else {
+        None
+    };
+    let mut outputs = FloatOutputs::collector(&float, few.len())?;
+    let means_read = float_means
+        .as_ref()
+        .map(|m| m.observed())
+        .unwrap_or_default();
+    let means_read = |t: usize| means_read.get(t).copied().unwrap_or(false);
+    let output_tensors = outputs.tensors().to_vec();
+    let wanted = |t: usize| output_tensors.contains(&t) || means_read(t);
+    let ordered_samples = match float_means {
+        Some(_) => bias_correction::samples_used(&samples).len(),
+        None => few.len(),
+    };
+    let mut seen = |k: usize, t: usize, v: &[f32]| {
+        outputs.add(k, t, v);
+        if let Some(means) = float_means.as_mut().filter(|_| means_read(t)) {
+            means.add(t, v);
+        }
+    };
+    let ordered = range_stats::Ordered {
+        samples: ordered_samples,
+        wanted: &wanted,
+        f: &mut seen,
+    };
     let stats = range_stats::collect_stats(
         &float,
         &samples,
@@ -422,8 +454,10 @@ fn calibrated(
         &weights,
         &silu_inputs,
         opts.progress,
+        Some(ordered),
     )
     .with_context(|| format!("{label}: calibration"))?;
+    let reference = outputs.finish();
     stages.mark("calibration");
     if opts.method.is_none() && stats.has_downstream_weights() {
         // The weighted error sees only the next layer; some models do better judged by the
@@ -451,28 +485,6 @@ fn calibrated(
         clip_ranges::narrow(graph, &mut ranges);
         ranges
     };
-    let few = &samples[..samples.len().min(ERROR_SAMPLES)];
-    let bounded = clip_ranges::bounded_by_name(graph);
-    // Bias correction's float statistics come from the runs that give the float outputs.
-    let mut float_means = if opts.bias_correction && !model.is_static() {
-        bias_correction::FloatMeans::new(graph, &float, &bounded)?
-    } else {
-        None
-    };
-    let reference = match &mut float_means {
-        Some(means) => {
-            let observed = means.observed();
-            FloatOutputs::observing(
-                &float,
-                bias_correction::samples_used(&samples),
-                few.len(),
-                &observed,
-                |t, v| means.add(t, v),
-            )
-        }
-        None => FloatOutputs::new(&float, few),
-    }
-    .with_context(|| format!("{label}: measuring quantization error"))?;
     let mut int8 = opts.int8.clone();
     int8.activations = activations;
     // An unrolled LSTM/GRU's cell runs 16x8, as TFLite's integer LSTM kernel keeps its gates

@@ -11,6 +11,10 @@ use crate::ir::{ConstData, Graph};
 use anyhow::{Context, Result};
 use std::collections::HashMap;
 
+/// Tensors of a quantized file (by index) and what receives their values, sample after sample:
+/// `f(tensor index, values)`.
+pub type AlsoObserved<'o> = (Vec<bool>, Box<dyn FnMut(usize, &[f32]) + 'o>);
+
 /// One quantized version of the float graph and what it measured.
 #[derive(Clone)]
 pub struct Attempt {
@@ -88,6 +92,18 @@ impl Quantizer<'_> {
 
     /// [`Self::attempt`] from another float graph (the same tensors, other constants).
     pub fn attempt_with(&self, float_graph: &Graph, precision: &Precision) -> Result<Attempt> {
+        self.attempt_observing(float_graph, precision, |_| Ok(None))
+    }
+
+    /// [`Self::attempt_with`], where `also(file)` may name tensors of the quantized file (by
+    /// index) whose values on the error samples' runs go, sample after sample, to the function
+    /// it gives with them.
+    pub fn attempt_observing<'o>(
+        &self,
+        float_graph: &Graph,
+        precision: &Precision,
+        also: impl FnOnce(&[u8]) -> Result<Option<AlsoObserved<'o>>>,
+    ) -> Result<Attempt> {
         self.count_attempt();
         let float_nodes = |name: &String| {
             precision.float.contains(name)
@@ -140,8 +156,13 @@ impl Quantizer<'_> {
             (g, summary) = quantize(&int8)?;
         }
         let bytes = export::planned_tflite(&g, self.label)?;
-        let outputs = report::output_errors(&self.reference, &bytes, self.samples)
-            .with_context(|| format!("{}: measuring quantization error", self.label))?;
+        let outputs = match also(&bytes)? {
+            Some((observed, f)) => {
+                report::output_errors_observing(&self.reference, &bytes, self.samples, &observed, f)
+            }
+            None => report::output_errors(&self.reference, &bytes, self.samples),
+        }
+        .with_context(|| format!("{}: measuring quantization error", self.label))?;
         Ok(Attempt {
             graph: g,
             summary,

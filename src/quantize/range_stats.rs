@@ -382,10 +382,23 @@ impl Stats {
     }
 }
 
+/// What a caller reads from calibration's runs of the float file besides the ranges (the float
+/// outputs and bias correction's statistics, which would otherwise cost runs of their own).
+pub struct Ordered<'a> {
+    /// How many of the first samples `f` sees.
+    pub samples: usize,
+    /// The tensors (by index in the file) `f` sees.
+    pub wanted: &'a (dyn Fn(usize) -> bool + Sync),
+    /// `f(sample, tensor index, values)`, sample after sample, each sample's tensors in the
+    /// order the ops write them (int8 and int16 values dequantized, as `observe` gives them).
+    pub f: &'a mut (dyn FnMut(usize, usize, &[f32]) + Send),
+}
+
 /// Runs `samples` through the float model: every tensor's min/max and, with `histogram`, a
 /// histogram over that range (a second pass), also weighted by `channel_weights` (by tensor
 /// index in the file) for the tensors it has. The tensors in `silu_inputs` are judged by the
-/// error of the SiLU that reads them.
+/// error of the SiLU that reads them. `ordered`, where given, sees values of its first samples on
+/// the same runs, in sample order.
 pub fn collect_stats(
     model_bytes: &[u8],
     samples: &[Sample],
@@ -393,6 +406,7 @@ pub fn collect_stats(
     channel_weights: &HashMap<usize, Vec<f32>>,
     silu_inputs: &HashSet<usize>,
     progress: bool,
+    ordered: Option<Ordered<'_>>,
 ) -> Result<Stats> {
     let aligned = literun::AlignedBytes::from_slice(model_bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
@@ -418,6 +432,7 @@ pub fn collect_stats(
         indicatif::ProgressBar::hidden()
     };
     let mut stats = vec![Stat::new(); nt];
+    let ordered = std::sync::Mutex::new(ordered);
     for pass in 0..passes {
         let base = stats.clone();
         let every = if pass == 0 { 1 } else { hist_every };
@@ -426,14 +441,30 @@ pub fn collect_stats(
             .len()
             .div_ceil(rayon::current_num_threads().max(1))
             .max(1);
-        let partial: Vec<Result<Vec<Stat>>> = used
-            .par_chunks(chunk)
-            .map(|part| {
+        // Ranges and histograms add up alike in any split of the samples; the first pass's
+        // first part holds every sample `ordered` sees, run in order on one thread.
+        let first = match &*ordered.lock().expect("not poisoned") {
+            Some(o) if pass == 0 => chunk.max(o.samples).min(used.len()),
+            _ => chunk.min(used.len()),
+        };
+        let parts: Vec<&[&Sample]> = std::iter::once(&used[..first])
+            .chain(used[first..].chunks(chunk))
+            .filter(|part| !part.is_empty())
+            .collect();
+        let partial: Vec<Result<Vec<Stat>>> = parts
+            .par_iter()
+            .enumerate()
+            .map(|(part_index, part)| {
                 let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
                 let mut local = base.clone();
                 for s in &mut local {
                     s.hist.clear();
                 }
+                let mut ordered = match part_index {
+                    0 if pass == 0 => ordered.lock().expect("not poisoned").take(),
+                    _ => None,
+                };
+                let mut converted = Vec::new();
                 for (k, sample) in part.iter().enumerate() {
                     if stateful && k > 0 {
                         // Each sample from zero state, as the ONNX model runs it.
@@ -452,6 +483,8 @@ pub fn collect_stats(
                             );
                         }
                     }
+                    // (Part 0 starts at sample 0.)
+                    let mut seen = ordered.as_mut().filter(|o| k < o.samples);
                     interp
                         .invoke_observed(&mut |_op, t, view| {
                             if let Ok(v) = view.as_f32() {
@@ -462,6 +495,23 @@ pub fn collect_stats(
                                         v,
                                         channel_weights.get(&t).map(Vec::as_slice),
                                     );
+                                }
+                            }
+                            let Some(o) = seen.as_mut().filter(|o| (o.wanted)(t)) else {
+                                return;
+                            };
+                            match view.as_f32() {
+                                Ok(v) => {
+                                    if !v.is_empty() {
+                                        (o.f)(k, t, v);
+                                    }
+                                }
+                                Err(_) => {
+                                    let q = model.tensors()[t].qparams.as_ref();
+                                    super::observe::float_values(q, &view, &mut converted);
+                                    if !converted.is_empty() {
+                                        (o.f)(k, t, &converted);
+                                    }
                                 }
                             }
                         })
@@ -545,15 +595,80 @@ mod tests {
                 .build()
                 .unwrap()
                 .install(|| {
-                    collect_stats(&bytes, &samples, true, &weights, &HashSet::new(), false)
-                        .unwrap()
-                        .0
+                    collect_stats(
+                        &bytes,
+                        &samples,
+                        true,
+                        &weights,
+                        &HashSet::new(),
+                        false,
+                        None,
+                    )
+                    .unwrap()
+                    .0
                 })
         };
         let (one, three) = (stats(1), stats(3));
         assert!(!one[7].weighted.is_empty());
         for (t, (a, b)) in one.iter().zip(&three).enumerate() {
             assert_eq!(a, b, "tensor {t}");
+        }
+    }
+
+    /// Calibration's runs hand the first samples' values to `ordered` in sample order, exactly
+    /// as a run of their own (`observe`) gives them, with any number of threads.
+    #[test]
+    fn ordered_values_are_those_of_runs_of_their_own() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/literun/examples/models/mobilenetv2_block.lite"
+        );
+        let bytes = std::fs::read(path).unwrap();
+        let len = literun::Model::from_bytes(&literun::AlignedBytes::from_slice(&bytes))
+            .unwrap()
+            .inputs()[0]
+            .shape
+            .iter()
+            .product::<usize>();
+        let samples: Vec<Sample> = (0..11)
+            .map(|k| {
+                vec![(0..len)
+                    .map(|i| ((i * 31 + k * 977) % 200) as f32 / 100.0 - 1.0)
+                    .collect()]
+            })
+            .collect();
+        let wanted = |t: usize| t % 3 != 1;
+        let first = 7;
+        let mut expected = Vec::new();
+        super::super::observe::observe_where(&bytes, &samples[..first], &wanted, |k, t, v| {
+            expected.push((k, t, v.to_vec()))
+        })
+        .unwrap();
+        assert!(expected.len() > first);
+        for threads in [1, 2, 5] {
+            let mut seen = Vec::new();
+            let mut f = |k: usize, t: usize, v: &[f32]| seen.push((k, t, v.to_vec()));
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| {
+                    collect_stats(
+                        &bytes,
+                        &samples,
+                        false,
+                        &HashMap::new(),
+                        &HashSet::new(),
+                        false,
+                        Some(Ordered {
+                            samples: first,
+                            wanted: &wanted,
+                            f: &mut f,
+                        }),
+                    )
+                    .unwrap()
+                });
+            assert!(seen == expected, "{threads} threads");
         }
     }
 

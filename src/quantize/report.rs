@@ -161,16 +161,26 @@ pub fn layer_errors(
     Ok(out)
 }
 
-/// Every output of a model on every sample: `[sample][output]` values.
-fn outputs_of(bytes: &[u8], samples: &[Sample]) -> Result<Vec<Vec<Vec<f32>>>> {
+/// Every output of a model on every sample: `[sample][output]` values; on the same runs, the
+/// values of the tensors `also` marks (by index) go to `f(tensor index, values)`, in sample order.
+fn outputs_of(
+    bytes: &[u8],
+    samples: &[Sample],
+    also: &[bool],
+    mut f: impl FnMut(usize, &[f32]),
+) -> Result<Vec<Vec<Vec<f32>>>> {
     let aligned = literun::AlignedBytes::from_slice(bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
     let mut per_sample = vec![vec![Vec::new(); outs.len()]; samples.len()];
-    let wanted = |t: usize| outs.contains(&t);
+    let also = |t: usize| also.get(t).copied().unwrap_or(false);
+    let wanted = |t: usize| outs.contains(&t) || also(t);
     super::observe::observe_where(bytes, samples, &wanted, |k, t, v| {
         if let Some(j) = outs.iter().position(|&o| o == t) {
             per_sample[k][j] = v.to_vec();
+        }
+        if also(t) {
+            f(t, v);
         }
     })?;
     Ok(per_sample)
@@ -185,39 +195,56 @@ pub struct FloatOutputs {
 
 impl FloatOutputs {
     pub fn new(float: &[u8], samples: &[Sample]) -> Result<FloatOutputs> {
-        Self::observing(float, samples, samples.len(), &[], |_, _| {})
+        let mut collect = FloatOutputs::collector(float, samples.len())?;
+        let outs = collect.outs.clone();
+        let wanted = |t: usize| outs.contains(&t);
+        super::observe::observe_where(float, samples, &wanted, |k, t, v| collect.add(k, t, v))?;
+        Ok(collect.finish())
     }
 
-    /// The outputs on the first `few` of `samples`; on the same runs, every sample's values of
-    /// the tensors `also` marks (by index) go to `f(tensor index, values)`, in sample order.
-    pub fn observing(
-        float: &[u8],
-        samples: &[Sample],
-        few: usize,
-        also: &[bool],
-        mut f: impl FnMut(usize, &[f32]),
-    ) -> Result<FloatOutputs> {
+    /// Gathers the outputs of `float` on its first `few` samples from runs a caller makes
+    /// (calibration's), through [`OutputsCollector::add`].
+    pub fn collector(float: &[u8], few: usize) -> Result<OutputsCollector> {
         let aligned = literun::AlignedBytes::from_slice(float);
         let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
         let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
-        let few = few.min(samples.len());
-        let mut values = vec![vec![Vec::new(); outs.len()]; few];
-        let also = |t: usize| also.get(t).copied().unwrap_or(false);
-        let wanted = |t: usize| outs.contains(&t) || also(t);
-        super::observe::observe_where(float, samples, &wanted, |k, t, v| {
-            if k < few {
-                if let Some(j) = outs.iter().position(|&o| o == t) {
-                    values[k][j] = v.to_vec();
-                }
-            }
-            if also(t) {
-                f(t, v);
-            }
-        })?;
-        Ok(FloatOutputs {
+        Ok(OutputsCollector {
+            values: vec![vec![Vec::new(); outs.len()]; few],
             names: model.outputs().iter().map(|o| o.name.to_string()).collect(),
-            values,
+            outs,
         })
+    }
+}
+
+/// The float model's outputs, sample by sample, as a run observes them.
+pub struct OutputsCollector {
+    outs: Vec<usize>,
+    names: Vec<String>,
+    values: Vec<Vec<Vec<f32>>>,
+}
+
+impl OutputsCollector {
+    /// The outputs' tensor indices.
+    pub fn tensors(&self) -> &[usize] {
+        &self.outs
+    }
+
+    /// Sample `k`'s values of tensor `t` (ignored past the samples collected and for other
+    /// tensors).
+    pub fn add(&mut self, k: usize, t: usize, v: &[f32]) {
+        if let (Some(row), Some(j)) = (
+            self.values.get_mut(k),
+            self.outs.iter().position(|&o| o == t),
+        ) {
+            row[j] = v.to_vec();
+        }
+    }
+
+    pub fn finish(self) -> FloatOutputs {
+        FloatOutputs {
+            names: self.names,
+            values: self.values,
+        }
     }
 }
 
@@ -227,7 +254,19 @@ pub fn output_errors(
     quantized: &[u8],
     samples: &[Sample],
 ) -> Result<Vec<LayerError>> {
-    let q = outputs_of(quantized, samples)?;
+    output_errors_observing(float, quantized, samples, &[], |_, _| {})
+}
+
+/// [`output_errors`], handing the values of the tensors `also` marks (by index) to
+/// `f(tensor index, values)` on the same runs, in sample order.
+pub fn output_errors_observing(
+    float: &FloatOutputs,
+    quantized: &[u8],
+    samples: &[Sample],
+    also: &[bool],
+    f: impl FnMut(usize, &[f32]),
+) -> Result<Vec<LayerError>> {
+    let q = outputs_of(quantized, samples, also, f)?;
     let mut out = Vec::new();
     for (j, name) in float.names.iter().enumerate() {
         let mut a = Acc::default();

@@ -260,14 +260,22 @@ fn cholesky(a: &mut [f64], k: usize) -> bool {
         let (head, below) = a.split_at_mut(j1 * k);
         let pivots = &head[j0 * k..];
         let band = j1 - j0;
+        // The pivot rows' columns before the band, transposed: column `p` of every pivot row
+        // side by side (zero past the band), so each row below reads them contiguously.
+        let mut across = vec![[0f64; FACTOR_BAND]; j0];
+        for (p, col) in across.iter_mut().enumerate() {
+            for (c, v) in col[..band].iter_mut().enumerate() {
+                *v = pivots[c * k + p];
+            }
+        }
         let columns = |row: &mut [f64]| {
             // The terms of the columns before the band, for every band column at once: one
             // chain of subtractions per column, each in the order of `p`, side by side.
             let mut s = [0f64; FACTOR_BAND];
             s[..band].copy_from_slice(&row[j0..j1]);
-            for (p, &x) in row[..j0].iter().enumerate() {
-                for (c, s) in s[..band].iter_mut().enumerate() {
-                    *s -= x * pivots[c * k + p];
+            for (&x, col) in row[..j0].iter().zip(&across) {
+                for (s, &y) in s.iter_mut().zip(col) {
+                    *s -= x * y;
                 }
             }
             // Then the band's own earlier columns of this row, in order.
@@ -442,72 +450,83 @@ pub fn round_weights(
             }
         }
     })?;
+    // Layers are independent: rounded in parallel, written back in order.
+    let graph: &Graph = g;
+    let rounded: Vec<Option<Rounded>> = list
+        .par_iter()
+        .zip(seen)
+        .map(|(l, seen)| seen.then(|| round_layer(graph, l)).flatten())
+        .collect();
     let mut params = HashMap::new();
-    for (l, seen) in list.iter().zip(seen) {
-        if !seen {
-            continue;
+    for (weight, shape, v, p) in rounded.into_iter().flatten() {
+        g.tensors[weight].data = Some(ConstData::from_f32(&shape, v));
+        params.insert(weight, p);
+    }
+    Ok(params)
+}
+
+/// A layer's rounded weights: (weight tensor, shape, values, int8 parameters).
+type Rounded = (TensorId, Vec<usize>, Vec<f32>, QuantParams);
+
+/// Layer `l`'s weights rounded with its `H`: (weight tensor, shape, values, int8 parameters);
+/// `None` for a conv or dense layer whose `H` is degenerate (it keeps plain rounding).
+fn round_layer(g: &Graph, l: &Layer) -> Option<Rounded> {
+    let w = const_f32(g, l.weight).expect("checked").clone();
+    let shape = w.shape().to_vec();
+    let mut v: Vec<f32> = w.iter().copied().collect();
+    let k = l.k;
+    let (scales, axis) = match l.geometry {
+        Geometry::Conv { multiplier, .. } if multiplier > 0 => {
+            // [1, KH, KW, C·M]: output channel oc reads input channel oc / M.
+            let oc_n = shape[3];
+            let mut scales = Vec::with_capacity(oc_n);
+            let factors: Vec<Option<Vec<f64>>> = (0..oc_n / multiplier)
+                .map(|c| inverse_factor(&l.h[c * k * k..(c + 1) * k * k], k))
+                .collect();
+            for oc in 0..oc_n {
+                let mut row: Vec<f32> = (0..k).map(|t| v[t * oc_n + oc]).collect();
+                let scale =
+                    super::weights::symmetric_scale(row.iter().fold(0f32, |m, x| m.max(x.abs())));
+                scales.push(scale);
+                let Some(u) = &factors[oc / multiplier] else {
+                    continue;
+                };
+                round_row(&mut row, scale, u);
+                for (t, x) in row.into_iter().enumerate() {
+                    v[t * oc_n + oc] = x;
+                }
+            }
+            (scales, 3)
         }
-        let w = const_f32(g, l.weight).expect("checked").clone();
-        let shape = w.shape().to_vec();
-        let mut v: Vec<f32> = w.iter().copied().collect();
-        let k = l.k;
-        let (scales, axis) = match l.geometry {
-            Geometry::Conv { multiplier, .. } if multiplier > 0 => {
-                // [1, KH, KW, C·M]: output channel oc reads input channel oc / M.
-                let oc_n = shape[3];
-                let mut scales = Vec::with_capacity(oc_n);
-                let factors: Vec<Option<Vec<f64>>> = (0..oc_n / multiplier)
-                    .map(|c| inverse_factor(&l.h[c * k * k..(c + 1) * k * k], k))
-                    .collect();
-                for oc in 0..oc_n {
-                    let mut row: Vec<f32> = (0..k).map(|t| v[t * oc_n + oc]).collect();
+        _ => {
+            let u = inverse_factor(&l.h, k)?;
+            // Rows are independent: rounded in parallel.
+            let scales = v
+                .par_chunks_exact_mut(k)
+                .map(|row| {
                     let scale = super::weights::symmetric_scale(
                         row.iter().fold(0f32, |m, x| m.max(x.abs())),
                     );
-                    scales.push(scale);
-                    let Some(u) = &factors[oc / multiplier] else {
-                        continue;
-                    };
-                    round_row(&mut row, scale, u);
-                    for (t, x) in row.into_iter().enumerate() {
-                        v[t * oc_n + oc] = x;
-                    }
-                }
-                (scales, 3)
-            }
-            _ => {
-                let Some(u) = inverse_factor(&l.h, k) else {
-                    continue;
-                };
-                let scales = v
-                    .chunks_exact_mut(k)
-                    .map(|row| {
-                        let scale = super::weights::symmetric_scale(
-                            row.iter().fold(0f32, |m, x| m.max(x.abs())),
-                        );
-                        round_row(row, scale, &u);
-                        scale
-                    })
-                    .collect();
-                (scales, 0)
-            }
-        };
-        // Channels left unrounded (a degenerate H) get plain rounding with the same scale.
-        let n = scales.len();
-        let p = QuantParams {
-            scale: scales,
-            zero_point: vec![0; n],
-            axis,
-        };
-        let inner: usize = shape[axis + 1..].iter().product();
-        for (i, x) in v.iter_mut().enumerate() {
-            let s = p.scale[(i / inner.max(1)) % n];
-            *x = (*x / s).round().clamp(-127.0, 127.0) * s;
+                    round_row(row, scale, &u);
+                    scale
+                })
+                .collect();
+            (scales, 0)
         }
-        g.tensors[l.weight].data = Some(ConstData::from_f32(&shape, v));
-        params.insert(l.weight, p);
+    };
+    // Channels left unrounded (a degenerate H) get plain rounding with the same scale.
+    let n = scales.len();
+    let p = QuantParams {
+        scale: scales,
+        zero_point: vec![0; n],
+        axis,
+    };
+    let inner: usize = shape[axis + 1..].iter().product();
+    for (i, x) in v.iter_mut().enumerate() {
+        let s = p.scale[(i / inner.max(1)) % n];
+        *x = (*x / s).round().clamp(-127.0, 127.0) * s;
     }
-    Ok(params)
+    Some((l.weight, shape, v, p))
 }
 
 #[cfg(test)]
@@ -568,6 +587,47 @@ mod tests {
         let utu = |i: usize, j: usize| (0..2).map(|p| u[p * 2 + i] * u[p * 2 + j]).sum::<f64>();
         for (i, j) in [(0, 0), (0, 1), (1, 1)] {
             assert!((utu(i, j) - inv[i * 2 + j]).abs() < 1e-9, "{i}{j}");
+        }
+    }
+
+    /// The banded, parallel factorization gives every element exactly as the formula does (each
+    /// element's terms subtracted in the order of `p`), past several bands and the size where
+    /// rows go parallel.
+    #[test]
+    fn banded_cholesky_is_the_formula_bit_for_bit() {
+        let k = PARALLEL_FACTOR_K + 2 * FACTOR_BAND + 3;
+        // A symmetric positive definite matrix: diagonally dominant, irregular entries.
+        let mut a = vec![0f64; k * k];
+        for i in 0..k {
+            for j in 0..=i {
+                let v = (((i * 7919 + j * 104729) % 1000) as f64 / 1000.0 - 0.5) / 3.0;
+                a[i * k + j] = v;
+                a[j * k + i] = v;
+            }
+            a[i * k + i] = k as f64 / 2.0 + (i % 5) as f64;
+        }
+        let mut expected = a.clone();
+        for j in 0..k {
+            let mut d = expected[j * k + j];
+            for p in 0..j {
+                d -= expected[j * k + p] * expected[j * k + p];
+            }
+            let d = d.sqrt();
+            expected[j * k + j] = d;
+            for i in j + 1..k {
+                let mut s = expected[i * k + j];
+                for p in 0..j {
+                    s -= expected[i * k + p] * expected[j * k + p];
+                }
+                expected[i * k + j] = s / d;
+            }
+            for p in j + 1..k {
+                expected[j * k + p] = 0.0;
+            }
+        }
+        assert!(cholesky(&mut a, k));
+        for (n, (x, y)) in a.iter().zip(&expected).enumerate() {
+            assert_eq!(x.to_bits(), y.to_bits(), "row {} column {}", n / k, n % k);
         }
     }
 }
