@@ -10,7 +10,7 @@
 //! is emitted only where a value must change layout, and at the graph edges when the model
 //! interface keeps the ONNX layout.
 
-use crate::ir::{ConstData, Graph, Layout, Node, Op, TensorId};
+use crate::ir::{Graph, Layout, Node, Op, TensorId};
 use anyhow::{bail, Result};
 use std::collections::HashMap;
 

@@ -563,8 +563,8 @@ mod tests {
         s
     }
 
-    #[test]
-    fn statistics_do_not_depend_on_the_thread_count() {
+    /// The MobileNetV2 block fixture's bytes and its input's element count.
+    fn block_model() -> (Vec<u8>, usize) {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/literun/examples/models/mobilenetv2_block.lite"
@@ -576,6 +576,12 @@ mod tests {
             .shape
             .iter()
             .product::<usize>();
+        (bytes, len)
+    }
+
+    #[test]
+    fn statistics_do_not_depend_on_the_thread_count() {
+        let (bytes, len) = block_model();
         let samples: Vec<Sample> = (0..13)
             .map(|k| {
                 vec![(0..len)
@@ -619,17 +625,7 @@ mod tests {
     /// as a run of their own (`observe`) gives them, with any number of threads.
     #[test]
     fn ordered_values_are_those_of_runs_of_their_own() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/literun/examples/models/mobilenetv2_block.lite"
-        );
-        let bytes = std::fs::read(path).unwrap();
-        let len = literun::Model::from_bytes(&literun::AlignedBytes::from_slice(&bytes))
-            .unwrap()
-            .inputs()[0]
-            .shape
-            .iter()
-            .product::<usize>();
+        let (bytes, len) = block_model();
         let samples: Vec<Sample> = (0..11)
             .map(|k| {
                 vec![(0..len)

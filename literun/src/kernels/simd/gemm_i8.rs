@@ -239,22 +239,8 @@ impl GemmI8 {
                     let block = &data[m0 * self.k..(m0 + count) * self.k];
                     return x86::pack_row_vnni(block, &mut a_buf[..count * self.groups]);
                 }
-                Rows::Conv {
-                    input,
-                    in_hwc,
-                    k_hw,
-                    out_w,
-                    p,
-                    pad,
-                } if self.isa == Isa::Avx512Vnni => {
-                    let conv = x86::ConvRows {
-                        input,
-                        in_hwc: *in_hwc,
-                        k_hw: *k_hw,
-                        out_w: *out_w,
-                        p,
-                        pad: *pad,
-                    };
+                Rows::Conv { .. } if self.isa == Isa::Avx512Vnni => {
+                    let conv = x86_conv_rows(rows);
                     return x86::pack_conv_rows_vnni512(&conv, m0, count, self.groups, a_buf);
                 }
                 _ => {}
@@ -269,22 +255,8 @@ impl GemmI8 {
                     let block = &data[m0 * self.k..(m0 + count) * self.k];
                     return x86::pack_row_pairs(block, &mut a_buf[..count * self.groups]);
                 }
-                Rows::Conv {
-                    input,
-                    in_hwc,
-                    k_hw,
-                    out_w,
-                    p,
-                    pad,
-                } => {
-                    let conv = x86::ConvRows {
-                        input,
-                        in_hwc: *in_hwc,
-                        k_hw: *k_hw,
-                        out_w: *out_w,
-                        p,
-                        pad: *pad,
-                    };
+                Rows::Conv { .. } => {
+                    let conv = x86_conv_rows(rows);
                     return x86::pack_conv_rows_pairs(
                         &conv,
                         m0,
@@ -466,4 +438,27 @@ pub(crate) fn fully_connected_i8(
         workers,
         |ms, o, s| g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o),
     );
+}
+
+/// The x86 packers' view of an im2col row source (`Rows::Conv`).
+#[cfg(target_arch = "x86_64")]
+fn x86_conv_rows<'a>(rows: &'a Rows<'_, i8>) -> x86::ConvRows<'a> {
+    match rows {
+        Rows::Conv {
+            input,
+            in_hwc,
+            k_hw,
+            out_w,
+            p,
+            pad,
+        } => x86::ConvRows {
+            input,
+            in_hwc: *in_hwc,
+            k_hw: *k_hw,
+            out_w: *out_w,
+            p,
+            pad: *pad,
+        },
+        Rows::Direct { .. } => unreachable!("only im2col rows are packed as windows"),
+    }
 }
