@@ -424,14 +424,9 @@ fn quantized_types(bytes: &[u8]) -> Vec<literun::DType> {
 }
 
 #[test]
-fn layernorms_run_int16_where_asked_and_that_helps_and_not_with_strict_int8() {
+fn layernorms_run_int16_where_that_helps_and_not_with_strict_int8() {
     let float = convert(&fixture("attention_block"), None, None);
-    let plain = full_int8("attention_block", "attention_block");
-    assert_eq!(plain.quantization.as_ref().unwrap().layernorm_int16, 0);
-    assert!(!quantized_types(&plain.bytes).contains(&literun::DType::I16));
-    let mut opts = with_calibration(root().join("calibration/attention_block"));
-    opts.layernorm_int16 = true;
-    let q = convert_file(&fixture("attention_block"), &opts).unwrap();
+    let q = full_int8("attention_block", "attention_block");
     let report = q.quantization.as_ref().unwrap();
     // Two LayerNorms: mean, variance, +eps, centring, normalization and affine in int16; the
     // squared difference and reciprocal square root, which TFLite has in int8 and float only,
@@ -454,17 +449,24 @@ fn layernorms_run_int16_where_asked_and_that_helps_and_not_with_strict_int8() {
             .all(|op| ["SquaredDifference", "Rsqrt", "Add"].contains(op)),
         "{floats:?}"
     );
-    let (snr, snr_plain) = (
-        output_snr("attention_block", &float, &q),
-        output_snr("attention_block", &float, &plain),
-    );
-    assert!(snr > snr_plain + 0.5, "{snr:.1} against {snr_plain:.1} dB");
-    // Integer-only when asked.
+    // Integer-only, LayerNorms in int8, when asked.
+    let mut opts = with_calibration(root().join("calibration/attention_block"));
     opts.int8.strict = true;
     let strict = convert_file(&fixture("attention_block"), &opts).unwrap();
     let r = strict.quantization.as_ref().unwrap();
     assert_eq!(r.layernorm_int16, 0);
     assert!(!quantized_types(&strict.bytes).contains(&literun::DType::I16));
+    let (snr, snr_int8) = (
+        output_snr("attention_block", &float, &q),
+        output_snr("attention_block", &float, &strict),
+    );
+    assert!(snr > snr_int8 + 0.5, "{snr:.1} against {snr_int8:.1} dB");
+    // Forced (kept whatever the gain): the same ops.
+    opts.int8.strict = false;
+    opts.layernorm_int16 = true;
+    let forced = convert_file(&fixture("attention_block"), &opts).unwrap();
+    let r = forced.quantization.as_ref().unwrap();
+    assert_eq!((r.layernorm_int16, r.layernorm_float), (10, 4));
 }
 
 #[test]

@@ -210,10 +210,9 @@ pub struct ConvertArgs {
     /// the calibration data, GPTQ, where that helps).
     #[arg(long, requires = "calibration")]
     pub no_weight_rounding: bool,
-    /// With full int8: try each LayerNorm with int16 activations (its squared difference and
-    /// reciprocal square root in float), kept where the output's SNR improves: more accurate on
-    /// transformers and dense heads, slower in literun, whose int16 ADD/SUB/MUL are not
-    /// vectorized (also tried with --min-snr).
+    /// With full int8: keep each LayerNorm with int16 activations (its squared difference and
+    /// reciprocal square root in float) even where the output's SNR does not improve (by default
+    /// they are tried and kept where it improves by 0.5 dB; --strict-int8 keeps them int8).
     #[arg(long, requires = "calibration")]
     pub layernorm_int16: bool,
     /// With full int8: skip cross-layer equalization (by default the channels of a tensor

@@ -7,7 +7,8 @@
 //! (no weights, int16 constants) and the two TFLite has only in int8 and float, SQUARED_DIFFERENCE
 //! and RSQRT, run float between a DEQUANTIZE and a QUANTIZE: the values reach int8 once, where a
 //! dense layer reads the LayerNorm's output. Kept only where the output measurably improves
-//! (pipeline): it makes the file's LayerNorms slower and not integer-only.
+//! (pipeline): it makes the file not integer-only, and its LayerNorms a little slower (the
+//! conversions around the float ops).
 
 use super::params::int16_rule;
 use super::pipeline::{Attempt, Quantizer, CHOICE_MARGIN_DB};
@@ -45,12 +46,14 @@ type Corrected = Option<(Graph, Vec<String>, Attempt)>;
 
 /// Runs the LayerNorms' ops in int16 (and float where they have no 16x8 kernel), with ranges
 /// chosen again by `choose_ranges` and biases corrected again by `correct_biases`, if the output
-/// SNR then gains [`CHOICE_MARGIN_DB`] on the error samples over `best` with its correction;
-/// returns the range choice then made, or `None` with `q` as it was.
+/// SNR then gains [`CHOICE_MARGIN_DB`] on the error samples over `best` with its correction, or
+/// whatever it then is with `force`; returns the range choice then made, or `None` with `q` as
+/// it was.
 pub fn keep_if_better<M>(
     q: &mut Quantizer<'_>,
     (best, corrected): (&mut Attempt, &mut Corrected),
     ops: &LayerNormOps,
+    force: bool,
     choose_ranges: impl Fn(&mut Quantizer<'_>) -> Result<(Attempt, M)>,
     correct_biases: impl Fn(&Quantizer<'_>, &Attempt) -> Result<Corrected>,
 ) -> Result<Option<M>> {
@@ -68,7 +71,7 @@ pub fn keep_if_better<M>(
         .extend(ops.int16.iter().chain(&ops.float).cloned());
     let (attempt, method) = choose_ranges(q)?;
     let with_corrected = correct_biases(q, &attempt)?;
-    if snr(&attempt, &with_corrected) > snr(best, corrected) + CHOICE_MARGIN_DB {
+    if force || snr(&attempt, &with_corrected) > snr(best, corrected) + CHOICE_MARGIN_DB {
         *best = attempt;
         *corrected = with_corrected;
         Ok(Some(method))

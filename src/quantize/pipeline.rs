@@ -41,7 +41,8 @@ pub struct QuantizeOptions<'a> {
     pub bias_correction: bool,
     /// Error-compensating (GPTQ) rounding of conv/dense weights on the calibration data.
     pub weight_rounding: bool,
-    /// Try LayerNorms with int16 activations (also tried with `min_snr_db`).
+    /// Keep LayerNorms with int16 activations even where the output does not gain the choice
+    /// margin (they are tried in every full int8 conversion but a strict one).
     pub layernorm_int16: bool,
     /// Cross-layer equalization of the tensors between conv/dense layers before calibrating.
     pub equalize: bool,
@@ -495,17 +496,15 @@ fn calibrated(
         } else {
             vec![]
         };
-    // Asked for, or with an accuracy budget: literun's int16 elementwise kernels are scalar, so
-    // int16 LayerNorms made a 2-layer encoder (d = 64) 2.8x slower (90 -> 256 µs).
-    let layernorm = if activations == weights::Activations::Int8
-        && !model.is_static()
-        && !opts.int8.strict
-        && (opts.layernorm_int16 || opts.min_snr_db.is_some())
-    {
-        layernorm16::candidates(graph)
-    } else {
-        Default::default()
-    };
+    // Int16 LayerNorms are tried in every calibrated full int8 conversion but a strict one: with
+    // literun's vector int16 ADD/SUB/MUL they cost a 2-layer encoder (d = 64) about 8% more time
+    // than int8 ones (the DEQUANTIZE/QUANTIZE around their float ops), for 1 to 4 dB.
+    let layernorm =
+        if activations == weights::Activations::Int8 && !model.is_static() && !opts.int8.strict {
+            layernorm16::candidates(graph)
+        } else {
+            Default::default()
+        };
     // Mixed precision's int16 tensors take min/max ranges: 16 bits need no clipping.
     if activations == weights::Activations::Int8
         && (opts.min_snr_db.is_some() || !recurrent.is_empty() || !layernorm.int16.is_empty())
@@ -582,6 +581,7 @@ fn calibrated(
         &mut q,
         (&mut best, &mut corrected),
         &layernorm,
+        opts.layernorm_int16,
         choose_ranges,
         correct_biases,
     )? {

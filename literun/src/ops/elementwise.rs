@@ -580,6 +580,16 @@ impl Elementwise {
                 p: p @ ew::BinaryI8::Mul { .. },
                 ..
             } => simd::ArithI8::mul(isa, p).map(Fast::ArithI8),
+            #[cfg(all(
+                feature = "ops-elementwise",
+                feature = "ops-int16",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            Elementwise::BinaryQuantized {
+                precision: Precision::I16,
+                p,
+                ..
+            } => simd::ArithI16::new(isa, p).map(Fast::ArithI16),
             #[cfg(feature = "ops-elementwise")]
             Elementwise::BinaryQuantized {
                 precision: Precision::I8,
@@ -632,6 +642,20 @@ impl Elementwise {
                 });
             }
             (Fast::ArithI8(f), Elementwise::BinaryQuantized { p, bc, .. }) => simd::arith_i8(
+                f,
+                p,
+                bc,
+                ins.typed(0).ok()?,
+                ins.typed(1).ok()?,
+                cast_out(out).ok()?,
+                s,
+            ),
+            #[cfg(all(
+                feature = "ops-elementwise",
+                feature = "ops-int16",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            (Fast::ArithI16(f), Elementwise::BinaryQuantized { p, bc, .. }) => simd::arith_i16(
                 f,
                 p,
                 bc,

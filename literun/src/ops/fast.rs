@@ -73,6 +73,12 @@ pub(crate) enum Fast {
     Depthwise(DwF32),
     /// Int8 ADD/SUB/MUL computed in vectors (no weights: the kernel's parameters).
     ArithI8(simd::ArithI8),
+    /// Int16 ADD/SUB/MUL computed in vectors (`simd::arith_i16`).
+    #[cfg(all(
+        feature = "ops-int16",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    ArithI16(simd::ArithI16),
     /// An int8 binary operator as a table of its 65536 input pairs, `t[(x as u8) << 8 | y as
     /// u8]`: SQUARED_DIFFERENCE, whose three rescalings per element (and 64-bit products) have
     /// no vector form here. 64 KiB, so only where the fast kernels run (not on microcontrollers).
@@ -140,6 +146,11 @@ impl Fast {
             }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => 0,
+            #[cfg(all(
+                feature = "ops-int16",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            Fast::ArithI16(_) => 0,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
             Fast::BatchMatMulF32 { .. } => 0,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
@@ -170,6 +181,11 @@ impl Fast {
             }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => false,
+            #[cfg(all(
+                feature = "ops-int16",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            Fast::ArithI16(_) => false,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
             Fast::BatchMatMulF32 { .. } => false,
             #[cfg(all(feature = "ops-batch-matmul", feature = "ops-int8"))]
@@ -201,6 +217,11 @@ impl Fast {
             }
             #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
             Fast::Softmax(_) => (0, 0, 0),
+            #[cfg(all(
+                feature = "ops-int16",
+                any(target_arch = "x86_64", target_arch = "aarch64")
+            ))]
+            Fast::ArithI16(_) => (0, 0, 0),
         }
     }
 

@@ -154,6 +154,14 @@ pub(crate) fn requantize<A: crate::kernels::Quantized, B: crate::kernels::Quanti
     }
 }
 
+/// `out[i] = f(input[i])` over the shorter of the two.
+#[inline(always)]
+fn dequantize_each<T: Copy>(input: &[T], out: &mut [f32], f: impl Fn(T) -> f32) {
+    for (o, &q) in out.iter_mut().zip(input) {
+        *o = f(q);
+    }
+}
+
 /// Runs a DEQUANTIZE kind over raw input bytes (also used for constants in `new`).
 pub(crate) fn dequantize_values(
     kind: &Quantize,
@@ -176,6 +184,25 @@ pub(crate) fn dequantize_values(
             // reference_ops::Dequantize: static_cast<float>(double scale * (q - zp)). For 8- and
             // 16-bit values the double product is exact, so rounding it to float equals the
             // float product (one rounding of the exact value), without double arithmetic.
+            // Where the fast kernels are (not on microcontrollers, whose flash budget the
+            // second loop would take).
+            if let Some(zp) = i32::try_from(*zero_point)
+                .ok()
+                .filter(|z| simd::FAST_KERNELS && z.unsigned_abs() <= 1 << 30)
+            {
+                // The same difference in i32 (it cannot overflow), so the same float; the loop
+                // then vectorizes (an i64 -> f32 conversion has no vector form before AVX-512).
+                let f = |q: i32| (q - zp) as f32 * *scale;
+                match from {
+                    DType::I8 => dequantize_each(input, out, |q: u8| f(i32::from(q as i8))),
+                    DType::I16 => {
+                        let i: &[i16] = bytemuck::try_cast_slice(input).map_err(|_| bad())?;
+                        dequantize_each(i, out, |q| f(i32::from(q)))
+                    }
+                    _ => dequantize_each(input, out, |q| f(i32::from(q))),
+                }
+                return Ok(());
+            }
             let f = |q: i64| (q - zero_point) as f32 * *scale;
             match from {
                 DType::I8 => out
@@ -358,6 +385,76 @@ impl Quantize {
                 simd::quantize_f32(*isa, i, *scale, *zero_point, to, out, s).then_some(())
             }
             _ => None,
+        }
+    }
+}
+
+#[cfg(all(test, feature = "ops-quantize"))]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    /// DEQUANTIZE of every int8, uint8 and int16 value equals the i64 form `(q - zp) as f32 *
+    /// scale` bit for bit (the kernel takes the difference in i32 where it cannot overflow),
+    /// and, where the double product is exact, TFLite's `(float)(double scale * (q - zp))`.
+    #[test]
+    fn dequantize_affine_matches_the_reference_for_every_value() {
+        let zero_points = [
+            0i64,
+            -128,
+            127,
+            255,
+            -32768,
+            1000,
+            1 << 30,
+            (1 << 30) + 7,
+            -5_000_000_000,
+        ];
+        for scale in [1e-4f32, 0.37, 3.1e-8, 1e-45, 3e38] {
+            for &zero_point in &zero_points {
+                for from in [DType::I8, DType::U8, DType::I16] {
+                    let values: Vec<i64> = match from {
+                        DType::I8 => (-128..128).collect(),
+                        DType::U8 => (0..256).collect(),
+                        _ => (-32768..32768).collect(),
+                    };
+                    let bytes: Vec<u8> = match from {
+                        DType::I16 => values
+                            .iter()
+                            .flat_map(|&v| (v as i16).to_le_bytes())
+                            .collect(),
+                        _ => values.iter().map(|&v| v as u8).collect(),
+                    };
+                    let kind = Quantize::DequantizeAffine {
+                        scale,
+                        zero_point,
+                        from,
+                    };
+                    let mut out = vec![0f32; values.len()];
+                    let aligned: Vec<i16> = bytes
+                        .chunks(2)
+                        .map(|c| i16::from_le_bytes([c[0], *c.get(1).unwrap_or(&0)]))
+                        .collect();
+                    let input: &[u8] = if from == DType::I16 {
+                        bytemuck::cast_slice(&aligned)
+                    } else {
+                        &bytes
+                    };
+                    dequantize_values(&kind, input, &mut out).unwrap();
+                    for (&q, &got) in values.iter().zip(&out) {
+                        let want = (q - zero_point) as f32 * scale;
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{from:?} {scale} {zero_point} {q}"
+                        );
+                        if (q - zero_point).abs() < 1 << 24 {
+                            let exact = (f64::from(scale) * (q - zero_point) as f64) as f32;
+                            assert_eq!(got.to_bits(), exact.to_bits());
+                        }
+                    }
+                }
+            }
         }
     }
 }

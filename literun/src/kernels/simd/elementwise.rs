@@ -129,11 +129,8 @@ const ELEMENTWISE_WORK: usize = 8;
 /// cache lines).
 const ELEMENTWISE_ALIGN: usize = 64;
 
-/// Int8 ADD/SUB/MUL: the vector kernel on runs of the output (the whole output when each input has
-/// its shape or is one value, else rows of at least 16 elements: the innermost dimension, whose
-/// inputs are contiguous or one value repeated), else the scalar kernel (`portable`, the same
-/// operator, for ADD/SUB as tables). Inputs of the output's shape are split over the workers
-/// in contiguous blocks: each value depends on its inputs' values at its place only.
+/// Int8 ADD/SUB/MUL: the vector kernel on runs of the output ([`arith_runs`]), else the scalar
+/// kernel (`portable`, the same operator, for ADD/SUB as tables).
 pub(crate) fn arith_i8(
     f: &ArithI8,
     portable: &crate::kernels::elementwise::BinaryI8,
@@ -144,21 +141,49 @@ pub(crate) fn arith_i8(
     workers: &mut Workers,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if a.len() == out.len() && b.len() == out.len() && bc.output_len() == out.len() {
-        use crate::kernels::elementwise::Run;
-        let (len, work) = (out.len(), out.len() * ELEMENTWISE_WORK);
-        for_row_blocks(len, ELEMENTWISE_ALIGN, 1, work, out, workers, |r, o, _| {
-            x86::arith_i8(f, Run::Slice(&a[r.clone()]), Run::Slice(&b[r]), o)
-        });
-        return;
-    }
-    #[cfg(target_arch = "x86_64")]
-    if bc.apply_runs(a, b, out, 16, |ra, rb, o| x86::arith_i8(f, ra, rb, o)) {
+    if arith_runs(bc, a, b, out, workers, |ra, rb, o| {
+        x86::arith_i8(f, ra, rb, o)
+    }) {
         return;
     }
     let _ = workers;
     let _ = f;
     crate::kernels::elementwise::binary_quantized::<i8>(portable, bc, a, b, out)
+}
+
+/// A binary operator's vector `kernel` on runs of its output: the whole output when each
+/// input has its shape (split over the workers in contiguous blocks: each value depends on its
+/// inputs' values at its place only) or is one value, else each innermost row of at least 16
+/// elements (its inputs contiguous or one value repeated). `false` (nothing done) when the
+/// rows are shorter: the scalar kernel's case.
+#[cfg_attr(
+    not(any(
+        target_arch = "x86_64",
+        all(target_arch = "aarch64", feature = "ops-int16")
+    )),
+    allow(dead_code)
+)]
+pub(super) fn arith_runs<T: Copy + Send + Sync>(
+    bc: &crate::kernels::elementwise::Broadcast,
+    a: &[T],
+    b: &[T],
+    out: &mut [T],
+    workers: &mut Workers,
+    kernel: impl Fn(
+            crate::kernels::elementwise::Run<'_, T>,
+            crate::kernels::elementwise::Run<'_, T>,
+            &mut [T],
+        ) + Sync,
+) -> bool {
+    use crate::kernels::elementwise::Run;
+    if a.len() == out.len() && b.len() == out.len() && bc.output_len() == out.len() {
+        let (len, work) = (out.len(), out.len() * ELEMENTWISE_WORK);
+        for_row_blocks(len, ELEMENTWISE_ALIGN, 1, work, out, workers, |r, o, _| {
+            kernel(Run::Slice(&a[r.clone()]), Run::Slice(&b[r]), o)
+        });
+        return true;
+    }
+    bc.apply_runs(a, b, out, 16, &kernel)
 }
 
 /// The output type of a vector QUANTIZE.

@@ -1,9 +1,9 @@
 //! Fast paths for the operators where the time goes: int8 and float CONV_2D (1x1 as a GEMM, any
 //! other size through an im2col row buffer), DEPTHWISE_CONV_2D (depth multiplier 1, any kernel,
 //! stride, dilation and padding) and FULLY_CONNECTED; on x86-64 also int8 ADD/SUB and QUANTIZE
-//! from float32; and int8 and float MAX_POOL_2D, float ADD/SUB/MUL and constant PAD (no weights:
-//! chosen per operator like the others, bit-exact with the scalar kernels, split over the
-//! workers like the convolutions).
+//! from float32; int16 ADD/SUB/MUL (x86-64 and NEON); and int8 and float MAX_POOL_2D, float
+//! ADD/SUB/MUL and constant PAD (no weights: chosen per operator like the others, bit-exact
+//! with the scalar kernels, split over the workers like the convolutions).
 //!
 //! Everything here is chosen once, when the interpreter is prepared: [`Isa::detect`] picks the
 //! best instruction set the CPU has, and the `pack_*` functions re-lay the constant weights for
@@ -16,8 +16,8 @@
 //! picks the ISA's kernel for each step: `gemm_i8` (int8 CONV_2D and FULLY_CONNECTED),
 //! `gemm_f32` (float; `batch_matmul_f32` runs its tile on two activations), `winograd` (float 3x3), `depthwise_i8` and `depthwise_f32`
 //! (sharing `depthwise`'s window walk), `elementwise` (int8 ADD/SUB/MUL, QUANTIZE, float
-//! unary and ADD/SUB/MUL, TRANSPOSE), `pool` (MAX_POOL_2D), `pad` (constant PAD by rows);
-//! `requant` is the int8 output stage and `im2col` the GEMMs' rows. The
+//! unary and ADD/SUB/MUL, TRANSPOSE), `elementwise_i16` (int16 ADD/SUB/MUL), `pool`
+//! (MAX_POOL_2D), `pad` (constant PAD by rows); `requant` is the int8 output stage and `im2col` the GEMMs' rows. The
 //! micro-kernels live beside them by ISA, one file per family: `x86` (AVX2, AVX-VNNI,
 //! AVX-512) and `aarch64` (NEON, and `sdot` where the CPU has it). This module holds the
 //! ISA detection ([`Isa`]) and what every family shares: the workers' scratch
@@ -63,6 +63,11 @@ mod depthwise;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;
+#[cfg(all(
+    feature = "ops-int16",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod elementwise_i16;
 mod gemm_f32;
 mod gemm_i8;
 mod im2col;
@@ -83,6 +88,11 @@ pub(crate) use depthwise::*;
 pub use depthwise_f32::*;
 pub use depthwise_i8::*;
 pub(crate) use elementwise::*;
+#[cfg(all(
+    feature = "ops-int16",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub(crate) use elementwise_i16::*;
 pub use gemm_f32::*;
 pub use gemm_i8::*;
 pub(crate) use im2col::*;

@@ -6,7 +6,8 @@
 //! only: one row (FULLY_CONNECTED with batch 1) and the full tile; a partial tile of more than
 //! one row runs the full tile on repeated or stale rows and the caller keeps the rows it asked
 //! for. Int8 depthwise multiply-accumulates 8 channels in i16 x i16 -> i32. Requantization is
-//! scalar ([`super::Requant::apply`]).
+//! scalar ([`super::Requant::apply`]); int16 ADD/SUB/MUL's output stage is in vectors
+//! (`sqrdmulh`, `srshl`).
 //!
 //! Every `unsafe` block here relies on one invariant besides its bounds checks: the packed
 //! weights it is given ([`super::GemmI8`], [`DwI8`], [`super::GemmF32`], [`DwF32`]) were built by their
@@ -17,16 +18,22 @@
 use core::arch::aarch64::*;
 use core::arch::asm;
 
+#[cfg(feature = "ops-int16")]
+use super::{ArithI16, ArithOp, Mbqm};
 use super::{DwF32, DwI8, Isa, MR_F32, NR_F32};
 use crate::kernels::Activation;
 
 mod depthwise_f32;
 mod depthwise_i8;
+#[cfg(feature = "ops-int16")]
+mod elementwise_i16;
 mod gemm_f32;
 mod gemm_i8;
 
 pub(crate) use depthwise_f32::*;
 pub(crate) use depthwise_i8::*;
+#[cfg(feature = "ops-int16")]
+pub(crate) use elementwise_i16::*;
 pub(crate) use gemm_f32::*;
 pub(crate) use gemm_i8::*;
 

@@ -35,6 +35,11 @@ mod batch_matmul_i8;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;
+#[cfg(all(
+    feature = "ops-int16",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod elementwise_i16;
 mod gemm_f32;
 mod gemm_i8;
 mod pad;

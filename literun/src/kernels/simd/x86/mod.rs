@@ -11,6 +11,8 @@
 use core::arch::x86_64::*;
 use core::ops::Range;
 
+#[cfg(feature = "ops-int16")]
+use super::ArithI16;
 use super::{
     f32_row_ptrs, for_each_window_ptrs, for_each_window_run, fused_cache_in, fused_cache_scratch,
     ArithI8, ArithOp, Dw3, Dw3Stage, DwF32, DwI8, Isa, Mbqm, QuantizeTo, Requant, SegF32,
@@ -28,6 +30,8 @@ mod depthwise3x3_i8;
 mod depthwise_f32;
 mod depthwise_i8;
 mod elementwise;
+#[cfg(feature = "ops-int16")]
+mod elementwise_i16;
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 mod gelu;
 mod gemm_f32;
@@ -43,6 +47,8 @@ use depthwise3x3_i8::*;
 pub(crate) use depthwise_f32::*;
 pub(crate) use depthwise_i8::*;
 pub(crate) use elementwise::*;
+#[cfg(feature = "ops-int16")]
+pub(crate) use elementwise_i16::*;
 pub(crate) use gemm_f32::*;
 pub(crate) use gemm_i8::*;
 pub(crate) use requant::*;
