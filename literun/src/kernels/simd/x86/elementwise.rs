@@ -25,21 +25,24 @@ pub(crate) fn arith_i8(p: &ArithI8, a: Run<'_, i8>, b: Run<'_, i8>, out: &mut [i
     }
 }
 
-/// An int8 operand of [`arith_i8`]: `n` values, or one value repeated (as sixteen copies).
-enum Operand<'a> {
-    Slice(&'a [i8]),
-    Repeat([i8; 16]),
+/// An operand of [`arith_i8`] (and the int16 kernels'): `n` values, or one value repeated (as
+/// sixteen copies). The loads are per element type.
+pub(crate) enum Operand<'a, T> {
+    Slice(&'a [T]),
+    Repeat([T; 16]),
 }
 
-impl Operand<'_> {
+impl<T: Copy> Operand<'_, T> {
     /// `None` for a slice shorter than `n`.
-    fn new(r: Run<'_, i8>, n: usize) -> Option<Operand<'_>> {
+    pub(crate) fn new(r: Run<'_, T>, n: usize) -> Option<Operand<'_, T>> {
         Some(match r {
             Run::Slice(s) => Operand::Slice(s.get(..n)?),
             Run::Repeat(v) => Operand::Repeat([v; 16]),
         })
     }
+}
 
+impl Operand<'_, i8> {
     /// Sixteen values from `i` (`i + 16 <= n`).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
@@ -147,7 +150,7 @@ impl Arith16 {
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn arith_i8_avx512(p: &ArithI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
+fn arith_i8_avx512(p: &ArithI8, a: &Operand<'_, i8>, b: &Operand<'_, i8>, out: &mut [i8]) {
     let k = Arith16::new(p);
     let n = out.len();
     let mut i = 0;
@@ -253,7 +256,7 @@ impl Arith8 {
 }
 
 #[target_feature(enable = "avx2,fma")]
-fn arith_i8_avx2(p: &ArithI8, a: &Operand<'_>, b: &Operand<'_>, out: &mut [i8]) {
+fn arith_i8_avx2(p: &ArithI8, a: &Operand<'_, i8>, b: &Operand<'_, i8>, out: &mut [i8]) {
     let k = Arith8::new(p);
     let n = out.len();
     let mut i = 0;

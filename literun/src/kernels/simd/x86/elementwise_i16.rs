@@ -8,7 +8,7 @@ use super::*;
 /// clamp, and a saturating narrowing (the clamp keeps the values inside int16).
 pub(crate) fn arith_i16(p: &ArithI16, a: Run<'_, i16>, b: Run<'_, i16>, out: &mut [i16]) {
     let n = out.len();
-    let (Some(a), Some(b)) = (Operand16::new(a, n), Operand16::new(b, n)) else {
+    let (Some(a), Some(b)) = (Operand::new(a, n), Operand::new(b, n)) else {
         return;
     };
     if p.isa == Isa::Avx512Vnni {
@@ -21,28 +21,14 @@ pub(crate) fn arith_i16(p: &ArithI16, a: Run<'_, i16>, b: Run<'_, i16>, out: &mu
     }
 }
 
-/// An int16 operand of [`arith_i16`]: `n` values, or one value repeated (as sixteen copies).
-enum Operand16<'a> {
-    Slice(&'a [i16]),
-    Repeat([i16; 16]),
-}
-
-impl Operand16<'_> {
-    /// `None` for a slice shorter than `n`.
-    fn new(r: Run<'_, i16>, n: usize) -> Option<Operand16<'_>> {
-        Some(match r {
-            Run::Slice(s) => Operand16::Slice(s.get(..n)?),
-            Run::Repeat(v) => Operand16::Repeat([v; 16]),
-        })
-    }
-
+impl Operand<'_, i16> {
     /// Sixteen values from `i` (`i + 16 <= n`).
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     fn load(&self, i: usize) -> __m256i {
         let s: &[i16] = match self {
-            Operand16::Slice(s) => &s[i..i + 16],
-            Operand16::Repeat(v) => v,
+            Operand::Slice(s) => &s[i..i + 16],
+            Operand::Repeat(v) => v,
         };
         // SAFETY: s has 16 values (32 bytes).
         unsafe { _mm256_loadu_si256(s.as_ptr() as *const __m256i) }
@@ -54,11 +40,11 @@ impl Operand16<'_> {
     fn load_tail(&self, i: usize) -> __m256i {
         let mut tmp = [0i16; 16];
         match self {
-            Operand16::Slice(s) => {
+            Operand::Slice(s) => {
                 let m = (s.len() - i).min(16);
                 tmp[..m].copy_from_slice(&s[i..i + m]);
             }
-            Operand16::Repeat(v) => tmp = *v,
+            Operand::Repeat(v) => tmp = *v,
         }
         // SAFETY: tmp has 16 values (32 bytes).
         unsafe { _mm256_loadu_si256(tmp.as_ptr() as *const __m256i) }
@@ -130,7 +116,7 @@ impl ArithW16 {
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn arith_i16_avx512(p: &ArithI16, a: &Operand16<'_>, b: &Operand16<'_>, out: &mut [i16]) {
+fn arith_i16_avx512(p: &ArithI16, a: &Operand<'_, i16>, b: &Operand<'_, i16>, out: &mut [i16]) {
     let k = ArithW16::new(p);
     let n = out.len();
     let mut i = 0;
@@ -232,7 +218,7 @@ impl ArithW8 {
 }
 
 #[target_feature(enable = "avx2,fma")]
-fn arith_i16_avx2(p: &ArithI16, a: &Operand16<'_>, b: &Operand16<'_>, out: &mut [i16]) {
+fn arith_i16_avx2(p: &ArithI16, a: &Operand<'_, i16>, b: &Operand<'_, i16>, out: &mut [i16]) {
     let k = ArithW8::new(p);
     let n = out.len();
     let mut i = 0;
