@@ -177,6 +177,14 @@ pub fn rounding_divide_by_pot(x: i32, exponent: i32) -> i32 {
     (x >> exponent) + i32::from(remainder > threshold)
 }
 
+/// LiteRT's `CheckedLog2`: `log2(x)` rounded, when `x` is within a thousandth of an octave of
+/// that power of two (in f32, as LiteRT computes it: a scale of `2^-10 * 1.0005` counts).
+pub fn checked_log2(x: f32) -> Option<i32> {
+    let l = libm::logf(x) * (1.0 / libm::logf(2.0));
+    let r = libm::roundf(l);
+    ((l - r).abs() < 1e-3 && r.abs() < 128.0).then_some(r as i32)
+}
+
 /// TFLite `MultiplyByQuantizedMultiplier` (double rounding): `x * multiplier * 2^(shift - 31)`.
 #[inline]
 pub fn multiply_by_quantized_multiplier(x: i32, multiplier: i32, shift: i32) -> i32 {

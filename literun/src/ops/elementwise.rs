@@ -22,6 +22,7 @@ use crate::kernels::simd::Workers;
 use crate::kernels::simd::{self, Isa};
 use crate::kernels::{elementwise as ew, shape_ops as so, Activation};
 use crate::model::{op_err, DType, OpDesc};
+use crate::quant::checked_log2;
 use crate::schema;
 use crate::schema::BuiltinOperator as B;
 
@@ -97,17 +98,24 @@ fn binary(c: &Ctx<'_, '_>, code: B) -> Result<Kind> {
         _ => return Err(c.err("no elementwise kernel for this operator")),
     };
     let mut act = Activation::None;
+    // LiteRT reads `pot_scale_int16` (default true) from the options when they are there and
+    // takes false when they are not.
+    let mut pot_scale_int16 = false;
     if let Some(tag) = tag {
         if let Some(t) = c.options(tag)? {
             // fused_activation_function is the first field of Add/Sub/Mul/DivOptions.
             act = c.opt(t.i8(4, 0).and_then(activation))?;
+            if matches!(op, O::Add | O::Sub) {
+                // pot_scale_int16, the second field of Add/SubOptions.
+                pot_scale_int16 = c.opt(t.bool(6, true))?;
+            }
         }
     }
     // LiteRT's int8 and int16 FLOOR_DIV and FLOOR_MOD work on the stored integers (no
     // quantization); the other int8/int16 operators are quantized.
     let plain_integers = matches!(op, O::FloorDiv | O::FloorMod);
     if matches!(c.dtype(0)?, DType::I8 | DType::I16) && !plain_integers {
-        return binary_i8(c, op, act);
+        return binary_i8(c, op, act, pot_scale_int16);
     }
     let int_ok = matches!(
         op,
@@ -227,7 +235,14 @@ fn cast(c: &Ctx<'_, '_>) -> Result<Kind> {
 }
 
 /// Int8 and int16 ADD, SUB, MUL, MAXIMUM, MINIMUM (and int8 SQUARED_DIFFERENCE).
-pub(crate) fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> Result<Kind> {
+/// `pot_scale_int16`: the ADD/SUB option that sends int16 operands whose scales are all powers
+/// of two to LiteRT's shift-only kernel.
+pub(crate) fn binary_i8(
+    c: &Ctx<'_, '_>,
+    op: ew::BinaryOp,
+    act: Activation,
+    pot_scale_int16: bool,
+) -> Result<Kind> {
     use ew::BinaryOp as O;
     let dt = c.dtype(0)?;
     if c.dtype(1)? != dt {
@@ -244,7 +259,30 @@ pub(crate) fn binary_i8(c: &Ctx<'_, '_>, op: ew::BinaryOp, act: Activation) -> R
         return Err(c.err("int16 operands need zero point 0"));
     }
     let range = act_range(c, act, qo, dt)?;
+    let pot = |q: ew::Q8| checked_log2(q.scale);
+    let pot_exponents = match (pot(qa), pot(qb), pot(qo)) {
+        (Some(e1), Some(e2), Some(eo)) if int16 && pot_scale_int16 => Some((e1, e2, eo)),
+        _ => None,
+    };
     let p = match op {
+        O::Add | O::Sub if pot_exponents.is_some() => {
+            let name = if op == O::Sub { "SUB" } else { "ADD" };
+            let flat = |s: &[usize]| s.iter().product::<usize>();
+            if op == O::Add && flat(a) != flat(b) {
+                // LiteRT's power-of-two ADD reads both inputs elementwise, past the smaller.
+                return Err(c.err(
+                    "int16 ADD with pot_scale_int16 and power-of-two scales cannot broadcast \
+                     (LiteRT has no such kernel)",
+                ));
+            }
+            let e = pot_exponents.unwrap_or_default();
+            ew::BinaryI8::add_sub_pot(e, range, op == O::Sub).map_err(|why| {
+                c.err(format!(
+                    "int16 {name} with pot_scale_int16, scales 2^{} and 2^{} to 2^{}: {why}",
+                    e.0, e.1, e.2
+                ))
+            })?
+        }
         O::Add | O::Sub => ew::BinaryI8::add_sub(qa, qb, qo, range, op == O::Sub, int16)
             .ok_or_else(|| c.err("input/output scales give an out-of-range multiplier"))?,
         O::Mul if int16 => ew::BinaryI8::mul_i16(qa, qb, qo, range),

@@ -137,9 +137,7 @@ fn initial<const N: usize, T: Clone>(
 
 /// `log2(scale)` when `scale` is a power of two (LiteRT's `CheckedLog2`: within 1e-3).
 fn power_of_two(scale: f32) -> Option<i32> {
-    let l = libm::log2(f64::from(scale));
-    let r = libm::round(l);
-    ((l - r).abs() < 1e-3 && r.abs() < 64.0).then_some(r as i32)
+    crate::quant::checked_log2(scale).filter(|r| r.abs() < 64)
 }
 
 /// The per-tensor scale of a symmetric int16 tensor of `[cell]` (a peephole or layer-norm

@@ -11,7 +11,7 @@ use crate::math::{
 use crate::quant::{
     downscale_multiplier_to_i16, multiply_by_quantized_multiplier as mbqm,
     multiply_by_quantized_multiplier_smaller_than_one as mbqm_lt1, quantize_multiplier,
-    quantize_multiplier_smaller_than_one, rounding_divide_by_pot_i16,
+    quantize_multiplier_smaller_than_one, rounding_divide_by_pot, rounding_divide_by_pot_i16,
     saturating_rounding_doubling_high_mul_i16 as srdhm16,
 };
 

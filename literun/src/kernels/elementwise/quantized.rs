@@ -31,6 +31,16 @@ pub enum BinaryI8 {
         act_min: i32,
         act_max: i32,
     },
+    /// Int16 ADD/SUB on LiteRT's power-of-two path (`pot_scale_int16`, every scale a power of
+    /// two, see [`BinaryI8::add_sub_pot`]): one input divided by `2^in_shift` (rounded to nearest,
+    /// ties away from zero), the other taken as it is, then summed (or subtracted) and clamped.
+    AddSubPot {
+        sub: bool,
+        in1_shift: i32,
+        in2_shift: i32,
+        act_min: i32,
+        act_max: i32,
+    },
     /// SQUARED_DIFFERENCE: inputs shifted left by 7, rescaled to twice the larger input scale,
     /// subtracted, squared, rescaled to the output (every multiplier below one).
     SquaredDifference {
@@ -171,6 +181,35 @@ impl BinaryI8 {
         })
     }
 
+    /// TFLite add.cc / sub.cc on int16 with `pot_scale_int16` when every scale is a power of
+    /// two (LiteRT's `CheckedLog2`, [`crate::quant::checked_log2`]): the power-of-two
+    /// exponents `(e1, e2, e_out)`. `Err` names what LiteRT refuses: it shifts one input at
+    /// most, and only to the right; shifts past 15 bits are refused here too (LiteRT divides
+    /// an `int16_t` by `2^exponent` in 16 bits, where those are not defined).
+    pub fn add_sub_pot(
+        exponents: (i32, i32, i32),
+        range: (i32, i32),
+        sub: bool,
+    ) -> Result<BinaryI8, &'static str> {
+        let (s1, s2) = (exponents.0 - exponents.2, exponents.1 - exponents.2);
+        if s1 != 0 && s2 != 0 {
+            return Err("both inputs' scales differ from the output's (LiteRT shifts one input)");
+        }
+        if s1 > 0 || s2 > 0 {
+            return Err("an input scale is larger than the output's (LiteRT only shifts right)");
+        }
+        if s1 < -15 || s2 < -15 {
+            return Err("an input scale is more than 2^15 times smaller than the output's");
+        }
+        Ok(BinaryI8::AddSubPot {
+            sub,
+            in1_shift: -s1,
+            in2_shift: -s2,
+            act_min: range.0,
+            act_max: range.1,
+        })
+    }
+
     /// TFLite squared_difference.cc `Prepare` (int8): `None` when a multiplier is not below one
     /// (TFLite aborts on a CHECK there), i.e. unless `s_out > (2 max(s1, s2))^2 / 2^14`.
     pub fn squared_difference(a: Q8, b: Q8, out: Q8) -> Option<BinaryI8> {
@@ -260,6 +299,19 @@ impl BinaryI8 {
                 let o = mbqm(raw, out_mult, out_shift).saturating_add(out_offset);
                 o.clamp(act_min, act_max)
             }
+            BinaryI8::AddSubPot {
+                sub,
+                in1_shift,
+                in2_shift,
+                act_min,
+                act_max,
+            } => {
+                let s1 = rounding_divide_by_pot(x, in1_shift);
+                let s2 = rounding_divide_by_pot(y, in2_shift);
+                // LiteRT saturates to int16, then clamps to the activation range inside it.
+                let raw = if sub { s1 - s2 } else { s1 + s2 };
+                raw.clamp(act_min, act_max)
+            }
             BinaryI8::AddSubTables(ref t) => {
                 let raw = t.t1[(x + 128) as usize & 255] + t.t2[(y + 128) as usize & 255];
                 let o = mbqm(raw, t.out_mult, t.out_shift).saturating_add(t.out_offset);
@@ -319,6 +371,7 @@ pub fn binary_quantized<T: crate::kernels::Quantized>(
     // so the per-element work is the arithmetic alone.
     match *p {
         BinaryI8::AddSub { .. } => bc.apply(a, b, out, f),
+        BinaryI8::AddSubPot { .. } => bc.apply(a, b, out, f),
         BinaryI8::AddSubTables(ref t) => {
             // The parameters in locals, so the loop keeps them in registers.
             let (t1, t2) = (&t.t1, &t.t2);
