@@ -8,6 +8,8 @@ use crate::ir::{
 use anyhow::{anyhow, bail, Result};
 use literun::schema as fb;
 
+mod layers;
+
 pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>> {
     use fb::BuiltinOperator as B;
     let g = w.g;
@@ -31,169 +33,17 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
             spec.options = Some((fb::BuiltinOptions::$variant, o.as_union_value()));
         }};
     }
-    let padding = |h: usize,
-                   w_: usize,
-                   k: [usize; 2],
-                   s: [usize; 2],
-                   d: [usize; 2],
-                   pads: [usize; 4]|
-     -> Result<fb::Padding> {
-        if pads == [0; 4] {
-            return Ok(fb::Padding::VALID);
-        }
-        if crate::passes::lower::is_same(h, w_, k, s, d, pads) {
-            return Ok(fb::Padding::SAME);
-        }
-        Err(anyhow!(
-            "padding {pads:?} is neither SAME nor VALID (the lowering pass should have made it so)"
-        ))
-    };
     match &node.op {
         Op::Conv2d {
-            strides,
-            dilations,
-            pads,
-            group,
-            activation: act,
             layout: Layout::Nhwc,
-        } => {
-            let x = in_shape(0);
-            let ws = in_shape(1);
-            // The layout pass writes NHWC convolutions as 4-D; anything else is an internal
-            // error to report, not an index to panic on.
-            if x.len() != 4 || ws.len() != 4 {
-                bail!(
-                    "CONV_2D: NHWC input {:?} and weights {:?} must both be 4-D",
-                    x,
-                    ws
-                );
-            }
-            let depthwise = *group == x[3] && *group > 1 && ws[0] == 1;
-            let pad = padding(x[1], x[2], [ws[1], ws[2]], *strides, *dilations, *pads)?;
-            if depthwise {
-                spec.code = B::DEPTHWISE_CONV_2D;
-                spec.version = if *dilations != [1, 1] { 2 } else { 1 };
-                opts!(
-                    DepthwiseConv2DOptions,
-                    DepthwiseConv2DOptions,
-                    fb::DepthwiseConv2DOptionsArgs {
-                        padding: pad,
-                        stride_w: strides[1] as i32,
-                        stride_h: strides[0] as i32,
-                        depth_multiplier: (ws[3] / x[3]) as i32,
-                        fused_activation_function: activation(*act),
-                        dilation_w_factor: dilations[1] as i32,
-                        dilation_h_factor: dilations[0] as i32,
-                    }
-                );
-            } else {
-                if *group != 1 {
-                    bail!("grouped convolution must be split by the lowering pass");
-                }
-                spec.code = B::CONV_2D;
-                opts!(
-                    Conv2DOptions,
-                    Conv2DOptions,
-                    fb::Conv2DOptionsArgs {
-                        padding: pad,
-                        stride_w: strides[1] as i32,
-                        stride_h: strides[0] as i32,
-                        fused_activation_function: activation(*act),
-                        dilation_w_factor: dilations[1] as i32,
-                        dilation_h_factor: dilations[0] as i32,
-                        quantized_bias_type: fb::TensorType::FLOAT32,
-                    }
-                );
-            }
-        }
+            ..
+        } => layers::conv2d(w, node, &mut spec)?,
         Op::ConvTranspose2d {
-            strides,
-            pads,
-            output_size,
-            activation: act,
             layout: Layout::Nhwc,
-        } => {
-            let ws = in_shape(1);
-            // SAME when TFLite's SAME padding for this output size is the one we need.
-            let same_pad = |out: usize, k: usize, s: usize| {
-                ((out.div_ceil(s).max(1) - 1) * s + k).saturating_sub(out) / 2
-            };
-            let pad = if same_pad(output_size[0], ws[1], strides[0]) == pads[0]
-                && same_pad(output_size[1], ws[2], strides[1]) == pads[1]
-            {
-                fb::Padding::SAME
-            } else {
-                fb::Padding::VALID
-            };
-            spec.code = B::TRANSPOSE_CONV;
-            let shape_t = w.const_i32(
-                format!("{}/output_shape", node.name),
-                &[4],
-                out_shape.iter().map(|&d| d as i32).collect(),
-            );
-            let mut inputs = vec![shape_t, node.inputs[1] as i32, node.inputs[0] as i32];
-            if let Some(&b) = node.inputs.get(2) {
-                inputs.push(b as i32);
-            }
-            spec.inputs = inputs;
-            spec.version = if node.inputs.len() > 2 { 3 } else { 1 };
-            if *act != Activation::None {
-                spec.version = 4;
-            }
-            let fbb = &mut w.fbb;
-            let o = fb::TransposeConvOptions::create(
-                fbb,
-                &fb::TransposeConvOptionsArgs {
-                    padding: pad,
-                    stride_w: strides[1] as i32,
-                    stride_h: strides[0] as i32,
-                    fused_activation_function: activation(*act),
-                    quantized_bias_type: fb::TensorType::FLOAT32,
-                },
-            );
-            spec.options = Some((fb::BuiltinOptions::TransposeConvOptions, o.as_union_value()));
-        }
-        Op::FullyConnected { activation: act } => {
-            spec.code = B::FULLY_CONNECTED;
-            // Always three inputs; -1 marks an absent bias (two inputs would need version 6).
-            if spec.inputs.len() == 2 {
-                spec.inputs.push(-1);
-            }
-            let keep = in_shape(0).len() > 2;
-            spec.version = if keep { 5 } else { 1 };
-            // Hybrid (float input, int8 weights): each input row is quantized with its own
-            // zero point, as TFLite's dynamic-range converter writes it: one more bit for
-            // one-sided (ReLU) inputs than the symmetric scheme (version 9).
-            let hybrid = x_type == DType::F32 && g.tensors[node.inputs[1]].dtype == DType::I8;
-            if hybrid {
-                spec.version = spec.version.max(9);
-            }
-            opts!(
-                FullyConnectedOptions,
-                FullyConnectedOptions,
-                fb::FullyConnectedOptionsArgs {
-                    fused_activation_function: activation(*act),
-                    keep_num_dims: keep,
-                    asymmetric_quantize_inputs: hybrid,
-                    ..Default::default()
-                }
-            );
-        }
-        Op::MatMul {
-            transpose_a,
-            transpose_b,
-        } => {
-            spec.code = B::BATCH_MATMUL;
-            opts!(
-                BatchMatMulOptions,
-                BatchMatMulOptions,
-                fb::BatchMatMulOptionsArgs {
-                    adj_x: *transpose_a,
-                    adj_y: *transpose_b,
-                    asymmetric_quantize_inputs: false
-                }
-            );
-        }
+            ..
+        } => layers::conv_transpose2d(w, node, &mut spec)?,
+        Op::FullyConnected { .. } => layers::fully_connected(w, node, &mut spec)?,
+        Op::MatMul { .. } => layers::matmul(w, node, &mut spec)?,
         Op::Binary {
             op,
             activation: act,
@@ -851,6 +701,27 @@ pub(super) fn op_spec<'a>(w: &mut Writer<'_>, node: &Node) -> Result<OpSpec<'a>>
         },
     );
     Ok(spec)
+}
+
+/// TFLite's padding for a window of `k` with strides `s` and dilations `d` over an `h` x `w`
+/// input padded by `pads`: VALID or SAME, which the lowering pass made every padding.
+fn padding(
+    h: usize,
+    w: usize,
+    k: [usize; 2],
+    s: [usize; 2],
+    d: [usize; 2],
+    pads: [usize; 4],
+) -> Result<fb::Padding> {
+    if pads == [0; 4] {
+        return Ok(fb::Padding::VALID);
+    }
+    if crate::passes::lower::is_same(h, w, k, s, d, pads) {
+        return Ok(fb::Padding::SAME);
+    }
+    Err(anyhow!(
+        "padding {pads:?} is neither SAME nor VALID (the lowering pass should have made it so)"
+    ))
 }
 
 /// The `BuiltinOptions` tags of `IfOptions` and `WhileOptions`.
