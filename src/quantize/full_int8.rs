@@ -379,7 +379,15 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         if float_output {
             float_heads.extend(node.outputs.iter().copied());
         }
-        let mut rule = if excluded || float_output || between_float {
+        // A comparison of values that stay float (an IF's condition on a float score) compares
+        // them as they are: int8 would only add a QUANTIZE and round the score at the threshold.
+        let compares_float = matches!(node.op, Op::Compare { .. })
+            && node.inputs.iter().any(|t| float_heads.contains(t))
+            && node
+                .inputs
+                .iter()
+                .all(|&t| g.tensors[t].is_const() || float_heads.contains(&t));
+        let mut rule = if excluded || float_output || between_float || compares_float {
             None
         } else {
             rule
@@ -419,6 +427,8 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                         .to_string()
                 } else if float_output {
                     "model output, computed in float from the quantized input".to_string()
+                } else if compares_float {
+                    "compares values that stay float".to_string()
                 } else if unknown {
                     "no quantization parameters in the model".to_string()
                 } else {
