@@ -2,6 +2,9 @@
 //! per-channel scale after a ReLU moved into the conv), empirical bias correction, the
 //! `--min-snr` search and its honest failure, and calibration with non-float inputs.
 
+mod common;
+
+use common::noise;
 use litecvt::convert::{convert_bytes, Conversion, ConvertOptions};
 use litecvt::import::builder::{ftensor, OnnxBuilder};
 use litecvt::npy::{self, NpyArray, NpyData};
@@ -9,17 +12,6 @@ use litecvt::passes::PassSelection;
 use litecvt::quantize::QuantizeMode;
 use litecvt::runtime::{error_stats, run_lite};
 use std::path::Path;
-
-/// Deterministic values in [-0.5, 0.5).
-fn noise(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
-            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        })
-        .collect()
-}
 
 /// Two blocks of Conv3x3 → ReLU → per-channel Mul → per-channel Add (batch norm after the
 /// activation, as some U-Nets are exported). Channel c of each conv is scaled by 1/s[c] and the

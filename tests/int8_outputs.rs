@@ -2,22 +2,14 @@
 //! its quantized input) is also compared with its threshold in float, so the decision is the
 //! float model's for the score the file gives.
 
+mod common;
+
+use common::noise;
 use litecvt::convert::{convert_bytes, ConvertOptions};
 use litecvt::import::builder::{ftensor, OnnxBuilder};
 use litecvt::npy::{self, NpyArray, NpyData};
 use litecvt::quantize::QuantizeMode;
 use litecvt::runtime::run_lite;
-
-/// Deterministic values in [-0.5, 0.5).
-fn noise(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
-            (s >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        })
-        .collect()
-}
 
 /// score = Sigmoid(x · W), fire = score >= 0.302. In int8 the comparison would read the score
 /// rounded to its int8 step and could fire for a score just under the threshold.
