@@ -135,11 +135,11 @@ impl GemmI8 {
         let cache: &[i32] = match fused_cache_in(scratch, self.fused_cache_words()) {
             #[cfg(target_arch = "x86_64")]
             Some(cache) => {
+                // (Only the panels this call computes.)
+                let panels = cols.start..cols.end.div_ceil(nr) * nr;
                 if self.isa == Isa::Avx512Vnni {
-                    x86::fused_cache(&self.rq, cache);
+                    x86::fused_cache(&self.rq, cache, panels);
                 } else {
-                    // (Only the panels this call computes.)
-                    let panels = cols.start..cols.end.div_ceil(nr) * nr;
                     x86::unsigned_cache(&self.rq, cache, panels);
                 }
                 cache
@@ -156,7 +156,16 @@ impl GemmI8 {
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
         while m0 < m_count {
-            let rows_here = (m_count - m0).min(mr);
+            // With AVX-512, between one and two tiles of rows left: two tiles of about half
+            // each (9 rows as 5 and 4, not 8 and 1), as a tile of few rows has few
+            // accumulators to overlap `vpdpbusd`'s latency with (its tiles of every height are
+            // kernels of their own; NEON's computes 4 rows for any of 2 to 4).
+            let left = m_count - m0;
+            let rows_here = if self.isa == Isa::Avx512Vnni && left > mr && left < 2 * mr {
+                left.div_ceil(2)
+            } else {
+                left.min(mr)
+            };
             self.pack_rows(rows, m0, rows_here, row_buf, a_buf);
             for p in cols.start / nr..cols.end.div_ceil(nr) {
                 let b = &self.b[p * self.groups * nr * kg..(p + 1) * self.groups * nr * kg];
@@ -212,7 +221,7 @@ impl GemmI8 {
                     n,
                 );
             }
-            m0 += mr;
+            m0 += rows_here;
         }
     }
 }

@@ -103,10 +103,15 @@ unsafe fn tile_i8_dot<const MR: usize>(
     groups: usize,
     tile: &mut [[i32; 32]; 8],
 ) {
+    // One row (a dense layer's) has four accumulators, fewer than `sdot`'s latency keeps
+    // busy: its odd groups go to a second set, added at the end (wrapping i32 sums, so the
+    // same sums).
+    let two = MR == 1;
     let mut acc = [[vdupq_n_s32(0); 4]; MR];
-    for g in 0..groups {
-        // SAFETY: the 64 bytes at b + 64 g and a[r * row_stride + g], r < MR, are in bounds
-        // (checked by the caller).
+    let mut acc2 = [[vdupq_n_s32(0); 4]; MR];
+    let step = |acc: &mut [[int32x4_t; 4]; MR], g: usize| {
+        // SAFETY: g < groups (below), so the 64 bytes at b + 64 g and a[r * row_stride + g],
+        // r < MR, are in bounds (checked by the caller).
         unsafe {
             let bp = b.add(g * 64);
             let w = [
@@ -121,6 +126,25 @@ unsafe fn tile_i8_dot<const MR: usize>(
                 for (acc, w) in acc.iter_mut().zip(&w) {
                     *acc = sdot(*acc, av, *w);
                 }
+            }
+        }
+    };
+    let mut g = 0;
+    if two {
+        while g + 2 <= groups {
+            step(&mut acc, g);
+            step(&mut acc2, g + 1);
+            g += 2;
+        }
+    }
+    while g < groups {
+        step(&mut acc, g);
+        g += 1;
+    }
+    if two {
+        for (acc, acc2) in acc.iter_mut().zip(&acc2) {
+            for (v, w) in acc.iter_mut().zip(acc2) {
+                *v = vaddq_s32(*v, *w);
             }
         }
     }

@@ -40,7 +40,7 @@ pub(crate) fn dw_i8_rows(
             let (head, ring) = scratch.split_at_mut(fused_cache_scratch(dw.isa, &dw3.rq));
             let cache = match fused_cache_in(head, head.len()) {
                 Some(cache) => {
-                    fused_cache(&dw3.rq, cache);
+                    fused_cache(&dw3.rq, cache, 0..dw3.rq.shift.len());
                     &*cache
                 }
                 None => &[],
@@ -69,7 +69,7 @@ pub(crate) fn dw_i8_rows(
     // The fused form's constants once per call (`DwI8::scratch_i32` words of `scratch`).
     let cache = match fused_cache_in(scratch, fused_cache_scratch(dw.isa, &dw.rq)) {
         Some(cache) => {
-            fused_cache(&dw.rq, cache);
+            fused_cache(&dw.rq, cache, 0..dw.rq.shift.len());
             &*cache
         }
         None => &[],

@@ -237,20 +237,25 @@ fn derive_fused_16(shift: __m512i, out_offset: i32) -> [__m512i; 3] {
     [add(r_even), add(r_odd), rshift]
 }
 
-/// The fused form's constants ([`derive_fused_16`]) of every 16-channel block of `rq`, block
-/// `b` at words `48 b..48 b + 48` of `cache` (`add_even`, `add_odd`, `rshift`): derived once per
-/// GEMM or depthwise call and loaded by each tile or pixel ([`Rq16::load_cached`]).
-pub(crate) fn fused_cache(rq: &Requant, cache: &mut [i32]) {
+/// The fused form's constants ([`derive_fused_16`]) of the 16-channel blocks of `rq` that
+/// hold channels `chans`, block `b` at words `48 b..48 b + 48` of `cache` (`add_even`,
+/// `add_odd`, `rshift`): derived once per GEMM or depthwise call (for the channels it
+/// computes: a dense layer split over workers by channels derives each block once) and loaded
+/// by each tile or pixel ([`Rq16::load_cached`]).
+pub(crate) fn fused_cache(rq: &Requant, cache: &mut [i32], chans: Range<usize>) {
     assert!(rq.fused && available(Isa::Avx512Vnni));
     // SAFETY: AVX-512 F/BW/VL are available (asserted).
-    unsafe { fused_cache_avx512(rq, cache) }
+    unsafe { fused_cache_avx512(rq, cache, chans) }
 }
 
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
-fn fused_cache_avx512(rq: &Requant, cache: &mut [i32]) {
+fn fused_cache_avx512(rq: &Requant, cache: &mut [i32], chans: Range<usize>) {
     assert!(cache.len() == rq.shift.len() / 16 * FUSED_CACHE_WORDS);
+    let blocks = chans.start / 16..chans.end.div_ceil(16);
     for (b, words) in cache.chunks_exact_mut(FUSED_CACHE_WORDS).enumerate() {
-        fused_cache_block(rq, 16 * b, words);
+        if blocks.contains(&b) {
+            fused_cache_block(rq, 16 * b, words);
+        }
     }
 }
 
@@ -644,7 +649,7 @@ pub(crate) fn derived(rq: &Requant, c: usize) -> Option<Derived> {
         let p = Rq16::load(rq, c);
         let cached = rq.fused.then(|| {
             let mut cache = alloc::vec![0; rq.shift.len() / 16 * FUSED_CACHE_WORDS];
-            fused_cache(rq, &mut cache);
+            fused_cache(rq, &mut cache, 0..rq.shift.len());
             let q = Rq16::load_cached(rq, &cache, c);
             (in_order(&q), v16(q.rshift))
         });
