@@ -21,9 +21,9 @@ pub(crate) const NR_F32: usize = 16;
 /// Panels of one AVX-512 float GEMM tile (6 rows x 64 channels: 24 accumulators).
 pub(crate) const GROUP_F32: usize = 4;
 /// Packed weights above this many bytes make [`GemmF32::run`]'s gathered AVX-512 path sweep
-/// them one group of output channels at a time (one group of a 3x3 convolution over 512
-/// channels, 1.2 MB, stays in a 2 MB L2).
-#[cfg(target_arch = "x86_64")]
+/// them one group of output channels at a time, and the other ISAs' path one chunk of
+/// [`GROUP_F32`] panels at a time (one group of a 3x3 convolution over 512 channels, 1.2 MB,
+/// stays in a 2 MB L2).
 const GATHERED_SWEEP_BYTES: usize = 1 << 20;
 /// Most kernel rows (KH) of a convolution whose receptive field the AVX-512 float GEMM reads
 /// in place, one segment per kernel row (more: gathered im2col rows, one segment).
@@ -132,6 +132,34 @@ impl GemmF32 {
         if self.isa == Isa::Avx512Vnni {
             return self.run_avx512(ms, cols, rows, row_bufs, out);
         }
+        // Weights too big for L2 are swept once per chunk of GROUP_F32 panels, every row
+        // block reading that chunk (from L2) before the next: with a few output pixels and
+        // many channels (ResNet18's last layers: 16 pixels, 9.4 MB of weights) each row block
+        // would otherwise stream all the weights from memory again. The blocks' rows are then
+        // gathered once per chunk.
+        let (p_first, p_end) = (cols.start / NR_F32, cols.end.div_ceil(NR_F32));
+        let chunk = if ms.len() > MR_F32 && cols.len() * self.k * 4 > GATHERED_SWEEP_BYTES {
+            GROUP_F32
+        } else {
+            p_end - p_first
+        };
+        for p in (p_first..p_end).step_by(chunk) {
+            let panels = p..(p + chunk).min(p_end);
+            self.run_panels(ms.clone(), cols.clone(), panels, rows, row_bufs, out);
+        }
+    }
+
+    /// [`Self::run_block`] for the panels `panels` of `cols` (the AVX2 and NEON tiles): every
+    /// row block of `ms` over those panels.
+    fn run_panels(
+        &self,
+        ms: Range<usize>,
+        cols: Range<usize>,
+        panels: Range<usize>,
+        rows: &Rows<'_, f32>,
+        row_bufs: &mut [f32],
+        out: &mut [f32],
+    ) {
         let (n, k) = (cols.len(), self.k);
         let (base, m_count) = (ms.start, ms.end);
         let mut m0 = base;
@@ -181,8 +209,8 @@ impl GemmF32 {
             } else {
                 NR_F32
             };
-            let mut p = cols.start / NR_F32;
-            while p < cols.end.div_ceil(NR_F32) {
+            let mut p = panels.start;
+            while p < panels.end {
                 // A panel whose channels are all the tile computes (and no Tanh to apply
                 // after) is stored straight into the output rows, else through the tile.
                 #[cfg(target_arch = "x86_64")]

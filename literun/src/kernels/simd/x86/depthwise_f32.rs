@@ -142,6 +142,7 @@ fn dw_f32_rows_avx2(
         // the taps. 3x3 kernels get their own copy with the tap loop unrolled.
         unsafe {
             match dw.taps {
+                9 if n > 1 => dw9_run_avx2(dw, ptrs, n, step, out),
                 9 => dw_f32_run_avx2::<9>(dw, ptrs, n, step, out),
                 _ => dw_f32_run_avx2::<0>(dw, ptrs, n, step, out),
             }
@@ -249,6 +250,141 @@ unsafe fn dw_f32_run_avx2<const TAPS: usize>(
                 store(acc[b], k, ch + 8 * b, blk[b]);
             }
             ch += 32;
+        }
+    }
+}
+
+/// A run of `count > 1` output pixels of a nine-tap (3x3) kernel, pixel `k`'s taps at
+/// `ptrs[t] + k * step` (all inside the input): one 8-channel block at a time, its nine
+/// weights and bias held in registers while the run's pixels pass two at a time, so each
+/// multiply-add reads one input vector and nothing else (the four-pixel kernel reloads the
+/// weights per pixel group and keeps 36 tap addresses, more than the registers hold). Each
+/// channel sums its taps in order, then adds the bias, as [`dw_f32_run_avx2`].
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `dw.taps == 9`; for every `t < 9` and `k < count`, `ptrs[t] + k
+/// * step` points to `dw.c` readable floats.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw9_run_avx2(
+    dw: &DwF32,
+    ptrs: &[*const f32; DW_MAX_TAPS + 1],
+    count: usize,
+    step: usize,
+    out: &mut [f32],
+) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(dw.taps == 9 && out.len() == count * c && dw.w.len() == 9 * cp);
+    assert!(dw.bias.len() >= c && cp >= c && cp.is_multiple_of(8));
+    for ch in (0..c).step_by(8) {
+        let taps: [*const f32; 9] = core::array::from_fn(|t| ptrs[t].wrapping_add(ch));
+        let o = out[ch..].as_mut_ptr();
+        // SAFETY: the contract, for channels ch..min(ch + 8, c) of every tap and pixel; the
+        // weights and bias are padded to cp, out has count * c floats (asserted).
+        unsafe {
+            let w = dw.w.as_ptr().add(ch);
+            let bias = dw.bias.as_ptr().add(ch);
+            if ch + 8 <= c {
+                dw9_block_avx2::<true>(&taps, w, cp, bias, dw.act, 8, count, step, o, c);
+            } else {
+                dw9_block_avx2::<false>(&taps, w, cp, bias, dw.act, c - ch, count, step, o, c);
+            }
+        }
+    }
+}
+
+/// One 8-channel block (`lanes` channels, all 8 when `FULL`) of [`dw9_run_avx2`].
+///
+/// # Safety
+/// AVX2 and FMA; `taps[t] + k * step` readable for `lanes` floats (`t < 9`, `k < count`);
+/// `w + t * cp` and `bias` readable for 8 floats; `out + k * c` writable for `lanes` floats.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw9_block_avx2<const FULL: bool>(
+    taps: &[*const f32; 9],
+    w: *const f32,
+    cp: usize,
+    bias: *const f32,
+    act: Activation,
+    lanes: usize,
+    count: usize,
+    step: usize,
+    out: *mut f32,
+    c: usize,
+) {
+    let mask = _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(lanes as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    );
+    let mut wv = [_mm256_setzero_ps(); 9];
+    for (t, wv) in wv.iter_mut().enumerate() {
+        // SAFETY: tap t's weights (the contract).
+        *wv = unsafe { _mm256_loadu_ps(w.add(t * cp)) };
+    }
+    // SAFETY: the bias (the contract).
+    let bv = unsafe { _mm256_loadu_ps(bias) };
+    let mut k = 0;
+    while k < count {
+        // SAFETY: pixels k and (when two) k + 1 are below count: the contract's taps and
+        // outputs, `mask` keeping a partial block's loads and stores to its `lanes` channels.
+        unsafe {
+            if k + 2 <= count {
+                let (o0, o1) = (k * step, (k + 1) * step);
+                let mut a0 = _mm256_mul_ps(dw9_load::<FULL>(taps[0].add(o0), mask), wv[0]);
+                let mut a1 = _mm256_mul_ps(dw9_load::<FULL>(taps[0].add(o1), mask), wv[0]);
+                for t in 1..9 {
+                    a0 = _mm256_fmadd_ps(dw9_load::<FULL>(taps[t].add(o0), mask), wv[t], a0);
+                    a1 = _mm256_fmadd_ps(dw9_load::<FULL>(taps[t].add(o1), mask), wv[t], a1);
+                }
+                let v0 = activate(_mm256_add_ps(a0, bv), act);
+                let v1 = activate(_mm256_add_ps(a1, bv), act);
+                dw9_store::<FULL>(out.add(k * c), mask, v0);
+                dw9_store::<FULL>(out.add((k + 1) * c), mask, v1);
+                k += 2;
+            } else {
+                let o0 = k * step;
+                let mut a0 = _mm256_mul_ps(dw9_load::<FULL>(taps[0].add(o0), mask), wv[0]);
+                for t in 1..9 {
+                    a0 = _mm256_fmadd_ps(dw9_load::<FULL>(taps[t].add(o0), mask), wv[t], a0);
+                }
+                let v0 = activate(_mm256_add_ps(a0, bv), act);
+                dw9_store::<FULL>(out.add(k * c), mask, v0);
+                k += 1;
+            }
+        }
+    }
+}
+
+/// 8 floats at `p`, or the lanes of `mask` (others zero) unless `FULL`.
+///
+/// # Safety
+/// AVX2; `p` readable for 8 floats (`FULL`) or for the lanes of `mask`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw9_load<const FULL: bool>(p: *const f32, mask: __m256i) -> __m256 {
+    // SAFETY: the contract.
+    unsafe {
+        if FULL {
+            _mm256_loadu_ps(p)
+        } else {
+            _mm256_maskload_ps(p, mask)
+        }
+    }
+}
+
+/// Stores `v` to 8 floats at `p`, or to the lanes of `mask` unless `FULL`.
+///
+/// # Safety
+/// AVX2; `p` writable for 8 floats (`FULL`) or for the lanes of `mask`.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw9_store<const FULL: bool>(p: *mut f32, mask: __m256i, v: __m256) {
+    // SAFETY: the contract.
+    unsafe {
+        if FULL {
+            _mm256_storeu_ps(p, v)
+        } else {
+            _mm256_maskstore_ps(p, mask, v)
         }
     }
 }

@@ -745,6 +745,9 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize, L: TileLhs<MR>>(
     }
 }
 
+/// Reduction indices (64-byte weight lines) ahead that [`tile_f32_avx2`] prefetches.
+const PREFETCH_F32: usize = 14;
+
 #[target_feature(enable = "avx2,fma")]
 unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
     lhs: L,
@@ -762,6 +765,10 @@ unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
             // contract).
             unsafe {
                 let bp = b.add((koff + kk) * NR_F32);
+                // The weights' line PREFETCH_F32 reduction indices ahead into L1: a panel
+                // read from L2 or memory (layers whose weights exceed L1) otherwise waits on
+                // each line, as the hardware prefetcher does not run that far ahead.
+                _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(PREFETCH_F32 * NR_F32) as *const i8);
                 let b0 = _mm256_loadu_ps(bp);
                 let b1 = _mm256_loadu_ps(bp.add(8));
                 for (r, acc) in acc.iter_mut().enumerate() {
