@@ -14,6 +14,7 @@ mod full_int8;
 mod layernorm16;
 pub mod mixed;
 mod observe;
+mod outer_products;
 pub mod params;
 pub mod pipeline;
 pub mod qdq;
@@ -23,6 +24,7 @@ pub mod report;
 mod saturating_clamps;
 pub mod weight_rounding;
 pub mod weights;
+mod wide;
 
 pub use full_int8::{full_int8, FullInt8Options};
 

@@ -11,6 +11,8 @@
 
 use super::calibrate::Sample;
 use super::equalize::{const_f32, is_depthwise};
+use super::outer_products::add_outer;
+use super::wide::{per_isa, Isa};
 use crate::ir::{ConstData, Graph, Layout, Op, QuantParams, TensorId};
 use anyhow::Result;
 use rayon::prelude::*;
@@ -114,40 +116,6 @@ fn layers(g: &Graph) -> Vec<Layer> {
     out
 }
 
-/// Adds `p pᵀ` for each `k`-value patch `p` of `patches` to the `k × k` block `h` (upper
-/// triangle; mirrored later). Bands of rows are summed in parallel, each over the patches in
-/// order (a patch is read once per band, not once per row), so every element of `h` adds the
-/// same terms in the same order as one patch at a time.
-fn add_outer(h: &mut [f64], patches: &[f32], k: usize) {
-    /// Rows summed together: their part of `h` stays in cache while the patches stream by.
-    const BAND: usize = 8;
-    if k == 0 {
-        return;
-    }
-    let sum_band = |(b, band): (usize, &mut [f64])| {
-        let first = b * BAND;
-        for p in patches.chunks_exact(k) {
-            for (r, row) in band.chunks_mut(k).enumerate() {
-                let i = first + r;
-                let a = p[i];
-                if a == 0.0 {
-                    continue;
-                }
-                let a = f64::from(a);
-                for (r, &b) in row[i..].iter_mut().zip(&p[i..]) {
-                    *r += a * f64::from(b);
-                }
-            }
-        }
-    };
-    // A depthwise channel's 9 taps are not worth a task each.
-    if k < 64 {
-        h.chunks_mut(k * BAND).enumerate().for_each(sum_band);
-    } else {
-        h.par_chunks_mut(k * BAND).enumerate().for_each(sum_band);
-    }
-}
-
 /// Accumulates the layer's `H` from one input value `x` (NHWC or `[.., K]`).
 fn observe(layer: &mut Layer, shape: &[usize], x: &[f32]) {
     let k = layer.k;
@@ -233,7 +201,7 @@ const FACTOR_BAND: usize = 16;
 /// if it is not positive definite. Each element is `(a[i][j] − Σ_{p<j} a[i][p]·a[j][p]) / a[j][j]`
 /// with the terms subtracted in the order of `p`; the columns are done a band at a time (first
 /// the band's own rows, then every row below, in parallel), which changes no value.
-fn cholesky(a: &mut [f64], k: usize) -> bool {
+fn cholesky(isa: Isa, a: &mut [f64], k: usize) -> bool {
     for j0 in (0..k).step_by(FACTOR_BAND) {
         let j1 = (j0 + FACTOR_BAND).min(k);
         // The band's diagonal block, column by column.
@@ -268,30 +236,11 @@ fn cholesky(a: &mut [f64], k: usize) -> bool {
                 *v = pivots[c * k + p];
             }
         }
-        let columns = |row: &mut [f64]| {
-            // The terms of the columns before the band, for every band column at once: one
-            // chain of subtractions per column, each in the order of `p`, side by side.
-            let mut s = [0f64; FACTOR_BAND];
-            s[..band].copy_from_slice(&row[j0..j1]);
-            for (&x, col) in row[..j0].iter().zip(&across) {
-                for (s, &y) in s.iter_mut().zip(col) {
-                    *s -= x * y;
-                }
-            }
-            // Then the band's own earlier columns of this row, in order.
-            for (c, j) in (j0..j1).enumerate() {
-                let pivot = &pivots[c * k..c * k + j];
-                let mut s = s[c];
-                for (x, y) in row[j0..j].iter().zip(&pivot[j0..]) {
-                    s -= x * y;
-                }
-                row[j] = s / pivots[c * k + j];
-            }
-        };
+        let columns = |rows: &mut [f64]| band_columns(isa, rows, j0, j1, pivots, &across, k);
         if k >= PARALLEL_FACTOR_K {
-            below.par_chunks_mut(k).for_each(columns);
+            below.par_chunks_mut(k * ROWS_TOGETHER).for_each(columns);
         } else {
-            below.chunks_mut(k).for_each(columns);
+            below.chunks_mut(k * ROWS_TOGETHER).for_each(columns);
         }
         for j in j0..j1 {
             for p in j + 1..k {
@@ -302,9 +251,85 @@ fn cholesky(a: &mut [f64], k: usize) -> bool {
     true
 }
 
+/// Rows below a band whose columns are computed together (independent chains of subtractions
+/// side by side).
+const ROWS_TOGETHER: usize = 4;
+
+per_isa! {
+    /// Columns `j0..j1` of `rows` (whole rows below the band of pivot rows `pivots`, whose
+    /// columns before the band are `across`, transposed): the terms of the columns before the
+    /// band for every band column at once (one chain of subtractions per column, each in the
+    /// order of `p`, side by side, for `ROWS_TOGETHER` rows at a time), then the band's own
+    /// earlier columns of each row, in order.
+    fn band_columns(
+        rows: &mut [f64],
+        j0: usize,
+        j1: usize,
+        pivots: &[f64],
+        across: &[[f64; FACTOR_BAND]],
+        k: usize,
+    ) {
+        let band = j1 - j0;
+        let mut together = rows.chunks_exact_mut(ROWS_TOGETHER * k);
+        for rows in &mut together {
+            let mut s = [[0f64; FACTOR_BAND]; ROWS_TOGETHER];
+            for (r, s) in s.iter_mut().enumerate() {
+                s[..band].copy_from_slice(&rows[r * k + j0..r * k + j1]);
+            }
+            for (p, col) in across.iter().enumerate() {
+                for (r, s) in s.iter_mut().enumerate() {
+                    let x = rows[r * k + p];
+                    for (s, &y) in s.iter_mut().zip(col) {
+                        *s -= x * y;
+                    }
+                }
+            }
+            for (row, s) in rows.chunks_exact_mut(k).zip(&s) {
+                own_columns(row, s, j0, j1, pivots, k);
+            }
+        }
+        for row in together.into_remainder().chunks_exact_mut(k) {
+            let mut s = [0f64; FACTOR_BAND];
+            s[..band].copy_from_slice(&row[j0..j1]);
+            for (&x, col) in row[..j0].iter().zip(across) {
+                for (s, &y) in s.iter_mut().zip(col) {
+                    *s -= x * y;
+                }
+            }
+            own_columns(row, &s, j0, j1, pivots, k);
+        }
+    }
+}
+
+/// The band's columns `j0..j1` of `row` from `s` (each column's value less the terms of the
+/// columns before the band): less the band's own earlier columns, in order, over the pivot.
+#[inline(always)]
+fn own_columns(
+    row: &mut [f64],
+    s: &[f64; FACTOR_BAND],
+    j0: usize,
+    j1: usize,
+    pivots: &[f64],
+    k: usize,
+) {
+    for (c, j) in (j0..j1).enumerate() {
+        let pivot = &pivots[c * k..c * k + j];
+        let mut s = s[c];
+        for (x, y) in row[j0..j].iter().zip(&pivot[j0..]) {
+            s -= x * y;
+        }
+        row[j] = s / pivots[c * k + j];
+    }
+}
+
 /// The upper factor `U` of `H⁻¹ = Uᵀ U` that GPTQ's updates read, from the accumulated `H`
 /// (upper triangle filled); `None` if `H` is degenerate.
 fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
+    inverse_factor_with(Isa::detect(), h, k)
+}
+
+/// [`inverse_factor`] with the loops built for `isa`.
+fn inverse_factor_with(isa: Isa, h: &[f64], k: usize) -> Option<Vec<f64>> {
     let mut a = h.to_vec();
     for i in 0..k {
         for j in 0..i {
@@ -322,69 +347,22 @@ fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
         }
         a[i * k + i] += DAMP * mean;
     }
-    if !cholesky(&mut a, k) {
+    if !cholesky(isa, &mut a, k) {
         return None;
     }
-    // L⁻¹ by forward substitution, a row at a time: row i is (eᵢ − Σ_{p<i} L[i][p]·row p) / L[i][i],
-    // each element's terms subtracted in the order of p.
-    // A band of rows at a time: each earlier row is read once per band.
-    let mut inv = vec![0f64; k * k];
-    for i0 in (0..k).step_by(FACTOR_BAND) {
-        let i1 = (i0 + FACTOR_BAND).min(k);
-        let (done, band) = inv.split_at_mut(i0 * k);
-        let band = &mut band[..(i1 - i0) * k];
-        for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
-            row[i] = 1.0;
-        }
-        for p in 0..i0 {
-            let earlier = &done[p * k..p * k + p + 1];
-            for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
-                let l = a[i * k + p];
-                for (r, &x) in row[..=p].iter_mut().zip(earlier) {
-                    *r -= l * x;
-                }
-            }
-        }
-        for i in i0..i1 {
-            let (before, rest) = band.split_at_mut((i - i0) * k);
-            let row = &mut rest[..k];
-            for p in i0..i {
-                let l = a[i * k + p];
-                let earlier = &before[(p - i0) * k..(p - i0) * k + p + 1];
-                for (r, &x) in row[..=p].iter_mut().zip(earlier) {
-                    *r -= l * x;
-                }
-            }
-            let d = a[i * k + i];
-            row[..=i].iter_mut().for_each(|r| *r /= d);
-        }
-    }
+    let inv = lower_inverse(isa, &a, k);
     // H⁻¹ = L⁻ᵀ L⁻¹: row i's element j ≤ i sums L⁻¹[p][i]·L⁻¹[p][j] over p ≥ i, in that order
     // (bands of rows in parallel, each reading a row of L⁻¹ once).
     let mut hinv = vec![0f64; k * k];
     hinv.par_chunks_mut(k * FACTOR_BAND)
         .enumerate()
-        .for_each(|(b, band)| {
-            let i0 = b * FACTOR_BAND;
-            for p in i0..k {
-                let later = &inv[p * k..(p + 1) * k];
-                for (i, row) in (i0..).zip(band.chunks_mut(k)) {
-                    if i > p {
-                        break;
-                    }
-                    let x = later[i];
-                    for (r, &y) in row[..=i].iter_mut().zip(&later[..=i]) {
-                        *r += x * y;
-                    }
-                }
-            }
-        });
+        .for_each(|(b, band)| gram_band(isa, band, b * FACTOR_BAND, &inv, k));
     for i in 0..k {
         for j in 0..i {
             hinv[j * k + i] = hinv[i * k + j];
         }
     }
-    if !cholesky(&mut hinv, k) {
+    if !cholesky(isa, &mut hinv, k) {
         return None;
     }
     // U = Lᵀ of H⁻¹'s factor.
@@ -397,18 +375,133 @@ fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
     Some(u)
 }
 
-/// Rounds `w` (one row: an output channel's `k` weights) to multiples of `scale` within ±127,
-/// each rounding error compensated in the later weights through `u`.
-fn round_row(w: &mut [f32], scale: f32, u: &[f64]) {
-    let k = w.len();
-    let mut v: Vec<f64> = w.iter().map(|&x| f64::from(x)).collect();
-    for j in 0..k {
-        let q = (v[j] / f64::from(scale)).round().clamp(-127.0, 127.0);
-        let e = (v[j] - q * f64::from(scale)) / u[j * k + j];
-        for p in j + 1..k {
-            v[p] -= e * u[j * k + p];
+per_isa! {
+    /// `L⁻¹` of the lower factor `a` (`k × k`) by forward substitution, a row at a time: row `i`
+    /// is `(eᵢ − Σ_{p<i} L[i][p]·row p) / L[i][i]`, each element's terms subtracted in the order
+    /// of `p`; a band of rows at a time, so each earlier row is read once per band.
+    fn lower_inverse(a: &[f64], k: usize) -> Vec<f64> {
+        let mut inv = vec![0f64; k * k];
+        for i0 in (0..k).step_by(FACTOR_BAND) {
+            let i1 = (i0 + FACTOR_BAND).min(k);
+            let (done, band) = inv.split_at_mut(i0 * k);
+            let band = &mut band[..(i1 - i0) * k];
+            for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
+                row[i] = 1.0;
+            }
+            // Four earlier rows at a time: each element takes the terms of those of the four
+            // that reach it one after the other, held in a register.
+            let mut p = 0;
+            while p + 4 <= i0 {
+                let e: [&[f64]; 4] =
+                    std::array::from_fn(|q| &done[(p + q) * k..(p + q) * k + p + q + 1]);
+                for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
+                    let l: [f64; 4] = std::array::from_fn(|q| a[i * k + p + q]);
+                    let (e0, e1, e2, e3) = (&e[0][..=p], &e[1][..=p], &e[2][..=p], &e[3][..=p]);
+                    for (j, r) in row[..=p].iter_mut().enumerate() {
+                        *r = *r - l[0] * e0[j] - l[1] * e1[j] - l[2] * e2[j] - l[3] * e3[j];
+                    }
+                    // Columns past `p` that only the later of the four reach, in their order.
+                    for q in 1..4 {
+                        for (r, &x) in row[p + 1..=p + q].iter_mut().zip(&e[q][p + 1..]) {
+                            *r -= l[q] * x;
+                        }
+                    }
+                }
+                p += 4;
+            }
+            for p in p..i0 {
+                let earlier = &done[p * k..p * k + p + 1];
+                for (i, row) in (i0..i1).zip(band.chunks_mut(k)) {
+                    let l = a[i * k + p];
+                    for (r, &x) in row[..=p].iter_mut().zip(earlier) {
+                        *r -= l * x;
+                    }
+                }
+            }
+            for i in i0..i1 {
+                let (before, rest) = band.split_at_mut((i - i0) * k);
+                let row = &mut rest[..k];
+                for p in i0..i {
+                    let l = a[i * k + p];
+                    let earlier = &before[(p - i0) * k..(p - i0) * k + p + 1];
+                    for (r, &x) in row[..=p].iter_mut().zip(earlier) {
+                        *r -= l * x;
+                    }
+                }
+                let d = a[i * k + i];
+                for r in &mut row[..=i] {
+                    *r /= d;
+                }
+            }
         }
-        w[j] = q as f32 * scale;
+        inv
+    }
+}
+
+per_isa! {
+    /// Rows `i0..` of `H⁻¹ = L⁻ᵀ L⁻¹` (`band`, whole rows) from `inv = L⁻¹`: row `i`'s element
+    /// `j ≤ i` sums `L⁻¹[p][i]·L⁻¹[p][j]` over `p ≥ i`, in that order (each row of `L⁻¹` read
+    /// once per band).
+    fn gram_band(band: &mut [f64], i0: usize, inv: &[f64], k: usize) {
+        let mut p = i0;
+        // Four rows of `L⁻¹` at a time: a row of the band that takes all four terms adds them
+        // one after the other while holding its elements in registers.
+        while p + 4 <= k {
+            let l: [&[f64]; 4] = std::array::from_fn(|q| &inv[(p + q) * k..(p + q + 1) * k]);
+            for (i, row) in (i0..).zip(band.chunks_mut(k)) {
+                if i > p + 3 {
+                    break;
+                }
+                if i <= p {
+                    let (x0, x1, x2, x3) = (l[0][i], l[1][i], l[2][i], l[3][i]);
+                    let (l0, l1, l2, l3) = (&l[0][..=i], &l[1][..=i], &l[2][..=i], &l[3][..=i]);
+                    for (j, r) in row[..=i].iter_mut().enumerate() {
+                        *r = *r + x0 * l0[j] + x1 * l1[j] + x2 * l2[j] + x3 * l3[j];
+                    }
+                } else {
+                    for later in &l[i - p..] {
+                        let x = later[i];
+                        for (r, &y) in row[..=i].iter_mut().zip(&later[..=i]) {
+                            *r += x * y;
+                        }
+                    }
+                }
+            }
+            p += 4;
+        }
+        for p in p..k {
+            let later = &inv[p * k..(p + 1) * k];
+            for (i, row) in (i0..).zip(band.chunks_mut(k)) {
+                if i > p {
+                    break;
+                }
+                let x = later[i];
+                for (r, &y) in row[..=i].iter_mut().zip(&later[..=i]) {
+                    *r += x * y;
+                }
+            }
+        }
+    }
+}
+
+fn round_row(w: &mut [f32], scale: f32, u: &[f64]) {
+    round_row_with(Isa::detect(), w, scale, u)
+}
+
+per_isa! {
+    /// Rounds `w` (one row: an output channel's `k` weights) to multiples of `scale` within ±127,
+    /// each rounding error compensated in the later weights through `u`.
+    fn round_row_with(w: &mut [f32], scale: f32, u: &[f64]) {
+        let k = w.len();
+        let mut v: Vec<f64> = w.iter().map(|&x| f64::from(x)).collect();
+        for j in 0..k {
+            let q = (v[j] / f64::from(scale)).round().clamp(-127.0, 127.0);
+            let e = (v[j] - q * f64::from(scale)) / u[j * k + j];
+            for (x, &y) in v[j + 1..].iter_mut().zip(&u[j * k + j + 1..(j + 1) * k]) {
+                *x -= e * y;
+            }
+            w[j] = q as f32 * scale;
+        }
     }
 }
 
@@ -625,9 +718,58 @@ mod tests {
                 expected[j * k + p] = 0.0;
             }
         }
-        assert!(cholesky(&mut a, k));
-        for (n, (x, y)) in a.iter().zip(&expected).enumerate() {
-            assert_eq!(x.to_bits(), y.to_bits(), "row {} column {}", n / k, n % k);
+        for isa in Isa::all_available() {
+            let mut a = a.clone();
+            assert!(cholesky(isa, &mut a, k));
+            for (n, (x, y)) in a.iter().zip(&expected).enumerate() {
+                assert_eq!(
+                    x.to_bits(),
+                    y.to_bits(),
+                    "{isa:?} row {} column {}",
+                    n / k,
+                    n % k
+                );
+            }
+        }
+    }
+
+    /// The inverse factor and the rounding it drives come out the same bit for bit with the
+    /// loops built for every vector width the CPU has.
+    #[test]
+    fn inverse_factor_and_rounding_do_not_depend_on_the_vector_width() {
+        let k = PARALLEL_FACTOR_K + FACTOR_BAND + 5;
+        let patches: Vec<f32> = (0..40 * k)
+            .map(|i| (((i * 7919 + 3) % 1013) as f32 / 1013.0 - 0.4).max(0.0))
+            .collect();
+        let mut h = vec![0f64; k * k];
+        add_outer(&mut h, &patches, k);
+        let w: Vec<f32> = (0..k)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let mut results = vec![];
+        for isa in Isa::all_available() {
+            let u = inverse_factor_with(isa, &h, k).expect("positive definite");
+            let mut row = w.clone();
+            round_row_with(isa, &mut row, 0.3, &u);
+            results.push((isa, u, row));
+        }
+        let (_, u0, row0) = &results[0];
+        // The rounding moved weights off their nearest multiples (the test can fail).
+        assert!(row0
+            .iter()
+            .zip(&w)
+            .any(|(r, x)| *r != (x / 0.3).round() * 0.3));
+        for (isa, u, row) in &results[1..] {
+            assert!(
+                u.iter().zip(u0).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{isa:?}"
+            );
+            assert!(
+                row.iter()
+                    .zip(row0)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{isa:?}"
+            );
         }
     }
 }
