@@ -1,4 +1,5 @@
-//! Views of the model's input, output and intermediate tensors while an interpreter holds them.
+//! Views of the model's input, output and intermediate tensors while an interpreter holds them, and
+//! the interpreter's accessors that give them.
 // With some `ops-*` features off, helpers only the left-out operators use are unused; without
 // `error-details`, values only error messages mention.
 #![cfg_attr(
@@ -13,7 +14,8 @@
 )]
 
 use crate::error::format;
-use crate::model::DType;
+use crate::model::{DType, TensorInfo};
+use crate::ops::buffers::Loc;
 
 use crate::error::{Error, Result};
 
@@ -149,5 +151,118 @@ impl TensorMut<'_> {
         }
         d.copy_from_slice(values);
         Ok(())
+    }
+}
+
+/// The interpreter's inputs and outputs, and its other tensors by index.
+impl<'m> super::Interpreter<'m> {
+    /// Model inputs.
+    pub fn inputs(&self) -> &[TensorInfo<'m>] {
+        self.model.inputs()
+    }
+
+    /// Model outputs.
+    pub fn outputs(&self) -> &[TensorInfo<'m>] {
+        self.model.outputs()
+    }
+
+    pub(super) fn tensor_bytes(&self, t: usize) -> &[u8] {
+        match self.locs[t] {
+            Loc::Empty => &[],
+            Loc::Const => self.model.tensors()[t].data.unwrap_or(&[]),
+            Loc::Arena { off, len } => &self.arena.bytes()[off..off + len],
+            Loc::Packed { off, len } => {
+                &bytemuck::cast_slice::<u128, u8>(&self.packed)[off..off + len]
+            }
+        }
+    }
+
+    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`]: the memory
+    /// plan lets later tensors reuse an input's bytes once its last reader has run, so after an
+    /// invoke the inputs no longer hold what was written.
+    pub fn input_mut(&mut self, i: usize) -> Result<TensorMut<'_>> {
+        let info = self.model.inputs().get(i).ok_or_else(|| {
+            Error::Tensor(format!(
+                "no input {i} (model has {})",
+                self.model.inputs().len()
+            ))
+        })?;
+        let data: &mut [u8] = match self.locs[info.tensor] {
+            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
+            _ => &mut [],
+        };
+        Ok(TensorMut {
+            name: info.name,
+            shape: &info.shape,
+            dtype: info.dtype,
+            data,
+        })
+    }
+
+    /// Input `i` as `f32` for writing.
+    pub fn input_f32_mut(&mut self, i: usize) -> Result<&mut [f32]> {
+        let info = self
+            .model
+            .inputs()
+            .get(i)
+            .ok_or_else(|| Error::Tensor(format!("no input {i}")))?;
+        let dtype = info.dtype;
+        let data: &mut [u8] = match self.locs[info.tensor] {
+            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
+            _ => &mut [],
+        };
+        typed_mut(data, dtype, DType::F32)
+    }
+
+    /// The input called `name`: its signature key or its tensor's name in the file (see
+    /// [`Model::input_index`]).
+    pub fn input_by_name(&mut self, name: &str) -> Result<TensorMut<'_>> {
+        let i = self
+            .model
+            .input_index(name)
+            .ok_or_else(|| Error::Tensor(format!("no input named {name:?}")))?;
+        self.input_mut(i)
+    }
+
+    /// Output `i` (valid after [`invoke`](Self::invoke)).
+    pub fn output(&self, i: usize) -> Result<TensorRef<'_>> {
+        let info = self.model.outputs().get(i).ok_or_else(|| {
+            Error::Tensor(format!(
+                "no output {i} (model has {})",
+                self.model.outputs().len()
+            ))
+        })?;
+        Ok(TensorRef {
+            name: info.name,
+            shape: &info.shape,
+            dtype: info.dtype,
+            data: self.tensor_bytes(info.tensor),
+        })
+    }
+
+    /// The output called `name`: its signature key or its tensor's name in the file (see
+    /// [`Model::output_index`]).
+    pub fn output_by_name(&self, name: &str) -> Result<TensorRef<'_>> {
+        let i = self
+            .model
+            .output_index(name)
+            .ok_or_else(|| Error::Tensor(format!("no output named {name:?}")))?;
+        self.output(i)
+    }
+
+    /// Any tensor of subgraph 0 by index (intermediate values may have been overwritten; a
+    /// constant dequantized only for kernels that prepacked it is not kept and reads as empty).
+    pub fn tensor(&self, t: usize) -> Result<TensorRef<'_>> {
+        let d = self
+            .model
+            .tensors()
+            .get(t)
+            .ok_or_else(|| Error::Tensor(format!("no tensor {t}")))?;
+        Ok(TensorRef {
+            name: d.name,
+            shape: &d.shape,
+            dtype: d.dtype,
+            data: self.tensor_bytes(t),
+        })
     }
 }

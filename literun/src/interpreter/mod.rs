@@ -32,7 +32,6 @@ use alloc::vec;
 use alloc::vec::Vec;
 use arena::{charge, fold_pads, try_vec, Arena, ConstCopies};
 use compiled::{compiled_in, types_compiled_in};
-use io::typed_mut;
 pub use io::{TensorMut, TensorRef};
 use preparation::prepare;
 use state::Store;
@@ -40,7 +39,7 @@ pub use state::DEFAULT_MAX_WHILE_ITERATIONS;
 
 use crate::error::{Error, Result};
 use crate::kernels::simd::{self, FastScratch, Isa, Workers};
-use crate::model::{DType, Model, OpDesc, TensorDesc, TensorInfo};
+use crate::model::{Model, OpDesc, TensorDesc};
 use crate::ops::buffers::{by_size, cast_out, split_io, Ins, Loc, Scratch};
 use crate::ops::compare::{run_topk, Compare};
 use crate::ops::fast::{run_fast, Fast};
@@ -438,116 +437,6 @@ impl<'m> Interpreter<'m> {
     /// The instruction set the fast kernels use.
     pub fn isa(&self) -> Isa {
         self.isa
-    }
-
-    /// Model inputs.
-    pub fn inputs(&self) -> &[TensorInfo<'m>] {
-        self.model.inputs()
-    }
-
-    /// Model outputs.
-    pub fn outputs(&self) -> &[TensorInfo<'m>] {
-        self.model.outputs()
-    }
-
-    fn tensor_bytes(&self, t: usize) -> &[u8] {
-        match self.locs[t] {
-            Loc::Empty => &[],
-            Loc::Const => self.model.tensors()[t].data.unwrap_or(&[]),
-            Loc::Arena { off, len } => &self.arena.bytes()[off..off + len],
-            Loc::Packed { off, len } => {
-                &bytemuck::cast_slice::<u128, u8>(&self.packed)[off..off + len]
-            }
-        }
-    }
-
-    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`]: the memory
-    /// plan lets later tensors reuse an input's bytes once its last reader has run, so after an
-    /// invoke the inputs no longer hold what was written.
-    pub fn input_mut(&mut self, i: usize) -> Result<TensorMut<'_>> {
-        let info = self.model.inputs().get(i).ok_or_else(|| {
-            Error::Tensor(format!(
-                "no input {i} (model has {})",
-                self.model.inputs().len()
-            ))
-        })?;
-        let data: &mut [u8] = match self.locs[info.tensor] {
-            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
-            _ => &mut [],
-        };
-        Ok(TensorMut {
-            name: info.name,
-            shape: &info.shape,
-            dtype: info.dtype,
-            data,
-        })
-    }
-
-    /// Input `i` as `f32` for writing.
-    pub fn input_f32_mut(&mut self, i: usize) -> Result<&mut [f32]> {
-        let info = self
-            .model
-            .inputs()
-            .get(i)
-            .ok_or_else(|| Error::Tensor(format!("no input {i}")))?;
-        let dtype = info.dtype;
-        let data: &mut [u8] = match self.locs[info.tensor] {
-            Loc::Arena { off, len } => &mut self.arena.bytes_mut()[off..off + len],
-            _ => &mut [],
-        };
-        typed_mut(data, dtype, DType::F32)
-    }
-
-    /// The input called `name`: its signature key or its tensor's name in the file (see
-    /// [`Model::input_index`]).
-    pub fn input_by_name(&mut self, name: &str) -> Result<TensorMut<'_>> {
-        let i = self
-            .model
-            .input_index(name)
-            .ok_or_else(|| Error::Tensor(format!("no input named {name:?}")))?;
-        self.input_mut(i)
-    }
-
-    /// Output `i` (valid after [`invoke`](Self::invoke)).
-    pub fn output(&self, i: usize) -> Result<TensorRef<'_>> {
-        let info = self.model.outputs().get(i).ok_or_else(|| {
-            Error::Tensor(format!(
-                "no output {i} (model has {})",
-                self.model.outputs().len()
-            ))
-        })?;
-        Ok(TensorRef {
-            name: info.name,
-            shape: &info.shape,
-            dtype: info.dtype,
-            data: self.tensor_bytes(info.tensor),
-        })
-    }
-
-    /// The output called `name`: its signature key or its tensor's name in the file (see
-    /// [`Model::output_index`]).
-    pub fn output_by_name(&self, name: &str) -> Result<TensorRef<'_>> {
-        let i = self
-            .model
-            .output_index(name)
-            .ok_or_else(|| Error::Tensor(format!("no output named {name:?}")))?;
-        self.output(i)
-    }
-
-    /// Any tensor of subgraph 0 by index (intermediate values may have been overwritten; a
-    /// constant dequantized only for kernels that prepacked it is not kept and reads as empty).
-    pub fn tensor(&self, t: usize) -> Result<TensorRef<'_>> {
-        let d = self
-            .model
-            .tensors()
-            .get(t)
-            .ok_or_else(|| Error::Tensor(format!("no tensor {t}")))?;
-        Ok(TensorRef {
-            name: d.name,
-            shape: &d.shape,
-            dtype: d.dtype,
-            data: self.tensor_bytes(t),
-        })
     }
 
     /// Runs all operators.
