@@ -177,7 +177,7 @@ impl<'m> super::Interpreter<'m> {
         }
     }
 
-    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`]: the memory
+    /// Input `i` for writing. Write every input before each [`Interpreter::invoke`](Self::invoke): the memory
     /// plan lets later tensors reuse an input's bytes once its last reader has run, so after an
     /// invoke the inputs no longer hold what was written.
     pub fn input_mut(&mut self, i: usize) -> Result<TensorMut<'_>> {
@@ -215,7 +215,7 @@ impl<'m> super::Interpreter<'m> {
     }
 
     /// The input called `name`: its signature key or its tensor's name in the file (see
-    /// [`Model::input_index`]).
+    /// [`Model::input_index`](crate::Model::input_index)).
     pub fn input_by_name(&mut self, name: &str) -> Result<TensorMut<'_>> {
         let i = self
             .model
@@ -241,7 +241,7 @@ impl<'m> super::Interpreter<'m> {
     }
 
     /// The output called `name`: its signature key or its tensor's name in the file (see
-    /// [`Model::output_index`]).
+    /// [`Model::output_index`](crate::Model::output_index)).
     pub fn output_by_name(&self, name: &str) -> Result<TensorRef<'_>> {
         let i = self
             .model
