@@ -422,8 +422,8 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                 let why = if excluded {
                     "excluded".to_string()
                 } else if between_float {
-                    "between ops that stay float: int8 would only add a QUANTIZE and a DEQUANTIZE \
-                     and lose precision (measured)"
+                    "between ops that stay float: quantized, it would only add a QUANTIZE and a \
+                     DEQUANTIZE and lose precision (measured)"
                         .to_string()
                 } else if float_output {
                     "model output, computed in float from the quantized input".to_string()

@@ -6,20 +6,31 @@
 //! has no integer LayerNorm, keeps all of it float. Here the ops with a 16x8 kernel run int16
 //! (no weights, int16 constants) and the two TFLite has only in int8 and float, SQUARED_DIFFERENCE
 //! and RSQRT, run float between a DEQUANTIZE and a QUANTIZE: the values reach int8 once, where a
-//! dense layer reads the LayerNorm's output. Kept only where the output measurably improves
-//! (pipeline): it makes the file not integer-only, and its LayerNorms a little slower (the
-//! conversions around the float ops).
+//! dense layer reads the LayerNorm's output. The variance between those two (its MEAN and the
+//! epsilon's ADD) stays float too: one int16 range for every row's variance clips a held-out row
+//! whose spread passes the calibration samples' and so scales all of that row's values ("hey
+//! jarvis" lost 25 dB on two of 16 held-out inputs so), and it costs small variances their
+//! precision; in float it also needs no QUANTIZE and DEQUANTIZE. Kept only where the output
+//! measurably improves (pipeline): it makes the file not integer-only, and its LayerNorms a
+//! little slower (the conversions around the float ops).
 
+use super::float_islands::between_float_ops;
 use super::params::int16_rule;
 use super::pipeline::{Attempt, Quantizer, CHOICE_MARGIN_DB};
-use crate::ir::Graph;
+use super::Ranges;
+use crate::ir::{Graph, Op, UnaryOp};
 use anyhow::Result;
+use std::collections::HashSet;
 
-/// A LayerNorm's ops by how they would run: int16 (a 16x8 kernel) or float.
+/// A LayerNorm's ops by how they would run: int16 (a 16x8 kernel) or float (no 16x8 kernel, or
+/// between two such ops: `variance`).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct LayerNormOps {
     pub int16: Vec<String>,
     pub float: Vec<String>,
+    /// The ops of `float` with a 16x8 kernel: the variance between the squared difference and
+    /// the reciprocal square root.
+    pub variance: Vec<String>,
 }
 
 /// The graph's LayerNorm nodes (`Graph::layernorm_nodes`), split by how they would run.
@@ -36,8 +47,35 @@ pub fn candidates(g: &Graph) -> LayerNormOps {
             None => ops.float.push(n.name.clone()),
         }
     }
-
+    let float: HashSet<String> = ops.float.iter().cloned().collect();
+    ops.variance = between_float_ops(g, &float)
+        .into_iter()
+        .filter(|n| g.layernorm_nodes.contains(n))
+        .collect();
+    ops.int16.retain(|n| !ops.variance.contains(n));
+    ops.float.extend(ops.variance.iter().cloned());
     ops
+}
+
+/// How much wider than the calibration samples' the int16 range of a LayerNorm's row scale (the
+/// reciprocal square root of each row's variance) is: one value per row scales the whole row,
+/// and a held-out row narrower than every calibration row (a quiet input) would have it clipped.
+/// Twice the largest scale covers rows with a quarter of the smallest calibrated variance, for
+/// one of the range's 15 bits.
+const ROW_SCALE_HEADROOM: f32 = 2.0;
+
+/// Widens the int16 ranges of `ops`' row scales (the outputs of its float RSQRTs) by
+/// [`ROW_SCALE_HEADROOM`].
+pub fn widen_row_scales(g: &Graph, ops: &LayerNormOps, ranges: &mut Ranges) {
+    for n in g.nodes.iter().filter(|n| ops.float.contains(&n.name)) {
+        if n.op == Op::Unary(UnaryOp::Rsqrt) {
+            for t in &n.outputs {
+                if let Some(r) = ranges.get_mut(t) {
+                    *r = (r.0 * ROW_SCALE_HEADROOM, r.1 * ROW_SCALE_HEADROOM);
+                }
+            }
+        }
+    }
 }
 
 /// A bias-corrected float graph, the layers corrected and the quantized result
@@ -64,11 +102,13 @@ pub fn keep_if_better<M>(
         Some((_, _, corrected)) => corrected.worst_snr().max(a.worst_snr()),
         None => a.worst_snr(),
     };
-    let (ranges, before) = (q.ranges.clone(), q.int8.int16_nodes.len());
+    let ranges = q.ranges.clone();
+    let (before, between_before) = (q.int8.int16_nodes.len(), q.int8.between_float.len());
     // A node asked for int16 without a 16x8 kernel runs float (`FullInt8Options::int16_nodes`).
     q.int8
         .int16_nodes
         .extend(ops.int16.iter().chain(&ops.float).cloned());
+    q.int8.between_float.extend(ops.variance.iter().cloned());
     let (attempt, method) = choose_ranges(q)?;
     let with_corrected = correct_biases(q, &attempt)?;
     if force || snr(&attempt, &with_corrected) > snr(best, corrected) + CHOICE_MARGIN_DB {
@@ -77,6 +117,7 @@ pub fn keep_if_better<M>(
         Ok(Some(method))
     } else {
         q.int8.int16_nodes.truncate(before);
+        q.int8.between_float.truncate(between_before);
         q.ranges = ranges;
         Ok(None)
     }

@@ -509,10 +509,9 @@ fn calibrated(
     if activations == weights::Activations::Int8
         && (opts.min_snr_db.is_some() || !recurrent.is_empty() || !layernorm.int16.is_empty())
     {
-        int8.int16_ranges = Some(std::sync::Arc::new(ranges_by(choice(
-            Method::MinMax,
-            false,
-        ))));
+        let mut int16_ranges = ranges_by(choice(Method::MinMax, false));
+        layernorm16::widen_row_scales(graph, &layernorm, &mut int16_ranges);
+        int8.int16_ranges = Some(std::sync::Arc::new(int16_ranges));
     }
     int8.int16_nodes.extend(recurrent.iter().cloned());
     // int16x8 is calibrated: an int8 QDQ model's parameters do not apply.
