@@ -25,6 +25,8 @@ mod qdq_tests;
 #[cfg(test)]
 mod remainder_tests;
 #[cfg(test)]
+mod robustness_tests;
+#[cfg(test)]
 mod rotary_tests;
 #[cfg(test)]
 mod scatter_tests;
