@@ -70,9 +70,14 @@ unsafe fn direct_avx2(
     out: &mut [f32],
 ) {
     let nc = cols.len();
+    // The rows split evenly over the fewest blocks of at most MR_F32 rows (32 rows as 6, 6,
+    // 5, 5, 5, 5, not 6 x 5 and 2): a block of one or two rows has too few independent
+    // multiply-add chains to keep the FMA units busy.
+    let blocks = ms.len().div_ceil(MR_F32);
+    let (base, extra) = (ms.len() / blocks, ms.len() % blocks);
     let mut m = ms.start;
-    while m < ms.end {
-        let rows = (ms.end - m).min(MR_F32);
+    for i in 0..blocks {
+        let rows = base + usize::from(i < extra);
         let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
         for (r, p) in ptrs.iter_mut().enumerate().take(rows) {
             // SAFETY: row m + r < ms.end is inside `data` (the caller's contract).
@@ -93,6 +98,7 @@ unsafe fn direct_avx2(
         }
         m += rows;
     }
+    debug_assert_eq!(m, ms.end);
 }
 
 /// Every panel of `cols` for one block of `MR` rows: a panel the tile fills whole is stored
