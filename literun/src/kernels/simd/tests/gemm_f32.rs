@@ -371,3 +371,29 @@ fn conv_f32_split_by_channels_matches_one_worker() {
         }
     }
 }
+
+fast_vs_portable! {
+    /// 1x1 float convolutions of few input channels over many pixels (with AVX2 one loop over
+    /// every tile of the call): pixel counts that are not a multiple of the 6-row tile, 5 to
+    /// 56 output channels (the 8-channel tile for the layer or its last panel, whole and
+    /// partial panels), every activation.
+    fn conv_f32_pointwise_few_channels_match_portable(seed 12, cases 30usize, isa, case, rng) {
+        let cin = [1, 3, 8, 16, 24][case % 5];
+        let cout = [8, 16, 48, 5, 50, 33, 24, 56][case % 8];
+        let (h, w) = (1 + rng.below(9), 1 + rng.below(13));
+        let act = [
+            Activation::None,
+            Activation::Relu,
+            Activation::Relu6,
+            Activation::ReluN1To1,
+            Activation::Tanh,
+        ][case % 5];
+        let p = Conv2dParams {
+            activation: act,
+            ..Default::default()
+        };
+        let (is, fs, os) = ([1, h, w, cin], [cout, 1, 1, cin], [1, h, w, cout]);
+        let what = format!("pointwise case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+    }
+}
