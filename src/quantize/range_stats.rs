@@ -408,7 +408,7 @@ pub fn collect_stats(
     progress: bool,
     ordered: Option<Ordered<'_>>,
 ) -> Result<Stats> {
-    let aligned = literun::AlignedBytes::from_slice(model_bytes);
+    let aligned = super::observe::aligned(model_bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let nt = model.tensors().len();
     let stateful = super::calibrate::keeps_state(&model);

@@ -87,7 +87,7 @@ pub(crate) fn tensor_names(bytes: &[u8]) -> Result<Vec<String>> {
 
 /// (name, producing builtin, is int8) of every tensor of a model.
 fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
-    let aligned = literun::AlignedBytes::from_slice(bytes);
+    let aligned = super::observe::aligned(bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let mut producer = vec![String::new(); model.tensors().len()];
     for op in model.operators() {
@@ -169,7 +169,7 @@ fn outputs_of(
     also: &[bool],
     mut f: impl FnMut(usize, &[f32]),
 ) -> Result<Vec<Vec<Vec<f32>>>> {
-    let aligned = literun::AlignedBytes::from_slice(bytes);
+    let aligned = super::observe::aligned(bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
     let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
     let mut per_sample = vec![vec![Vec::new(); outs.len()]; samples.len()];
@@ -205,7 +205,7 @@ impl FloatOutputs {
     /// Gathers the outputs of `float` on its first `few` samples from runs a caller makes
     /// (calibration's), through [`OutputsCollector::add`].
     pub fn collector(float: &[u8], few: usize) -> Result<OutputsCollector> {
-        let aligned = literun::AlignedBytes::from_slice(float);
+        let aligned = super::observe::aligned(float);
         let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
         let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
         Ok(OutputsCollector {

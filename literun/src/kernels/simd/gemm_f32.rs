@@ -70,16 +70,19 @@ impl GemmF32 {
         // panel at a time. Either way panel `p`'s group starts at `group_start * k * 16`.
         let group = if isa == Isa::Avx512Vnni { GROUP_F32 } else { 1 };
         let mut b = vec![0f32; panels * k * NR_F32];
-        for p in 0..panels {
+        // Channel `p * NR_F32 + j`'s weight `kk` goes to `g0 * k * NR_F32 + (kk * width + p -
+        // g0) * NR_F32 + j`: a panel's `NR_F32` rows are read side by side (each front to back)
+        // and written `NR_F32` values at a time.
+        for (p, rows) in weights.chunks(k * NR_F32).enumerate() {
             let g0 = p / group * group;
             let width = (panels - g0).min(group);
-            for kk in 0..k {
-                for j in 0..NR_F32 {
-                    let ch = p * NR_F32 + j;
-                    if ch < n {
-                        let at = g0 * k * NR_F32 + (kk * width + p - g0) * NR_F32 + j;
-                        b[at] = weights[ch * k + kk];
-                    }
+            let rows: Vec<&[f32]> = rows.chunks_exact(k).collect();
+            let start = g0 * k * NR_F32 + (p - g0) * NR_F32;
+            let span = (k - 1) * width * NR_F32 + NR_F32;
+            let dst = b[start..start + span].chunks_mut(width * NR_F32);
+            for (kk, d) in dst.enumerate() {
+                for (d, row) in d[..rows.len()].iter_mut().zip(&rows) {
+                    *d = row[kk];
                 }
             }
         }

@@ -40,21 +40,9 @@ impl GemmI8 {
         let groups = k.div_ceil(kg);
         let panels = n.div_ceil(nr);
         let mut b = vec![0i8; panels * groups * nr * kg];
-        for p in 0..panels {
-            for g in 0..groups {
-                for j in 0..nr {
-                    let ch = p * nr + j;
-                    if ch >= n {
-                        continue;
-                    }
-                    for t in 0..kg {
-                        let kk = g * kg + t;
-                        if kk < k {
-                            b[((p * groups + g) * nr + j) * kg + t] = weights[ch * k + kk];
-                        }
-                    }
-                }
-            }
+        match kg {
+            4 => scatter_rows::<4>(weights, k, nr, groups, &mut b),
+            _ => scatter_rows::<2>(weights, k, nr, groups, &mut b),
         }
         let off = q.input_offset - if isa.vnni() { 128 } else { 0 };
         let mut rq = Requant::new(q, panels * nr, |c| {
@@ -222,6 +210,29 @@ impl GemmI8 {
                 );
             }
             m0 += rows_here;
+        }
+    }
+}
+
+/// Writes each row of `weights` (`k` values) into the packed layout `b`: channel `ch` (panel
+/// `ch / nr`, lane `j = ch % nr`), group `g`'s `KG` bytes at `((p * groups + g) * nr + j) * KG`,
+/// the last group's missing bytes left zero. A row is read once, front to back, and each group
+/// is one small copy (packing ResNet18's int8 weights byte by byte took 4-5% of a full-int8
+/// conversion, which prepares interpreters many times).
+fn scatter_rows<const KG: usize>(weights: &[i8], k: usize, nr: usize, groups: usize, b: &mut [i8]) {
+    let stride = nr * KG;
+    for (ch, row) in weights.chunks_exact(k).enumerate() {
+        let (p, j) = (ch / nr, ch % nr);
+        let panel = &mut b[p * groups * stride..(p + 1) * groups * stride];
+        let mut dst = panel[j * KG..].chunks_mut(stride);
+        let mut src = row.chunks_exact(KG);
+        // (`src` first: `zip` stops at its end without taking a group of `dst`.)
+        for (s, d) in (&mut src).zip(&mut dst) {
+            d[..KG].copy_from_slice(s);
+        }
+        let rest = src.remainder();
+        if let Some(d) = dst.next().filter(|_| !rest.is_empty()) {
+            d[..rest.len()].copy_from_slice(rest);
         }
     }
 }

@@ -397,3 +397,30 @@ fast_vs_portable! {
         check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
     }
 }
+
+fast_vs_portable! {
+    /// The packed weights hold each weight where the layout says (channel `p * 16 + j`'s
+    /// weight `kk` at `g0 * k * 16 + (kk * width + p - g0) * 16 + j`, AVX-512 interleaving
+    /// groups of [`GROUP_F32`] panels) and zeros elsewhere, with partial panels and groups.
+    fn packed_f32_weights_follow_the_layout(seed 13, cases 12usize, isa, case, rng) {
+        let n = 1 + rng.below(150);
+        let k = 1 + case * 5 + rng.below(7);
+        let weights = rng.f32s(n * k);
+        let g = GemmF32::pack(isa, &weights, n, k, None, Activation::None).expect("a float GEMM");
+        let panels = n.div_ceil(NR_F32);
+        let group = if isa == Isa::Avx512Vnni { GROUP_F32 } else { 1 };
+        let mut want = vec![0f32; panels * k * NR_F32];
+        for ch in 0..n {
+            let (p, j) = (ch / NR_F32, ch % NR_F32);
+            let g0 = p / group * group;
+            let width = (panels - g0).min(group);
+            for kk in 0..k {
+                want[g0 * k * NR_F32 + (kk * width + p - g0) * NR_F32 + j] = weights[ch * k + kk];
+            }
+        }
+        assert!(
+            g.b.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()) && g.b.len() == want.len(),
+            "{isa:?} n {n} k {k}"
+        );
+    }
+}

@@ -170,3 +170,25 @@ fn conv_i8_split_by_channels_matches_portable() {
         }
     }
 }
+
+fast_vs_portable! {
+    /// The packed weights hold each weight where the layout says (channel `ch` of panel
+    /// `ch / nr`, byte `t` of group `g` at `((p * groups + g) * nr + j) * kg + t`) and zeros
+    /// elsewhere, for channel counts and lengths that leave partial panels and groups.
+    fn packed_i8_weights_follow_the_layout(seed 11, cases 12usize, isa, case, rng) {
+        let n = 1 + rng.below(70);
+        let k = 1 + case * 3 + rng.below(9);
+        let weights = rng.i8s(n * k);
+        let q = rng.stage(n, k, true);
+        let g = GemmI8::pack(isa, &weights, n, k, None, &q).expect("an int8 GEMM");
+        let (nr, kg) = (isa.nr_i8(), isa.kg_i8());
+        let mut want = vec![0i8; g.b.len()];
+        for ch in 0..n {
+            for kk in 0..k {
+                let (p, j, grp, t) = (ch / nr, ch % nr, kk / kg, kk % kg);
+                want[((p * g.groups + grp) * nr + j) * kg + t] = weights[ch * k + kk];
+            }
+        }
+        assert_eq!(g.b, want, "{isa:?} n {n} k {k}");
+    }
+}
