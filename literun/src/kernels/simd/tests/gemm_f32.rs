@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// The activations a float convolution or dense layer fuses.
+const FUSED_ACTIVATIONS: [Activation; 5] = [
+    Activation::None,
+    Activation::Relu,
+    Activation::Relu6,
+    Activation::ReluN1To1,
+    Activation::Tanh,
+];
+
 /// A float convolution of random input, filter and bias (`fs`, `p`) through the packed
 /// kernel for `isa`, against the portable one, compared by `cmp` (`close` or `close_abs`).
 #[allow(clippy::too_many_arguments)]
@@ -65,13 +74,7 @@ fast_vs_portable! {
         let is = [1 + case % 2, h, w, cin];
         let fs = [cout, k, k, cin];
         let os = [is[0], oh, ow, cout];
-        let act = [
-            Activation::None,
-            Activation::Relu,
-            Activation::Relu6,
-            Activation::ReluN1To1,
-            Activation::Tanh,
-        ][case % 5];
+        let act = FUSED_ACTIVATIONS[case % 5];
         let p = Conv2dParams {
             stride_h: stride,
             stride_w: stride,
@@ -381,13 +384,7 @@ fast_vs_portable! {
         let cin = [1, 3, 8, 16, 24][case % 5];
         let cout = [8, 16, 48, 5, 50, 33, 24, 56][case % 8];
         let (h, w) = (1 + rng.below(9), 1 + rng.below(13));
-        let act = [
-            Activation::None,
-            Activation::Relu,
-            Activation::Relu6,
-            Activation::ReluN1To1,
-            Activation::Tanh,
-        ][case % 5];
+        let act = FUSED_ACTIVATIONS[case % 5];
         let p = Conv2dParams {
             activation: act,
             ..Default::default()
