@@ -210,9 +210,10 @@ pub struct ConvertArgs {
     /// the calibration data, GPTQ, where that helps).
     #[arg(long, requires = "calibration")]
     pub no_weight_rounding: bool,
-    /// With full int8: keep each LayerNorm with int16 activations (its squared difference and
-    /// reciprocal square root in float) even where the output's SNR does not improve (by default
-    /// they are tried and kept where it improves by 0.5 dB; --strict-int8 keeps them int8).
+    /// With full int8: keep each LayerNorm with int16 activations (its squared difference,
+    /// variance and reciprocal square root in float) even where the output's SNR does not
+    /// improve (by default they are tried and kept where it improves by 0.5 dB; --strict-int8
+    /// keeps them int8).
     #[arg(long, requires = "calibration")]
     pub layernorm_int16: bool,
     /// With full int8: skip cross-layer equalization (by default the channels of a tensor
