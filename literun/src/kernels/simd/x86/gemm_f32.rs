@@ -37,21 +37,60 @@ pub(crate) fn tile_f32_out(
     unsafe { tile_f32_lhs(isa, width, lhs, rows.len(), b, bias, act, out) }
 }
 
-/// Most segments of [`tile_f32_strided_run`] (kernel rows of a convolution read in place).
+/// Most segments of [`tile_f32_strided`] (kernel rows of a convolution read in place).
 pub(crate) const STRIDED_SEGS_F32: usize = 7;
+
+/// [`tile_f32`] for `rows` rows read in place at a fixed stride, in segments: segment `s`
+/// (reduction indices `segs[s].0..segs[s].0 + seg_len`) of row `r` is
+/// `data[segs[s].1 + r * stride..][..seg_len]`; reduction indices in no segment count as
+/// zero. A convolution's windows inside the input, one segment per kernel row: no gathering.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tile_f32_strided(
+    isa: Isa,
+    width: usize,
+    data: &[f32],
+    (segs, seg_len, stride): (&[(usize, usize)], usize, usize),
+    rows: usize,
+    b: &[f32],
+    bias: &[f32],
+    act: Activation,
+    out: (&mut [f32], usize),
+) {
+    let k = b.len() / NR_F32;
+    assert!((1..=MR_F32).contains(&rows) && segs.len() <= STRIDED_SEGS_F32);
+    let mut ptrs = [(0, [core::ptr::null::<f32>(); MR_F32]); STRIDED_SEGS_F32];
+    for (&(koff, at), (ko, ptrs)) in segs.iter().zip(&mut ptrs) {
+        assert!(koff + seg_len <= k);
+        // Every row's segment is inside `data` (checked by the slicing).
+        let seg = &data[at..at + (rows - 1) * stride + seg_len];
+        *ko = koff;
+        for (r, p) in ptrs.iter_mut().enumerate().take(rows) {
+            *p = seg[r * stride..].as_ptr();
+        }
+    }
+    // SAFETY: each segment's first `rows` pointers have `seg_len` floats (sliced above) and
+    // its reduction indices are within `k` (asserted).
+    unsafe {
+        let lhs = SegRows {
+            segs: &ptrs[..segs.len()],
+            len: seg_len,
+        };
+        tile_f32_lhs(isa, width, lhs, rows, b, bias, act, out)
+    }
+}
 
 /// The rows of an AVX2 float tile, in segments: segment `s` of row `r` is `len` floats at
 /// `ptrs[r]`, reduction indices `koff..koff + len` (`(koff, len, ptrs) = seg(s)`).
-pub(super) trait Avx2Lhs: Copy {
+trait Avx2Lhs: Copy {
     fn segs(&self) -> usize;
     fn seg(&self, s: usize) -> (usize, usize, &[*const f32; MR_F32]);
 }
 
 /// Whole rows of `k` values: one segment.
 #[derive(Clone, Copy)]
-pub(super) struct WholeRows<'a> {
-    pub(super) ptrs: &'a [*const f32; MR_F32],
-    pub(super) k: usize,
+struct WholeRows<'a> {
+    ptrs: &'a [*const f32; MR_F32],
+    k: usize,
 }
 
 impl Avx2Lhs for WholeRows<'_> {
@@ -67,9 +106,9 @@ impl Avx2Lhs for WholeRows<'_> {
 
 /// Segments of `len` values, each with its first reduction index.
 #[derive(Clone, Copy)]
-pub(super) struct SegRows<'a> {
-    pub(super) segs: &'a [(usize, [*const f32; MR_F32])],
-    pub(super) len: usize,
+struct SegRows<'a> {
+    segs: &'a [(usize, [*const f32; MR_F32])],
+    len: usize,
 }
 
 impl Avx2Lhs for SegRows<'_> {
@@ -84,7 +123,7 @@ impl Avx2Lhs for SegRows<'_> {
     }
 }
 
-/// The row-count and width dispatch of [`tile_f32`].
+/// The row-count and width dispatch of [`tile_f32`] and [`tile_f32_strided`].
 ///
 /// # Safety
 /// For every segment `(koff, len, ptrs)` of `lhs`, `ptrs[..rows]` readable for `len` floats
@@ -126,9 +165,8 @@ unsafe fn tile_f32_lhs<L: Avx2Lhs>(
     dispatch!(1 2 3 4 5 6)
 }
 
-#[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn tile_f32_avx2_8<const MR: usize, L: Avx2Lhs>(
+unsafe fn tile_f32_avx2_8<const MR: usize, L: Avx2Lhs>(
     lhs: L,
     b: *const f32,
     bias: &[f32],
@@ -710,9 +748,8 @@ unsafe fn gemm_group_f32<const MR: usize, const G: usize, L: TileLhs<MR>>(
 /// Reduction indices (64-byte weight lines) ahead that [`tile_f32_avx2`] prefetches.
 const PREFETCH_F32: usize = 14;
 
-#[inline]
 #[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
+unsafe fn tile_f32_avx2<const MR: usize, L: Avx2Lhs>(
     lhs: L,
     b: *const f32,
     bias: &[f32],
