@@ -272,6 +272,36 @@ fn strict_int8_rejects_float_islands_and_exclusions_keep_float() {
     assert_eq!(s.float_nodes[0].2, "excluded");
 }
 
+/// A Pad with a nonzero value runs int8 (PADV2 copies int8 values, so input, output and pad
+/// value share the output's parameters, whose calibrated range holds the value).
+#[test]
+fn a_pad_with_a_nonzero_value_runs_int8_and_keeps_its_value() {
+    let model = root().join("fixtures/ops/pad_constant.onnx"); // value 0.5
+    let input = root().join("fixtures/ops/pad_constant.input.npy");
+    let mut opts = with_calibration(input.clone());
+    opts.int8.strict = true;
+    let c = convert_file(&model, &opts).expect("all int8");
+    let x = npy::read(&input).unwrap();
+    let y = run(&c.bytes, &x);
+    let want = npy::read(&root().join("fixtures/ops/pad_constant.expected.npy"))
+        .unwrap()
+        .to_f32();
+    let (lo, hi) = want
+        .iter()
+        .fold((0f32, 0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    // At most half an int8 step of the output's range off anywhere (pad values too).
+    let step = (hi - lo) / 255.0;
+    let worst = y
+        .iter()
+        .zip(&want)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        worst <= 0.5 * step + 1e-6,
+        "{worst} against a step of {step}"
+    );
+    assert!(want.iter().filter(|&&v| v == 0.5).count() > 0);
+}
+
 #[test]
 fn int8_io_models_are_integer_end_to_end_and_agree_with_float_io() {
     let mut opts = with_calibration(root().join("calibration/digits"));

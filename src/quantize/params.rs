@@ -116,6 +116,12 @@ pub fn int8_rule(g: &Graph, node: &Node) -> Option<OutputRule> {
             value,
             ..
         } if *value == 0.0 || *value <= f32::MIN => Some(SameAsInput),
+        // Any other pad value: the output's calibrated range holds it (the padded tensor was
+        // observed), and the input takes the output's parameters, as PADV2 copies int8 values.
+        Op::Pad {
+            mode: PadMode::Constant,
+            ..
+        } => Some(Shared),
         _ => None,
     }
 }
