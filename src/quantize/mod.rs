@@ -9,6 +9,7 @@ pub mod clip_ranges;
 pub mod downstream;
 pub mod equalize;
 pub mod equalize_gated;
+mod feeds_log;
 pub mod float_islands;
 mod full_int8;
 mod layernorm16;
@@ -120,6 +121,18 @@ fn weight_inputs(node: &Node) -> &'static [usize] {
     }
 }
 
+/// The inputs of `node` weights-only int8 re-encodes: [`weight_inputs`] but an elementwise op's
+/// operands (anchors and strides of a detector's box decoding, positional tables, scales), which
+/// TFLite's dynamic range and ONNX Runtime's dynamic quantization leave float too: one int8
+/// step over such a table's range moves a box by pixels (the YOLOv8 detector nudenet: 34.6 dB
+/// with its box-decoding constants float, 33.0 with them int8, on 16 held-out inputs).
+fn int8_weight_inputs(node: &Node) -> &'static [usize] {
+    match node.op {
+        Op::Binary { .. } | Op::PRelu => &[],
+        _ => weight_inputs(node),
+    }
+}
+
 /// float16 weights: each float32 weight constant becomes FLOAT16 behind a DEQUANTIZE (once per
 /// constant, however many nodes read it), as TFLite's float16 quantization does.
 pub fn fp16_weights(g: &mut Graph) -> QuantSummary {
@@ -228,7 +241,28 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
     };
     let mut done: HashMap<TensorId, TensorId> = HashMap::new();
     let mut nodes = Vec::with_capacity(g.nodes.len());
+    // Not where an already-quantized model gives the layer int8 weights, nor where another
+    // node reads its constants (they are re-encoded in place for all readers).
+    let feeds_log: std::collections::HashSet<String> = feeds_log::layers_feeding_log(g)
+        .into_iter()
+        .map(|i| &g.nodes[i])
+        .filter(|n| {
+            n.inputs[1..]
+                .iter()
+                .all(|t| !model.constants.contains_key(t) && uses.get(t) == Some(&1))
+        })
+        .map(|n| n.name.clone())
+        .collect();
     for mut node in std::mem::take(&mut g.nodes) {
+        if feeds_log.contains(&node.name) {
+            s.notes.push(format!(
+                "'{}': weights stay float: its output reaches a LOG, which int8's rounding of \
+                 small values would turn into large errors",
+                node.name
+            ));
+            nodes.push(node);
+            continue;
+        }
         let hybrid_axis = hybrid_axis(g, &node);
         if let (Some(_), Some(&w)) = (hybrid_axis, node.inputs.get(1)) {
             if g.tensors[w].dtype == DType::I8 && hybrid_only(w) {
@@ -286,7 +320,7 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
                 continue;
             }
         }
-        for &k in weight_inputs(&node) {
+        for &k in int8_weight_inputs(&node) {
             let Some(&c) = node.inputs.get(k) else {
                 continue;
             };
@@ -414,6 +448,95 @@ mod tests {
         let values = const_values(q.data.as_ref().expect("data"), p, c);
         let first = (1.0 + 0.0 - 2.0) * 1e-3; // (i, j, k) = (0, 2, 0)
         assert!((values[2 * c] - first).abs() <= p.scale[0] * 0.5 + 1e-9);
+    }
+
+    /// Weights-only: a dense layer whose output reaches a LOG (a log-mel filterbank) keeps its
+    /// float weights; one whose output does not is int8.
+    #[test]
+    fn a_dense_layer_feeding_a_log_keeps_float_weights() {
+        let mut g = Graph::default();
+        let x = g.add_tensor("x", vec![1, 4, 257], DType::F32);
+        g.inputs.push(x);
+        let mut dense = |g: &mut Graph, name: &str, x: TensorId| {
+            let w = ndarray::Array2::from_shape_fn((32, 257), |(o, i)| ((o * i) % 7) as f32);
+            let w = g.add_const(format!("{name}_w"), ConstData::F32(w.into_dyn()));
+            let y = g.add_tensor(format!("{name}_out"), vec![1, 4, 32], DType::F32);
+            g.nodes.push(Node {
+                name: name.into(),
+                op: Op::FullyConnected {
+                    activation: Activation::None,
+                },
+                inputs: vec![x, w],
+                outputs: vec![y],
+            });
+            (w, y)
+        };
+        let (mel_w, mel) = dense(&mut g, "mel", x);
+        let (other_w, other) = dense(&mut g, "other", x);
+        g.outputs.push(other);
+        let floor = g.add_const("floor", ConstData::F32(ndarray::arr0(1e-10f32).into_dyn()));
+        let clipped = g.add_tensor("clipped", vec![1, 4, 32], DType::F32);
+        g.nodes.push(Node {
+            name: "clip".into(),
+            op: Op::Binary {
+                op: crate::ir::BinaryOp::Max,
+                activation: Activation::None,
+            },
+            inputs: vec![mel, floor],
+            outputs: vec![clipped],
+        });
+        let log = g.add_tensor("log", vec![1, 4, 32], DType::F32);
+        g.nodes.push(Node {
+            name: "log".into(),
+            op: Op::Unary(crate::ir::UnaryOp::Log),
+            inputs: vec![clipped],
+            outputs: vec![log],
+        });
+        g.outputs.push(log);
+        let s = int8_weights(&mut g);
+        assert_eq!(g.tensors[mel_w].dtype, DType::F32);
+        assert_eq!(g.tensors[other_w].dtype, DType::I8);
+        assert!(s
+            .notes
+            .iter()
+            .any(|n| n.contains("'mel'") && n.contains("LOG")));
+    }
+
+    /// Weights-only: a large constant operand of an elementwise op (a detector's anchor grid)
+    /// stays float; a dense layer's weights still become int8.
+    #[test]
+    fn elementwise_constants_stay_float_and_dense_weights_become_int8() {
+        let mut g = Graph::default();
+        let x = g.add_tensor("x", vec![1, 2100, 8], DType::F32);
+        g.inputs.push(x);
+        let anchors = ndarray::Array3::from_shape_fn((1, 2100, 8), |(_, i, _)| i as f32 + 0.5);
+        let a = g.add_const("anchors", ConstData::F32(anchors.into_dyn()));
+        let y = g.add_tensor("y", vec![1, 2100, 8], DType::F32);
+        g.nodes.push(Node {
+            name: "decode".into(),
+            op: Op::Binary {
+                op: crate::ir::BinaryOp::Add,
+                activation: Activation::None,
+            },
+            inputs: vec![x, a],
+            outputs: vec![y],
+        });
+        let w = ndarray::Array2::from_shape_fn((128, 8), |(o, i)| (o + i) as f32 * 0.01);
+        let w = g.add_const("fc_w", ConstData::F32(w.into_dyn()));
+        let z = g.add_tensor("z", vec![1, 2100, 128], DType::F32);
+        g.nodes.push(Node {
+            name: "fc".into(),
+            op: Op::FullyConnected {
+                activation: Activation::None,
+            },
+            inputs: vec![y, w],
+            outputs: vec![z],
+        });
+        g.outputs.push(z);
+        let s = int8_weights(&mut g);
+        assert_eq!((s.quantized_nodes, s.dequantize_ops), (1, 0));
+        assert_eq!(g.tensors[a].dtype, DType::F32);
+        assert_eq!(g.tensors[w].dtype, DType::I8);
     }
 
     /// Weights-only: a transposed conv (no hybrid kernel) reads int8 weights through a DEQUANTIZE
