@@ -141,11 +141,29 @@ impl GemmF32 {
         // would otherwise stream all the weights from memory again. The blocks' rows are then
         // gathered once per chunk.
         let (p_first, p_end) = (cols.start / NR_F32, cols.end.div_ceil(NR_F32));
-        let chunk = if ms.len() > MR_F32 && cols.len() * self.k * 4 > GATHERED_SWEEP_BYTES {
-            GROUP_F32
-        } else {
-            p_end - p_first
-        };
+        let sweep = ms.len() > MR_F32 && cols.len() * self.k * 4 > GATHERED_SWEEP_BYTES;
+        // Rows in place at a fixed stride (1x1 convolutions, dense rows), weights that fit:
+        // one loop over every tile, without the per-tile slicing and dispatch below.
+        #[cfg(target_arch = "x86_64")]
+        if let (Rows::Direct { data, stride }, false) = (rows, sweep) {
+            let width = if self.n <= NR_F32 / 2 {
+                NR_F32 / 2
+            } else {
+                NR_F32
+            };
+            let packed = (&self.b[..], &self.bias[..], self.k);
+            let (ms_len, cols_len) = (ms.len(), cols.len());
+            x86::gemm_direct_f32_avx2(
+                self.isa, width, data, *stride, ms, packed, cols, self.act, out,
+            );
+            if self.act == Activation::Tanh {
+                for v in out[..ms_len * cols_len].iter_mut() {
+                    *v = self.act.apply(*v);
+                }
+            }
+            return;
+        }
+        let chunk = if sweep { GROUP_F32 } else { p_end - p_first };
         for p in (p_first..p_end).step_by(chunk) {
             let panels = p..(p + chunk).min(p_end);
             self.run_panels(ms.clone(), cols.clone(), panels, rows, row_bufs, out);
@@ -228,14 +246,13 @@ impl GemmF32 {
                         (tile.as_flattened_mut(), NR_F32)
                     };
                     match (&in_place, rows) {
-                        (Some(at), Rows::Conv { input, .. }) => x86::tile_f32_strided(
+                        (Some(at), Rows::Conv { input, .. }) => x86::tile_f32_strided_run(
                             self.isa,
                             width,
                             input,
                             (&at.segs[..at.count], at.seg_len, at.stride),
-                            rows_here,
-                            panel(p),
-                            bias(p),
+                            (rows_here, at.tile_rows),
+                            (panel(p), bias(p)),
                             self.act,
                             dst,
                         ),
@@ -314,11 +331,20 @@ impl GemmF32 {
         }
         let left = (m0 - ox + hi).min(end) - m0;
         let here = left.div_ceil(left.div_ceil(MR_F32));
+        // When every panel is stored straight into the output (whole panels, no Tanh), the
+        // block is the whole run, its tiles of `here` rows walked in one call.
+        let width = if self.n <= NR_F32 / 2 {
+            NR_F32 / 2
+        } else {
+            NR_F32
+        };
+        let whole_run = self.n.is_multiple_of(width) && self.act != Activation::Tanh;
         let mut at = InPlaceF32 {
             segs: [(0, 0); x86::STRIDED_SEGS_F32],
             count: 0,
             seg_len: k_w * c,
             stride: sw * c,
+            tile_rows: here,
         };
         for ky in 0..k_h {
             let y = (oy * p.stride_h + ky * p.dilation_h).wrapping_sub(p.pad_top);
@@ -327,7 +353,7 @@ impl GemmF32 {
                 at.count += 1;
             }
         }
-        (here, Some(at))
+        (if whole_run { left } else { here }, Some(at))
     }
 
     /// `out = act(x · W[cols]ᵀ + bias[cols])` for one row `x` and the output channels `cols`
@@ -584,6 +610,9 @@ struct InPlaceF32 {
     count: usize,
     seg_len: usize,
     stride: usize,
+    /// Rows of each tile when the block is a whole run of tiles (see [`GemmF32::block_f32`]);
+    /// the block's row count otherwise.
+    tile_rows: usize,
 }
 
 /// Fills `segs` with the receptive fields of output pixels `m0..m0 + here` of a convolution

@@ -376,9 +376,10 @@ fn conv_f32_split_by_channels_matches_one_worker() {
 }
 
 fast_vs_portable! {
-    /// 1x1 float convolutions of few input channels over many pixels: pixel counts that are
-    /// not a multiple of the 6-row tile, 5 to 56 output channels (whole and partial panels),
-    /// every activation.
+    /// 1x1 float convolutions of few input channels over many pixels (with AVX2 one loop over
+    /// every tile of the call): pixel counts that are not a multiple of the 6-row tile, 5 to
+    /// 56 output channels (the 8-channel tile for the layer or its last panel, whole and
+    /// partial panels), every activation.
     fn conv_f32_pointwise_few_channels_match_portable(seed 12, cases 30usize, isa, case, rng) {
         let cin = [1, 3, 8, 16, 24][case % 5];
         let cout = [8, 16, 48, 5, 50, 33, 24, 56][case % 8];

@@ -143,7 +143,7 @@ fn dw_f32_rows_avx2(
         unsafe {
             match dw.taps {
                 9 if n > 1 => dw9_run_avx2(dw, ptrs, n, step, out),
-                9 => dw_f32_run_avx2::<9>(dw, ptrs, n, step, out),
+                9 => dw9_pixel_avx2(dw, ptrs, out),
                 _ => dw_f32_run_avx2::<0>(dw, ptrs, n, step, out),
             }
         }
@@ -250,6 +250,64 @@ unsafe fn dw_f32_run_avx2<const TAPS: usize>(
                 store(acc[b], k, ch + 8 * b, blk[b]);
             }
             ch += 32;
+        }
+    }
+}
+
+/// One output pixel of a nine-tap (3x3) kernel, its padding taps (null) skipped: the taps
+/// inside the input are listed once, then each pair of 8-channel blocks sums them with no
+/// test or mask in the loop (edge pixels: a 3x3 or 6x6 layer's are most of its pixels). Each
+/// channel sums its taps in order, then adds the bias, as [`dw_f32_run_avx2`].
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `dw.taps == 9`; every non-null `ptrs[t]` (`t < 9`) points to
+/// `dw.c` readable floats.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dw9_pixel_avx2(dw: &DwF32, ptrs: &[*const f32; DW_MAX_TAPS + 1], out: &mut [f32]) {
+    let (c, cp) = (dw.c, dw.cp);
+    assert!(dw.taps == 9 && out.len() == c && dw.w.len() == 9 * cp);
+    assert!(dw.bias.len() >= c && cp >= c && cp.is_multiple_of(8));
+    // The taps inside the input: (input pointer, offset of the tap's weights).
+    let mut taps = [(core::ptr::null::<f32>(), 0usize); 9];
+    let mut n = 0;
+    for (t, &p) in ptrs[..9].iter().enumerate() {
+        if !p.is_null() {
+            taps[n] = (p, t * cp);
+            n += 1;
+        }
+    }
+    let taps = &taps[..n];
+    let (w, b, o) = (dw.w.as_ptr(), dw.bias.as_ptr(), out.as_mut_ptr());
+    let mut ch = 0;
+    // SAFETY: channels below c of every listed tap are readable (the contract), the weights
+    // and bias are padded to cp (asserted), out holds c floats.
+    unsafe {
+        while ch + 16 <= c {
+            let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for &(p, wo) in taps {
+                let (x0, x1) = (_mm256_loadu_ps(p.add(ch)), _mm256_loadu_ps(p.add(ch + 8)));
+                a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w.add(wo + ch)), a0);
+                a1 = _mm256_fmadd_ps(x1, _mm256_loadu_ps(w.add(wo + ch + 8)), a1);
+            }
+            let v0 = activate(_mm256_add_ps(a0, _mm256_loadu_ps(b.add(ch))), dw.act);
+            let v1 = activate(_mm256_add_ps(a1, _mm256_loadu_ps(b.add(ch + 8))), dw.act);
+            _mm256_storeu_ps(o.add(ch), v0);
+            _mm256_storeu_ps(o.add(ch + 8), v1);
+            ch += 16;
+        }
+        while ch < c {
+            let mask = _mm256_cmpgt_epi32(
+                _mm256_set1_epi32((c - ch).min(8) as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            );
+            let mut a0 = _mm256_setzero_ps();
+            for &(p, wo) in taps {
+                let x0 = _mm256_maskload_ps(p.add(ch), mask);
+                a0 = _mm256_fmadd_ps(x0, _mm256_loadu_ps(w.add(wo + ch)), a0);
+            }
+            let v0 = activate(_mm256_add_ps(a0, _mm256_loadu_ps(b.add(ch))), dw.act);
+            _mm256_maskstore_ps(o.add(ch), mask, v0);
+            ch += 8;
         }
     }
 }

@@ -37,60 +37,21 @@ pub(crate) fn tile_f32_out(
     unsafe { tile_f32_lhs(isa, width, lhs, rows.len(), b, bias, act, out) }
 }
 
-/// Most segments of [`tile_f32_strided`] (kernel rows of a convolution read in place).
+/// Most segments of [`tile_f32_strided_run`] (kernel rows of a convolution read in place).
 pub(crate) const STRIDED_SEGS_F32: usize = 7;
-
-/// [`tile_f32`] for `rows` rows read in place at a fixed stride, in segments: segment `s`
-/// (reduction indices `segs[s].0..segs[s].0 + seg_len`) of row `r` is
-/// `data[segs[s].1 + r * stride..][..seg_len]`; reduction indices in no segment count as
-/// zero. A convolution's windows inside the input, one segment per kernel row: no gathering.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn tile_f32_strided(
-    isa: Isa,
-    width: usize,
-    data: &[f32],
-    (segs, seg_len, stride): (&[(usize, usize)], usize, usize),
-    rows: usize,
-    b: &[f32],
-    bias: &[f32],
-    act: Activation,
-    out: (&mut [f32], usize),
-) {
-    let k = b.len() / NR_F32;
-    assert!((1..=MR_F32).contains(&rows) && segs.len() <= STRIDED_SEGS_F32);
-    let mut ptrs = [(0, [core::ptr::null::<f32>(); MR_F32]); STRIDED_SEGS_F32];
-    for (&(koff, at), (ko, ptrs)) in segs.iter().zip(&mut ptrs) {
-        assert!(koff + seg_len <= k);
-        // Every row's segment is inside `data` (checked by the slicing).
-        let seg = &data[at..at + (rows - 1) * stride + seg_len];
-        *ko = koff;
-        for (r, p) in ptrs.iter_mut().enumerate().take(rows) {
-            *p = seg[r * stride..].as_ptr();
-        }
-    }
-    // SAFETY: each segment's first `rows` pointers have `seg_len` floats (sliced above) and
-    // its reduction indices are within `k` (asserted).
-    unsafe {
-        let lhs = SegRows {
-            segs: &ptrs[..segs.len()],
-            len: seg_len,
-        };
-        tile_f32_lhs(isa, width, lhs, rows, b, bias, act, out)
-    }
-}
 
 /// The rows of an AVX2 float tile, in segments: segment `s` of row `r` is `len` floats at
 /// `ptrs[r]`, reduction indices `koff..koff + len` (`(koff, len, ptrs) = seg(s)`).
-trait Avx2Lhs: Copy {
+pub(super) trait Avx2Lhs: Copy {
     fn segs(&self) -> usize;
     fn seg(&self, s: usize) -> (usize, usize, &[*const f32; MR_F32]);
 }
 
 /// Whole rows of `k` values: one segment.
 #[derive(Clone, Copy)]
-struct WholeRows<'a> {
-    ptrs: &'a [*const f32; MR_F32],
-    k: usize,
+pub(super) struct WholeRows<'a> {
+    pub(super) ptrs: &'a [*const f32; MR_F32],
+    pub(super) k: usize,
 }
 
 impl Avx2Lhs for WholeRows<'_> {
@@ -106,9 +67,9 @@ impl Avx2Lhs for WholeRows<'_> {
 
 /// Segments of `len` values, each with its first reduction index.
 #[derive(Clone, Copy)]
-struct SegRows<'a> {
-    segs: &'a [(usize, [*const f32; MR_F32])],
-    len: usize,
+pub(super) struct SegRows<'a> {
+    pub(super) segs: &'a [(usize, [*const f32; MR_F32])],
+    pub(super) len: usize,
 }
 
 impl Avx2Lhs for SegRows<'_> {
@@ -123,7 +84,7 @@ impl Avx2Lhs for SegRows<'_> {
     }
 }
 
-/// The row-count and width dispatch of [`tile_f32`] and [`tile_f32_strided`].
+/// [`tile_f32_avx2_rows`] for [`tile_f32`], checking the output.
 ///
 /// # Safety
 /// For every segment `(koff, len, ptrs)` of `lhs`, `ptrs[..rows]` readable for `len` floats
@@ -142,21 +103,59 @@ unsafe fn tile_f32_lhs<L: Avx2Lhs>(
     debug_assert!(isa != Isa::Portable);
     debug_assert!(width == NR_F32 || matches!(isa, Isa::Avx2 | Isa::AvxVnni));
     let _ = isa;
-    assert!(bias.len() == NR_F32 && rows >= 1 && out.len() >= (rows - 1) * stride + width);
-    let out = out.as_mut_ptr();
+    assert!(
+        bias.len() == NR_F32
+            && (1..=MR_F32).contains(&rows)
+            && (width == NR_F32 || width == 8)
+            && out.len() >= (rows - 1) * stride + width
+    );
+    // SAFETY: the ISA's features are available (module invariant, `available`); the segments'
+    // rows and weights are readable (the caller's contract), the rows' outputs writable
+    // (asserted).
+    unsafe {
+        tile_f32_avx2_rows(
+            width,
+            rows,
+            lhs,
+            b.as_ptr(),
+            bias,
+            act,
+            out.as_mut_ptr(),
+            stride,
+        )
+    }
+}
+
+/// The row-count and width dispatch of the AVX2 tiles: `act(bias + rows · b)` for the first
+/// `rows` (1 to 6) rows of `lhs` and one 16-channel panel `b` (`[k][16]`), row `r`'s first
+/// `width` channels (16, or 8) stored to `out + r * stride`. Every driver (one tile, a row
+/// block's panels, a run of row blocks) calls this one copy per kind of rows rather than
+/// inlining the tiles: their code stays small, and code is resident memory on a device.
+///
+/// # Safety
+/// AVX2 and FMA available; `width` 16 or 8 and `rows` 1 to 6; for every segment `(koff, len,
+/// ptrs)` of `lhs`, `ptrs[..rows]` readable for `len` floats and `b` for `(koff + len) * 16`;
+/// `bias` 16 floats; `out + r * stride` writable for `width` floats for each row `r`.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn tile_f32_avx2_rows<L: Avx2Lhs>(
+    width: usize,
+    rows: usize,
+    lhs: L,
+    b: *const f32,
+    bias: &[f32],
+    act: Activation,
+    out: *mut f32,
+    stride: usize,
+) {
     macro_rules! dispatch {
         ($($n:literal)*) => {
             match (width, rows) {
-                // SAFETY: the ISA's features are available (module invariant, `available`);
-                // the segments' rows and weights are readable (the caller's contract), the
-                // rows' outputs writable (asserted).
+                // SAFETY: the caller's contract.
                 $(
-                    (NR_F32, $n) => unsafe {
-                        tile_f32_avx2::<$n, L>(lhs, b.as_ptr(), bias, act, out, stride)
-                    },
-                    (8, $n) => unsafe {
-                        tile_f32_avx2_8::<$n, L>(lhs, b.as_ptr(), bias, act, out, stride)
-                    },
+                    (NR_F32, $n) => unsafe { tile_f32_avx2::<$n, L>(lhs, b, bias, act, out, stride) },
+                    (_, $n) => unsafe { tile_f32_avx2_8::<$n, L>(lhs, b, bias, act, out, stride) },
                 )*
                 _ => unreachable!(),
             }

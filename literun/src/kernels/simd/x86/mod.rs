@@ -35,6 +35,7 @@ mod elementwise_i16;
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 mod gelu;
 mod gemm_f32;
+mod gemm_f32_direct;
 mod gemm_i8;
 mod gemm_i8_rq512;
 mod requant;
@@ -51,6 +52,7 @@ pub(crate) use elementwise::*;
 #[cfg(feature = "ops-int16")]
 pub(crate) use elementwise_i16::*;
 pub(crate) use gemm_f32::*;
+pub(crate) use gemm_f32_direct::*;
 pub(crate) use gemm_i8::*;
 pub(crate) use gemm_i8_rq512::*;
 pub(crate) use requant::*;
