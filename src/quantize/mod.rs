@@ -457,7 +457,7 @@ mod tests {
         let mut g = Graph::default();
         let x = g.add_tensor("x", vec![1, 4, 257], DType::F32);
         g.inputs.push(x);
-        let mut dense = |g: &mut Graph, name: &str, x: TensorId| {
+        let dense = |g: &mut Graph, name: &str, x: TensorId| {
             let w = ndarray::Array2::from_shape_fn((32, 257), |(o, i)| ((o * i) % 7) as f32);
             let w = g.add_const(format!("{name}_w"), ConstData::F32(w.into_dyn()));
             let y = g.add_tensor(format!("{name}_out"), vec![1, 4, 32], DType::F32);
