@@ -15,8 +15,15 @@ pub fn planned_tflite(graph: &Graph, label: &str) -> Result<Vec<u8>> {
         memory_plan: None,
     };
     let first = tflite::export(graph, &opts).with_context(|| label.to_string())?;
-    let aligned = literun::AlignedBytes::from_slice(&first);
-    let model = literun::Model::from_bytes(&aligned)
+    // Read in place where the allocator gave it 16-byte aligned (large buffers always are).
+    let copy;
+    let aligned: &[u8] = if first.as_ptr().align_offset(16) == 0 {
+        &first
+    } else {
+        copy = literun::AlignedBytes::from_slice(&first);
+        &copy
+    };
+    let model = literun::Model::from_bytes(aligned)
         .map_err(|e| anyhow::anyhow!("{label}: written model does not verify: {e}"))?;
     let plan = model
         .memory_plan()

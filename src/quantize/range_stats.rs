@@ -433,6 +433,9 @@ pub fn collect_stats(
     };
     let mut stats = vec![Stat::new(); nt];
     let ordered = std::sync::Mutex::new(ordered);
+    // The first pass's interpreters run the second pass's samples too: preparing one packs
+    // every weight of the file again. (A model with state gets a fresh one for each sample.)
+    let spare: std::sync::Mutex<Vec<literun::Interpreter<'_>>> = Default::default();
     for pass in 0..passes {
         let base = stats.clone();
         let every = if pass == 0 { 1 } else { hist_every };
@@ -455,7 +458,11 @@ pub fn collect_stats(
             .par_iter()
             .enumerate()
             .map(|(part_index, part)| {
-                let mut interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+                let reused = spare.lock().expect("not poisoned").pop();
+                let mut interp = match reused {
+                    Some(i) if !stateful => i,
+                    _ => literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?,
+                };
                 let mut local = base.clone();
                 for s in &mut local {
                     s.hist.clear();
@@ -518,6 +525,7 @@ pub fn collect_stats(
                         .map_err(|e| anyhow!("{e}"))?;
                     bar.inc(1);
                 }
+                spare.lock().expect("not poisoned").push(interp);
                 Ok(local)
             })
             .collect();

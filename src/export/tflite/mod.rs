@@ -13,6 +13,7 @@ use anyhow::{bail, Result};
 use flatbuffers::{FlatBufferBuilder, Push, PushAlignment, UnionWIPOffset, WIPOffset};
 use literun::schema as fb;
 use op_spec::op_spec;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Options of the writer.
@@ -27,7 +28,7 @@ pub struct ExportOptions {
 
 /// A byte whose vectors start 16-byte aligned, so constant data can be read in place
 /// (flatbuffers ignores `force_align` in the Rust builder).
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(transparent)]
 struct Aligned16(u8);
 
@@ -192,11 +193,11 @@ fn subgraph_list(g: &Graph) -> Vec<(&Graph, String, usize)> {
 
 /// A tensor as written: name, shape, type, data (constants), quantization, whether it is a
 /// variable tensor.
-type TensorRow = (
+type TensorRow<'g> = (
     String,
     Vec<usize>,
     DType,
-    Option<ConstData>,
+    Option<Cow<'g, ConstData>>,
     Option<QuantParams>,
     bool,
 );
@@ -209,7 +210,10 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
     let graphs = subgraph_list(g);
     let mut w = Writer {
         g,
-        fbb: FlatBufferBuilder::with_capacity(1 << 16),
+        // Room for every constant from the start: growing by doubling would copy (and fault in)
+        // the weights written so far at each step. Where it falls short it grows as usual; the
+        // bytes written do not depend on it.
+        fbb: FlatBufferBuilder::with_capacity(capacity_estimate(&graphs)),
         extra: Vec::new(),
         next_subgraph: 0,
     };
@@ -273,7 +277,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
                     )
                 })
                 .chain(extra.iter().map(|t| {
-                    let data = (!t.variable).then(|| t.data.clone());
+                    let data = (!t.variable).then(|| Cow::Borrowed(&t.data));
                     let dtype = t.data.dtype();
                     (
                         t.name.clone(),
@@ -296,9 +300,8 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
             all.iter()
                 .map(|(_, _, _, data, _, _)| match data {
                     Some(d) => {
-                        let bytes: Vec<Aligned16> =
-                            d.to_le_bytes().into_iter().map(Aligned16).collect();
-                        let v = fbb.create_vector(&bytes);
+                        let bytes = le_bytes(d);
+                        let v = fbb.create_vector::<Aligned16>(bytemuck::cast_slice(&bytes));
                         buffers.push(fb::Buffer::create(
                             fbb,
                             &fb::BufferArgs {
@@ -479,7 +482,52 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         },
     );
     fbb.finish(model, Some(literun::schema::FILE_IDENTIFIER));
-    Ok(fbb.finished_data().to_vec())
+    // The file is the builder's tail: moved to the front of the builder's own buffer rather
+    // than copied to fresh pages.
+    let (mut buf, head) = w.fbb.collapse();
+    buf.drain(..head);
+    Ok(buf)
+}
+
+/// Bytes the written file takes, about: its constants' data (each padded to 16 bytes), the
+/// quantization parameters, room for the tables, and a margin for the constants the operators
+/// add (int32 biases of an int8 model).
+fn capacity_estimate(graphs: &[(&Graph, String, usize)]) -> usize {
+    let tensors = graphs.iter().flat_map(|(g, _, _)| &g.tensors);
+    let bytes: usize = tensors
+        .map(|t| {
+            let data = t
+                .data
+                .as_ref()
+                .map_or(0, |d| d.len() * d.dtype().size() + 16);
+            let quant = t
+                .quant
+                .as_ref()
+                .map_or(0, |q| q.scale.len() * 4 + q.zero_point.len() * 8);
+            data + quant + 256
+        })
+        .sum();
+    bytes + bytes / 32 + (1 << 16)
+}
+
+/// A constant's values as little-endian bytes: in place where the array's memory already is
+/// (contiguous, on a little-endian machine), else converted.
+fn le_bytes(d: &ConstData) -> Cow<'_, [u8]> {
+    if cfg!(target_endian = "little") {
+        let bytes: Option<&[u8]> = match d {
+            ConstData::F32(a) => a.as_slice().map(bytemuck::cast_slice),
+            ConstData::I32(a) => a.as_slice().map(bytemuck::cast_slice),
+            ConstData::I64(a) => a.as_slice().map(bytemuck::cast_slice),
+            ConstData::I8(a) => a.as_slice().map(bytemuck::cast_slice),
+            ConstData::I16(a) => a.as_slice().map(bytemuck::cast_slice),
+            ConstData::U8(a) => a.as_slice(),
+            ConstData::F16(_) | ConstData::Bool(_) => None,
+        };
+        if let Some(b) = bytes {
+            return Cow::Borrowed(b);
+        }
+    }
+    Cow::Owned(d.to_le_bytes())
 }
 
 /// The tensor tables of one subgraph: `rows` (name, shape, type, data, quantization) with their
@@ -526,12 +574,12 @@ fn write_tensors<'f>(
 
 /// TFLite kernels take int32 shapes, axes and indices: narrow int64 constants when they fit
 /// (not `quantized` ones: the int64 bias of an int16x8 layer stays int64).
-fn narrow_i64(d: &ConstData, quantized: bool) -> ConstData {
+fn narrow_i64(d: &ConstData, quantized: bool) -> Cow<'_, ConstData> {
     match d {
         ConstData::I64(a) if !quantized && a.iter().all(|&v| i32::try_from(v).is_ok()) => {
-            d.cast(DType::I32)
+            Cow::Owned(d.cast(DType::I32))
         }
-        _ => d.clone(),
+        _ => Cow::Borrowed(d),
     }
 }
 
