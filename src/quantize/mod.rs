@@ -243,18 +243,16 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
     let mut nodes = Vec::with_capacity(g.nodes.len());
     // Not where an already-quantized model gives the layer int8 weights, nor where another
     // node reads its constants (they are re-encoded in place for all readers).
-    let feeds_log: std::collections::HashSet<String> = feeds_log::layers_feeding_log(g)
-        .into_iter()
-        .map(|i| &g.nodes[i])
-        .filter(|n| {
-            n.inputs[1..]
-                .iter()
-                .all(|t| !model.constants.contains_key(t) && uses.get(t) == Some(&1))
-        })
-        .map(|n| n.name.clone())
-        .collect();
-    for mut node in std::mem::take(&mut g.nodes) {
-        if feeds_log.contains(&node.name) {
+    let mut feeds_log = feeds_log::layers_feeding_log(g);
+    feeds_log.retain(|&i| {
+        g.nodes[i]
+            .inputs
+            .iter()
+            .skip(1)
+            .all(|t| !model.constants.contains_key(t) && uses.get(t) == Some(&1))
+    });
+    for (i, mut node) in std::mem::take(&mut g.nodes).into_iter().enumerate() {
+        if feeds_log.contains(&i) {
             s.notes.push(format!(
                 "'{}': weights stay float: its output reaches a LOG, which int8's rounding of \
                  small values would turn into large errors",
