@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Runs the models dumped by `LITERUN_DUMP_DIR=dir cargo test -p literun --test int8_kernels`
+"""Runs the models dumped by `LITERUN_DUMP_DIR=dir cargo test -p literun --test int8_kernels
+--test int8_batch_matmul --test int8_norm_resize_transpose`
 with LiteRT (pip `ai-edge-litert`) and compares with literun's outputs.
 
 int8 outputs: reports the count of differing elements and the largest difference (in steps);

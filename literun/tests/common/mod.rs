@@ -5,6 +5,8 @@ use flatbuffers::{FlatBufferBuilder, PushAlignment, UnionWIPOffset, WIPOffset};
 use literun::schema::{self as s, BuiltinOperator, TensorType};
 use literun::AlignedBytes;
 
+pub mod int8;
+
 /// A byte pushed with 16-byte alignment, so constant buffers land aligned.
 #[repr(transparent)]
 #[derive(Clone, Copy)]
