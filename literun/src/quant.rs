@@ -9,13 +9,15 @@
 //! `tests/litert_compare.py` runs the int8 kernel tests' models with the pip `ai-edge-litert`
 //! interpreter. With its builtin kernels (`BUILTIN_WITHOUT_DEFAULT_DELEGATES`) every int8 output
 //! is bit-exact (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, BATCH_MATMUL,
-//! ADD/SUB/MUL, SQUARED_DIFFERENCE, MAXIMUM/MINIMUM, RSQRT, both RESIZEs, pools, MEAN (both
-//! paths), SUM, REDUCE_MAX/MIN, SOFTMAX's float table, the LUT activations, HARD_SWISH,
-//! LEAKY_RELU, QUANTIZE/DEQUANTIZE); hybrid BATCH_MATMUL outputs are bit-exact too and the other
-//! hybrid outputs agree to ~1e-5 relative (float summation order). `litert_compare.py --ref`
-//! checks against LiteRT's reference kernels (`BUILTIN_REF`), which agree except for the 4-D MEAN
-//! over H, W (no special path there) and int8 SUM (the reference reads int8 data as uint8 and
-//! does not clamp). Of these only FULLY_CONNECTED rounds once; BATCH_MATMUL, although it shares
+//! ADD/SUB/MUL, SQUARED_DIFFERENCE, MAXIMUM/MINIMUM, RSQRT, both RESIZEs, pools, MEAN, SUM,
+//! REDUCE_MAX/MIN, SOFTMAX's float table, the LUT activations, HARD_SWISH, LEAKY_RELU,
+//! QUANTIZE/DEQUANTIZE) except the 4-D MEAN over H, W, where literun follows the reference
+//! kernel: the builtin one's special path rounds its zero-point correction to an integer
+//! separately and differs by one step on some outputs. Hybrid BATCH_MATMUL outputs are bit-exact
+//! too and the other hybrid outputs agree to ~1e-5 relative (float summation order).
+//! `litert_compare.py --ref` checks against LiteRT's reference kernels (`BUILTIN_REF`), the
+//! interop check's target, which agree except for int8 SUM (the reference reads int8 data as
+//! uint8 and does not clamp). Of these only FULLY_CONNECTED rounds once; BATCH_MATMUL, although it shares
 //! FULLY_CONNECTED's parameters, rounds twice in both LiteRT kernels (measured on ties). LiteRT's
 //! default XNNPACK delegate differs from its own builtin kernels: ±1 step on some int8 MUL,
 //! DEPTHWISE_CONV_2D, MEAN, LEAKY_RELU and BATCH_MATMUL outputs (single rounding), and ~2% on

@@ -7,9 +7,10 @@ int8 outputs: reports the count of differing elements and the largest difference
 float outputs: the largest absolute and relative difference. Exit status 1 if an int8 model
 differs by more than --max-steps or a float model by more than --rtol.
 
-Everything is bit-exact with `--max-steps 0` against LiteRT's builtin kernels (the default).
-`--ref` uses LiteRT's reference kernels instead; they differ from the builtin ones (and from
-literun) on the 4-D int8 MEAN over H, W and on int8 SUM.
+Everything is bit-exact with `--max-steps 0` against LiteRT's builtin kernels (the default) except
+the 4-D int8 MEAN over H, W (one step on some outputs), where literun follows the reference kernel.
+`--ref` uses LiteRT's reference kernels instead; they differ from literun only on int8 SUM (the
+reference reads int8 data as uint8).
 """
 import argparse
 import glob
