@@ -140,8 +140,9 @@ def convert(
         calibration_method: "minmax", "percentile[:P]", "mse", "entropy" or "auto"; None: the
             better of minmax and auto on the samples.
         io_type: "float", "int8" (full int8) or "int16" (int16x8): the model's interface type.
-        min_snr: keep the costliest layers in float until every output's SNR against the float
-            model reaches this many dB.
+        min_snr: keep the costliest layers in int16 or float until every output's SNR against
+            the float model reaches this many dB (pooled over the calibration samples and
+            averaged per sample in dB).
         accept_snr_miss: with `min_snr`, return the best model even when it misses the budget.
         exclude: ONNX node names to keep in float (full int8).
         exclude_op: IR op types to keep in float (full int8), e.g. ["Softmax"].

@@ -193,9 +193,10 @@ pub struct ConvertArgs {
     /// With full int8: keep these nodes (ONNX names, comma-separated) in float.
     #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
     pub exclude: Vec<String>,
-    /// With full int8: keep the layers that cost the most in float until every output's SNR
-    /// against the float model reaches this many dB (automatic mixed precision).
-    /// If the budget cannot be met the conversion fails, naming the best SNR reached.
+    /// With full int8: keep the layers that cost the most in int16 or float until every output's
+    /// SNR against the float model reaches this many dB (automatic mixed precision), both pooled
+    /// over the calibration samples and averaged per sample in dB. If the budget cannot be met
+    /// the conversion fails, naming the best SNR reached.
     #[arg(long, value_name = "DB", requires = "calibration")]
     pub min_snr: Option<f64>,
     /// With --min-snr: write the best model found even when it misses the budget.

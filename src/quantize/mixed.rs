@@ -140,11 +140,11 @@ fn int16_island(g: &Graph, name: &str) -> Vec<String> {
     island
 }
 
-/// Moves layers out of int8 until the worst output SNR reaches `budget` or no step helps;
-/// returns the best attempt found (which may still miss the budget).
+/// Moves layers out of int8 until the model's SNR ([`Attempt::budget_snr`]) reaches `budget`
+/// or no step helps; returns the best attempt found (which may still miss the budget).
 pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> {
     let all = candidates(&q.float_graph);
-    if best.worst_snr() >= budget {
+    if best.budget_snr() >= budget {
         return Ok(best);
     }
     // Far from the budget, errors that many layers add a little each dominate: start from every
@@ -152,17 +152,17 @@ pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> 
     // whole-model int16x8 runs them) if that is better.
     let plain = best;
     let mut best = plain.clone();
-    let far = budget - best.worst_snr() > FAR_FROM_BUDGET_DB;
+    let far = budget - best.budget_snr() > FAR_FROM_BUDGET_DB;
     let can_widen = q.int8.activations == Activations::Int8;
     let wide_start = |q: &Quantizer<'_>| q.attempt(&wide(&q.float_graph, &plain.precision, &all));
     if far && can_widen {
         let trial = wide_start(q)?;
-        if trial.worst_snr() > best.worst_snr() {
+        if trial.budget_snr() > best.budget_snr() {
             best = trial;
         }
     }
     let moves = |q: &Quantizer<'_>, best: Attempt| {
-        if best.worst_snr() >= budget {
+        if best.budget_snr() >= budget {
             Ok(best)
         } else if all.len() <= EXHAUSTIVE_CANDIDATES {
             exhaustive(q, best, budget, &all)
@@ -171,7 +171,7 @@ pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> 
         }
     };
     let found = moves(q, best)?;
-    if found.worst_snr() >= budget || far || !can_widen {
+    if found.budget_snr() >= budget || far || !can_widen {
         return Ok(found);
     }
     // Close to the budget, moving layers one at a time fell short where many layers each add a
@@ -179,7 +179,7 @@ pub fn search(q: &Quantizer<'_>, best: Attempt, budget: f64) -> Result<Attempt> 
     // int16 everywhere, as far from the budget, where the moves then take layers to float.
     let trial = wide_start(q)?;
     let again = moves(q, trial)?;
-    Ok(if again.worst_snr() > found.worst_snr() {
+    Ok(if again.budget_snr() > found.budget_snr() {
         again
     } else {
         found
@@ -218,11 +218,11 @@ fn exhaustive(
         }
         let mut p = best.precision.clone();
         p.float.push(name.clone());
-        gains.push((q.attempt(&p)?.worst_snr(), name.clone()));
+        gains.push((q.attempt(&p)?.budget_snr(), name.clone()));
     }
     gains.sort_by(|a, b| b.0.total_cmp(&a.0));
     for (_, name) in gains {
-        if best.worst_snr() >= budget || q.out_of_time() {
+        if best.budget_snr() >= budget || q.out_of_time() {
             break;
         }
         let mut p = best.precision.clone();
@@ -230,7 +230,7 @@ fn exhaustive(
         let trial = q.attempt(&p)?;
         // A layer that does not help on its own may once the layers hiding its error are float
         // too: a move is kept unless it makes the output measurably worse.
-        if trial.worst_snr() > best.worst_snr() - NO_WORSE_DB {
+        if trial.budget_snr() > best.budget_snr() - NO_WORSE_DB {
             best = trial;
         }
     }
@@ -251,7 +251,7 @@ fn by_local_damage(
     let mut tried_float: HashSet<String> = best.precision.float.iter().cloned().collect();
     let mut tried_int16: HashSet<String> = best.precision.int16.iter().cloned().collect();
     for _ in 0..MAX_ROUNDS {
-        if best.worst_snr() >= budget || q.out_of_time() {
+        if best.budget_snr() >= budget || q.out_of_time() {
             break;
         }
         let layers = report::layer_errors(&q.float_bytes, &best.bytes, q.samples, &q.bounded)?;
@@ -289,7 +289,7 @@ fn by_local_damage(
             break;
         }
         let attempt = q.attempt(&trial)?;
-        if attempt.worst_snr() > best.worst_snr() {
+        if attempt.budget_snr() > best.budget_snr() {
             best = attempt;
         }
     }

@@ -597,4 +597,29 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_snr_budget_holds_pooled_and_per_sample() {
+        use super::pipeline::budget_snr;
+        use super::report::LayerError;
+        let out = |pooled: f64, per_sample: &[f64]| LayerError {
+            tensor: "y".into(),
+            op: "output".into(),
+            snr_db: pooled,
+            max_abs_error: 0.0,
+            sample_snr_db: per_sample.to_vec(),
+        };
+        // A quiet sample pulls the per-sample mean under the pooled figure.
+        assert_eq!(budget_snr(&[out(30.0, &[20.0, 34.0])]), 27.0);
+        // Each sample counts its worst output: min(40, 25) and min(20, 45).
+        assert_eq!(
+            budget_snr(&[out(35.0, &[40.0, 20.0]), out(33.0, &[25.0, 45.0])]),
+            22.5
+        );
+        // The pooled figure binds when it is the lower; an error-free sample counts 100 dB.
+        assert_eq!(budget_snr(&[out(50.0, &[f64::INFINITY, 40.0])]), 50.0);
+        assert_eq!(budget_snr(&[out(90.0, &[f64::INFINITY, 40.0])]), 70.0);
+        // Without per-sample figures, the pooled one.
+        assert_eq!(budget_snr(&[out(31.0, &[])]), 31.0);
+    }
 }

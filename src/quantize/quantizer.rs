@@ -3,7 +3,7 @@
 
 use super::calibrate::Sample;
 use super::float_islands;
-use super::pipeline::worst_snr;
+use super::pipeline::{budget_snr, worst_snr};
 use super::report::{self, FloatOutputs, LayerError};
 use super::{FullInt8Options, QuantSummary, Ranges};
 use crate::export;
@@ -39,6 +39,11 @@ pub struct Precision {
 impl Attempt {
     pub fn worst_snr(&self) -> f64 {
         worst_snr(&self.outputs)
+    }
+
+    /// What `--min-snr` compares with its budget ([`budget_snr`]).
+    pub fn budget_snr(&self) -> f64 {
+        budget_snr(&self.outputs)
     }
 }
 
