@@ -316,25 +316,31 @@ pub(crate) enum Work {
     /// Multiply-accumulates of a depthwise convolution (float or int8).
     Depthwise(usize),
     /// Values an elementwise operator writes (an int8 ADD's rescalings, a float one's loads
-    /// and store), pooling window taps, or values a PAD copies.
+    /// and store).
     Values(usize),
+    /// Pooling window taps or values a PAD copies (a compare or a copy each).
+    Copies(usize),
 }
 
 impl Work {
     /// Estimated single-thread time on `isa`, in multiply-accumulates of a GEMM with AVX-512
-    /// kernels: a depthwise multiply-accumulate or an elementwise value costs 8 of them (a
-    /// vector of taps per loaded input vector against a GEMM's register tile), and a kernel of
-    /// half the vector width (AVX2, AVX-VNNI) takes twice as long, NEON (128-bit, on ~2 GHz
-    /// cores) four times, an int8 GEMM without a dot-product instruction (AVX2's `vpmaddwd`,
-    /// NEON's `smlal`) twice again. Measured with AVX2 kernels on the Xeon (`litecvt bench
-    /// --profile`, MobileNetV2-0.35 at 96x96 int8): the 12x12 and 6x6 1x1 convolutions ran
-    /// 25-45 multiply-accumulates per ns, the depthwise ones 7-10.
+    /// kernels: a kernel of half the vector width (AVX2, AVX-VNNI) takes twice as long, NEON
+    /// (128-bit, on ~2 GHz cores) four times; an int8 GEMM without a dot-product instruction
+    /// (AVX2's `vpmaddwd`, NEON's `smlal`) twice again, and so does a depthwise convolution
+    /// off AVX-512; an elementwise value costs 8, a pooling tap or a copied value 1. With AVX-512
+    /// kernels this is the count of multiply-accumulates (elementwise values 8) the split was
+    /// tuned with.
+    /// Measured per operator (`litecvt bench --profile`, MobileNetV2-0.35 at 96x96 int8, on the
+    /// Xeon): the 12x12 and 6x6 1x1 convolutions ran 70-130 multiply-accumulates per ns with
+    /// AVX-512 kernels, 25-45 with AVX2 ones; the depthwise ones 20-40 and 5-10.
     #[cfg_attr(not(feature = "threads"), allow(dead_code))]
     fn cost(self, isa: Isa) -> usize {
         let (steps, weight) = match self {
             Work::GemmF32(n) => (n, 1),
             Work::GemmI8(n) => (n, if isa.dot_product() { 1 } else { 2 }),
-            Work::Depthwise(n) | Work::Values(n) => (n, 8),
+            Work::Depthwise(n) => (n, if isa == Isa::Avx512Vnni { 1 } else { 2 }),
+            Work::Values(n) => (n, 8),
+            Work::Copies(n) => (n, 1),
         };
         let width = match isa {
             Isa::Avx512Vnni => 1,

@@ -79,7 +79,7 @@ pub(crate) fn max_pool<T: PoolMax>(
         rows,
         1,
         row_len,
-        Work::Values(work),
+        Work::Copies(work),
         output,
         workers,
         |rs, block, _| max_pool_rows_isa(isa, input, in_shape, p, bounds, out_shape, rs, block),
