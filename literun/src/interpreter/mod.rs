@@ -413,6 +413,8 @@ impl<'m> Interpreter<'m> {
             });
         }
         self.scratch.fast = Workers::new(scratch);
+        #[cfg(feature = "threads")]
+        self.scratch.fast.set_isa(self.isa);
         Ok(())
     }
 

@@ -198,9 +198,15 @@ pub(super) fn depthwise_rows<T: Send + Sync>(
     for b in 0..batches {
         let inb = &input[b * in_h * in_w * c..(b + 1) * in_h * in_w * c];
         let outb = &mut output[b * out_h * out_w * c..(b + 1) * out_h * out_w * c];
-        for_row_blocks(out_h, 1, out_w * c, work, outb, workers, |oys, block, s| {
-            rows(inb, oys, block, &mut s.i32s)
-        });
+        for_row_blocks(
+            out_h,
+            1,
+            out_w * c,
+            Work::Depthwise(work),
+            outb,
+            workers,
+            |oys, block, s| rows(inb, oys, block, &mut s.i32s),
+        );
     }
 }
 

@@ -120,11 +120,6 @@ impl ArithI8 {
     }
 }
 
-/// Multiply-accumulates one output value of an elementwise operator counts as against the
-/// threshold for splitting it over the workers ([`for_row_blocks`]): an int8 ADD's rescalings,
-/// or a float one's loads and store, cost about as much as 8 of a convolution's.
-const ELEMENTWISE_WORK: usize = 8;
-
 /// Values of an elementwise operator's blocks over the workers are multiples of this (whole
 /// cache lines).
 const ELEMENTWISE_ALIGN: usize = 64;
@@ -177,7 +172,7 @@ pub(super) fn arith_runs<T: Copy + Send + Sync>(
 ) -> bool {
     use crate::kernels::elementwise::Run;
     if a.len() == out.len() && b.len() == out.len() && bc.output_len() == out.len() {
-        let (len, work) = (out.len(), out.len() * ELEMENTWISE_WORK);
+        let (len, work) = (out.len(), Work::Values(out.len()));
         for_row_blocks(len, ELEMENTWISE_ALIGN, 1, work, out, workers, |r, o, _| {
             kernel(Run::Slice(&a[r.clone()]), Run::Slice(&b[r]), o)
         });
@@ -212,7 +207,7 @@ pub(crate) fn quantize_f32(
     }
     let n = input.len().min(out.len() / size);
     let (input, out) = (&input[..n], &mut out[..n * size]);
-    let work = n * ELEMENTWISE_WORK;
+    let work = Work::Values(n);
     for_row_blocks(n, ELEMENTWISE_ALIGN, size, work, out, workers, |r, o, _| {
         #[cfg(target_arch = "x86_64")]
         x86::quantize_f32(isa, &input[r], scale, zero_point, to, o);
@@ -308,7 +303,7 @@ pub(crate) fn transpose_few_rows_split<T: Copy + Send + Sync>(
         return false;
     }
     let (input, out) = (&input[..len], &mut out[..len]);
-    let work = len * ELEMENTWISE_WORK;
+    let work = Work::Values(len);
     let pixels = batches * cols;
     for_row_blocks(
         pixels,
@@ -503,7 +498,7 @@ pub(crate) fn binary_f32(
     if !same || !matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) {
         return ew::binary_f32(op, bc, a, b, act, out);
     }
-    let (len, work) = (out.len(), out.len() * ELEMENTWISE_WORK);
+    let (len, work) = (out.len(), Work::Values(out.len()));
     for_row_blocks(len, ELEMENTWISE_ALIGN, 1, work, out, workers, |r, o, _| {
         let (a, b) = (&a[r.clone()], &b[r]);
         #[cfg(target_arch = "x86_64")]

@@ -765,16 +765,28 @@ pub(crate) fn fully_connected_f32(
 ) {
     let work = batches * g.n * g.k;
     if batches == 1 && g.n >= 2 * COLS_F32 {
-        for_row_blocks(g.n, COLS_F32, 1, work, output, workers, |cols, o, _| {
-            g.run_cols(cols, input, o)
-        });
+        for_row_blocks(
+            g.n,
+            COLS_F32,
+            1,
+            Work::GemmF32(work),
+            output,
+            workers,
+            |cols, o, _| g.run_cols(cols, input, o),
+        );
         return;
     }
     let rows = Rows::Direct {
         data: input,
         stride: g.k,
     };
-    for_row_blocks(batches, MR_F32, g.n, work, output, workers, |ms, o, s| {
-        g.run(ms, &rows, &mut s.f32s, o)
-    });
+    for_row_blocks(
+        batches,
+        MR_F32,
+        g.n,
+        Work::GemmF32(work),
+        output,
+        workers,
+        |ms, o, s| g.run(ms, &rows, &mut s.f32s, o),
+    );
 }

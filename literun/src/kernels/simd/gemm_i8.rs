@@ -444,16 +444,22 @@ pub(crate) fn fully_connected_i8(
     };
     let work = batches * g.n * g.k;
     if batches == 1 && g.n >= 2 * COLS_I8 {
-        for_row_blocks(g.n, COLS_I8, 1, work, output, workers, |cols, o, s| {
-            g.run_cols(0..1, cols, &rows, &mut s.i8s, &mut s.i32s, o)
-        });
+        for_row_blocks(
+            g.n,
+            COLS_I8,
+            1,
+            Work::GemmI8(work),
+            output,
+            workers,
+            |cols, o, s| g.run_cols(0..1, cols, &rows, &mut s.i8s, &mut s.i32s, o),
+        );
         return;
     }
     for_row_blocks(
         batches,
         g.isa.mr_i8(),
         g.n,
-        work,
+        Work::GemmI8(work),
         output,
         workers,
         |ms, o, s| g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o),

@@ -108,9 +108,10 @@ pub use winograd::*;
 pub(crate) const FAST_KERNELS: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 /// The instruction set the fast kernels use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Isa {
     /// The portable kernels only.
+    #[default]
     Portable,
     /// x86-64 AVX2 + FMA.
     Avx2,
@@ -197,6 +198,13 @@ impl Isa {
         matches!(self, Isa::Avx512Vnni | Isa::AvxVnni)
     }
 
+    /// Whether the int8 GEMM multiplies 4 bytes per 32-bit lane in one instruction
+    /// (`vpdpbusd`, `sdot`).
+    #[cfg_attr(not(feature = "threads"), allow(dead_code))]
+    fn dot_product(self) -> bool {
+        self.kg_i8() == 4
+    }
+
     /// Whether `self` is one of the aarch64 ISAs.
     fn neon(self) -> bool {
         matches!(self, Isa::Neon | Isa::NeonDot)
@@ -219,6 +227,9 @@ pub(crate) struct Workers {
     scratch: Vec<FastScratch>,
     #[cfg(feature = "threads")]
     pool: Option<thread_pool::Pool>,
+    /// The kernels' ISA, which sets how long an operator's [`Work`] takes.
+    #[cfg(feature = "threads")]
+    isa: Isa,
     /// One output buffer per worker for blocks of output channels ([`for_gemm_blocks`]),
     /// grown by the first operator split that way.
     #[cfg(feature = "threads")]
@@ -238,6 +249,8 @@ pub(crate) trait BlockElem: Copy + Default + Send + Sync {
     /// The per-worker buffers of this type.
     #[cfg(feature = "threads")]
     fn buffers(blocks: &mut ChannelBlocks) -> &mut Vec<Vec<Self>>;
+    /// `macs` multiply-accumulates of a GEMM of this type.
+    fn gemm_work(macs: usize) -> Work;
 }
 
 impl BlockElem for f32 {
@@ -245,12 +258,18 @@ impl BlockElem for f32 {
     fn buffers(blocks: &mut ChannelBlocks) -> &mut Vec<Vec<f32>> {
         &mut blocks.f32s
     }
+    fn gemm_work(macs: usize) -> Work {
+        Work::GemmF32(macs)
+    }
 }
 
 impl BlockElem for i8 {
     #[cfg(feature = "threads")]
     fn buffers(blocks: &mut ChannelBlocks) -> &mut Vec<Vec<i8>> {
         &mut blocks.i8s
+    }
+    fn gemm_work(macs: usize) -> Work {
+        Work::GemmI8(macs)
     }
 }
 
@@ -262,8 +281,16 @@ impl Workers {
             #[cfg(feature = "threads")]
             pool: None,
             #[cfg(feature = "threads")]
+            isa: Isa::Portable,
+            #[cfg(feature = "threads")]
             channel_blocks: ChannelBlocks::default(),
         }
+    }
+
+    /// Sets the ISA whose speed decides which operators split ([`Work::cost`]).
+    #[cfg(feature = "threads")]
+    pub(crate) fn set_isa(&mut self, isa: Isa) {
+        self.isa = isa;
     }
 
     /// The scratch buffers, one per worker.
@@ -278,13 +305,64 @@ impl Workers {
     }
 }
 
-/// Multiply-accumulates below which an operator stays on the calling thread: such a layer
-/// takes a few microseconds, about what handing a block to a worker and moving its output
-/// between cores cost.
-#[cfg(all(feature = "threads", not(test)))]
-const PARALLEL_MIN_WORK: usize = 1 << 17;
-#[cfg(all(feature = "threads", test))]
-const PARALLEL_MIN_WORK: usize = 1;
+/// An operator's work as the split over workers weighs it: a count of its inner steps, of a
+/// kind whose speed on the running ISA turns it into an estimated time ([`Work::cost`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Work {
+    /// Multiply-accumulates of a float GEMM (a Winograd convolution counts the direct one's).
+    GemmF32(usize),
+    /// Multiply-accumulates of an int8 GEMM.
+    GemmI8(usize),
+    /// Multiply-accumulates of a depthwise convolution (float or int8).
+    Depthwise(usize),
+    /// Values an elementwise operator writes (an int8 ADD's rescalings, a float one's loads
+    /// and store).
+    Values(usize),
+    /// Pooling window taps or values a PAD copies (a compare or a copy each).
+    Copies(usize),
+}
+
+impl Work {
+    /// Estimated single-thread time on `isa`, in multiply-accumulates of a GEMM with AVX-512
+    /// kernels: a kernel of half the vector width (AVX2, AVX-VNNI) takes twice as long, NEON
+    /// (128-bit, on ~2 GHz cores) four times; an int8 GEMM without a dot-product instruction
+    /// (AVX2's `vpmaddwd`, NEON's `smlal`) twice again, and so does a depthwise convolution
+    /// off AVX-512; an elementwise value costs 8, a pooling tap or a copied value 1. With AVX-512
+    /// kernels this is the count of multiply-accumulates (elementwise values 8) the split was
+    /// tuned with.
+    /// Measured per operator (`litecvt bench --profile`, MobileNetV2-0.35 at 96x96 int8, on the
+    /// Xeon): the 12x12 and 6x6 1x1 convolutions ran 70-130 multiply-accumulates per ns with
+    /// AVX-512 kernels, 25-45 with AVX2 ones; the depthwise ones 20-40 and 5-10.
+    #[cfg_attr(not(feature = "threads"), allow(dead_code))]
+    fn cost(self, isa: Isa) -> usize {
+        let (steps, weight) = match self {
+            Work::GemmF32(n) => (n, 1),
+            Work::GemmI8(n) => (n, if isa.dot_product() { 1 } else { 2 }),
+            Work::Depthwise(n) => (n, if isa == Isa::Avx512Vnni { 1 } else { 2 }),
+            Work::Values(n) => (n, 8),
+            Work::Copies(n) => (n, 1),
+        };
+        let width = match isa {
+            Isa::Avx512Vnni => 1,
+            Isa::Avx2 | Isa::AvxVnni => 2,
+            _ => 4,
+        };
+        steps.saturating_mul(weight * width)
+    }
+}
+
+/// [`Work::cost`] below which an operator stays on the calling thread: 2^17 AVX-512 GEMM
+/// multiply-accumulates take about a microsecond, about what handing a block to a worker and
+/// the next operator's reads of what the worker wrote (from the other core's cache) cost.
+#[cfg(feature = "threads")]
+const PARALLEL_MIN_COST: usize = 1 << 17;
+
+/// Whether an operator of `work` splits over the workers: always in the unit tests, which run
+/// every case split to check that the blocks compute what one thread does.
+#[cfg(feature = "threads")]
+fn worth_splitting(work: Work, isa: Isa) -> bool {
+    cfg!(test) || work.cost(isa) >= PARALLEL_MIN_COST
+}
 
 /// Runs `f(rows, out_block, scratch)` over rows `0..m_count` of `row_len` outputs each: on the
 /// calling thread, or (feature `threads`, several `workers`, enough `work`) split into one
@@ -294,7 +372,7 @@ fn for_row_blocks<T: Send>(
     m_count: usize,
     align: usize,
     row_len: usize,
-    work: usize,
+    work: Work,
     out: &mut [T],
     workers: &mut Workers,
     f: impl Fn(Range<usize>, &mut [T], &mut FastScratch) + Sync,
@@ -306,7 +384,7 @@ fn for_row_blocks<T: Send>(
     {
         let align = align.max(1);
         let wanted = workers.scratch.len().min(m_count / align);
-        if wanted > 1 && row_len > 0 && work >= PARALLEL_MIN_WORK {
+        if wanted > 1 && row_len > 0 && worth_splitting(work, workers.isa) {
             let n = workers.scratch.len();
             let pool = workers
                 .pool
@@ -367,11 +445,14 @@ pub(crate) fn for_gemm_blocks<T: BlockElem>(
     workers: &mut Workers,
     f: impl Fn(Range<usize>, Range<usize>, &mut [T], &mut FastScratch) + Sync,
 ) {
+    let work = T::gemm_work(g.m * g.n * g.k);
     #[cfg(feature = "threads")]
-    if by_channels(&g, workers.scratch.len()) && for_channel_blocks(&g, out, workers, &f) {
+    if worth_splitting(work, workers.isa)
+        && by_channels(&g, workers.scratch.len())
+        && for_channel_blocks(&g, out, workers, &f)
+    {
         return;
     }
-    let work = g.m * g.n * g.k;
     for_row_blocks(g.m, g.mr, g.n, work, out, workers, |ms, o, s| {
         f(ms, 0..g.n, o, s)
     });
@@ -385,7 +466,7 @@ pub(crate) fn for_gemm_blocks<T: BlockElem>(
 fn by_channels(g: &GemmBlocks, threads: usize) -> bool {
     let (mr, cols) = (g.mr.max(1), g.cols.max(1));
     let units = g.n.div_ceil(cols);
-    if threads < 2 || units < 2 || g.m * g.n * g.k < PARALLEL_MIN_WORK {
+    if threads < 2 || units < 2 {
         return false;
     }
     let tiles = g.m.div_ceil(mr);
@@ -416,6 +497,7 @@ fn for_channel_blocks<T: BlockElem>(
         scratch,
         pool,
         channel_blocks,
+        ..
     } = workers;
     let threads = scratch.len();
     let pool = pool.get_or_insert_with(|| thread_pool::Pool::new(threads - 1));

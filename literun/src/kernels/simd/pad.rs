@@ -58,7 +58,7 @@ pub(crate) fn pad_rows<T: Copy + Send + Sync>(
         rows,
         1,
         row_len,
-        output.len(),
+        Work::Copies(output.len()),
         output,
         workers,
         |rs, block, _| {

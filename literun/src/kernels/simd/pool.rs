@@ -75,9 +75,15 @@ pub(crate) fn max_pool<T: PoolMax>(
         return;
     }
     let work = rows * row_len * p.filter_h * p.filter_w;
-    for_row_blocks(rows, 1, row_len, work, output, workers, |rs, block, _| {
-        max_pool_rows_isa(isa, input, in_shape, p, bounds, out_shape, rs, block)
-    });
+    for_row_blocks(
+        rows,
+        1,
+        row_len,
+        Work::Copies(work),
+        output,
+        workers,
+        |rs, block, _| max_pool_rows_isa(isa, input, in_shape, p, bounds, out_shape, rs, block),
+    );
 }
 
 /// [`max_pool_rows`] compiled for `isa`.

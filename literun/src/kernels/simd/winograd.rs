@@ -121,66 +121,74 @@ pub(crate) fn conv2d_wino_f32(
         let inb = &input[b * in_h * in_w * cin..(b + 1) * in_h * in_w * cin];
         let outb = &mut output[b * out_h * out_w * cout..(b + 1) * out_h * out_w * cout];
         let work = out_h * out_w * cout * 9 * cin;
-        for_row_blocks(out_h, 2, out_w * cout, work, outb, workers, |rows, o, s| {
-            let (u, rest) = s.f32s[..wf.scratch_f32()].split_at_mut(4 * len);
-            let (v, m) = rest.split_at_mut(4 * xs_in);
-            let ty0 = rows.start / 2;
-            let tiles = (rows.end.div_ceil(2) - ty0) * tw;
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = (&u, &v, &m, tiles, inb, p, len, xs_out);
-            #[cfg(target_arch = "x86_64")]
-            for r in 0..4 {
-                x86::wino_weights_f32(&wf.taps, len, r, u);
-                let mut t0 = 0;
-                while t0 < tiles {
-                    let chunk = (tiles - t0).min(WINO_TILES);
-                    x86::wino_input_f32(
-                        inb,
-                        [in_h, in_w, cin],
-                        [p.pad_top, p.pad_left],
-                        [tw, ty0],
-                        t0..t0 + chunk,
-                        r,
-                        v,
-                    );
-                    for c in 0..4 {
-                        // Positions (0 or 3, 0 or 3) are taps as they are.
-                        let b = match (r % 3, c % 3) {
-                            (0, 0) => &wf.taps[(2 * r + 2 * (c / 3)) * len..][..len],
-                            _ => &u[c * len..(c + 1) * len],
-                        };
-                        gemm_packed_direct_f32_avx512(
-                            b,
-                            &wf.zeros,
-                            cout,
-                            cin,
-                            Activation::None,
-                            &v[c * cin..chunk * 4 * cin],
-                            4 * cin,
-                            0..chunk,
-                            &mut m[c * xs_out..c * xs_out + chunk * cout],
+        for_row_blocks(
+            out_h,
+            2,
+            out_w * cout,
+            Work::GemmF32(work),
+            outb,
+            workers,
+            |rows, o, s| {
+                let (u, rest) = s.f32s[..wf.scratch_f32()].split_at_mut(4 * len);
+                let (v, m) = rest.split_at_mut(4 * xs_in);
+                let ty0 = rows.start / 2;
+                let tiles = (rows.end.div_ceil(2) - ty0) * tw;
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (&u, &v, &m, tiles, inb, p, len, xs_out);
+                #[cfg(target_arch = "x86_64")]
+                for r in 0..4 {
+                    x86::wino_weights_f32(&wf.taps, len, r, u);
+                    let mut t0 = 0;
+                    while t0 < tiles {
+                        let chunk = (tiles - t0).min(WINO_TILES);
+                        x86::wino_input_f32(
+                            inb,
+                            [in_h, in_w, cin],
+                            [p.pad_top, p.pad_left],
+                            [tw, ty0],
+                            t0..t0 + chunk,
+                            r,
+                            v,
                         );
+                        for c in 0..4 {
+                            // Positions (0 or 3, 0 or 3) are taps as they are.
+                            let b = match (r % 3, c % 3) {
+                                (0, 0) => &wf.taps[(2 * r + 2 * (c / 3)) * len..][..len],
+                                _ => &u[c * len..(c + 1) * len],
+                            };
+                            gemm_packed_direct_f32_avx512(
+                                b,
+                                &wf.zeros,
+                                cout,
+                                cin,
+                                Activation::None,
+                                &v[c * cin..chunk * 4 * cin],
+                                4 * cin,
+                                0..chunk,
+                                &mut m[c * xs_out..c * xs_out + chunk * cout],
+                            );
+                        }
+                        x86::wino_output_f32(
+                            m,
+                            xs_out,
+                            cout,
+                            &wf.bias,
+                            wf.act,
+                            [out_w, tw, ty0],
+                            rows.clone(),
+                            t0..t0 + chunk,
+                            r,
+                            o,
+                        );
+                        t0 += chunk;
                     }
-                    x86::wino_output_f32(
-                        m,
-                        xs_out,
-                        cout,
-                        &wf.bias,
-                        wf.act,
-                        [out_w, tw, ty0],
-                        rows.clone(),
-                        t0..t0 + chunk,
-                        r,
-                        o,
-                    );
-                    t0 += chunk;
                 }
-            }
-            if wf.act == Activation::Tanh {
-                for v in o[..rows.len() * out_w * cout].iter_mut() {
-                    *v = wf.act.apply(*v);
+                if wf.act == Activation::Tanh {
+                    for v in o[..rows.len() * out_w * cout].iter_mut() {
+                        *v = wf.act.apply(*v);
+                    }
                 }
-            }
-        });
+            },
+        );
     }
 }

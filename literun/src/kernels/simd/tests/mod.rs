@@ -225,3 +225,24 @@ fn few_rows_and_many_channels_split_by_channels() {
     assert!(!by_channels(&gemm(196, 128, 576, MR_F32, COLS_F32), 2));
     assert!(!by_channels(&gemm(16, 512, 4608, MR_F32, COLS_F32), 1));
 }
+
+/// The split threshold weighs work by the kernel's speed on the ISA: a 12x12x96 3x3 depthwise
+/// layer (124k multiply-accumulates) splits with AVX2 kernels, where it took ~14 µs, not with
+/// AVX-512 ones (~3 µs, slower on two threads); a GEMM splits sooner with narrower vectors, and
+/// without a dot-product instruction sooner still.
+#[cfg(feature = "threads")]
+#[test]
+fn the_split_threshold_follows_the_isa() {
+    let dw = Work::Depthwise(12 * 12 * 96 * 9);
+    assert!(dw.cost(Isa::Avx2) >= PARALLEL_MIN_COST);
+    assert!(dw.cost(Isa::Avx512Vnni) < PARALLEL_MIN_COST);
+    let gemm = |isa: Isa, macs| Work::GemmI8(macs).cost(isa) >= PARALLEL_MIN_COST;
+    assert!(!gemm(Isa::Avx512Vnni, 12 * 12 * 96 * 9));
+    assert!(gemm(Isa::Avx2, 6 * 6 * 24 * 144));
+    let smallest = |isa: Isa| (1..1 << 16).find(|&m| gemm(isa, m << 8)).unwrap();
+    assert!(smallest(Isa::Avx2) < smallest(Isa::AvxVnni));
+    assert!(smallest(Isa::AvxVnni) < smallest(Isa::Avx512Vnni));
+    assert!(smallest(Isa::Neon) < smallest(Isa::NeonDot));
+    let f32_cost = |isa: Isa| Work::GemmF32(1 << 16).cost(isa);
+    assert!(f32_cost(Isa::Avx2) > f32_cost(Isa::Avx512Vnni));
+}
