@@ -649,8 +649,14 @@ impl Elementwise {
                 ..
             } if simd::FAST_KERNELS && isa != Isa::Portable => Some(Fast::BinaryF32(isa)),
             #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
-            Elementwise::Unary { dtype, .. }
-                if *dtype != DType::I32 && simd::has_elementwise(isa) =>
+            Elementwise::Unary {
+                dtype,
+                op,
+                requantized,
+            } if *dtype != DType::I32
+                && (simd::has_elementwise(isa)
+                    || matches!((op, requantized), (ew::UnaryOp::Gelu { approximate }, false)
+                        if simd::has_gelu(isa, *approximate))) =>
             {
                 Some(Fast::Unary(isa))
             }

@@ -35,7 +35,7 @@ pub use broadcast::*;
     feature = "ops-elementwise",
     feature = "ops-float"
 ))]
-pub(crate) use gelu_blocks::gelu_blocks;
+pub(crate) use gelu_blocks::gelu_tanh_blocks;
 pub use lut::*;
 pub use quantize::*;
 pub use quantized::*;

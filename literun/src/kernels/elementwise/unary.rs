@@ -133,12 +133,12 @@ pub(crate) fn unary_loops(op: UnaryOp, input: &[f32], out: &mut [f32]) {
     }
 }
 
-/// Float GELU with the vectorizing [`gelu_fast`] (exact form) or [`gelu_tanh_fast`]
-/// (`approximate`): within 1e-5 relative of the exact function, where [`unary_f32`] keeps
+/// Float GELU with the vectorizing [`gelu_fast`] (exact form, whose doc states the float GELU
+/// accuracy contract) or [`gelu_tanh_fast`] (`approximate`), where [`unary_f32`] keeps
 /// TFLite's reference formula (whose `1 + erf` cancels for negative inputs; kept for outputs
 /// that are requantized, which must round as LiteRT's reference kernels do). Not inlined, as
-/// [`unary_f32`]; `simd::gelu_f32` computes the same formula with fused multiply-adds over
-/// blocks of wider vectors.
+/// [`unary_f32`]; `simd::gelu_f32` computes the same formulas with fused multiply-adds in
+/// wider vectors.
 #[inline(never)]
 pub fn gelu_f32(approximate: bool, input: &[f32], out: &mut [f32]) {
     gelu_loops(approximate, input, out)

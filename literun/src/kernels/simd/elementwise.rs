@@ -416,18 +416,30 @@ pub(crate) fn unary_f32(
     true
 }
 
-/// Float GELU ([`crate::kernels::elementwise::gelu_f32`]'s vectorizing form) at this ISA's
-/// vector width with fused multiply-adds, within a few ulp of that kernel (which runs at the
-/// baseline width: SSE2, or NEON on aarch64). `false` (nothing done) when `isa` has no such
-/// kernel.
+/// Whether `isa` has a float GELU kernel ([`gelu_f32`]) for the exact form (every x86 ISA
+/// with [`has_elementwise`], and NEON) or for both forms (`approximate` too: x86 only).
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+pub(crate) fn has_gelu(isa: Isa, approximate: bool) -> bool {
+    has_elementwise(isa)
+        || (!approximate
+            && cfg!(target_arch = "aarch64")
+            && matches!(isa, Isa::Neon | Isa::NeonDot))
+}
+
+/// Float GELU ([`crate::kernels::elementwise::gelu_f32`]'s formula) at this ISA's vector
+/// width with fused multiply-adds, within the same accuracy contract
+/// ([`crate::math::gelu_fast`]). `false` (nothing done) when `isa` has no such kernel
+/// ([`has_gelu`]).
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f32]) -> bool {
-    if !has_elementwise(isa) {
+    if !has_gelu(isa, approximate) {
         return false;
     }
     #[cfg(target_arch = "x86_64")]
     x86::gelu_f32(isa, approximate, input, out);
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(target_arch = "aarch64")]
+    aarch64::gelu_exact(isa, input, out);
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
     let _ = (approximate, input, out);
     true
 }

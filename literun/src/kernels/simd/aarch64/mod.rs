@@ -27,6 +27,8 @@ mod depthwise_f32;
 mod depthwise_i8;
 #[cfg(feature = "ops-int16")]
 mod elementwise_i16;
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+mod gelu;
 mod gemm_f32;
 mod gemm_i8;
 
@@ -34,6 +36,8 @@ pub(crate) use depthwise_f32::*;
 pub(crate) use depthwise_i8::*;
 #[cfg(feature = "ops-int16")]
 pub(crate) use elementwise_i16::*;
+#[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
+pub(crate) use gelu::gelu_exact;
 pub(crate) use gemm_f32::*;
 pub(crate) use gemm_i8::*;
 

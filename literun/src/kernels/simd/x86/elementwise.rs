@@ -294,8 +294,9 @@ pub(crate) fn unary_f32(
     }
 }
 
-/// [`crate::kernels::elementwise::gelu_f32`] compiled for `isa`'s vectors, with fused
-/// multiply-adds (within a few ulp of the portable kernel).
+/// Float GELU at `isa`'s vector width with fused multiply-adds: the exact form in
+/// `x86::gelu`'s kernels, the tanh form as the portable formula in blocks (within a few ulp
+/// of the portable kernel).
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f32]) {
     if isa == Isa::Avx512Vnni {
@@ -430,8 +431,11 @@ fn unary_f32_avx2(op: crate::kernels::elementwise::UnaryOp, input: &[f32], out: 
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn gelu_f32_avx512(approximate: bool, input: &[f32], out: &mut [f32]) {
+    if !approximate {
+        return super::gelu::gelu_exact_avx512(input, out);
+    }
     // Eight vectors side by side (four: 1.5x the time; sixteen spill too much).
-    crate::kernels::elementwise::gelu_blocks::<128>(approximate, input, out)
+    crate::kernels::elementwise::gelu_tanh_blocks::<128>(input, out)
 }
 
 #[cfg(all(feature = "ops-elementwise", feature = "ops-float"))]
@@ -441,7 +445,7 @@ fn gelu_f32_avx2(approximate: bool, input: &[f32], out: &mut [f32]) {
         return super::gelu::gelu_exact_avx2(input, out);
     }
     // Four vectors side by side (eight spill too much in 16 registers).
-    crate::kernels::elementwise::gelu_blocks::<32>(approximate, input, out)
+    crate::kernels::elementwise::gelu_tanh_blocks::<32>(input, out)
 }
 
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
