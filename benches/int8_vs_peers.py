@@ -63,7 +63,7 @@ import traceback
 from pathlib import Path
 
 import numpy as np
-from tflite_worker import last_error_line  # also run alone, in TensorFlow's environment
+from tflite_worker import StepError, last_error_line  # also run alone, in TensorFlow's environment
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,10 +84,6 @@ ORT_METHODS = ("MinMax", "Entropy", "Percentile")
 # Ops that show that ONNX Runtime's quantizer quantized something.
 ORT_QUANT_OPS = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
                  "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat")
-
-
-class StepError(Exception):
-    pass
 
 
 WORK_PREFIX = [""]
