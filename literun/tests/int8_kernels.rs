@@ -588,48 +588,6 @@ fn softmax_int8_hand_computed() {
     assert_eq!(run_i8(&bytes, &[&[100, 100, -27]]), vec![0, 0, -128]);
 }
 
-/// Timing of hybrid against float kernels (run with `--release -- --ignored --nocapture`);
-/// prints, never asserts on time.
-#[test]
-#[ignore]
-fn hybrid_speed() {
-    let mut r = Rng(99);
-    let (is, fs) = ([1i32, 28, 28, 64], [64i32, 3, 3, 64]);
-    let nf = (64 * 3 * 3 * 64) as usize;
-    let wq = r.i8s(nf);
-    let wf: Vec<f32> = wq.iter().map(|&v| v as f32 * 0.01).collect();
-    let x = r.f32s(28 * 28 * 64, 1.0);
-    use s::Conv2DOptions as O;
-    let o = vec![
-        F::I8(O::VT_PADDING, 0),
-        F::I32(O::VT_STRIDE_W, 1),
-        F::I32(O::VT_STRIDE_H, 1),
-    ];
-    for hybrid in [false, true] {
-        let mut m = ModelBuilder::new();
-        let xi = m.f32("x", &is);
-        let w = if hybrid {
-            let w = m.const_i8("w", &fs, &wq);
-            m.quant(w, &[0.01], &[0], 0);
-            w
-        } else {
-            m.const_f32("w", &fs, &wf)
-        };
-        let y = m.f32("y", &[1, 28, 28, 64]);
-        m.op(B::CONV_2D, &[xi, w], &[y], opts(1, o.clone()));
-        let bytes = m.finish(&[xi], &[y]);
-        let model = Model::from_bytes(&bytes).unwrap();
-        let mut it = Interpreter::new(&model).unwrap();
-        it.input_f32_mut(0).unwrap().copy_from_slice(&x);
-        it.invoke().unwrap();
-        let t = std::time::Instant::now();
-        for _ in 0..5 {
-            it.invoke().unwrap();
-        }
-        println!("conv hybrid={hybrid}: {:?} per invoke", t.elapsed() / 5);
-    }
-}
-
 #[test]
 fn maximum_minimum_int8_broadcast_match_float() {
     let mut r = Rng(131);
