@@ -6,7 +6,7 @@ use super::calibrate::Sample;
 use crate::ir::{ConstData, Graph};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Error of one tensor, accumulated over the samples.
 #[derive(Clone, Debug, Serialize)]
@@ -115,38 +115,43 @@ pub fn layer_errors(
     samples: &[Sample],
     bounded: &HashMap<String, (f32, f32)>,
 ) -> Result<Vec<LayerError>> {
-    // Float activations of every sample, by tensor name (bounded: the report uses few samples).
-    let mut float_values: HashMap<(usize, usize), Vec<f32>> = HashMap::new();
-    observe(float, samples, |k, t, v| {
-        float_values.insert((k, t), v.to_vec());
-    })?;
     let float_index: HashMap<String, usize> = labels(float)?
         .into_iter()
         .enumerate()
         .map(|(i, (name, _, _))| (name, i))
         .collect();
     let qlabels = labels(quantized)?;
-    let mut accs: HashMap<usize, Acc> = HashMap::new();
+    // By tensor index, so tensors of equal SNR keep one order (the search reads it).
+    let mut accs: BTreeMap<usize, Acc> = BTreeMap::new();
     let int8 = |t: usize| qlabels.get(t).is_some_and(|(_, _, int8)| *int8);
-    super::observe::observe_where(quantized, samples, &int8, |k, t, v| {
-        let (name, _, _) = &qlabels[t];
-        let base = float_name(name);
-        let fi = float_index.get(name).or_else(|| float_index.get(base));
-        let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) else {
-            return;
-        };
-        if r.len() != v.len() {
-            return;
-        }
-        let acc = accs.entry(t).or_default();
-        match bounded.get(base) {
-            Some(&(a, z)) => {
-                let clamped: Vec<f32> = r.iter().map(|x| x.clamp(a, z)).collect();
-                acc.add(&clamped, v.iter().copied());
+    // A few samples at a time, one per core: every float activation of a sample is held until
+    // the quantized run of the same sample has been compared with it, and a 480x480 detector's
+    // activations take ~0.4 GB a sample. The sums still add the samples in order.
+    for chunk in samples.chunks(rayon::current_num_threads().max(1)) {
+        let mut float_values: HashMap<(usize, usize), Vec<f32>> = HashMap::new();
+        observe(float, chunk, |k, t, v| {
+            float_values.insert((k, t), v.to_vec());
+        })?;
+        super::observe::observe_where(quantized, chunk, &int8, |k, t, v| {
+            let (name, _, _) = &qlabels[t];
+            let base = float_name(name);
+            let fi = float_index.get(name).or_else(|| float_index.get(base));
+            let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) else {
+                return;
+            };
+            if r.len() != v.len() {
+                return;
             }
-            None => acc.add(r, v.iter().copied()),
-        }
-    })?;
+            let acc = accs.entry(t).or_default();
+            match bounded.get(base) {
+                Some(&(a, z)) => {
+                    let clamped: Vec<f32> = r.iter().map(|x| x.clamp(a, z)).collect();
+                    acc.add(&clamped, v.iter().copied());
+                }
+                None => acc.add(r, v.iter().copied()),
+            }
+        })?;
+    }
     let mut out: Vec<LayerError> = accs
         .into_iter()
         .map(|(t, a)| LayerError {
