@@ -44,6 +44,14 @@ impl Acc {
         }
     }
 
+    /// Adds the error that survives the clipping to `(lo, hi)` the tensor's readers do: both
+    /// sides clamped, since a quantized tensor keeps values beyond it wherever its range could
+    /// not be narrowed (a RESHAPE before a ReLU shares its input's int8 parameters).
+    fn add_within(&mut self, reference: &[f32], test: &[f32], (lo, hi): (f32, f32)) {
+        let clamped: Vec<f32> = reference.iter().map(|x| x.clamp(lo, hi)).collect();
+        self.add(&clamped, test.iter().map(|x| x.clamp(lo, hi)));
+    }
+
     fn merge(&mut self, other: &Acc) {
         self.signal += other.signal;
         self.noise += other.noise;
@@ -144,10 +152,7 @@ pub fn layer_errors(
             }
             let acc = accs.entry(t).or_default();
             match bounded.get(base) {
-                Some(&(a, z)) => {
-                    let clamped: Vec<f32> = r.iter().map(|x| x.clamp(a, z)).collect();
-                    acc.add(&clamped, v.iter().copied());
-                }
+                Some(&interval) => acc.add_within(r, v, interval),
                 None => acc.add(r, v.iter().copied()),
             }
         })?;
@@ -335,5 +340,17 @@ mod tests {
         // Signal 4 + 1 + 1, noise 0.25: the padding adds to neither.
         assert!((acc.snr_db() - 10.0 * (6.0f64 / 0.25).log10()).abs() < 1e-9);
         assert_eq!(acc.max_abs, 0.5);
+    }
+
+    #[test]
+    fn values_a_later_clip_removes_are_no_error_on_either_side() {
+        let relu = (0.0, f32::INFINITY);
+        let mut acc = Acc::default();
+        // Negative on both sides (the int8 tensor kept them): both become 0 after the ReLU.
+        acc.add_within(&[-0.5, -2.0, 1.0], &[-0.4, -1.0, 1.0], relu);
+        assert_eq!(acc.snr_db(), f64::INFINITY);
+        // A value the ReLU keeps, quantized below 0: an error of its whole size.
+        acc.add_within(&[0.2], &[-0.1], relu);
+        assert!((acc.snr_db() - 10.0 * (1.04f64 / 0.04).log10()).abs() < 1e-6);
     }
 }
