@@ -1,8 +1,10 @@
 //! Float BATCH_MATMUL through the float GEMM's kernels: both operands are activations, so each
 //! rhs matrix is packed per call, in scratch the interpreter sized once. With AVX-512 a whole
-//! matrix product is one call of the dense layer's row kernel (`gemm_direct_f32_avx512`, 6 x 64
-//! tiles over the lhs rows in place), whose weight layout a row-major rhs of 16, 32, 48 or 64
-//! columns already has (read in place, as attention's product with the values); elsewhere the
+//! matrix product is one call of a row kernel over the lhs rows in place: for up to 32 columns
+//! the tall tiles of the convolutions' strided rows (`gemm_strided_f32_avx512`, up to 12 rows
+//! x 32), wider ones the dense layer's (`gemm_direct_f32_avx512`, 6 x 64), whose weight layout
+//! a row-major rhs of 16, 32, 48 or 64 columns already has (read in place, as attention's
+//! product with the values); elsewhere the
 //! tile kernel (`tile_f32`, the one [`GemmF32::run`] uses) over 16-column panels, of which a
 //! row-major rhs of 16 columns is one. A rhs stored transposed (`adj_y`, attention's keys) is
 //! packed. With AVX2, matrices of up to 64 columns (a multiple of 8) are one call of a row
@@ -89,6 +91,26 @@ pub(crate) fn batch_matmul_f32(
                     &*panels
                 };
                 let a = lhs_as_rows(&lhs[lo..lo + m * k], m, k, adj_x, lhs_rows);
+                if n <= 2 * NR_F32 {
+                    // One or two panels (attention's products with 16- or 32-value heads and
+                    // 32 keys): tiles of up to 12 rows, whose 12-24 multiply-add chains the
+                    // 6-row tile of one or two panels (6-12) cannot match.
+                    let out = &mut out[oo..oo + m * n];
+                    x86::gemm_strided_f32_avx512(
+                        a,
+                        &[(0, 0)],
+                        k,
+                        k,
+                        m,
+                        b,
+                        zero_bias,
+                        n,
+                        k,
+                        Activation::None,
+                        out,
+                    );
+                    return;
+                }
                 x86::gemm_direct_f32_avx512(
                     a,
                     k,

@@ -754,6 +754,17 @@ pub(crate) fn gemm_packed_direct_f32_avx512(
 /// AVX-512 tiles: 4 panels of 16).
 pub(crate) const COLS_F32: usize = GROUP_F32 * NR_F32;
 
+/// Batch rows under which a float dense layer with AVX-512 kernels stays on one thread (row
+/// split): with fewer than four tiles a worker, a transformer's 32-token layers ran slower split
+/// than whole, the hand-over and the reads of the other core's half costing more than it saves.
+const FC_ROW_SPLIT_MIN_AVX512: usize = 8 * MR_F32;
+
+/// The [`Work`] of a float dense layer's row split (`macs`; none under the rows above).
+pub(crate) fn fc_row_work(isa: Isa, batches: usize, macs: usize) -> Work {
+    let few_rows = isa == Isa::Avx512Vnni && batches < FC_ROW_SPLIT_MIN_AVX512;
+    Work::GemmF32(if few_rows { 0 } else { macs })
+}
+
 /// Float FULLY_CONNECTED through [`GemmF32`]: split over workers by rows, or with one batch
 /// row and enough channels, by output channels.
 pub(crate) fn fully_connected_f32(
@@ -784,7 +795,7 @@ pub(crate) fn fully_connected_f32(
         batches,
         MR_F32,
         g.n,
-        Work::GemmF32(work),
+        fc_row_work(g.isa, batches, work),
         output,
         workers,
         |ms, o, s| g.run(ms, &rows, &mut s.f32s, o),

@@ -245,4 +245,11 @@ fn the_split_threshold_follows_the_isa() {
     assert!(smallest(Isa::Neon) < smallest(Isa::NeonDot));
     let f32_cost = |isa: Isa| Work::GemmF32(1 << 16).cost(isa);
     assert!(f32_cost(Isa::Avx2) > f32_cost(Isa::Avx512Vnni));
+    // A transformer's 32-token dense layer stays whole with AVX-512, splits with AVX2; many
+    // rows split with either.
+    let fc =
+        |isa: Isa, rows| fc_row_work(isa, rows, rows * 64 * 256).cost(isa) >= PARALLEL_MIN_COST;
+    assert!(!fc(Isa::Avx512Vnni, 32));
+    assert!(fc(Isa::Avx2, 32));
+    assert!(fc(Isa::Avx512Vnni, 196));
 }
