@@ -9,13 +9,48 @@ pub(crate) fn dw_f32_pixel(isa: Isa, dw: &DwF32, input: &[f32], taps: &[usize], 
     unsafe { dw_f32_pixel_neon(dw, input, taps, out) }
 }
 
-/// Blocks of 8 channels (two vectors, two independent multiply-add chains per tap).
+/// Blocks of 16 channels while whole ones remain (four vectors: four independent multiply-add
+/// chains per tap, as one chain per vector is bound by the multiply-add latency), then blocks
+/// of 8 (two vectors). Each channel sums its taps in order, then adds the bias.
 #[target_feature(enable = "neon")]
 fn dw_f32_pixel_neon(dw: &DwF32, input: &[f32], taps: &[usize], out: &mut [f32]) {
     let (c, cp) = (dw.c, dw.cp);
     assert!(taps.len() == dw.taps && out.len() == c && dw.w.len() == dw.taps * cp);
     assert!(dw.bias.len() == cp && cp >= c);
-    for cb in 0..cp / 8 {
+    let mut ch = 0;
+    while ch + 16 <= c {
+        let mut acc = [vdupq_n_f32(0.0); 4];
+        for (t, &px) in taps.iter().enumerate() {
+            if px == usize::MAX {
+                continue;
+            }
+            let x = &input[px * c + ch..px * c + ch + 16];
+            let w = &dw.w[t * cp + ch..t * cp + ch + 16];
+            for (h, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: x and w have 16 floats; 4h + 4 <= 16.
+                unsafe {
+                    let (xv, wv) = (
+                        vld1q_f32(x.as_ptr().add(4 * h)),
+                        vld1q_f32(w.as_ptr().add(4 * h)),
+                    );
+                    *acc = vfmaq_f32(*acc, xv, wv);
+                }
+            }
+        }
+        let (bias, o) = (&dw.bias[ch..ch + 16], &mut out[ch..ch + 16]);
+        for (h, acc) in acc.iter().enumerate() {
+            // SAFETY: bias and o have 16 floats; 4h + 4 <= 16.
+            unsafe {
+                let bv = vld1q_f32(bias.as_ptr().add(4 * h));
+                vst1q_f32(
+                    o.as_mut_ptr().add(4 * h),
+                    activate(vaddq_f32(*acc, bv), dw.act),
+                );
+            }
+        }
+        ch += 16;
+    }
+    for cb in ch / 8..cp / 8 {
         let ch = cb * 8;
         let full = ch + 8 <= c;
         let mut acc = [vdupq_n_f32(0.0); 2];

@@ -103,3 +103,56 @@ fast_vs_portable! {
         }
     }
 }
+
+/// Every run length from 1 to 11 pixels (the 3x3 run kernel's groups of four, two and one
+/// pixel and their remainders) and channel counts around the edge-pixel kernel's 32-, 16- and
+/// 8-channel steps, with stride 1 and 2 and padding 0 or 1 on each side: the 3x3 float paths
+/// against the portable kernel.
+#[test]
+fn depthwise3x3_f32_run_lengths_and_channel_steps() {
+    let mut rng = Rng(41);
+    for isa in isas() {
+        for c in [1, 7, 8, 9, 16, 17, 24, 31, 32, 33, 40, 48, 56, 64, 71] {
+            for w in 3..=13 {
+                for (s, pad) in [(1, 0), (1, 1), (2, 0), (2, 1)] {
+                    let h = 4;
+                    let (oh, ow) = ((h + 2 * pad - 3) / s + 1, (w + 2 * pad - 3) / s + 1);
+                    let p = DepthwiseParams {
+                        stride_h: s,
+                        stride_w: s,
+                        dilation_h: 1,
+                        dilation_w: 1,
+                        pad_top: pad,
+                        pad_left: pad,
+                        depth_multiplier: 1,
+                        activation: [Activation::None, Activation::Relu6][w % 2],
+                    };
+                    let (is, os) = ([1, h, w, c], [1, oh, ow, c]);
+                    let input = rng.f32s(is.iter().product());
+                    let filter = rng.f32s(9 * c);
+                    let bias = rng.f32s(c);
+                    let mut want = vec![0f32; os.iter().product()];
+                    depthwise_conv::depthwise_conv2d_f32(
+                        &input,
+                        is,
+                        &filter,
+                        [1, 3, 3, c],
+                        Some(&bias),
+                        &p,
+                        &mut want,
+                        os,
+                    );
+                    let dw = DwF32::pack(isa, &filter, 9, c, Some(&bias), p.activation).unwrap();
+                    let mut got = vec![f32::NAN; want.len()];
+                    let mut s1 = workers_for(0, 0, 1);
+                    depthwise_f32(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s1);
+                    close(
+                        &got,
+                        &want,
+                        &format!("{isa:?} c {c} w {w} stride {s} pad {pad}"),
+                    );
+                }
+            }
+        }
+    }
+}

@@ -421,3 +421,20 @@ fast_vs_portable! {
         );
     }
 }
+
+fast_vs_portable! {
+    /// 1x1 float convolutions of a few pixels with weights bigger than L1 (MobileNetV2's last
+    /// layers; with AVX2 each panel then goes through every row block before the next): row
+    /// counts over one 6-row block, whole last panels, partial ones of 9-15 and of at most 8
+    /// channels, every activation.
+    fn conv_f32_pointwise_large_weights_match_portable(seed 13, cases 5usize, isa, case, rng) {
+        let (h, w, cin, cout) = [(3, 3, 112, 1280), (2, 4, 64, 140), (3, 3, 96, 136), (1, 7, 300, 40), (3, 4, 72, 200)][case];
+        let p = Conv2dParams {
+            activation: FUSED_ACTIVATIONS[case % 5],
+            ..Default::default()
+        };
+        let (is, fs, os) = ([1, h, w, cin], [cout, 1, 1, cin], [1, h, w, cout]);
+        let what = format!("pointwise large weights case {case}");
+        check_conv_f32(&mut rng, isa, is, fs, os, &p, close, &what);
+    }
+}

@@ -255,9 +255,10 @@ unsafe fn dw_f32_run_avx2<const TAPS: usize>(
 }
 
 /// One output pixel of a nine-tap (3x3) kernel, its padding taps (null) skipped: the taps
-/// inside the input are listed once, then each pair of 8-channel blocks sums them with no
-/// test or mask in the loop (edge pixels: a 3x3 or 6x6 layer's are most of its pixels). Each
-/// channel sums its taps in order, then adds the bias, as [`dw_f32_run_avx2`].
+/// inside the input are listed once, then four 8-channel blocks at a time (four independent
+/// multiply-add chains: one or two are bound by the multiply-add latency), then two, sum them
+/// with no test or mask in the loop (edge pixels: a 3x3 or 6x6 layer's are most of its
+/// pixels). Each channel sums its taps in order, then adds the bias, as [`dw_f32_run_avx2`].
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA; `dw.taps == 9`; every non-null `ptrs[t]` (`t < 9`) points to
@@ -282,7 +283,25 @@ unsafe fn dw9_pixel_avx2(dw: &DwF32, ptrs: &[*const f32; DW_MAX_TAPS + 1], out: 
     // SAFETY: channels below c of every listed tap are readable (the contract), the weights
     // and bias are padded to cp (asserted), out holds c floats.
     unsafe {
-        while ch + 16 <= c {
+        // Four 8-channel blocks at a time: four independent multiply-add chains.
+        while ch + 32 <= c {
+            let mut a = [_mm256_setzero_ps(); 4];
+            for &(p, wo) in taps {
+                for (j, a) in a.iter_mut().enumerate() {
+                    let x = _mm256_loadu_ps(p.add(ch + 8 * j));
+                    *a = _mm256_fmadd_ps(x, _mm256_loadu_ps(w.add(wo + ch + 8 * j)), *a);
+                }
+            }
+            for (j, a) in a.iter().enumerate() {
+                let v = activate(
+                    _mm256_add_ps(*a, _mm256_loadu_ps(b.add(ch + 8 * j))),
+                    dw.act,
+                );
+                _mm256_storeu_ps(o.add(ch + 8 * j), v);
+            }
+            ch += 32;
+        }
+        if ch + 16 <= c {
             let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
             for &(p, wo) in taps {
                 let (x0, x1) = (_mm256_loadu_ps(p.add(ch)), _mm256_loadu_ps(p.add(ch + 8)));

@@ -245,9 +245,9 @@ pub(crate) fn gemm_rows_f32_avx512(
 
 /// Left-hand sides up to this size may be swept once per group of output channels by
 /// [`gemm_direct_f32_avx512`].
-const DIRECT_LHS_L2_BYTES: usize = 512 << 10;
+pub(super) const DIRECT_LHS_L2_BYTES: usize = 512 << 10;
 /// Weights up to this size stay in L1 without help.
-const DIRECT_RHS_L1_BYTES: usize = 32 << 10;
+pub(super) const DIRECT_RHS_L1_BYTES: usize = 32 << 10;
 
 /// [`gemm_rows_f32_avx512`] for rows `ms` of a matrix in place (row `m` is
 /// `data[m * stride..][..k]`), all row blocks in one call: `out` starts at row `ms.start`.

@@ -8,7 +8,9 @@
 //! few multiply-adds per tile as that costs. Here the checks are made once per call and each
 //! tile is a call of the shared [`tile_f32_avx2_rows`].
 
-use super::gemm_f32::{tile_f32_avx2_rows, SegRows, WholeRows};
+use super::gemm_f32::{
+    tile_f32_avx2_rows, SegRows, WholeRows, DIRECT_LHS_L2_BYTES, DIRECT_RHS_L1_BYTES,
+};
 use super::*;
 
 /// `out[m - ms.start, c - cols.start] = act(data[m * stride..][..k] · W[c] + bias[c])` for `m`
@@ -85,6 +87,38 @@ unsafe fn direct_avx2(
     // multiply-add chains to keep the FMA units busy.
     let blocks = ms.len().div_ceil(MR_F32);
     let (base, extra) = (ms.len() / blocks, ms.len() % blocks);
+    // Weights bigger than L1 with rows that stay in L2 (a late 1x1 layer: 9 rows, 150-600
+    // KB of weights): each panel goes through every row block before the next, so its
+    // weights come from L2 once and stay in L1 for the other blocks (block by block, every
+    // block reads all the weights from L2 again).
+    let panels = cols.start / NR_F32..cols.end.div_ceil(NR_F32);
+    if blocks > 1
+        && ms.len() * k * 4 <= DIRECT_LHS_L2_BYTES
+        && panels.len() * k * NR_F32 * 4 > DIRECT_RHS_L1_BYTES
+    {
+        for p in panels {
+            let mut m = ms.start;
+            for i in 0..blocks {
+                let rows = base + usize::from(i < extra);
+                // SAFETY: the caller's contract, for rows m..m + rows and panel p (whose
+                // columns are inside `cols`).
+                unsafe {
+                    direct_tile(
+                        width,
+                        data,
+                        stride,
+                        (ms.start, m, rows),
+                        (b, bias, k),
+                        (&cols, p),
+                        act,
+                        out,
+                    )
+                };
+                m += rows;
+            }
+        }
+        return;
+    }
     let mut m = ms.start;
     for i in 0..blocks {
         let rows = base + usize::from(i < extra);
@@ -131,6 +165,61 @@ unsafe fn direct_avx2(
             }
         }
         m += rows;
+    }
+}
+
+/// One tile of [`direct_avx2`]: rows `m..m + rows` (`m0` the first row of `out`) and panel
+/// `p` of `cols`, a whole panel stored straight into `out`, a partial one through a tile.
+///
+/// # Safety
+/// As [`direct_avx2`], for these rows and this panel.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn direct_tile(
+    width: usize,
+    data: *const f32,
+    stride: usize,
+    (m0, m, rows): (usize, usize, usize),
+    (b, bias, k): (*const f32, *const f32, usize),
+    (cols, p): (&Range<usize>, usize),
+    act: Activation,
+    out: *mut f32,
+) {
+    let nc = cols.len();
+    let mut ptrs = [core::ptr::null::<f32>(); MR_F32];
+    for (r, ptr) in ptrs.iter_mut().enumerate().take(rows) {
+        // SAFETY: row m + r is inside `data` (the caller's contract).
+        *ptr = unsafe { data.add((m + r) * stride) };
+    }
+    let lhs = WholeRows { ptrs: &ptrs, k };
+    let c0 = p * NR_F32;
+    let cn = (cols.end - c0).min(NR_F32);
+    let width = if cn <= NR_F32 / 2 { NR_F32 / 2 } else { width };
+    let mut tile = [0f32; MR_F32 * NR_F32];
+    // SAFETY: as in direct_avx2: panel p's weights and bias, rows m..m + rows of `out` at
+    // columns c0 - cols.start.. (a whole panel's `width` of them, else the first `cn` copied
+    // from the tile).
+    unsafe {
+        let biasp = core::slice::from_raw_parts(bias.add(p * NR_F32), NR_F32);
+        let at = out.add((m - m0) * nc + c0 - cols.start);
+        if cn == width {
+            tile_f32_avx2_rows(width, rows, lhs, b.add(p * k * NR_F32), biasp, act, at, nc);
+        } else {
+            let t = tile.as_mut_ptr();
+            tile_f32_avx2_rows(
+                width,
+                rows,
+                lhs,
+                b.add(p * k * NR_F32),
+                biasp,
+                act,
+                t,
+                NR_F32,
+            );
+            for r in 0..rows {
+                core::ptr::copy_nonoverlapping(t.add(r * NR_F32), at.add(r * nc), cn);
+            }
+        }
     }
 }
 
