@@ -7,7 +7,7 @@
 //! only choose which elements are computed side by side, so `H` is the same bit for bit with
 //! any tile shape, vector width ([`super::wide`]) and number of threads.
 
-use super::wide::{per_isa, Isa, Width};
+use super::wide::{per_isa, Isa};
 use rayon::prelude::*;
 
 /// Rows of `H` a task sums: its part of the call's product stays in cache while the patches
@@ -62,11 +62,13 @@ pub(super) fn add_outer(h: &mut [f64], patches: &[f32], k: usize) {
 /// Columns of a tile: two vectors of the widest width, as many accumulators as keep both FMA
 /// units busy without spilling.
 fn tile_cols(isa: Isa) -> usize {
-    match isa.width() {
-        #[cfg(target_arch = "x86_64")]
-        Width::Avx512 => 32,
-        _ => 16,
+    #[cfg(target_arch = "x86_64")]
+    if isa.width() == super::wide::Width::Avx512 {
+        return 32;
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    16
 }
 
 /// Tiles of the band of rows `first..first + rows` of the call's product `part` (row stride
