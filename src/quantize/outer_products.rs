@@ -1,28 +1,56 @@
-//! Weight rounding's largest loop: `H += p pᵀ` over a layer's input patches, in f64, built for
-//! the widest vectors the CPU has ([`super::wide`]). Every element of `H` adds the same terms
-//! in the same order (the patches') however the loop is blocked, so `H`, and the weights
-//! rounded with it, are the same bit for bit.
+//! Weight rounding's largest loop: `H += Σ p pᵀ` over a layer's input patches (one call per
+//! sample), as one register-tiled product `Xᵀ X` of the call's patches `X` (upper triangle).
+//! Each element of a call's product is a chain of f32 fused multiply-adds over the patches, in
+//! their order, from zero (as GPTQ's own float32 `H`), then added to `H` in f64: a call takes at
+//! most a few thousand patches, so the f32 chain loses nothing that `H`'s damping does not
+//! swamp, and the vectors run twice as many lanes as f64 with one instruction per term. The tiles
+//! only choose which elements are computed side by side, so `H` is the same bit for bit with
+//! any tile shape, vector width ([`super::wide`]) and number of threads.
 
 use super::wide::{per_isa, Isa};
 use rayon::prelude::*;
 
-/// Rows of `H` summed together: their part of `H` stays in cache while the patches stream by.
-const BAND: usize = 8;
+/// Rows of `H` a task sums: its part of the call's product stays in cache while the patches
+/// stream by.
+const BAND: usize = 32;
 
-/// Patches a band takes before going on to the next ones: their values stay in cache while
-/// each of the band's rows reads them.
-const BLOCK: usize = 64;
+/// Patches taken together: their values stay in cache while every tile of a band reads them.
+const BLOCK: usize = 128;
+
+/// Rows of a tile (each row's value of a patch broadcast once for the tile's columns).
+const TILE_ROWS: usize = 4;
 
 /// Adds `p pᵀ` for each `k`-value patch `p` of `patches` to the `k × k` block `h` (upper
-/// triangle; mirrored later), skipping a row's term where its patch value is zero. Bands of
-/// rows are summed in parallel; each element adds its terms in the order of the patches, as
-/// one patch at a time would (`h[i][j] += p[i]·p[j]`).
+/// triangle; mirrored later). Bands of rows are summed in parallel where `k` is large enough.
 pub(super) fn add_outer(h: &mut [f64], patches: &[f32], k: usize) {
-    if k == 0 {
+    if k == 0 || patches.len() < k {
         return;
     }
     let isa = Isa::detect();
-    let sum = |(b, band): (usize, &mut [f64])| sum_band(isa, band, b * BAND, patches, k);
+    let cols = tile_cols(isa);
+    // Patches padded with zeros to whole tiles of columns (and rows).
+    let kp = k.div_ceil(cols.max(TILE_ROWS)) * cols.max(TILE_ROWS);
+    let n = patches.len() / k;
+    let mut x = vec![0f32; n * kp];
+    for (dst, src) in x.chunks_exact_mut(kp).zip(patches.chunks_exact(k)) {
+        dst[..k].copy_from_slice(src);
+    }
+    let x = &x;
+    let sum = |(b, band): (usize, &mut [f64])| {
+        let first = b * BAND;
+        let rows = band.len() / k;
+        // The band's rows of the call's product, from column `first` on (f32, tiles padded).
+        let mut part = vec![0f32; BAND * kp];
+        for block in x.chunks(BLOCK * kp) {
+            sum_band(isa, &mut part, first, rows, block, kp);
+        }
+        for (r, row) in band.chunks_exact_mut(k).enumerate() {
+            let i = first + r;
+            for (h, &s) in row[i..].iter_mut().zip(&part[r * kp + i..r * kp + k]) {
+                *h += f64::from(s);
+            }
+        }
+    };
     // A depthwise channel's 9 taps are not worth a task each.
     if k < 64 {
         h.chunks_mut(k * BAND).enumerate().for_each(sum);
@@ -31,82 +59,84 @@ pub(super) fn add_outer(h: &mut [f64], patches: &[f32], k: usize) {
     }
 }
 
-per_isa! {
-    /// Adds the terms of `patches` to the band of rows `first..` of `h` (`band`, whole rows): a
-    /// block of patches at a time, in order; for each row of the band, the block's patches whose
-    /// value at the row is not zero, eight at a time: the row's elements take the eight terms
-    /// one after the other while held in registers (one load and store of `H` per eight terms,
-    /// the same sums as eight passes).
-    fn sum_band(band: &mut [f64], first: usize, patches: &[f32], k: usize) {
-        let mut terms: Vec<(f64, &[f32])> = Vec::with_capacity(BLOCK);
-        for block in patches.chunks(BLOCK * k) {
-            for (r, row) in band.chunks_mut(k).enumerate() {
-                let i = first + r;
-                terms.clear();
-                terms.extend(
-                    block
-                        .chunks_exact(k)
-                        .filter(|p| p[i] != 0.0)
-                        .map(|p| (f64::from(p[i]), &p[i..])),
-                );
-                add_terms(&mut row[i..], &terms);
-            }
-        }
+/// Columns of a tile: two vectors of the widest width, as many accumulators as keep both FMA
+/// units busy without spilling.
+fn tile_cols(isa: Isa) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if isa.width() == super::wide::Width::Avx512 {
+        return 32;
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = isa;
+    16
+}
+
+/// Tiles of the band of rows `first..first + rows` of the call's product `part` (row stride
+/// `kp`, columns from the band's first tile of columns on): each takes the patches of `block`
+/// (rows of `kp` values) in order, continuing the chains already in `part`.
+fn sum_band(isa: Isa, part: &mut [f32], first: usize, rows: usize, block: &[f32], kp: usize) {
+    match tile_cols(isa) {
+        32 => sum_band_32(isa, part, first, rows, block, kp),
+        _ => sum_band_16(isa, part, first, rows, block, kp),
     }
 }
 
-/// `row[j] += a·p[j]` for each `(a, p)` of `terms`, in order.
-#[inline(always)]
-#[allow(clippy::needless_range_loop)]
-fn add_terms(row: &mut [f64], terms: &[(f64, &[f32])]) {
-    let n = row.len();
-    let mut eights = terms.chunks_exact(8);
-    for t in &mut eights {
-        let (a0, a1, a2, a3) = (t[0].0, t[1].0, t[2].0, t[3].0);
-        let (a4, a5, a6, a7) = (t[4].0, t[5].0, t[6].0, t[7].0);
-        let (p0, p1, p2, p3) = (&t[0].1[..n], &t[1].1[..n], &t[2].1[..n], &t[3].1[..n]);
-        let (p4, p5, p6, p7) = (&t[4].1[..n], &t[5].1[..n], &t[6].1[..n], &t[7].1[..n]);
-        for j in 0..n {
-            row[j] = row[j]
-                + a0 * f64::from(p0[j])
-                + a1 * f64::from(p1[j])
-                + a2 * f64::from(p2[j])
-                + a3 * f64::from(p3[j])
-                + a4 * f64::from(p4[j])
-                + a5 * f64::from(p5[j])
-                + a6 * f64::from(p6[j])
-                + a7 * f64::from(p7[j]);
+macro_rules! sum_band_with {
+    ($name:ident, $cols:expr) => {
+        per_isa! {
+            /// [`sum_band`] with tiles of `TILE_ROWS × cols`.
+            fn $name(part: &mut [f32], first: usize, rows: usize, block: &[f32], kp: usize) {
+                const C: usize = $cols;
+                for r0 in (0..rows).step_by(TILE_ROWS) {
+                    let i0 = first + r0;
+                    for j0 in (i0 / C * C..kp).step_by(C) {
+                        let mut acc = [[0f32; C]; TILE_ROWS];
+                        for (r, acc) in acc.iter_mut().enumerate() {
+                            acc.copy_from_slice(&part[(r0 + r) * kp + j0..(r0 + r) * kp + j0 + C]);
+                        }
+                        for p in block.chunks_exact(kp) {
+                            let b: &[f32; C] = p[j0..j0 + C].try_into().expect("a tile");
+                            for (r, acc) in acc.iter_mut().enumerate() {
+                                let a = p[i0 + r];
+                                for (s, &y) in acc.iter_mut().zip(b) {
+                                    *s = a.mul_add(y, *s);
+                                }
+                            }
+                        }
+                        for (r, acc) in acc.iter().enumerate() {
+                            part[(r0 + r) * kp + j0..(r0 + r) * kp + j0 + C].copy_from_slice(acc);
+                        }
+                    }
+                }
+            }
         }
-    }
-    for &(a, p) in eights.remainder() {
-        for (r, &x) in row.iter_mut().zip(&p[..n]) {
-            *r += a * f64::from(x);
-        }
-    }
+    };
 }
+
+sum_band_with!(sum_band_16, 16);
+sum_band_with!(sum_band_32, 32);
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// One patch at a time, one row at a time: the definition.
+    /// One patch at a time: each element's f32 chain of fused multiply-adds over the patches,
+    /// then added to `h` in f64.
     fn reference(h: &mut [f64], patches: &[f32], k: usize) {
-        for p in patches.chunks_exact(k) {
-            for i in 0..k {
-                let a = p[i];
-                if a == 0.0 {
-                    continue;
+        for i in 0..k {
+            for j in i..k {
+                let mut s = 0f32;
+                for p in patches.chunks_exact(k) {
+                    s = p[i].mul_add(p[j], s);
                 }
-                for j in i..k {
-                    h[i * k + j] += f64::from(a) * f64::from(p[j]);
-                }
+                h[i * k + j] += f64::from(s);
             }
         }
     }
 
     /// Every build of the loop gives every element of `H` bit for bit as the definition, with
-    /// zeros (skipped terms) and values of every magnitude, past several blocks of patches and
-    /// rows that are not a multiple of the band or of the eight terms at a time.
+    /// zeros and values of every magnitude, past several blocks of patches, bands and tiles, with
+    /// sizes that are not a multiple of any of them.
     #[test]
     fn outer_products_are_the_definition_bit_for_bit() {
         for k in [1, 9, 70, 147] {
@@ -125,20 +155,42 @@ mod tests {
             let mut expected = vec![0.25f64; k * k];
             reference(&mut expected, &patches, k);
             for isa in Isa::all_available() {
-                let mut h = vec![0.25f64; k * k];
-                for (b, band) in h.chunks_mut(k * BAND).enumerate() {
-                    sum_band(isa, band, b * BAND, &patches, k);
-                }
-                for (n, (x, y)) in h.iter().zip(&expected).enumerate() {
-                    assert_eq!(x.to_bits(), y.to_bits(), "{isa:?} k {k} element {n}");
+                for cols in [16, 32] {
+                    let kp = k.div_ceil(cols) * cols;
+                    let mut x = vec![0f32; n * kp];
+                    for (d, s) in x.chunks_exact_mut(kp).zip(patches.chunks_exact(k)) {
+                        d[..k].copy_from_slice(s);
+                    }
+                    let mut got = vec![0.25f64; k * k];
+                    for first in (0..k).step_by(BAND) {
+                        let rows = BAND.min(k - first);
+                        let mut part = vec![0f32; BAND * kp];
+                        for block in x.chunks(BLOCK * kp) {
+                            if cols == 16 {
+                                sum_band_16(isa, &mut part, first, rows, block, kp);
+                            } else {
+                                sum_band_32(isa, &mut part, first, rows, block, kp);
+                            }
+                        }
+                        for r in 0..rows {
+                            let i = first + r;
+                            for j in i..k {
+                                got[i * k + j] += f64::from(part[r * kp + j]);
+                            }
+                        }
+                    }
+                    for (e, (x, y)) in got.iter().zip(&expected).enumerate() {
+                        assert_eq!(x.to_bits(), y.to_bits(), "{isa:?} {cols} k {k} element {e}");
+                    }
                 }
             }
             let mut h = vec![0.25f64; k * k];
             add_outer(&mut h, &patches, k);
-            assert!(h
-                .iter()
-                .zip(&expected)
-                .all(|(x, y)| x.to_bits() == y.to_bits()));
+            for (e, (x, y)) in h.iter().zip(&expected).enumerate() {
+                assert_eq!(x.to_bits(), y.to_bits(), "k {k} element {e}");
+            }
+            // The lower triangle is left as it was.
+            assert!((0..k).all(|i| (0..i).all(|j| h[i * k + j] == 0.25)));
         }
     }
 }

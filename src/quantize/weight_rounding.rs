@@ -328,12 +328,21 @@ fn inverse_factor(h: &[f64], k: usize) -> Option<Vec<f64>> {
     inverse_factor_with(Isa::detect(), h, k)
 }
 
-/// [`inverse_factor`] with the loops built for `isa`.
+/// [`inverse_factor`] with the loops built for `isa`. With `J` the order-reversing permutation,
+/// the lower Cholesky factor `M` of `J H J` gives `H = R Rᵀ` with `R = J M J` upper triangular,
+/// so `H⁻¹ = R⁻ᵀ R⁻¹` and `U = R⁻¹ = J M⁻¹ J`: one factorization and one triangular inverse
+/// (`k³/3` multiply-adds), where factoring `H`, inverting it as `L⁻ᵀ L⁻¹` and factoring that
+/// again took twice as many. `U` is the same matrix (the factor with a positive diagonal is
+/// unique), up to rounding.
 fn inverse_factor_with(isa: Isa, h: &[f64], k: usize) -> Option<Vec<f64>> {
-    let mut a = h.to_vec();
+    // `J H J`, both triangles: element (i, j) is H's (k-1-i, k-1-j), read from its upper triangle.
+    let mut a = vec![0f64; k * k];
     for i in 0..k {
-        for j in 0..i {
-            a[i * k + j] = a[j * k + i];
+        for j in 0..=i {
+            let (r, c) = (k - 1 - i, k - 1 - j);
+            let v = h[r * k + c];
+            a[i * k + j] = v;
+            a[j * k + i] = v;
         }
     }
     let mean = (0..k).map(|i| a[i * k + i]).sum::<f64>() / k as f64;
@@ -351,25 +360,11 @@ fn inverse_factor_with(isa: Isa, h: &[f64], k: usize) -> Option<Vec<f64>> {
         return None;
     }
     let inv = lower_inverse(isa, &a, k);
-    // H⁻¹ = L⁻ᵀ L⁻¹: row i's element j ≤ i sums L⁻¹[p][i]·L⁻¹[p][j] over p ≥ i, in that order
-    // (bands of rows in parallel, each reading a row of L⁻¹ once).
-    let mut hinv = vec![0f64; k * k];
-    hinv.par_chunks_mut(k * FACTOR_BAND)
-        .enumerate()
-        .for_each(|(b, band)| gram_band(isa, band, b * FACTOR_BAND, &inv, k));
-    for i in 0..k {
-        for j in 0..i {
-            hinv[j * k + i] = hinv[i * k + j];
-        }
-    }
-    if !cholesky(isa, &mut hinv, k) {
-        return None;
-    }
-    // U = Lᵀ of H⁻¹'s factor.
+    // U = J M⁻¹ J: upper triangular.
     let mut u = vec![0f64; k * k];
     for i in 0..k {
-        for j in 0..=i {
-            u[j * k + i] = hinv[i * k + j];
+        for j in i..k {
+            u[i * k + j] = inv[(k - 1 - i) * k + (k - 1 - j)];
         }
     }
     Some(u)
@@ -438,52 +433,6 @@ per_isa! {
     }
 }
 
-per_isa! {
-    /// Rows `i0..` of `H⁻¹ = L⁻ᵀ L⁻¹` (`band`, whole rows) from `inv = L⁻¹`: row `i`'s element
-    /// `j ≤ i` sums `L⁻¹[p][i]·L⁻¹[p][j]` over `p ≥ i`, in that order (each row of `L⁻¹` read
-    /// once per band).
-    fn gram_band(band: &mut [f64], i0: usize, inv: &[f64], k: usize) {
-        let mut p = i0;
-        // Four rows of `L⁻¹` at a time: a row of the band that takes all four terms adds them
-        // one after the other while holding its elements in registers.
-        while p + 4 <= k {
-            let l: [&[f64]; 4] = std::array::from_fn(|q| &inv[(p + q) * k..(p + q + 1) * k]);
-            for (i, row) in (i0..).zip(band.chunks_mut(k)) {
-                if i > p + 3 {
-                    break;
-                }
-                if i <= p {
-                    let (x0, x1, x2, x3) = (l[0][i], l[1][i], l[2][i], l[3][i]);
-                    let (l0, l1, l2, l3) = (&l[0][..=i], &l[1][..=i], &l[2][..=i], &l[3][..=i]);
-                    for (j, r) in row[..=i].iter_mut().enumerate() {
-                        *r = *r + x0 * l0[j] + x1 * l1[j] + x2 * l2[j] + x3 * l3[j];
-                    }
-                } else {
-                    for later in &l[i - p..] {
-                        let x = later[i];
-                        for (r, &y) in row[..=i].iter_mut().zip(&later[..=i]) {
-                            *r += x * y;
-                        }
-                    }
-                }
-            }
-            p += 4;
-        }
-        for p in p..k {
-            let later = &inv[p * k..(p + 1) * k];
-            for (i, row) in (i0..).zip(band.chunks_mut(k)) {
-                if i > p {
-                    break;
-                }
-                let x = later[i];
-                for (r, &y) in row[..=i].iter_mut().zip(&later[..=i]) {
-                    *r += x * y;
-                }
-            }
-        }
-    }
-}
-
 fn round_row(w: &mut [f32], scale: f32, u: &[f64]) {
     round_row_with(Isa::detect(), w, scale, u)
 }
@@ -501,6 +450,35 @@ per_isa! {
                 *x -= e * y;
             }
             w[j] = q as f32 * scale;
+        }
+    }
+}
+
+/// Rows of a layer rounded together: each row of `U` is read once for all of them (for a
+/// 1152-input layer `U` is 5 MB, past the caches).
+const ROWS_AT_ONCE: usize = 4;
+
+per_isa! {
+    /// [`round_row_with`] for each row of `rows` (at most `ROWS_AT_ONCE` rows of `u`'s size, with
+    /// their `scales`), side by side: each row takes the same operations in the same order.
+    fn round_rows_with(rows: &mut [f32], scales: &[f32], u: &[f64]) {
+        let n = scales.len();
+        let k = rows.len() / n.max(1);
+        let mut v = [const { Vec::<f64>::new() }; ROWS_AT_ONCE];
+        for (v, row) in v.iter_mut().zip(rows.chunks_exact(k)) {
+            v.extend(row.iter().map(|&x| f64::from(x)));
+        }
+        for j in 0..k {
+            let ujj = u[j * k + j];
+            let later = &u[j * k + j + 1..(j + 1) * k];
+            for ((v, row), &scale) in v.iter_mut().zip(rows.chunks_exact_mut(k)).zip(scales) {
+                let q = (v[j] / f64::from(scale)).round().clamp(-127.0, 127.0);
+                let e = (v[j] - q * f64::from(scale)) / ujj;
+                for (x, &y) in v[j + 1..].iter_mut().zip(later) {
+                    *x -= e * y;
+                }
+                row[j] = q as f32 * scale;
+            }
         }
     }
 }
@@ -593,17 +571,17 @@ fn round_layer(g: &Graph, l: &Layer) -> Option<Rounded> {
         }
         _ => {
             let u = inverse_factor(&l.h, k)?;
-            // Rows are independent: rounded in parallel.
-            let scales = v
-                .par_chunks_exact_mut(k)
+            let scales: Vec<f32> = v
+                .chunks_exact(k)
                 .map(|row| {
-                    let scale = super::weights::symmetric_scale(
-                        row.iter().fold(0f32, |m, x| m.max(x.abs())),
-                    );
-                    round_row(row, scale, &u);
-                    scale
+                    super::weights::symmetric_scale(row.iter().fold(0f32, |m, x| m.max(x.abs())))
                 })
                 .collect();
+            // Rows are independent: rounded in parallel, `ROWS_AT_ONCE` at a time.
+            let isa = Isa::detect();
+            v.par_chunks_mut(k * ROWS_AT_ONCE)
+                .zip(scales.par_chunks(ROWS_AT_ONCE))
+                .for_each(|(rows, scales)| round_rows_with(isa, rows, scales, &u));
             (scales, 0)
         }
     };
@@ -683,6 +661,52 @@ mod tests {
         }
     }
 
+    /// Past several bands and the size where rows go parallel, `U` is upper triangular and
+    /// `Uᵀ U` is the inverse of the damped `H`: `Uᵀ U (H + damping) = I` to rounding.
+    #[test]
+    fn inverse_factor_inverts_the_damped_matrix() {
+        let k = PARALLEL_FACTOR_K + 2 * FACTOR_BAND + 5;
+        let patches: Vec<f32> = (0..3 * k)
+            .map(|i| (((i * 7919 + 3) % 1013) as f32 / 1013.0 - 0.4).max(0.0))
+            .collect();
+        let mut h = vec![0f64; k * k];
+        add_outer(&mut h, &patches, k);
+        let mut full = h.clone();
+        for i in 0..k {
+            for j in 0..i {
+                full[i * k + j] = full[j * k + i];
+            }
+        }
+        let mean = (0..k).map(|i| full[i * k + i]).sum::<f64>() / k as f64;
+        for i in 0..k {
+            if full[i * k + i] == 0.0 {
+                full[i * k + i] = 1.0;
+            }
+            full[i * k + i] += DAMP * mean;
+        }
+        let u = inverse_factor(&h, k).expect("positive definite");
+        for i in 0..k {
+            assert!(u[i * k + i] > 0.0);
+            assert!(u[i * k..i * k + i].iter().all(|&x| x == 0.0), "row {i}");
+        }
+        // H⁻¹ = Uᵀ U, then H⁻¹ H.
+        let mut hinv = vec![0f64; k * k];
+        for p in 0..k {
+            for i in p..k {
+                for j in p..k {
+                    hinv[i * k + j] += u[p * k + i] * u[p * k + j];
+                }
+            }
+        }
+        for i in 0..k {
+            for j in 0..k {
+                let x: f64 = (0..k).map(|p| hinv[i * k + p] * full[p * k + j]).sum();
+                let want = if i == j { 1.0 } else { 0.0 };
+                assert!((x - want).abs() < 1e-9, "({i}, {j}): {x}");
+            }
+        }
+    }
+
     /// The banded, parallel factorization gives every element exactly as the formula does (each
     /// element's terms subtracted in the order of `p`), past several bands and the size where
     /// rows go parallel.
@@ -752,6 +776,27 @@ mod tests {
             let mut row = w.clone();
             round_row_with(isa, &mut row, 0.3, &u);
             results.push((isa, u, row));
+        }
+        // Rows rounded together are each the row rounded alone.
+        for isa in Isa::all_available() {
+            let u = inverse_factor_with(isa, &h, k).expect("positive definite");
+            let rows: Vec<f32> = (0..3 * k)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect();
+            let scales = [0.3f32, 0.25, 0.5];
+            let mut together = rows.clone();
+            round_rows_with(isa, &mut together, &scales, &u);
+            for (r, &scale) in scales.iter().enumerate() {
+                let mut alone = rows[r * k..(r + 1) * k].to_vec();
+                round_row_with(isa, &mut alone, scale, &u);
+                assert!(
+                    alone
+                        .iter()
+                        .zip(&together[r * k..(r + 1) * k])
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{isa:?} row {r}"
+                );
+            }
         }
         let (_, u0, row0) = &results[0];
         // The rounding moved weights off their nearest multiples (the test can fail).

@@ -1,6 +1,7 @@
 //! Encoding constant weights: float16, and symmetric int8 (max |w| ↦ 127, zero point 0), per
 //! tensor or per channel, as the TFLite quantization spec prescribes for weights.
 
+use super::wide::{per_isa, Isa};
 use crate::ir::{ConstData, DType, QuantParams};
 use ndarray::{ArrayD, Axis, IxDyn};
 use rayon::prelude::*;
@@ -43,6 +44,23 @@ fn quantize_value(x: f32, scale: f32) -> i8 {
     }) as i8
 }
 
+per_isa! {
+    /// [`quantize_value`] of each of `src` into `dst`, the same values, in a form that
+    /// vectorizes: the NaN case and the rounding's two branches as selects, the truncation as
+    /// the vector instruction (every attempt quantizes all of a model's weights).
+    fn quantize_slice(dst: &mut [i8], src: &[f32], scale: f32) {
+        for (d, &x) in dst.iter_mut().zip(src) {
+            let v = (x / scale).clamp(-127.0, 127.0);
+            let v = if v.is_nan() { 0.0 } else { v };
+            let t = v.trunc();
+            let f = v - t;
+            let up = if f >= 0.5 { 1.0 } else { 0.0 };
+            let down = if f <= -0.5 { 1.0 } else { 0.0 };
+            *d = (t + up - down) as i32 as i8;
+        }
+    }
+}
+
 /// Symmetric int8 with one scale per index of `axis` (`None`: one scale for the whole tensor).
 pub fn quantize_symmetric(w: &ArrayD<f32>, axis: Option<usize>) -> (ConstData, QuantParams) {
     match axis {
@@ -66,14 +84,11 @@ pub fn quantize_symmetric(w: &ArrayD<f32>, axis: Option<usize>) -> (ConstData, Q
                 .map(|c| symmetric_scale(c.iter().fold(0f32, |m, x| m.max(x.abs()))))
                 .collect();
             let mut q = vec![0i8; values.len()];
+            let isa = Isa::detect();
             q.par_chunks_mut(per)
                 .zip(values.par_chunks(per))
                 .zip(&scales)
-                .for_each(|((dst, src), &scale)| {
-                    for (d, &x) in dst.iter_mut().zip(src) {
-                        *d = quantize_value(x, scale);
-                    }
-                });
+                .for_each(|((dst, src), &scale)| quantize_slice(isa, dst, src, scale));
             let n = scales.len();
             let q =
                 ArrayD::from_shape_vec(IxDyn(w.shape()), q).expect("as many values as the weights");
@@ -264,6 +279,17 @@ mod tests {
             for &x in &xs {
                 let x = x * s;
                 assert_eq!(quantize_value(x, s), reference(x, s), "{x} / {s}");
+            }
+        }
+        // The vector loop gives the same values, for every width the CPU has.
+        for isa in Isa::all_available() {
+            for s in [1.0f32, 0.3, 2.0e-5] {
+                let src: Vec<f32> = xs.iter().map(|&x| x * s).collect();
+                let mut dst = vec![0i8; src.len()];
+                quantize_slice(isa, &mut dst, &src, s);
+                for (&x, &d) in src.iter().zip(&dst) {
+                    assert_eq!(d, quantize_value(x, s), "{isa:?} {x} / {s}");
+                }
             }
         }
         // The sweep reaches both clamps and rounds both ways (the test can fail).

@@ -1,8 +1,10 @@
 //! Weight rounding's f64 loops built for the widest vectors the CPU has: AVX-512 or AVX2 where
-//! detected at run time, else the target's baseline (SSE2 on x86-64, NEON on aarch64). Each
-//! build runs the same IEEE f64 operations in the same order (Rust never fuses a multiply and an
-//! add on its own, and a compiler may not reorder float sums), only more of them side by side:
-//! the results are the same bit for bit on every build and CPU.
+//! detected at run time (each with FMA), else the target's baseline (SSE2 on x86-64, NEON on
+//! aarch64). Each build runs the same IEEE operations in the same order (Rust never fuses a
+//! multiply and an add on its own, `mul_add` is one correctly rounded operation on every build,
+//! and a compiler may not reorder float sums), only more of them side by side: the results are
+//! the same bit for bit on every build and CPU. (The x86-64 baseline computes `mul_add` in
+//! software: correct, slow, and only for CPUs without AVX2.)
 
 /// The vector width a loop runs with: only made by [`Isa::detect`] and (in tests)
 /// [`Isa::all_available`], so an `Isa` names only instructions the CPU has.
@@ -23,10 +25,11 @@ impl Isa {
     pub(super) fn detect() -> Isa {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx512f") {
+            let fma = std::is_x86_feature_detected!("fma");
+            if fma && std::is_x86_feature_detected!("avx512f") {
                 return Isa(Width::Avx512);
             }
-            if std::is_x86_feature_detected!("avx2") {
+            if fma && std::is_x86_feature_detected!("avx2") {
                 return Isa(Width::Avx2);
             }
         }
@@ -40,10 +43,11 @@ impl Isa {
         let mut v = vec![Isa(Width::Baseline)];
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx2") {
+            let fma = std::is_x86_feature_detected!("fma");
+            if fma && std::is_x86_feature_detected!("avx2") {
                 v.push(Isa(Width::Avx2));
             }
-            if std::is_x86_feature_detected!("avx512f") {
+            if fma && std::is_x86_feature_detected!("avx512f") {
                 v.push(Isa(Width::Avx512));
             }
         }
@@ -67,17 +71,17 @@ macro_rules! per_isa {
             #[allow(clippy::too_many_arguments)]
             fn body($($arg: $ty),*) $(-> $ret)? $body
             /// # Safety
-            /// The CPU has AVX2.
+            /// The CPU has AVX2 and FMA.
             #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx2")]
+            #[target_feature(enable = "avx2,fma")]
             #[allow(clippy::too_many_arguments)]
             unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
                 body($($arg),*)
             }
             /// # Safety
-            /// The CPU has AVX-512F.
+            /// The CPU has AVX-512F and FMA.
             #[cfg(target_arch = "x86_64")]
-            #[target_feature(enable = "avx512f")]
+            #[target_feature(enable = "avx512f,fma")]
             #[allow(clippy::too_many_arguments)]
             unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
                 body($($arg),*)
