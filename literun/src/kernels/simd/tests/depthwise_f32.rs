@@ -75,32 +75,44 @@ fast_vs_portable! {
             activation: [Activation::None, Activation::Relu6, Activation::Relu][case % 3],
         };
         let (is, os) = ([b, h, w, c], [b, oh, ow, c]);
-        let input = rng.f32s(is.iter().product());
-        let filter = rng.f32s(9 * c);
-        let bias = rng.f32s(c);
-        let mut want = vec![0f32; os.iter().product()];
-        depthwise_conv::depthwise_conv2d_f32(
-            &input,
-            is,
-            &filter,
-            [1, 3, 3, c],
-            Some(&bias),
-            &p,
-            &mut want,
-            os,
-        );
-        let dw = DwF32::pack(isa, &filter, 9, c, Some(&bias), p.activation).unwrap();
-        let mut got = vec![0f32; want.len()];
         // One worker and three (rows split).
-        for workers in [1, 3] {
-            let mut s = workers_for(0, 0, workers);
-            depthwise_f32(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s);
-            close(
-                &got,
-                &want,
-                &format!("{isa:?} dw3x3 case {case} {is:?} {os:?} {p:?}"),
-            );
-        }
+        let label = format!("{isa:?} dw3x3 case {case} {is:?} {os:?} {p:?}");
+        check_3x3(isa, &mut rng, is, os, &p, &[1, 3], &label);
+    }
+}
+
+/// A 3x3 float depthwise layer of random values through the fast path `isa` selects, on each
+/// worker count of `workers`, against the portable kernel.
+fn check_3x3(
+    isa: Isa,
+    rng: &mut Rng,
+    is: [usize; 4],
+    os: [usize; 4],
+    p: &DepthwiseParams,
+    workers: &[usize],
+    label: &str,
+) {
+    let c = is[3];
+    let input = rng.f32s(is.iter().product());
+    let filter = rng.f32s(9 * c);
+    let bias = rng.f32s(c);
+    let mut want = vec![0f32; os.iter().product()];
+    depthwise_conv::depthwise_conv2d_f32(
+        &input,
+        is,
+        &filter,
+        [1, 3, 3, c],
+        Some(&bias),
+        p,
+        &mut want,
+        os,
+    );
+    let dw = DwF32::pack(isa, &filter, 9, c, Some(&bias), p.activation).unwrap();
+    for &n in workers {
+        let mut got = vec![f32::NAN; want.len()];
+        let mut s = workers_for(0, 0, n);
+        depthwise_f32(&dw, &input, is, [3, 3], p, &mut got, os, &mut s);
+        close(&got, &want, label);
     }
 }
 
@@ -128,29 +140,8 @@ fn depthwise3x3_f32_run_lengths_and_channel_steps() {
                         activation: [Activation::None, Activation::Relu6][w % 2],
                     };
                     let (is, os) = ([1, h, w, c], [1, oh, ow, c]);
-                    let input = rng.f32s(is.iter().product());
-                    let filter = rng.f32s(9 * c);
-                    let bias = rng.f32s(c);
-                    let mut want = vec![0f32; os.iter().product()];
-                    depthwise_conv::depthwise_conv2d_f32(
-                        &input,
-                        is,
-                        &filter,
-                        [1, 3, 3, c],
-                        Some(&bias),
-                        &p,
-                        &mut want,
-                        os,
-                    );
-                    let dw = DwF32::pack(isa, &filter, 9, c, Some(&bias), p.activation).unwrap();
-                    let mut got = vec![f32::NAN; want.len()];
-                    let mut s1 = workers_for(0, 0, 1);
-                    depthwise_f32(&dw, &input, is, [3, 3], &p, &mut got, os, &mut s1);
-                    close(
-                        &got,
-                        &want,
-                        &format!("{isa:?} c {c} w {w} stride {s} pad {pad}"),
-                    );
+                    let label = format!("{isa:?} c {c} w {w} stride {s} pad {pad}");
+                    check_3x3(isa, &mut rng, is, os, &p, &[1], &label);
                 }
             }
         }
