@@ -5,35 +5,8 @@ use super::*;
 fast_vs_portable! {
     fn depthwise_f32_matches_portable(seed 5, cases 40usize, isa, case, rng) {
         let (is, fs, os, p) = dw_case(&mut rng, case);
-        let c = is[3];
-        let input = rng.f32s(is.iter().product());
-        let filter = rng.f32s(fs.iter().product());
-        let bias = rng.f32s(c);
-        let mut want = vec![0f32; os.iter().product()];
-        depthwise_conv::depthwise_conv2d_f32(
-            &input,
-            is,
-            &filter,
-            fs,
-            Some(&bias),
-            &p,
-            &mut want,
-            os,
-        );
-        let dw =
-            DwF32::pack(isa, &filter, fs[1] * fs[2], c, Some(&bias), p.activation).unwrap();
-        let mut got = vec![0f32; want.len()];
-        depthwise_f32(
-            &dw,
-            &input,
-            is,
-            [fs[1], fs[2]],
-            &p,
-            &mut got,
-            os,
-            &mut scratch_for(0, 0),
-        );
-        close(&got, &want, &format!("{isa:?} dw case {case}"));
+        let label = format!("{isa:?} dw case {case}");
+        check(isa, &mut rng, is, [fs[1], fs[2]], os, &p, &[3], &label);
     }
 }
 
@@ -77,16 +50,18 @@ fast_vs_portable! {
         let (is, os) = ([b, h, w, c], [b, oh, ow, c]);
         // One worker and three (rows split).
         let label = format!("{isa:?} dw3x3 case {case} {is:?} {os:?} {p:?}");
-        check_3x3(isa, &mut rng, is, os, &p, &[1, 3], &label);
+        check(isa, &mut rng, is, [3, 3], os, &p, &[1, 3], &label);
     }
 }
 
-/// A 3x3 float depthwise layer of random values through the fast path `isa` selects, on each
-/// worker count of `workers`, against the portable kernel.
-fn check_3x3(
+/// A float depthwise layer of random values with a `kernel` window through the fast path `isa`
+/// selects, on each worker count of `workers`, against the portable kernel.
+#[allow(clippy::too_many_arguments)]
+fn check(
     isa: Isa,
     rng: &mut Rng,
     is: [usize; 4],
+    [kh, kw]: [usize; 2],
     os: [usize; 4],
     p: &DepthwiseParams,
     workers: &[usize],
@@ -94,24 +69,24 @@ fn check_3x3(
 ) {
     let c = is[3];
     let input = rng.f32s(is.iter().product());
-    let filter = rng.f32s(9 * c);
+    let filter = rng.f32s(kh * kw * c);
     let bias = rng.f32s(c);
     let mut want = vec![0f32; os.iter().product()];
     depthwise_conv::depthwise_conv2d_f32(
         &input,
         is,
         &filter,
-        [1, 3, 3, c],
+        [1, kh, kw, c],
         Some(&bias),
         p,
         &mut want,
         os,
     );
-    let dw = DwF32::pack(isa, &filter, 9, c, Some(&bias), p.activation).unwrap();
+    let dw = DwF32::pack(isa, &filter, kh * kw, c, Some(&bias), p.activation).unwrap();
     for &n in workers {
         let mut got = vec![f32::NAN; want.len()];
         let mut s = workers_for(0, 0, n);
-        depthwise_f32(&dw, &input, is, [3, 3], p, &mut got, os, &mut s);
+        depthwise_f32(&dw, &input, is, [kh, kw], p, &mut got, os, &mut s);
         close(&got, &want, label);
     }
 }
@@ -141,7 +116,7 @@ fn depthwise3x3_f32_run_lengths_and_channel_steps() {
                     };
                     let (is, os) = ([1, h, w, c], [1, oh, ow, c]);
                     let label = format!("{isa:?} c {c} w {w} stride {s} pad {pad}");
-                    check_3x3(isa, &mut rng, is, os, &p, &[1], &label);
+                    check(isa, &mut rng, is, [3, 3], os, &p, &[1], &label);
                 }
             }
         }
