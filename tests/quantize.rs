@@ -615,3 +615,43 @@ fn lstm_cells_run_int16_with_float_gates_in_full_int8() {
         "int16 cell {mixed_snr} dB, int8 cell {strict_snr} dB"
     );
 }
+
+#[test]
+fn written_out_lstm_cells_run_int16_as_imported_ones_do() {
+    // An LSTM cell written as its own ops (two Gemm, Add, Split, Sigmoid/Tanh, the cell update
+    // as Mul/Add; PyTorch's dynamo exporter writes `LSTMCell` so) is recognised and gets the
+    // imported cell's int16 activations with float gates.
+    let model = root().join("fixtures/ops/lstm_cell_written_out.onnx");
+    let dir = tempfile::tempdir().unwrap();
+    let wave = |i: usize, k: f32| (i as f32 * k).sin() * 1.5;
+    for (name, shape) in [("input", vec![1, 8]), ("input2", vec![2, 1, 6])] {
+        std::fs::create_dir(dir.path().join(name)).unwrap();
+        let n: usize = shape.iter().product();
+        for s in 0..16 {
+            let v = (0..n)
+                .map(|i| wave(i + 31 * s, 0.7 + name.len() as f32 * 0.13))
+                .collect();
+            let f = dir.path().join(name).join(format!("{s:02}.npy"));
+            npy::write(&f, &NpyArray::f32(shape.clone(), v)).unwrap();
+        }
+    }
+    let mut opts = with_calibration(dir.path().to_path_buf());
+    let cell = convert_file(&model, &opts).unwrap();
+    opts.int8.strict = true;
+    let strict = convert_file(&model, &opts).unwrap();
+    let summary = |c: &Conversion| c.quantization.clone().unwrap();
+    // Both dense layers, their sum and split, four gates, the cell update and the output.
+    assert_eq!(summary(&cell).recurrent_int16, 13);
+    assert_eq!(summary(&strict).recurrent_int16, 0);
+    assert!(quantized_types(&cell.bytes).contains(&literun::DType::I16));
+    let worst = |c: &Conversion| {
+        summary(c)
+            .outputs
+            .iter()
+            .map(|o| o.snr_db)
+            .fold(f64::INFINITY, f64::min)
+    };
+    let (with_cell, int8) = (worst(&cell), worst(&strict));
+    println!("written-out LSTM cell: int16 cell {with_cell:.1} dB, int8 cell {int8:.1} dB");
+    assert!(with_cell > int8 + 6.0, "{with_cell} vs {int8}");
+}

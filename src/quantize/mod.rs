@@ -13,6 +13,7 @@ mod feeds_log;
 pub mod float_islands;
 mod full_int8;
 mod layernorm16;
+mod lstm_cell;
 pub mod mixed;
 mod observe;
 mod outer_products;

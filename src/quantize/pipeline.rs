@@ -6,7 +6,7 @@ use super::calibrate::{CalibrationSource, ImageOptions, InputSpec, Method, Sampl
 use super::report::{self, FloatOutputs, LayerError};
 use super::{
     bias_correction, clip_ranges, downstream, equalize, equalize_gated, float_islands, layernorm16,
-    mixed, qdq, range_stats, saturating_clamps, weight_rounding, weights,
+    lstm_cell, mixed, qdq, range_stats, saturating_clamps, weight_rounding, weights,
 };
 use super::{FullInt8Options, IoType, QuantSummary, QuantizeMode, Ranges};
 use crate::export;
@@ -523,7 +523,13 @@ fn calibrated(
     // and cell state in int16: in int8 each time step's rounding feeds the next one.
     let recurrent =
         if activations == weights::Activations::Int8 && !model.is_static() && !opts.int8.strict {
-            graph.recurrent_nodes.clone()
+            let mut nodes = graph.recurrent_nodes.clone();
+            for name in lstm_cell::written_out_cells(graph) {
+                if !nodes.contains(&name) {
+                    nodes.push(name);
+                }
+            }
+            nodes
         } else {
             vec![]
         };
