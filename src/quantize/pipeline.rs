@@ -519,6 +519,7 @@ fn calibrated(
     };
     let mut int8 = opts.int8.clone();
     int8.activations = activations;
+    int8.weight_cache = Some(Default::default());
     // An unrolled LSTM/GRU's cell runs 16x8, as TFLite's integer LSTM kernel keeps its gates
     // and cell state in int16: in int8 each time step's rounding feeds the next one.
     let recurrent =
