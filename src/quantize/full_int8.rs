@@ -45,8 +45,7 @@ pub struct FullInt8Options {
 }
 
 /// Symmetric int8 weights by float tensor and channel axis, with the float values they were
-/// quantized from: a tensor whose values compare equal gets the same int8 values and scales
-/// (`-0.0` and `0.0` quantize alike; a NaN never compares equal, so it is quantized again).
+/// quantized from: a tensor of the same shape and bytes gets the same int8 values and scales.
 #[derive(Default)]
 pub struct WeightCache(std::sync::Mutex<HashMap<(TensorId, Option<usize>), CachedWeights>>);
 
@@ -56,6 +55,18 @@ impl std::fmt::Debug for WeightCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("WeightCache")
     }
+}
+
+/// Whether `a` and `b` have the same shape and bit patterns (compared as memory where both are
+/// contiguous).
+fn same_values(a: &ndarray::ArrayD<f32>, b: &ndarray::ArrayD<f32>) -> bool {
+    a.shape() == b.shape()
+        && match (a.as_slice(), b.as_slice()) {
+            (Some(x), Some(y)) => {
+                bytemuck::cast_slice::<f32, u8>(x) == bytemuck::cast_slice::<f32, u8>(y)
+            }
+            _ => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        }
 }
 
 impl WeightCache {
@@ -69,7 +80,7 @@ impl WeightCache {
     ) -> (ConstData, QuantParams) {
         let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((f, q, p)) = lock().get(&(t, axis)) {
-            if f == w {
+            if same_values(f, w) {
                 return (q.clone(), p.clone());
             }
         }

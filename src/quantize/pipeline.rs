@@ -632,8 +632,14 @@ fn calibrated(
     stages.mark("float islands and bias correction");
     // What the weights alone cost bounds what rounding them better can gain.
     let weights_alone = |q: &Quantizer<'_>| -> Result<f64> {
-        let errors = report::weights_only_errors(&q.float_graph, label, &q.reference, few)
-            .with_context(|| format!("{label}: measuring the weights' share of the error"))?;
+        let errors = report::weights_only_errors(
+            &q.float_graph,
+            label,
+            &q.reference,
+            few,
+            q.int8.weight_cache.as_deref(),
+        )
+        .with_context(|| format!("{label}: measuring the weights' share of the error"))?;
         Ok(worst_snr(&errors))
     };
     let mut weights_only = None;

@@ -307,6 +307,7 @@ pub fn weights_only_errors(
     label: &str,
     reference: &FloatOutputs,
     samples: &[Sample],
+    cache: Option<&super::full_int8::WeightCache>,
 ) -> Result<Vec<LayerError>> {
     let mut g = float_graph.clone();
     for ni in 0..g.nodes.len() {
@@ -318,7 +319,11 @@ pub fn weights_only_errors(
         let Some(values) = g.tensors[w].data.as_ref().and_then(|d| d.as_f32()) else {
             continue;
         };
-        let (q, params) = super::weights::quantize_symmetric(values, Some(axis));
+        // The int8 weights full int8 made of the same tensor, where it did.
+        let (q, params) = match cache {
+            Some(cache) => cache.quantize_symmetric(w, values, Some(axis)),
+            None => super::weights::quantize_symmetric(values, Some(axis)),
+        };
         let rounded = super::const_values(&q, &params, values.shape()[axis]);
         let shape = values.shape().to_vec();
         g.tensors[w].data = Some(ConstData::from_f32(&shape, rounded));
