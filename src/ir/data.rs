@@ -235,6 +235,26 @@ impl ConstData {
         }
     }
 
+    /// [`Self::to_le_bytes`], in place where the array's memory already is those bytes
+    /// (contiguous, on a little-endian machine).
+    pub fn as_le_bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        if cfg!(target_endian = "little") {
+            let bytes: Option<&[u8]> = match self {
+                ConstData::F32(a) => a.as_slice().map(bytemuck::cast_slice),
+                ConstData::I32(a) => a.as_slice().map(bytemuck::cast_slice),
+                ConstData::I64(a) => a.as_slice().map(bytemuck::cast_slice),
+                ConstData::I8(a) => a.as_slice().map(bytemuck::cast_slice),
+                ConstData::I16(a) => a.as_slice().map(bytemuck::cast_slice),
+                ConstData::U8(a) => a.as_slice(),
+                ConstData::F16(_) | ConstData::Bool(_) => None,
+            };
+            if let Some(b) = bytes {
+                return std::borrow::Cow::Borrowed(b);
+            }
+        }
+        std::borrow::Cow::Owned(self.to_le_bytes())
+    }
+
     pub fn as_f32(&self) -> Option<&ArrayD<f32>> {
         match self {
             ConstData::F32(a) => Some(a),

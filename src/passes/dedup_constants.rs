@@ -1,7 +1,7 @@
 //! Duplicate constants are shared: two constant tensors with the same dtype, shape and bytes
 //! become one (exporters often repeat the same scale, shape or bias tensor per node).
 
-use crate::ir::Graph;
+use crate::ir::{DType, Graph};
 use std::collections::HashMap;
 
 /// Points every use of a duplicate constant at its first copy. Returns how many were merged;
@@ -12,7 +12,10 @@ pub fn dedup_constants(g: &mut Graph) -> usize {
         .iter()
         .flat_map(|n| n.inputs.iter().copied())
         .collect();
-    let mut first: HashMap<(String, Vec<usize>, Vec<u8>), usize> = HashMap::new();
+    // Constants kept so far by dtype, shape and a fingerprint of their bytes (equal constants
+    // always share one); a candidate is compared byte for byte with the kept ones of its key,
+    // which differ from each other, so it matches at most one. The bytes are read in place.
+    let mut first: HashMap<(DType, &[usize], u64), Vec<usize>> = HashMap::new();
     let mut replace = Vec::new();
     for (id, t) in g.tensors.iter().enumerate() {
         // Graph outputs keep their own tensor (and name).
@@ -20,18 +23,43 @@ pub fn dedup_constants(g: &mut Graph) -> usize {
             continue;
         }
         let Some(d) = &t.data else { continue };
-        let key = (format!("{:?}", t.dtype), t.shape.clone(), d.to_le_bytes());
-        match first.get(&key) {
+        let bytes = d.as_le_bytes();
+        let kept = first
+            .entry((t.dtype, &t.shape, fingerprint(&bytes)))
+            .or_default();
+        let same = |&&k: &&usize| {
+            g.tensors[k]
+                .data
+                .as_ref()
+                .is_some_and(|e| e.as_le_bytes() == bytes)
+        };
+        match kept.iter().find(same) {
             Some(&keep) => replace.push((id, keep)),
-            None => {
-                first.insert(key, id);
-            }
+            None => kept.push(id),
         }
     }
     for &(old, new) in &replace {
         g.replace_uses(old, new);
     }
     replace.len()
+}
+
+/// The length and up to 64 evenly spread 8-byte words of `bytes`, hashed: equal bytes, equal
+/// fingerprints, without reading a large weight tensor whole.
+fn fingerprint(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.len().hash(&mut h);
+    let words = bytes.len() / 8;
+    if words <= 64 {
+        bytes.hash(&mut h);
+    } else {
+        for i in 0..64 {
+            let at = i * (words - 1) / 63 * 8;
+            bytes[at..at + 8].hash(&mut h);
+        }
+    }
+    h.finish()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use super::params::{self, OutputRule};
 use super::{qdq, weight_channel_axis, weights, IoType, QuantSummary, Ranges};
-use crate::ir::{DType, Graph, Node, Op, QuantParams, TensorId};
+use crate::ir::{ConstData, DType, Graph, Node, Op, QuantParams, TensorId};
 use anyhow::{bail, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -38,6 +38,57 @@ pub struct FullInt8Options {
     /// Ranges of the tensors that `int16_nodes` read and write (min/max: with 16 bits a range
     /// needs no clipping, and the ranges chosen for int8 clip); the calibrated ones when `None`.
     pub int16_ranges: Option<std::sync::Arc<Ranges>>,
+    /// Weights quantized by earlier quantizations of the same graph, reused where the float
+    /// values are the same (every attempt of the range choice and bias correction quantizes
+    /// the same weights).
+    pub weight_cache: Option<std::sync::Arc<WeightCache>>,
+}
+
+/// Symmetric int8 weights by float tensor and channel axis, with the float values they were
+/// quantized from: a tensor of the same shape and bytes gets the same int8 values and scales.
+#[derive(Default)]
+pub struct WeightCache(std::sync::Mutex<HashMap<(TensorId, Option<usize>), CachedWeights>>);
+
+type CachedWeights = (ndarray::ArrayD<f32>, ConstData, QuantParams);
+
+impl std::fmt::Debug for WeightCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WeightCache")
+    }
+}
+
+/// Whether `a` and `b` have the same shape and bit patterns (compared as memory where both are
+/// contiguous).
+fn same_values(a: &ndarray::ArrayD<f32>, b: &ndarray::ArrayD<f32>) -> bool {
+    a.shape() == b.shape()
+        && match (a.as_slice(), b.as_slice()) {
+            (Some(x), Some(y)) => {
+                bytemuck::cast_slice::<f32, u8>(x) == bytemuck::cast_slice::<f32, u8>(y)
+            }
+            _ => a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        }
+}
+
+impl WeightCache {
+    /// [`weights::quantize_symmetric`] of tensor `t`'s values `w`, from the cache where `w` is
+    /// the same as when it was stored.
+    pub fn quantize_symmetric(
+        &self,
+        t: TensorId,
+        w: &ndarray::ArrayD<f32>,
+        axis: Option<usize>,
+    ) -> (ConstData, QuantParams) {
+        let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, q, p)) = lock().get(&(t, axis)) {
+            if same_values(f, w) {
+                return (q.clone(), p.clone());
+            }
+        }
+        // Not locked while quantizing (it runs on rayon's threads).
+        let (q, p) = weights::quantize_symmetric(w, axis);
+        lock().insert((t, axis), (w.clone(), q.clone(), p.clone()));
+        (q, p)
+    }
 }
 
 /// Weight-free elementwise arithmetic: a detector's box decoding (anchors added, strides
@@ -480,7 +531,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
         let mut weight_scales: Vec<f32> = vec![];
         for i in 0..node.inputs.len() {
             let t = node.inputs[i];
-            if let Some(d) = g.tensors[t].data.clone() {
+            if let Some(d) = g.tensors[t].data.as_ref() {
                 let Some(f) = d.as_f32() else { continue };
                 if let (1, Some(_), Some(&c)) =
                     (i, channel_axis, quantized_weights.get(&(t, per_channel)))
@@ -502,7 +553,11 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                             }
                         };
                         let r = exact.unwrap_or_else(|| {
-                            weights::quantize_symmetric(f, per_channel.then_some(axis))
+                            let axis = per_channel.then_some(axis);
+                            match &opts.weight_cache {
+                                Some(cache) => cache.quantize_symmetric(t, f, axis),
+                                None => weights::quantize_symmetric(f, axis),
+                            }
                         });
                         weight_scales = r.1.scale.clone();
                         r

@@ -355,12 +355,34 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
 
 /// Float values of an int8 constant (for tests and reports).
 pub fn const_values(d: &ConstData, p: &QuantParams, axis_len: usize) -> Vec<f32> {
-    let v = d.to_i64_vec();
     let inner = if p.is_per_channel() {
         d.shape()[p.axis + 1..].iter().product::<usize>()
     } else {
         1
     };
+    // Contiguous int8 (weights): a run of `inner` values per channel index, without the
+    // widened copy (the same values).
+    let int8 = match d {
+        ConstData::I8(a) => a.as_slice(),
+        _ => None,
+    };
+    if let Some(q) = int8 {
+        if inner > 0 && (!p.is_per_channel() || axis_len > 0) {
+            let run = if p.is_per_channel() {
+                inner
+            } else {
+                q.len().max(1)
+            };
+            let mut out = Vec::with_capacity(q.len());
+            for (i, run) in q.chunks(run).enumerate() {
+                let c = if p.is_per_channel() { i % axis_len } else { 0 };
+                let (z, s) = (p.zero_point[c], p.scale[c]);
+                out.extend(run.iter().map(|&v| (i64::from(v) - z) as f32 * s));
+            }
+            return out;
+        }
+    }
+    let v = d.to_i64_vec();
     v.iter()
         .enumerate()
         .map(|(i, &q)| {

@@ -2,17 +2,22 @@
 //! wants (int8 and int16 dequantized) back in sample order, so what the caller accumulates is the
 //! same with any number of threads.
 //!
-//! Each worker thread owns an interpreter and runs every `workers`-th sample; the caller's thread
-//! takes the samples' values in order, one sample at a time, from a channel that holds at most
-//! one finished sample per worker (memory stays bounded however many samples there are), and
-//! hands the buffers back for the worker's next sample (fresh ones would be fresh pages).
+//! Each worker thread owns an interpreter (one per file where each sample runs through several)
+//! and runs every `workers`-th sample; the caller's thread takes the samples' values in order,
+//! one sample at a time, from a channel that holds at most one finished sample per worker
+//! (memory stays bounded however many samples there are), and hands the buffers back for the
+//! worker's next sample (fresh ones would be fresh pages).
 
 use super::calibrate::{feed_input, keeps_state, Sample};
 use anyhow::{anyhow, Result};
 use std::sync::mpsc;
 
-/// The observed values of one sample: (tensor index, values) in the order the ops wrote them.
+/// The observed values of one sample in one file: (tensor index, values) in the order the ops
+/// wrote them.
 type Observed = Vec<(usize, Vec<f32>)>;
+
+/// Which tensors (by index) of a file a caller wants.
+pub(crate) type Wanted<'w> = &'w (dyn Fn(usize) -> bool + Sync);
 
 /// Runs every sample through `bytes` and calls `f(sample, tensor index, float values)` for each
 /// op output that `wanted(tensor index)` accepts and that holds float32, or int8 / int16 with
@@ -23,29 +28,47 @@ pub(crate) fn observe_where(
     wanted: &(dyn Fn(usize) -> bool + Sync),
     mut f: impl FnMut(usize, usize, &[f32]),
 ) -> Result<()> {
-    if samples.is_empty() {
+    observe_files_where(&[(bytes, wanted)], samples, |k, _, t, v| f(k, t, v))
+}
+
+/// [`observe_where`] for several files on the same samples: each sample runs through every file
+/// in turn on one worker, which keeps one interpreter per file for all its samples (preparing an
+/// interpreter packs the file's weights), and `f(sample, file, tensor index, values)` sees each
+/// sample's values file after file, in sample order.
+pub(crate) fn observe_files_where(
+    files: &[(&[u8], Wanted<'_>)],
+    samples: &[Sample],
+    mut f: impl FnMut(usize, usize, usize, &[f32]),
+) -> Result<()> {
+    if samples.is_empty() || files.is_empty() {
         return Ok(());
     }
-    let aligned = aligned(bytes);
-    let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let aligned: Vec<Aligned<'_>> = files.iter().map(|&(b, _)| aligned(b)).collect();
+    let models = aligned
+        .iter()
+        .map(|a| literun::Model::from_bytes(a).map_err(|e| anyhow!("{e}")))
+        .collect::<Result<Vec<_>>>()?;
+    let wanted: Vec<_> = files.iter().map(|&(_, w)| w).collect();
     let workers = rayon::current_num_threads().clamp(1, samples.len());
     std::thread::scope(|scope| -> Result<()> {
         let mut results = Vec::with_capacity(workers);
         let mut spares = Vec::with_capacity(workers);
         for first in 0..workers {
-            let (tx, rx) = mpsc::sync_channel::<Result<Observed>>(1);
-            let (give_back, returned) = mpsc::channel::<Observed>();
+            let (tx, rx) = mpsc::sync_channel::<Result<Vec<Observed>>>(1);
+            let (give_back, returned) = mpsc::channel::<Vec<Observed>>();
             results.push(rx);
             spares.push(give_back);
-            let model = &model;
-            scope.spawn(move || run_every(model, samples, first, workers, wanted, &tx, &returned));
+            let (models, wanted) = (&models, &wanted);
+            scope.spawn(move || run_every(models, samples, first, workers, wanted, &tx, &returned));
         }
         for k in 0..samples.len() {
             let observed = results[k % workers]
                 .recv()
                 .map_err(|_| anyhow!("a sample's run stopped without a result"))??;
-            for (t, v) in &observed {
-                f(k, *t, v);
+            for (m, file) in observed.iter().enumerate() {
+                for (t, v) in file {
+                    f(k, m, *t, v);
+                }
             }
             // The worker may have finished: then the buffers are simply dropped.
             let _ = spares[k % workers].send(observed);
@@ -82,28 +105,34 @@ pub(crate) fn aligned(bytes: &[u8]) -> Aligned<'_> {
     }
 }
 
-/// Runs samples `first`, `first + step`, ... and sends each one's observed values, stopping at
-/// the first error or when nobody listens any more.
+/// Runs samples `first`, `first + step`, ... through every model and sends each one's observed
+/// values (per model), stopping at the first error or when nobody listens any more.
 fn run_every(
-    model: &literun::Model<'_>,
+    models: &[literun::Model<'_>],
     samples: &[Sample],
     first: usize,
     step: usize,
-    wanted: &(dyn Fn(usize) -> bool + Sync),
-    tx: &mpsc::SyncSender<Result<Observed>>,
-    returned: &mpsc::Receiver<Observed>,
+    wanted: &[Wanted<'_>],
+    tx: &mpsc::SyncSender<Result<Vec<Observed>>>,
+    returned: &mpsc::Receiver<Vec<Observed>>,
 ) {
-    let stateful = keeps_state(model);
-    let mut interp: Option<literun::Interpreter<'_>> = None;
+    let stateful: Vec<bool> = models.iter().map(keeps_state).collect();
+    let mut interps: Vec<Option<literun::Interpreter<'_>>> = models.iter().map(|_| None).collect();
     for sample in samples.iter().skip(first).step_by(step) {
-        let spare = returned.try_recv().unwrap_or_default();
-        let result = (|| -> Result<Observed> {
-            // Each sample from zero state, as the ONNX model runs it.
-            if interp.is_none() || stateful {
-                interp = Some(literun::Interpreter::new(model).map_err(|e| anyhow!("{e}"))?);
+        let mut spares = returned.try_recv().unwrap_or_default().into_iter();
+        let result = (|| -> Result<Vec<Observed>> {
+            let mut all = Vec::with_capacity(models.len());
+            for (m, model) in models.iter().enumerate() {
+                let spare = spares.next().unwrap_or_default();
+                // Each sample from zero state, as the ONNX model runs it.
+                if interps[m].is_none() || stateful[m] {
+                    interps[m] =
+                        Some(literun::Interpreter::new(model).map_err(|e| anyhow!("{e}"))?);
+                }
+                let interp = interps[m].as_mut().expect("created above");
+                all.push(run_sample(model, interp, sample, wanted[m], spare)?);
             }
-            let interp = interp.as_mut().expect("created above");
-            run_sample(model, interp, sample, wanted, spare)
+            Ok(all)
         })();
         let failed = result.is_err();
         if tx.send(result).is_err() || failed {

@@ -519,6 +519,7 @@ fn calibrated(
     };
     let mut int8 = opts.int8.clone();
     int8.activations = activations;
+    int8.weight_cache = Some(Default::default());
     // An unrolled LSTM/GRU's cell runs 16x8, as TFLite's integer LSTM kernel keeps its gates
     // and cell state in int16: in int8 each time step's rounding feeds the next one.
     let recurrent =
@@ -637,8 +638,14 @@ fn calibrated(
     stages.mark("float islands and bias correction");
     // What the weights alone cost bounds what rounding them better can gain.
     let weights_alone = |q: &Quantizer<'_>| -> Result<f64> {
-        let errors = report::weights_only_errors(&q.float_graph, label, &q.reference, few)
-            .with_context(|| format!("{label}: measuring the weights' share of the error"))?;
+        let errors = report::weights_only_errors(
+            &q.float_graph,
+            label,
+            &q.reference,
+            few,
+            q.int8.weight_cache.as_deref(),
+        )
+        .with_context(|| format!("{label}: measuring the weights' share of the error"))?;
         Ok(worst_snr(&errors))
     };
     let mut weights_only = None;

@@ -67,16 +67,6 @@ impl Acc {
     }
 }
 
-/// Runs every sample through `model` and calls `f(sample, tensor index, float values)` for each
-/// op output (int8 tensors dequantized), in sample order.
-pub(crate) fn observe(
-    bytes: &[u8],
-    samples: &[Sample],
-    f: impl FnMut(usize, usize, &[f32]),
-) -> Result<()> {
-    super::observe::observe_where(bytes, samples, &|_| true, f)
-}
-
 /// The float tensor a quantized file's tensor stands for: a QUANTIZE of float tensor `x` writes
 /// `x/int8` (or `x/int16`); other tensors keep their name.
 pub(crate) fn float_name(name: &str) -> &str {
@@ -132,19 +122,29 @@ pub fn layer_errors(
     // By tensor index, so tensors of equal SNR keep one order (the search reads it).
     let mut accs: BTreeMap<usize, Acc> = BTreeMap::new();
     let int8 = |t: usize| qlabels.get(t).is_some_and(|(_, _, int8)| *int8);
-    // A few samples at a time, one per core: every float activation of a sample is held until
-    // the quantized run of the same sample has been compared with it, and a 480x480 detector's
-    // activations take ~0.4 GB a sample. The sums still add the samples in order.
-    for chunk in samples.chunks(rayon::current_num_threads().max(1)) {
-        let mut float_values: HashMap<(usize, usize), Vec<f32>> = HashMap::new();
-        observe(float, chunk, |k, t, v| {
-            float_values.insert((k, t), v.to_vec());
-        })?;
-        super::observe::observe_where(quantized, chunk, &int8, |k, t, v| {
+    // Each sample runs through the float file, then the quantized one, on the same worker (whose
+    // interpreters serve all its samples); the float activations of one sample are held until
+    // the quantized run of the same sample has been compared with them (a 480x480 detector's
+    // take ~0.4 GB a sample). The sums add the samples in order.
+    let all = |_: usize| true;
+    let mut float_values: HashMap<usize, Vec<f32>> = HashMap::new();
+    let mut current = None;
+    super::observe::observe_files_where(
+        &[(float, &all), (quantized, &int8)],
+        samples,
+        |k, file, t, v| {
+            if file == 0 {
+                if current != Some(k) {
+                    float_values.clear();
+                    current = Some(k);
+                }
+                float_values.insert(t, v.to_vec());
+                return;
+            }
             let (name, _, _) = &qlabels[t];
             let base = float_name(name);
             let fi = float_index.get(name).or_else(|| float_index.get(base));
-            let Some(r) = fi.and_then(|&fi| float_values.get(&(k, fi))) else {
+            let Some(r) = fi.and_then(|fi| float_values.get(fi)) else {
                 return;
             };
             if r.len() != v.len() {
@@ -155,8 +155,8 @@ pub fn layer_errors(
                 Some(&interval) => acc.add_within(r, v, interval),
                 None => acc.add(r, v.iter().copied()),
             }
-        })?;
-    }
+        },
+    )?;
     let mut out: Vec<LayerError> = accs
         .into_iter()
         .map(|(t, a)| LayerError {
@@ -307,6 +307,7 @@ pub fn weights_only_errors(
     label: &str,
     reference: &FloatOutputs,
     samples: &[Sample],
+    cache: Option<&super::full_int8::WeightCache>,
 ) -> Result<Vec<LayerError>> {
     let mut g = float_graph.clone();
     for ni in 0..g.nodes.len() {
@@ -318,7 +319,11 @@ pub fn weights_only_errors(
         let Some(values) = g.tensors[w].data.as_ref().and_then(|d| d.as_f32()) else {
             continue;
         };
-        let (q, params) = super::weights::quantize_symmetric(values, Some(axis));
+        // The int8 weights full int8 made of the same tensor, where it did.
+        let (q, params) = match cache {
+            Some(cache) => cache.quantize_symmetric(w, values, Some(axis)),
+            None => super::weights::quantize_symmetric(values, Some(axis)),
+        };
         let rounded = super::const_values(&q, &params, values.shape()[axis]);
         let shape = values.shape().to_vec();
         g.tensors[w].data = Some(ConstData::from_f32(&shape, rounded));

@@ -24,7 +24,16 @@ pub struct ExportOptions {
     /// Arena offsets per tensor of the subgraph (`-1`: not planned), written as TFLite Micro's
     /// `OfflineMemoryAllocation` metadata (`[1, 0, tensor count, offsets...]`).
     pub memory_plan: Option<Vec<i32>>,
+    /// Without `memory_plan`: room for one, written as zeros (`[0; 3 + tensor count]`) under
+    /// [`PLAN_PLACEHOLDER`], a name of the same length as the plan's, so that writing the plan
+    /// and the name over them gives the bytes a write with the plan gives.
+    pub reserve_plan: bool,
 }
+
+/// The metadata name a reserved plan is written under: as long as
+/// `literun::plan::OFFLINE_PLAN_METADATA`, and a name no reader looks for.
+pub const PLAN_PLACEHOLDER: &str = "litecvt-plan-to-fill-in";
+const _: () = assert!(PLAN_PLACEHOLDER.len() == literun::plan::OFFLINE_PLAN_METADATA.len());
 
 /// A byte whose vectors start 16-byte aligned, so constant data can be read in place
 /// (flatbuffers ignores `force_align` in the Rust builder).
@@ -300,7 +309,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
             all.iter()
                 .map(|(_, _, _, data, _, _)| match data {
                     Some(d) => {
-                        let bytes = le_bytes(d);
+                        let bytes = d.as_le_bytes();
                         let v = fbb.create_vector::<Aligned16>(bytemuck::cast_slice(&bytes));
                         buffers.push(fb::Buffer::create(
                             fbb,
@@ -405,7 +414,16 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
         },
     );
     let mut mds = vec![md];
-    if let Some(plan) = &opts.memory_plan {
+    let reserved;
+    let plan = match (&opts.memory_plan, opts.reserve_plan) {
+        (Some(plan), _) => Some((plan.as_slice(), literun::plan::OFFLINE_PLAN_METADATA)),
+        (None, true) => {
+            reserved = vec![0; 3 + rows.first().map_or(0, Vec::len)];
+            Some((reserved.as_slice(), PLAN_PLACEHOLDER))
+        }
+        (None, false) => None,
+    };
+    if let Some((plan, name)) = plan {
         let bytes: Vec<Aligned16> = plan
             .iter()
             .flat_map(|v| v.to_le_bytes())
@@ -420,7 +438,7 @@ pub fn export(g: &Graph, opts: &ExportOptions) -> Result<Vec<u8>> {
                 size_: 0,
             },
         ));
-        let name = fbb.create_string(literun::plan::OFFLINE_PLAN_METADATA);
+        let name = fbb.create_string(name);
         mds.push(fb::Metadata::create(
             fbb,
             &fb::MetadataArgs {
@@ -508,26 +526,6 @@ fn capacity_estimate(graphs: &[(&Graph, String, usize)]) -> usize {
         })
         .sum();
     bytes + bytes / 32 + (1 << 16)
-}
-
-/// A constant's values as little-endian bytes: in place where the array's memory already is
-/// (contiguous, on a little-endian machine), else converted.
-fn le_bytes(d: &ConstData) -> Cow<'_, [u8]> {
-    if cfg!(target_endian = "little") {
-        let bytes: Option<&[u8]> = match d {
-            ConstData::F32(a) => a.as_slice().map(bytemuck::cast_slice),
-            ConstData::I32(a) => a.as_slice().map(bytemuck::cast_slice),
-            ConstData::I64(a) => a.as_slice().map(bytemuck::cast_slice),
-            ConstData::I8(a) => a.as_slice().map(bytemuck::cast_slice),
-            ConstData::I16(a) => a.as_slice().map(bytemuck::cast_slice),
-            ConstData::U8(a) => a.as_slice(),
-            ConstData::F16(_) | ConstData::Bool(_) => None,
-        };
-        if let Some(b) = bytes {
-            return Cow::Borrowed(b);
-        }
-    }
-    Cow::Owned(d.to_le_bytes())
 }
 
 /// The tensor tables of one subgraph: `rows` (name, shape, type, data, quantization) with their
