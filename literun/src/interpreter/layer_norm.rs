@@ -331,7 +331,7 @@ pub(crate) fn run_layer_norm(
         let x = arena
             .get(xo + r * rb..xo + (r + n) * rb)
             .ok_or(Error::Misaligned)?;
-        let block = &mut block[..n * depth];
+        let block = block.get_mut(..n * depth).ok_or(Error::Misaligned)?;
         block.copy_from_slice(bytemuck::try_cast_slice(x).map_err(|_| Error::Misaligned)?);
         let y = arena
             .get_mut(yo + r * rb..yo + (r + n) * rb)

@@ -64,13 +64,10 @@ pub(crate) fn layer_norm_loops(
         return;
     }
     let n = depth as f32;
-    let rows = (input.len() / depth).min(out.len() / depth);
     // Rows in groups: the statistics of a group first, then their square roots and divisions
-    // together (one vector step each instead of a chain of scalar ones per row), then the rows.
-    for (xs, ys) in input[..rows * depth]
-        .chunks(ROWS * depth)
-        .zip(out[..rows * depth].chunks_mut(ROWS * depth))
-    {
+    // together (one vector step each instead of a chain of scalar ones per row), then the rows
+    // (a group's last rows where `out` ends first are not written).
+    for (xs, ys) in input.chunks(ROWS * depth).zip(out.chunks_mut(ROWS * depth)) {
         let mut means = [0.0f32; ROWS];
         let mut rstds = [0.0f32; ROWS];
         for ((mean, var), x) in means

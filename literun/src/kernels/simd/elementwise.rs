@@ -387,7 +387,6 @@ pub(crate) fn transpose_rows(
     if input.len() < a * b * row || out.len() < a * b * row {
         return false;
     }
-    let (input, out) = (&input[..a * b * row], &mut out[..a * b * row]);
     // Rows of a fixed size are copied as such (a few vector moves each) rather than by a call
     // to `memcpy` per row, which is most of the time for rows this short.
     match row {
