@@ -71,7 +71,7 @@ pub(crate) fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 
 /// [`exp_fast`], its polynomial with fused multiply-adds when `FMA` ([`mul_add`]).
 #[inline(always)]
-fn exp_fast_with<const FMA: bool>(x: f32) -> f32 {
+pub(crate) fn exp_fast_with<const FMA: bool>(x: f32) -> f32 {
     // Beyond these the result is infinite or zero anyway; inside, `n` fits the bit tricks.
     let x = x.clamp(-104.0, 89.0);
     // Round to nearest with the 1.5 * 2^23 trick; its bits hold n.
@@ -103,27 +103,33 @@ pub(crate) const EXP_POLY: [f32; 6] = [
 ];
 
 /// [`exp_fast`] of every value of a block, in place, one step at a time for the whole block
-/// (bit-identical): the steps of `N / lanes` vectors side by side, where one vector at a time
-/// is a chain of ~20 dependent steps whose latency the CPU cannot hide.
+/// (bit-identical; with `FMA`, the range reduction and polynomial in fused multiply-adds
+/// ([`mul_add`]), within an ulp of it): the steps of `N / lanes` vectors side by side, where
+/// one vector at a time is a chain of ~20 dependent steps whose latency the CPU cannot hide.
 #[inline(always)]
-pub(crate) fn exp_fast_block<const N: usize>(x: &mut [f32; N]) {
+pub(crate) fn exp_fast_block<const N: usize, const FMA: bool>(x: &mut [f32; N]) {
+    let ma = mul_add::<FMA>;
     let mut n = [0i32; N];
     for (x, n) in x.iter_mut().zip(n.iter_mut()) {
         let v = x.clamp(-104.0, 89.0);
-        let t = v * core::f32::consts::LOG2_E + ROUNDING;
+        let t = ma(v, core::f32::consts::LOG2_E, ROUNDING);
         *n = (t.to_bits() as i32).wrapping_sub(ROUNDING_BITS);
         let nf = t - ROUNDING;
-        *x = v - nf * LN2_HI - nf * LN2_LO;
+        *x = if FMA {
+            ma(nf, -LN2_LO, ma(nf, -LN2_HI, v))
+        } else {
+            v - nf * LN2_HI - nf * LN2_LO
+        };
     }
     let mut p = [EXP_POLY[0]; N];
     for &c in &EXP_POLY[1..] {
         for (p, &r) in p.iter_mut().zip(x.iter()) {
-            *p = mul_add::<false>(*p, r, c);
+            *p = ma(*p, r, c);
         }
     }
     for ((x, &p), &n) in x.iter_mut().zip(&p).zip(&n) {
         let r = *x;
-        let e = mul_add::<false>(p * r, r, r) + 1.0;
+        let e = ma(p * r, r, r) + 1.0;
         let half = n >> 1;
         let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
         *x = e * scale(half) * scale(n - half);

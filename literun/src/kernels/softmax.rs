@@ -3,7 +3,7 @@
 //! Softmax: `y = exp(beta * (x - max)) / sum_c exp(beta * (x_c - max))`.
 //! Log-softmax: `y = (x - max) - log(sum_c exp(x_c - max))`.
 
-use crate::math::{exp_fast, exp_fast_block, expf, logf};
+use crate::math::{exp_fast_block, exp_fast_with, expf, logf};
 
 /// The row maximum as TFLite computes it (start from `lowest`, `std::max`).
 #[inline]
@@ -79,14 +79,14 @@ fn tree_sum(mut v: [f32; LANES]) -> f32 {
     v[0]
 }
 
-/// [`softmax_f32`] with the vectorizing [`exp_fast`] (within 2 ulp of `expf`) and the row's
+/// [`softmax_f32`] with the vectorizing [`exp_fast`](crate::math::exp_fast) (within 2 ulp of `expf`) and the row's
 /// maximum and sum taken in [`LANES`] partial results, so every loop vectorizes; within a few
 /// ulp of [`softmax_f32`], whose in-order sum and math-library `exp` it keeps for outputs that
 /// are requantized (they must round as LiteRT's reference kernels do). Not inlined;
 /// `simd::softmax_f32` compiles the same loops for wider vectors.
 #[inline(never)]
 pub fn softmax_f32_fast(input: &[f32], outer: usize, depth: usize, beta: f32, output: &mut [f32]) {
-    softmax_fast_loops(input, outer, depth, beta, output)
+    softmax_fast_loops::<false>(input, outer, depth, beta, output)
 }
 
 /// Rows [`softmax_fast_loops`] takes through each of its passes together: a short row's passes
@@ -94,9 +94,10 @@ pub fn softmax_f32_fast(input: &[f32], outer: usize, depth: usize, beta: f32, ou
 /// group are independent chains the CPU overlaps.
 const ROWS: usize = 8;
 
-/// The loops of [`softmax_f32_fast`], inlined wherever they are compiled.
+/// The loops of [`softmax_f32_fast`], inlined wherever they are compiled; with `FMA` (where the
+/// CPU has fused multiply-adds) `exp`'s steps use them, within an ulp of the loops without.
 #[inline(always)]
-pub(crate) fn softmax_fast_loops(
+pub(crate) fn softmax_fast_loops<const FMA: bool>(
     input: &[f32],
     outer: usize,
     depth: usize,
@@ -124,7 +125,7 @@ pub(crate) fn softmax_fast_loops(
                 *y = (x - max) * beta;
             }
         }
-        exp_in_blocks(outs);
+        exp_in_blocks::<FMA>(outs);
         let mut invs = [0.0f32; ROWS];
         for (inv, out_row) in invs.iter_mut().zip(outs.chunks_exact(depth)) {
             *inv = 1.0 / row_sum(out_row);
@@ -160,17 +161,17 @@ fn row_max_fast(row: &[f32]) -> f32 {
 /// vectors).
 const EXP_BLOCK: usize = 64;
 
-/// `v = exp_fast(v)` for every value, in blocks of [`EXP_BLOCK`] ([`exp_fast_block`]).
+/// `v = exp_fast(v)` ([`crate::math::exp_fast`]) for every value, in blocks of [`EXP_BLOCK`] ([`exp_fast_block`]).
 #[inline(always)]
-fn exp_in_blocks(values: &mut [f32]) {
+fn exp_in_blocks<const FMA: bool>(values: &mut [f32]) {
     let mut blocks = values.chunks_exact_mut(EXP_BLOCK);
     for b in &mut blocks {
         if let Ok(b) = <&mut [f32; EXP_BLOCK]>::try_from(b) {
-            exp_fast_block(b);
+            exp_fast_block::<EXP_BLOCK, FMA>(b);
         }
     }
     for v in blocks.into_remainder() {
-        *v = exp_fast(*v);
+        *v = exp_fast_with::<FMA>(*v);
     }
 }
 

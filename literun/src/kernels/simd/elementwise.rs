@@ -387,13 +387,36 @@ pub(crate) fn transpose_rows(
     if input.len() < a * b * row || out.len() < a * b * row {
         return false;
     }
-    for (j, dst) in out.chunks_exact_mut(a * row).take(b).enumerate() {
-        for (i, d) in dst.chunks_exact_mut(row).enumerate() {
-            let at = (i * b + j) * row;
-            d.copy_from_slice(&input[at..at + row]);
+    // Rows of a fixed size are copied as such (a few vector moves each) rather than by a call
+    // to `memcpy` per row, which is most of the time for rows this short.
+    match row {
+        16 => swap_rows::<16>(a, b, input, out),
+        32 => swap_rows::<32>(a, b, input, out),
+        64 => swap_rows::<64>(a, b, input, out),
+        _ => {
+            for (j, dst) in out.chunks_exact_mut(a * row).take(b).enumerate() {
+                for (i, d) in dst.chunks_exact_mut(row).enumerate() {
+                    let at = (i * b + j) * row;
+                    d.copy_from_slice(&input[at..at + row]);
+                }
+            }
         }
     }
     true
+}
+
+/// `[a, b]` rows of `R` bytes to `[b, a]`: `out` row `j * a + i` is `input` row `i * b + j`.
+#[cfg(feature = "ops-shape")]
+fn swap_rows<const R: usize>(a: usize, b: usize, input: &[u8], out: &mut [u8]) {
+    for (j, dst) in out.chunks_exact_mut(a * R).take(b).enumerate() {
+        for (i, d) in dst.chunks_exact_mut(R).enumerate() {
+            let at = (i * b + j) * R;
+            let src = input.get(at..at + R).map(<&[u8; R]>::try_from);
+            if let (Ok(d), Some(Ok(src))) = (<&mut [u8; R]>::try_from(d), src) {
+                *d = *src;
+            }
+        }
+    }
 }
 
 /// Float unary operators (RELU, LOGISTIC, TANH, EXP, ...) at this ISA's vector width, bit-exact

@@ -759,9 +759,16 @@ pub(crate) const COLS_F32: usize = GROUP_F32 * NR_F32;
 /// than whole, the hand-over and the reads of the other core's half costing more than it saves.
 const FC_ROW_SPLIT_MIN_AVX512: usize = 8 * MR_F32;
 
-/// The [`Work`] of a float dense layer's row split (`macs`; none under the rows above).
+/// Multiply-accumulates from which a dense layer of few rows splits anyway (about 10 µs on one
+/// thread with AVX-512 kernels): there the hand-over is a small part of the half it saves.
+pub(crate) const FC_FEW_ROWS_SPLIT_MACS: usize = 1 << 20;
+
+/// The [`Work`] of a float dense layer's row split (`macs`; none under the rows above, unless
+/// the layer is large).
 pub(crate) fn fc_row_work(isa: Isa, batches: usize, macs: usize) -> Work {
-    let few_rows = isa == Isa::Avx512Vnni && batches < FC_ROW_SPLIT_MIN_AVX512;
+    let few_rows = isa == Isa::Avx512Vnni
+        && batches < FC_ROW_SPLIT_MIN_AVX512
+        && macs < FC_FEW_ROWS_SPLIT_MACS;
     Work::GemmF32(if few_rows { 0 } else { macs })
 }
 

@@ -459,11 +459,20 @@ pub(crate) fn fully_connected_i8(
         batches,
         g.isa.mr_i8(),
         g.n,
-        Work::GemmI8(work),
+        fc_row_work_i8(g.isa, batches, work),
         output,
         workers,
         |ms, o, s| g.run(ms, &rows, &mut s.i8s, &mut s.i32s, o),
     );
+}
+
+/// The [`Work`] of an int8 dense layer's row split: as the float one's ([`fc_row_work`]),
+/// none with AVX-512 kernels under four tiles a worker of two unless the layer is large (a
+/// transformer's 32-token layers, 2-5 µs, ran slower split than whole).
+pub(crate) fn fc_row_work_i8(isa: Isa, batches: usize, macs: usize) -> Work {
+    let few_rows =
+        isa == Isa::Avx512Vnni && batches < 8 * isa.mr_i8() && macs < FC_FEW_ROWS_SPLIT_MACS;
+    Work::GemmI8(if few_rows { 0 } else { macs })
 }
 
 /// The x86 packers' view of an im2col row source (`Rows::Conv`).

@@ -407,7 +407,7 @@ fn gelu_f32_matches_portable() {
 
 #[test]
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
-fn softmax_f32_matches_portable_bit_for_bit() {
+fn softmax_f32_matches_portable() {
     use crate::kernels::softmax::softmax_f32_fast as portable;
     let mut rng = Rng(5);
     for isa in isas().into_iter().filter(|&i| has_elementwise(i)) {
@@ -418,8 +418,10 @@ fn softmax_f32_matches_portable_bit_for_bit() {
             let (mut want, mut got) = (vec![0.0; x.len()], vec![0.0; x.len()]);
             portable(&x, 3, depth, 1.3, &mut want);
             assert!(softmax_f32(isa, &x, 3, depth, 1.3, &mut got));
+            // `exp` in fused multiply-adds: within a few ulp of the portable loops.
             for (g, w) in got.iter().zip(&want) {
-                assert_eq!(g.to_bits(), w.to_bits(), "{isa:?} depth {depth}");
+                let tol = 1e-6 * w.abs() + 1e-37;
+                assert!((g - w).abs() <= tol, "{isa:?} depth {depth}: {g} vs {w}");
             }
         }
     }

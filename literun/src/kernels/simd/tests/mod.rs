@@ -252,4 +252,13 @@ fn the_split_threshold_follows_the_isa() {
     assert!(!fc(Isa::Avx512Vnni, 32));
     assert!(fc(Isa::Avx2, 32));
     assert!(fc(Isa::Avx512Vnni, 196));
+    // The same for int8, and a large layer of few rows splits.
+    let fc_i8 =
+        |isa: Isa, rows| fc_row_work_i8(isa, rows, rows * 64 * 256).cost(isa) >= PARALLEL_MIN_COST;
+    assert!(!fc_i8(Isa::Avx512Vnni, 32));
+    assert!(fc_i8(Isa::Avx2, 32));
+    assert!(fc_i8(Isa::Avx512Vnni, 196));
+    let big = 32 * 768 * 3072;
+    assert!(fc_row_work(Isa::Avx512Vnni, 32, big).cost(Isa::Avx512Vnni) >= PARALLEL_MIN_COST);
+    assert!(fc_row_work_i8(Isa::Avx512Vnni, 32, big).cost(Isa::Avx512Vnni) >= PARALLEL_MIN_COST);
 }

@@ -309,7 +309,8 @@ pub(crate) fn gelu_f32(isa: Isa, approximate: bool, input: &[f32], out: &mut [f3
     }
 }
 
-/// [`crate::kernels::softmax::softmax_f32_fast`] compiled for `isa`'s vectors.
+/// [`crate::kernels::softmax::softmax_f32_fast`] compiled for `isa`'s vectors, `exp` with fused
+/// multiply-adds.
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
 pub(crate) fn softmax_f32(
     isa: Isa,
@@ -451,13 +452,13 @@ fn gelu_f32_avx2(approximate: bool, input: &[f32], out: &mut [f32]) {
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl")]
 fn softmax_f32_avx512(input: &[f32], outer: usize, depth: usize, beta: f32, out: &mut [f32]) {
-    crate::kernels::softmax::softmax_fast_loops(input, outer, depth, beta, out)
+    crate::kernels::softmax::softmax_fast_loops::<true>(input, outer, depth, beta, out)
 }
 
 #[cfg(all(feature = "ops-softmax", feature = "ops-float"))]
 #[target_feature(enable = "avx2,fma")]
 fn softmax_f32_avx2(input: &[f32], outer: usize, depth: usize, beta: f32, out: &mut [f32]) {
-    crate::kernels::softmax::softmax_fast_loops(input, outer, depth, beta, out)
+    crate::kernels::softmax::softmax_fast_loops::<true>(input, outer, depth, beta, out)
 }
 
 #[cfg(all(
