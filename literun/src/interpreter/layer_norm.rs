@@ -260,16 +260,11 @@ fn constant_f32<'a>(
         .map_err(|_| Error::Misaligned)
 }
 
-/// Rows of `x` [`run_layer_norm`] copies out at a time where the output shares bytes with
-/// `x`: the kernel takes rows in groups, so a group at a time keeps that, instead of a call
-/// per row.
-const BLOCK_ROWS: usize = 8;
-
-/// f32 scratch [`run_layer_norm`] needs for `chain`: [`BLOCK_ROWS`] rows, where the output
-/// shares bytes with `x` in the arena.
+/// f32 scratch [`run_layer_norm`] needs for `chain`: a row, where the output shares bytes
+/// with `x` in the arena.
 pub(crate) fn row_scratch(chain: &LayerNormChain, op_output: usize, locs: &[Loc]) -> usize {
     match overlap(chain, op_output, locs) {
-        Some(_) => BLOCK_ROWS * chain.depth,
+        Some(_) => chain.depth,
         None => 0,
     }
 }
@@ -318,25 +313,23 @@ pub(crate) fn run_layer_norm(
         return Ok(());
     };
     // Output row r covers x's bytes from `yo - xo` before (or after) x's row r: going down
-    // the rows when the output starts first (up, when it starts after), a block of rows of x
-    // is copied out before any output row covers it.
-    let block = row
-        .get_mut(..BLOCK_ROWS * depth)
+    // the rows when the output starts first (up, when it starts after), each row of x is
+    // read before any output row covers it.
+    let row = row
+        .get_mut(..depth)
         .ok_or_else(|| Error::Tensor("LayerNorm row scratch too small".into()))?;
     let rb = depth * 4;
     let rows = len / rb;
-    for k in (0..rows).step_by(BLOCK_ROWS) {
-        let n = BLOCK_ROWS.min(rows - k);
-        let r = if yo <= xo { k } else { rows - k - n };
+    for k in 0..rows {
+        let r = if yo <= xo { k } else { rows - 1 - k };
         let x = arena
-            .get(xo + r * rb..xo + (r + n) * rb)
+            .get(xo + r * rb..xo + (r + 1) * rb)
             .ok_or(Error::Misaligned)?;
-        let block = block.get_mut(..n * depth).ok_or(Error::Misaligned)?;
-        block.copy_from_slice(bytemuck::try_cast_slice(x).map_err(|_| Error::Misaligned)?);
+        row.copy_from_slice(bytemuck::try_cast_slice(x).map_err(|_| Error::Misaligned)?);
         let y = arena
-            .get_mut(yo + r * rb..yo + (r + n) * rb)
+            .get_mut(yo + r * rb..yo + (r + 1) * rb)
             .ok_or(Error::Misaligned)?;
-        norm(block, cast_out::<f32>(y)?);
+        norm(row, cast_out::<f32>(y)?);
     }
     Ok(())
 }

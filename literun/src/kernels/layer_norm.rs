@@ -23,30 +23,18 @@ pub fn layer_norm_f32(input: &[f32], depth: usize, eps: f32, affine: Affine<'_>,
     layer_norm_loops(input, depth, eps, affine, out)
 }
 
-/// The sum of `v` in [`LANES`] partial sums, then those pairwise (halves added: a few vector
-/// steps, where an in-order sum of the lanes is a chain of 16 dependent additions per row).
+/// The sum of `v` in [`LANES`] partial sums, then those in order.
 #[inline(always)]
 fn lane_sum(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut sums = [0.0f32; LANES];
     let mut chunks = v.chunks_exact(LANES);
     for c in &mut chunks {
-        // As a fixed-size array, so the lanes are one vector step (a slice zip compiles to
-        // pieces of two lanes).
-        if let Ok(c) = <&[f32; LANES]>::try_from(c) {
-            for i in 0..LANES {
-                sums[i] += f(c[i]);
-            }
+        for (s, &x) in sums.iter_mut().zip(c) {
+            *s += f(x);
         }
     }
     let tail: f32 = chunks.remainder().iter().map(|&x| f(x)).sum();
-    let mut half = LANES / 2;
-    while half > 0 {
-        for i in 0..half {
-            sums[i] += sums[i + half];
-        }
-        half /= 2;
-    }
-    sums[0] + tail
+    sums.iter().sum::<f32>() + tail
 }
 
 /// The loops of [`layer_norm_f32`], inlined wherever they are compiled (`simd` compiles them
@@ -64,59 +52,22 @@ pub(crate) fn layer_norm_loops(
         return;
     }
     let n = depth as f32;
-    // Rows in groups: the statistics of a group first, then their square roots and divisions
-    // together (one vector step each instead of a chain of scalar ones per row), then the rows
-    // (a group's last rows where `out` ends first are not written).
-    for (xs, ys) in input.chunks(ROWS * depth).zip(out.chunks_mut(ROWS * depth)) {
-        let mut means = [0.0f32; ROWS];
-        let mut rstds = [0.0f32; ROWS];
-        for ((mean, var), x) in means
-            .iter_mut()
-            .zip(rstds.iter_mut())
-            .zip(xs.chunks_exact(depth))
-        {
-            let m = lane_sum(x, |v| v) / n;
-            *mean = m;
-            *var = lane_sum(x, |v| (v - m) * (v - m)) / n;
+    for (x, y) in input.chunks_exact(depth).zip(out.chunks_exact_mut(depth)) {
+        let mean = lane_sum(x, |v| v) / n;
+        let var = lane_sum(x, |v| (v - mean) * (v - mean)) / n;
+        let rstd = 1.0 / crate::math::sqrtf(var + eps);
+        for (o, &v) in y.iter_mut().zip(x) {
+            *o = (v - mean) * rstd;
         }
-        for r in rstds.iter_mut() {
-            *r = 1.0 / crate::math::sqrtf(*r + eps);
+        if let Some(g) = affine.gamma {
+            for (o, &g) in y.iter_mut().zip(g) {
+                *o *= g;
+            }
         }
-        for (((&mean, &rstd), x), y) in means
-            .iter()
-            .zip(&rstds)
-            .zip(xs.chunks_exact(depth))
-            .zip(ys.chunks_exact_mut(depth))
-        {
-            normalize_row(x, mean, rstd, affine, y);
-        }
-    }
-}
-
-/// Rows [`layer_norm_loops`] takes through each of its steps together.
-const ROWS: usize = 8;
-
-/// One row's `y = (x - mean) * rstd [* gamma] [+ beta]`, in that order of operations.
-#[inline(always)]
-fn normalize_row(x: &[f32], mean: f32, rstd: f32, affine: Affine<'_>, y: &mut [f32]) {
-    if let (Some(g), Some(b)) = (affine.gamma, affine.beta) {
-        // One pass, the same operations in the same order as the three below.
-        for (((o, &v), &g), &b) in y.iter_mut().zip(x).zip(g).zip(b) {
-            *o = (v - mean) * rstd * g + b;
-        }
-        return;
-    }
-    for (o, &v) in y.iter_mut().zip(x) {
-        *o = (v - mean) * rstd;
-    }
-    if let Some(g) = affine.gamma {
-        for (o, &g) in y.iter_mut().zip(g) {
-            *o *= g;
-        }
-    }
-    if let Some(b) = affine.beta {
-        for (o, &b) in y.iter_mut().zip(b) {
-            *o += b;
+        if let Some(b) = affine.beta {
+            for (o, &b) in y.iter_mut().zip(b) {
+                *o += b;
+            }
         }
     }
 }

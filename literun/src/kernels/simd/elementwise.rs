@@ -390,8 +390,6 @@ pub(crate) fn transpose_rows(
     // Rows of a fixed size are copied as such (a few vector moves each) rather than by a call
     // to `memcpy` per row, which is most of the time for rows this short.
     match row {
-        16 => swap_rows::<16>(a, b, input, out),
-        32 => swap_rows::<32>(a, b, input, out),
         64 => swap_rows::<64>(a, b, input, out),
         _ => {
             for (j, dst) in out.chunks_exact_mut(a * row).take(b).enumerate() {
