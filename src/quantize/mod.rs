@@ -12,6 +12,7 @@ pub mod equalize_gated;
 mod feeds_log;
 pub mod float_islands;
 mod full_int8;
+mod inverse_factor;
 mod layernorm16;
 mod lstm_cell;
 pub mod mixed;
