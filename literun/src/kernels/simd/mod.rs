@@ -68,6 +68,7 @@ mod elementwise;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 mod elementwise_i16;
+mod fully_connected_f32;
 mod gemm_f32;
 mod gemm_i8;
 mod im2col;
@@ -93,6 +94,7 @@ pub(crate) use elementwise::*;
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 pub(crate) use elementwise_i16::*;
+pub(crate) use fully_connected_f32::*;
 pub use gemm_f32::*;
 pub use gemm_i8::*;
 pub(crate) use im2col::*;
