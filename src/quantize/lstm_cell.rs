@@ -24,20 +24,16 @@ pub fn written_out_cells(g: &Graph) -> Vec<String> {
     let producers = g.producers();
     let made_by = |t: TensorId| producers.get(&t).copied();
     let unary = |t: TensorId, op: UnaryOp| made_by(t).filter(|&p| g.nodes[p].op == Op::Unary(op));
-    let mul = |t: TensorId| {
+    // The two-input `op` that writes `t`.
+    let binary = |t: TensorId, op: BinaryOp| {
         made_by(t).filter(|&p| {
-            matches!(
-                g.nodes[p].op,
-                Op::Binary {
-                    op: BinaryOp::Mul,
-                    ..
-                }
-            ) && g.nodes[p].inputs.len() == 2
+            matches!(g.nodes[p].op, Op::Binary { op: o, .. } if o == op)
+                && g.nodes[p].inputs.len() == 2
         })
     };
     // `σ(a) ⊙ b` (either order): (the MUL, the LOGISTIC, b).
     let gated = |t: TensorId| -> Option<(NodeId, NodeId, TensorId)> {
-        let m = mul(t)?;
+        let m = binary(t, BinaryOp::Mul)?;
         let [a, b] = [g.nodes[m].inputs[0], g.nodes[m].inputs[1]];
         if let Some(s) = unary(a, UnaryOp::Sigmoid) {
             Some((m, s, b))
@@ -59,15 +55,7 @@ pub fn written_out_cells(g: &Graph) -> Vec<String> {
         };
         let c_new = g.nodes[tanh_c].inputs[0];
         // c' = σ(f) ⊙ c + σ(i) ⊙ tanh(g)
-        let Some(add) = made_by(c_new).filter(|&p| {
-            matches!(
-                g.nodes[p].op,
-                Op::Binary {
-                    op: BinaryOp::Add,
-                    ..
-                }
-            ) && g.nodes[p].inputs.len() == 2
-        }) else {
+        let Some(add) = binary(c_new, BinaryOp::Add) else {
             continue;
         };
         let (Some(first), Some(second)) =
@@ -84,8 +72,9 @@ pub fn written_out_cells(g: &Graph) -> Vec<String> {
             (Some(t), None) => (second, first, t),
             (None, None) => continue,
         };
-        let mut found = vec![h_mul, o, tanh_c, add, forget.0, forget.1, input.0, input.1];
-        found.push(candidate);
+        let mut found = vec![
+            h_mul, o, tanh_c, add, forget.0, forget.1, input.0, input.1, candidate,
+        ];
         // Each gate's pre-activation, back to the dense layers that compute it.
         for gate in [o, forget.1, input.1, candidate] {
             trace_to_dense(g, &producers, g.nodes[gate].inputs[0], &mut found);
