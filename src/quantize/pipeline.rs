@@ -669,8 +669,22 @@ fn calibrated(
             allowed = allowed.max(mixed::EXHAUSTIVE_ATTEMPTS);
         }
         q.attempt_limit = Some(made + allowed);
+        let searched_from = best.precision.clone();
         best = mixed::search(&q, best, budget)?;
         stages.mark("mixed-precision search");
+        // The biases were corrected for the plain file's int8 activations.
+        if let Some(means) = float_means.as_ref().filter(|_| {
+            best.precision != searched_from && !bias_corrected.is_empty() && rounded_layers == 0
+        }) {
+            if let Some((graph, layers, attempt)) =
+                bias_correction::correct_for_precision(&q, &best, &samples, means.clone())?
+            {
+                q.replace_float_graph(graph);
+                best = attempt;
+                bias_corrected = layers;
+            }
+            stages.mark("bias correction for the search's precision");
+        }
         if best.budget_snr() >= budget {
             validation = validate(
                 &mut q,
