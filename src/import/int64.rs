@@ -22,7 +22,7 @@ pub fn narrow(g: &mut Graph, file: &str) -> Result<()> {
     for n in &g.nodes {
         for &t in &n.inputs {
             let tensor = &g.tensors[t];
-            let Some(ConstData::I64(a)) = &tensor.data else {
+            let Some(ConstData::I64(a)) = tensor.data.as_deref() else {
                 continue;
             };
             if let Some(v) = a.iter().find(|&&v| i32::try_from(v).is_err()) {
@@ -42,7 +42,7 @@ pub fn narrow(g: &mut Graph, file: &str) -> Result<()> {
         }
         if let Some(d) = &t.data {
             if d.to_i64_vec().iter().all(|&v| i32::try_from(v).is_ok()) {
-                t.data = Some(d.cast(DType::I32));
+                t.data = Some(d.cast(DType::I32).into());
                 t.dtype = DType::I32;
             }
             // Out-of-range constants no op reads stay int64 (checked above for readers).

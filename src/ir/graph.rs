@@ -2,6 +2,7 @@
 
 use super::{ConstData, DType, Op};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 pub type TensorId = usize;
 pub type NodeId = usize;
@@ -11,8 +12,10 @@ pub struct Tensor {
     pub name: String,
     pub shape: Vec<usize>,
     pub dtype: DType,
-    /// Present for constants (weights, folded values).
-    pub data: Option<ConstData>,
+    /// Present for constants (weights, folded values). Shared between clones of a graph (the
+    /// quantizer's attempts each clone the float graph: ResNet18's weights are 45 MB) and
+    /// copied on write (`Arc::make_mut`) where a pass changes a clone's values.
+    pub data: Option<Arc<ConstData>>,
     /// Affine quantization of an integer tensor (`real = scale * (q - zero_point)`).
     pub quant: Option<QuantParams>,
 }
@@ -103,7 +106,12 @@ impl Graph {
         self.tensors.len() - 1
     }
 
-    pub fn add_const(&mut self, name: impl Into<String>, data: ConstData) -> TensorId {
+    pub fn add_const(
+        &mut self,
+        name: impl Into<String>,
+        data: impl Into<Arc<ConstData>>,
+    ) -> TensorId {
+        let data = data.into();
         self.tensors.push(Tensor {
             name: name.into(),
             shape: data.shape(),
@@ -123,7 +131,7 @@ impl Graph {
     }
 
     pub fn const_data(&self, id: TensorId) -> Option<&ConstData> {
-        self.tensors[id].data.as_ref()
+        self.tensors[id].data.as_deref()
     }
 
     /// Which node produces each tensor.
@@ -250,5 +258,27 @@ impl Graph {
             .map(|i| format!("{base}_{i}"))
             .find(|n| !names.contains(n.as_str()))
             .expect("some name is free")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clone shares its constants with the graph it came from; changing a clone's constant
+    /// copies it and leaves the original's values alone.
+    #[test]
+    fn clones_share_constants_and_copy_them_on_write() {
+        let mut g = Graph::default();
+        let t = g.add_const("w", ConstData::from_f32(&[2], vec![1.0, 2.0]));
+        let mut c = g.clone();
+        let (a, b) = (g.tensors[t].data.as_ref(), c.tensors[t].data.as_ref());
+        assert!(Arc::ptr_eq(a.unwrap(), b.unwrap()));
+        let d = Arc::make_mut(c.tensors[t].data.as_mut().unwrap());
+        *d = ConstData::from_f32(&[2], vec![3.0, 4.0]);
+        let before = g.tensors[t].data.as_ref().unwrap().as_f32().unwrap();
+        assert_eq!(before.as_slice().unwrap(), &[1.0, 2.0]);
+        let after = c.tensors[t].data.as_ref().unwrap().as_f32().unwrap();
+        assert_eq!(after.as_slice().unwrap(), &[3.0, 4.0]);
     }
 }

@@ -35,7 +35,7 @@ pub fn fold_constants(g: &mut Graph) -> usize {
             continue;
         }
         for (v, o) in values.into_iter().zip(outs) {
-            g.tensors[o].data = Some(v);
+            g.tensors[o].data = Some(v.into());
         }
         g.nodes.remove(i);
         folded += 1;

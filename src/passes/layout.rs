@@ -207,7 +207,7 @@ impl Rewriter<'_> {
             let data = if is_identity(want) {
                 data.clone()
             } else {
-                data.permute(want)
+                data.permute(want).into()
             };
             let name = if is_identity(want) {
                 old.name.clone()

@@ -409,7 +409,7 @@ pub fn correct(
                 }
             }
             if any {
-                trial.tensors[t.bias].data = Some(ConstData::F32(b));
+                trial.tensors[t.bias].data = Some(ConstData::F32(b).into());
                 changed.push(t.name.clone());
             }
         }

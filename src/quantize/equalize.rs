@@ -352,11 +352,11 @@ pub fn equalize(g: &mut Graph, float_bytes: &[u8], samples: &[Sample]) -> Result
         let inv: Vec<f32> = s.iter().map(|x| 1.0 / x).collect();
         let new_w1 = scale_channels(const_f32(g, w1).expect("checked"), p.producer_axis, &inv);
         let new_w2 = scale_channels(const_f32(g, w2).expect("checked"), p.consumer_axis, &s);
-        g.tensors[w1].data = Some(ConstData::F32(new_w1));
-        g.tensors[w2].data = Some(ConstData::F32(new_w2));
+        g.tensors[w1].data = Some(ConstData::F32(new_w1).into());
+        g.tensors[w2].data = Some(ConstData::F32(new_w2).into());
         if let Some(b) = bias {
             let nb = scale_channels(const_f32(g, b).expect("checked"), Axis::Last, &inv);
-            g.tensors[b].data = Some(ConstData::F32(nb));
+            g.tensors[b].data = Some(ConstData::F32(nb).into());
         }
         // A clamp's bound moves with its channel: a constant of its own, one value per channel.
         for &ni in &p.clamps {

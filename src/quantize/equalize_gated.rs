@@ -318,11 +318,11 @@ pub fn equalize_gated(
         let inv: Vec<f32> = s.iter().map(|x| 1.0 / x).collect();
         let new_w1 = scale_channels(const_f32(g, w1).expect("checked"), c.producer_axis, &inv);
         let new_w2 = scale_channels(const_f32(g, w2).expect("checked"), c.consumer_axis, &s);
-        g.tensors[w1].data = Some(ConstData::F32(new_w1));
-        g.tensors[w2].data = Some(ConstData::F32(new_w2));
+        g.tensors[w1].data = Some(ConstData::F32(new_w1).into());
+        g.tensors[w2].data = Some(ConstData::F32(new_w2).into());
         if let Some(b) = bias {
             let nb = scale_channels(const_f32(g, b).expect("checked"), Axis::Last, &inv);
-            g.tensors[b].data = Some(ConstData::F32(nb));
+            g.tensors[b].data = Some(ConstData::F32(nb).into());
         }
         // A shift moves with its channel: a constant of its own, one value per channel.
         for &ni in &c.shifts {

@@ -8,6 +8,7 @@ use super::{qdq, weight_channel_axis, weights, IoType, QuantSummary, Ranges};
 use crate::ir::{ConstData, DType, Graph, Node, Op, QuantParams, TensorId};
 use anyhow::{bail, Result};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Options of full-integer quantization.
 #[derive(Clone, Debug, Default)]
@@ -44,12 +45,14 @@ pub struct FullInt8Options {
     pub weight_cache: Option<std::sync::Arc<WeightCache>>,
 }
 
-/// Symmetric int8 weights by float tensor and channel axis, with the float values they were
+/// Symmetric int8 weights by float tensor and channel axis, with the float constant they were
 /// quantized from: a tensor of the same shape and bytes gets the same int8 values and scales.
+/// The constant is held shared with the graphs it came from (no copy), so a graph cloned from
+/// the same float graph hands in the very same constant and is recognized without comparing.
 #[derive(Default)]
 pub struct WeightCache(std::sync::Mutex<HashMap<(TensorId, Option<usize>), CachedWeights>>);
 
-type CachedWeights = (ndarray::ArrayD<f32>, ConstData, QuantParams);
+type CachedWeights = (Arc<ConstData>, Arc<ConstData>, QuantParams);
 
 impl std::fmt::Debug for WeightCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,24 +72,52 @@ fn same_values(a: &ndarray::ArrayD<f32>, b: &ndarray::ArrayD<f32>) -> bool {
         }
 }
 
+/// Whether the constants `a` and `b` hold the same float32 values bit for bit: at once where
+/// they are one shared constant (a shared constant is never changed in place: a change copies
+/// it), else compared.
+fn same_constant(a: &Arc<ConstData>, b: &Arc<ConstData>) -> bool {
+    Arc::ptr_eq(a, b) || matches!((a.as_f32(), b.as_f32()), (Some(x), Some(y)) if same_values(x, y))
+}
+
 impl WeightCache {
-    /// [`weights::quantize_symmetric`] of tensor `t`'s values `w`, from the cache where `w` is
-    /// the same as when it was stored.
+    /// [`weights::quantize_symmetric`] of tensor `t`'s float32 values `w`, through `cache`
+    /// where there is one.
+    pub fn quantize(
+        cache: Option<&WeightCache>,
+        t: TensorId,
+        w: &Arc<ConstData>,
+        axis: Option<usize>,
+    ) -> (Arc<ConstData>, QuantParams) {
+        match cache {
+            Some(cache) => cache.quantize_symmetric(t, w, axis),
+            None => {
+                let values = w.as_f32().expect("float32 weights");
+                let (q, p) = weights::quantize_symmetric(values, axis);
+                (q.into(), p)
+            }
+        }
+    }
+
+    /// [`weights::quantize_symmetric`] of tensor `t`'s float32 values `w`, from the cache
+    /// where `w` holds the same values as when it was stored (the int8 constant then shared
+    /// with the files made before).
     pub fn quantize_symmetric(
         &self,
         t: TensorId,
-        w: &ndarray::ArrayD<f32>,
+        w: &Arc<ConstData>,
         axis: Option<usize>,
-    ) -> (ConstData, QuantParams) {
+    ) -> (Arc<ConstData>, QuantParams) {
         let lock = || self.0.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((f, q, p)) = lock().get(&(t, axis)) {
-            if same_values(f, w) {
-                return (q.clone(), p.clone());
+            if same_constant(f, w) {
+                return (Arc::clone(q), p.clone());
             }
         }
+        let values = w.as_f32().expect("float32 weights");
         // Not locked while quantizing (it runs on rayon's threads).
-        let (q, p) = weights::quantize_symmetric(w, axis);
-        lock().insert((t, axis), (w.clone(), q.clone(), p.clone()));
+        let (q, p) = weights::quantize_symmetric(values, axis);
+        let q = Arc::new(q);
+        lock().insert((t, axis), (Arc::clone(w), Arc::clone(&q), p.clone()));
         (q, p)
     }
 }
@@ -540,7 +571,7 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                     node.inputs[i] = c;
                     continue;
                 }
-                let (q, p) = match (i, channel_axis) {
+                let (q, p): (Arc<ConstData>, QuantParams) = match (i, channel_axis) {
                     (1, Some(axis)) => {
                         let exact = match qdq::weight(f, opts.qdq.constants.get(&t), axis) {
                             Ok(e) => e,
@@ -552,33 +583,38 @@ pub fn full_int8(g: &mut Graph, ranges: &Ranges, opts: &FullInt8Options) -> Resu
                                 None
                             }
                         };
-                        let r = exact.unwrap_or_else(|| {
-                            let axis = per_channel.then_some(axis);
-                            match &opts.weight_cache {
-                                Some(cache) => cache.quantize_symmetric(t, f, axis),
-                                None => weights::quantize_symmetric(f, axis),
-                            }
-                        });
+                        let r = match exact {
+                            Some((q, p)) => (q.into(), p),
+                            None => WeightCache::quantize(
+                                opts.weight_cache.as_deref(),
+                                t,
+                                d,
+                                per_channel.then_some(axis),
+                            ),
+                        };
                         weight_scales = r.1.scale.clone();
                         r
                     }
-                    (2, Some(_)) => weights::quantize_bias(
-                        f,
-                        input_scale,
-                        &weight_scales,
-                        node_act == weights::Activations::Int16,
-                    ),
+                    (2, Some(_)) => {
+                        let (q, p) = weights::quantize_bias(
+                            f,
+                            input_scale,
+                            &weight_scales,
+                            node_act == weights::Activations::Int16,
+                        );
+                        (q.into(), p)
+                    }
                     // Operands that must share the output's parameters (MAXIMUM, CONCATENATION).
                     _ if shared.is_some() => {
                         let p = shared.clone().expect("checked");
-                        (node_act.quantize(f, &p), p)
+                        (node_act.quantize(f, &p).into(), p)
                     }
                     _ => {
                         let (lo, hi) = f
                             .iter()
                             .fold((0f32, 0f32), |(l, h), &x| (l.min(x), h.max(x)));
                         let p = node_act.params(lo, hi);
-                        (node_act.quantize(f, &p), p)
+                        (node_act.quantize(f, &p).into(), p)
                     }
                 };
                 // A constant read by several nodes gets its own quantized copy here (but weights,

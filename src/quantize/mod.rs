@@ -106,7 +106,7 @@ fn reencoded(
     }
     let (data, quant) = encode(g.tensors[c].data.as_ref().expect("a constant"));
     g.tensors[c].dtype = data.dtype();
-    g.tensors[c].data = Some(data);
+    g.tensors[c].data = Some(data.into());
     g.tensors[c].quant = quant;
     let f = dequantize_const(g, c, nodes);
     done.insert(c, f);
@@ -312,7 +312,7 @@ pub fn int8_weights_with(g: &mut Graph, model: &qdq::Annotations) -> QuantSummar
                         weights::quantize_symmetric(data, Some(axis))
                     }
                 };
-                g.tensors[w].data = Some(q);
+                g.tensors[w].data = Some(q.into());
                 g.tensors[w].dtype = DType::I8;
                 g.tensors[w].quant = Some(p);
                 s.quantized_nodes += 1;

@@ -130,7 +130,7 @@ impl Quantizer<'_> {
                     // A bias that bias correction added where the layer had none was zero.
                     let was = match o.inputs.get(k) {
                         Some(&ot) => original.tensors[ot].data.clone(),
-                        None => now.as_f32().map(|b| ConstData::F32(b.mapv(|_| 0.0))),
+                        None => now.as_f32().map(|b| ConstData::F32(b.mapv(|_| 0.0)).into()),
                     };
                     restore.extend(was.map(|d| (t, d)));
                 }

@@ -316,17 +316,17 @@ pub fn weights_only_errors(
         else {
             continue;
         };
-        let Some(values) = g.tensors[w].data.as_ref().and_then(|d| d.as_f32()) else {
+        let Some(data) = g.tensors[w].data.as_ref() else {
+            continue;
+        };
+        let Some(values) = data.as_f32() else {
             continue;
         };
         // The int8 weights full int8 made of the same tensor, where it did.
-        let (q, params) = match cache {
-            Some(cache) => cache.quantize_symmetric(w, values, Some(axis)),
-            None => super::weights::quantize_symmetric(values, Some(axis)),
-        };
+        let (q, params) = super::full_int8::WeightCache::quantize(cache, w, data, Some(axis));
         let rounded = super::const_values(&q, &params, values.shape()[axis]);
         let shape = values.shape().to_vec();
-        g.tensors[w].data = Some(ConstData::from_f32(&shape, rounded));
+        g.tensors[w].data = Some(ConstData::from_f32(&shape, rounded).into());
     }
     let bytes = crate::export::planned_tflite(&g, label)?;
     output_errors(reference, &bytes, samples)

@@ -36,7 +36,7 @@ pub fn drop_saturating_clamps(g: &mut Graph) -> usize {
             && tx.shape == ty.shape
             && !g.outputs.contains(&y);
         let saturated =
-            same && match (g.tensors[bound].data.as_ref(), op) {
+            same && match (g.tensors[bound].data.as_deref(), op) {
                 (Some(ConstData::I8(v)), BinaryOp::Max) => v.iter().all(|&q| q == i8::MIN),
                 (Some(ConstData::I8(v)), _) => v.iter().all(|&q| q == i8::MAX),
                 (Some(ConstData::I16(v)), BinaryOp::Max) => v.iter().all(|&q| q == i16::MIN),

@@ -285,7 +285,7 @@ pub fn round_weights(
         .collect();
     let mut params = HashMap::new();
     for (weight, shape, v, p) in rounded.into_iter().flatten() {
-        g.tensors[weight].data = Some(ConstData::from_f32(&shape, v));
+        g.tensors[weight].data = Some(ConstData::from_f32(&shape, v).into());
         params.insert(weight, p);
     }
     Ok(params)

@@ -397,7 +397,7 @@ impl<'m> Importer<'m> {
     }
 
     fn cst(&self, id: TensorId) -> Option<&ConstData> {
-        self.g.tensors[id].data.as_ref()
+        self.g.tensors[id].data.as_deref()
     }
 
     /// The constant value of optional input `i`; a non-constant one is unsupported.
@@ -479,7 +479,7 @@ impl<'m> Importer<'m> {
         for (s, _) in &inferred {
             checked_elements(s)?;
         }
-        let datas: Vec<&ConstData> = ins.iter().filter_map(|t| t.data.as_ref()).collect();
+        let datas: Vec<&ConstData> = ins.iter().filter_map(|t| t.data.as_deref()).collect();
         if datas.len() == ins.len() {
             if let Some(r) = eval::eval(&op, &datas) {
                 let vals = r.map_err(Fail::Error)?;
