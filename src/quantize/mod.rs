@@ -25,6 +25,7 @@ mod quantizer;
 pub mod range_stats;
 pub mod report;
 mod saturating_clamps;
+mod weight_cache;
 pub mod weight_rounding;
 pub mod weights;
 mod wide;

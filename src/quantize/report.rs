@@ -307,7 +307,7 @@ pub fn weights_only_errors(
     label: &str,
     reference: &FloatOutputs,
     samples: &[Sample],
-    cache: Option<&super::full_int8::WeightCache>,
+    cache: Option<&super::weight_cache::WeightCache>,
 ) -> Result<Vec<LayerError>> {
     let mut g = float_graph.clone();
     for ni in 0..g.nodes.len() {
@@ -323,7 +323,7 @@ pub fn weights_only_errors(
             continue;
         };
         // The int8 weights full int8 made of the same tensor, where it did.
-        let (q, params) = super::full_int8::WeightCache::quantize(cache, w, data, Some(axis));
+        let (q, params) = super::weight_cache::WeightCache::quantize(cache, w, data, Some(axis));
         let rounded = super::const_values(&q, &params, values.shape()[axis]);
         let shape = values.shape().to_vec();
         g.tensors[w].data = Some(ConstData::from_f32(&shape, rounded).into());
