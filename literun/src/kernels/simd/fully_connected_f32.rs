@@ -7,21 +7,23 @@ use super::*;
 /// AVX-512 tiles: 4 panels of 16).
 pub(crate) const COLS_F32: usize = GROUP_F32 * NR_F32;
 
-/// Batch rows under which a float dense layer with AVX-512 kernels stays on one thread (row
-/// split): with fewer than four tiles a worker, a transformer's 32-token layers ran slower split
-/// than whole, the hand-over and the reads of the other core's half costing more than it saves.
-const FC_ROW_SPLIT_MIN_AVX512: usize = 8 * MR_F32;
+/// Batch rows under which a float dense layer stays on one thread (row split) unless it is
+/// large: with fewer than four tiles a worker, a transformer's 32-token layers ran slower split
+/// than whole, the hand-over and the reads of the other core's half costing more than it saves
+/// (with AVX-512 kernels, and with AVX2 ones for the 32 x 64 x 64 layers, 3.5 µs).
+const FC_ROW_SPLIT_MIN: usize = 8 * MR_F32;
 
-/// Multiply-accumulates from which a dense layer of few rows splits anyway (about 10 µs on one
-/// thread with AVX-512 kernels): there the hand-over is a small part of the half it saves.
+/// Estimated time ([`Work::cost`]) from which a dense layer of few rows splits anyway: 2^20
+/// multiply-accumulates with AVX-512 kernels, about 10 µs on one thread, where the hand-over is
+/// a small part of the half it saves (with AVX2 kernels from 2^19: the 32 x 64 x 256 layers,
+/// 13 µs).
 pub(crate) const FC_FEW_ROWS_SPLIT_MACS: usize = 1 << 20;
 
 /// The [`Work`] of a float dense layer's row split (`macs`; none under the rows above, unless
-/// the layer is large).
+/// the layer's estimated time is large).
 pub(crate) fn fc_row_work(isa: Isa, batches: usize, macs: usize) -> Work {
-    let few_rows = isa == Isa::Avx512Vnni
-        && batches < FC_ROW_SPLIT_MIN_AVX512
-        && macs < FC_FEW_ROWS_SPLIT_MACS;
+    let work = Work::GemmF32(macs);
+    let few_rows = batches < FC_ROW_SPLIT_MIN && work.cost(isa) < FC_FEW_ROWS_SPLIT_MACS;
     Work::GemmF32(if few_rows { 0 } else { macs })
 }
 
