@@ -59,7 +59,8 @@ fn gelu8(x: __m256) -> __m256 {
     _mm256_mul_ps(half, f)
 }
 
-/// The exact GELU of 16 values: [`gelu8`]'s arithmetic on 512-bit vectors.
+/// The exact GELU of 16 values: [`gelu8`]'s arithmetic on 512-bit vectors, `2^n` applied by
+/// `scalef` and the sign's choice by a masked subtraction (three operations fewer).
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f")]
 fn gelu16(x: __m512) -> __m512 {
@@ -76,10 +77,6 @@ fn gelu16(x: __m512) -> __m512 {
         e = _mm512_fmadd_ps(e, r, c(k));
     }
     let e = _mm512_fmadd_ps(e, r, c(1.0));
-    let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
-        _mm512_castps_si512(k),
-        _mm512_set1_epi32(EXP_BIAS),
-    )));
     let mut p = c(GELU_M_NUM[3]);
     for &k in GELU_M_NUM[..3].iter().rev() {
         p = _mm512_fmadd_ps(p, a, c(k));
@@ -89,9 +86,11 @@ fn gelu16(x: __m512) -> __m512 {
         q = _mm512_fmadd_ps(q, a, c(k));
     }
     let q = _mm512_fmadd_ps(q, a, c(1.0));
-    let erfc = _mm512_mul_ps(_mm512_div_ps(_mm512_mul_ps(e, p), q), scale);
-    let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
-    let f = _mm512_mask_blend_ps(neg, _mm512_sub_ps(c(2.0), erfc), erfc);
+    // `* 2^n` in one step (`scalef`, exact as the multiplication by `2^n` is: n >= -122).
+    let erfc = _mm512_scalef_ps(_mm512_div_ps(_mm512_mul_ps(e, p), q), nf);
+    // `2 - erfc` in the lanes not below 0 (NaN included), in one masked step.
+    let up = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, _mm512_setzero_ps());
+    let f = _mm512_mask_sub_ps(erfc, up, c(2.0), erfc);
     let half = _mm512_max_ps(c(-0.5 * GELU_CLAMP), _mm512_mul_ps(x, c(0.5)));
     _mm512_mul_ps(half, f)
 }
