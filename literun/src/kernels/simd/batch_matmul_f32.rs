@@ -216,19 +216,28 @@ fn pack_rhs(b: &[f32], k: usize, n: usize, adj_y: bool, cols: usize, packed: &mu
             let rows = &b[c0 * k..(c0 + cn) * k];
             let mut quads = rows.chunks_exact(4 * k);
             let mut j = 0;
+            // (No indexing that can panic: each panic site adds a relocation to the static
+            // binary, which moves its text; see "Peak RSS" in docs/performance.md.)
             for q in &mut quads {
-                let (r0, rest) = q.split_at(k);
-                let (r1, rest) = rest.split_at(k);
-                let (r2, r3) = rest.split_at(k);
+                let mut r = q.chunks_exact(k);
+                let (Some(r0), Some(r1), Some(r2), Some(r3)) =
+                    (r.next(), r.next(), r.next(), r.next())
+                else {
+                    break;
+                };
                 let cols = r0.iter().zip(r1).zip(r2.iter().zip(r3));
                 for (dst, ((&v0, &v1), (&v2, &v3))) in group.chunks_exact_mut(width).zip(cols) {
-                    dst[j..j + 4].copy_from_slice(&[v0, v1, v2, v3]);
+                    if let Some(d) = dst.get_mut(j..j + 4) {
+                        d.copy_from_slice(&[v0, v1, v2, v3]);
+                    }
                 }
                 j += 4;
             }
             for row in quads.remainder().chunks_exact(k) {
                 for (dst, &v) in group.chunks_exact_mut(width).zip(row) {
-                    dst[j] = v;
+                    if let Some(d) = dst.get_mut(j) {
+                        *d = v;
+                    }
                 }
                 j += 1;
             }
