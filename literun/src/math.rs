@@ -183,6 +183,22 @@ pub fn erff(x: f32) -> f32 {
     libm::erff(x)
 }
 
+/// The sum of `N` partial sums (`N` a power of two) in pairs, halving the lanes in each step:
+/// `log2 N` vector additions, where adding one lane after another is a chain of `N` dependent
+/// steps (a short row's reductions, as attention's SOFTMAX and a transformer's LayerNorm take
+/// them, spend most of their time in such chains). The same order on every ISA.
+#[inline(always)]
+pub(crate) fn tree_sum<const N: usize>(mut v: [f32; N]) -> f32 {
+    let mut half = N / 2;
+    while half > 0 {
+        for i in 0..half {
+            v[i] += v[i + half];
+        }
+        half /= 2;
+    }
+    v[0]
+}
+
 /// Where the exact GELU's kernels clamp `|x|`: `x Φ(x)` is below 1e-37 in magnitude beyond
 /// -13, and `e^(-13^2 / 2)`'s `2^n` is still a normal float.
 pub(crate) const GELU_CLAMP: f32 = 13.0;

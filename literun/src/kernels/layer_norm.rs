@@ -3,8 +3,12 @@
 //! converters write for it (`y = (x - mean) * rsqrt(var + eps) * gamma + beta`, `var` the mean
 //! of `(x - mean)^2`), without writing their intermediate tensors.
 //!
-//! The row's sums are taken in [`LANES`] partial sums (so the loops vectorize), the rest in the
-//! chain's order of operations: within float rounding of the chain, not bit-identical.
+//! The row's sums are taken in [`LANES`] partial sums (so the loops vectorize) added in pairs
+//! (one lane after another would be a chain of sixteen dependent additions per sum, twice a
+//! row: most of a transformer's 64-value row's time), the rest in the chain's order of
+//! operations: within float rounding of the chain, not bit-identical.
+
+use crate::math::tree_sum;
 
 /// Lanes of the partial sums (a vector of AVX-512).
 const LANES: usize = 16;
@@ -23,7 +27,7 @@ pub fn layer_norm_f32(input: &[f32], depth: usize, eps: f32, affine: Affine<'_>,
     layer_norm_loops(input, depth, eps, affine, out)
 }
 
-/// The sum of `v` in [`LANES`] partial sums, then those in order.
+/// The sum of `v` in [`LANES`] partial sums, then those in pairs ([`tree_sum`]).
 #[inline(always)]
 fn lane_sum(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     let mut sums = [0.0f32; LANES];
@@ -34,7 +38,7 @@ fn lane_sum(v: &[f32], f: impl Fn(f32) -> f32) -> f32 {
         }
     }
     let tail: f32 = chunks.remainder().iter().map(|&x| f(x)).sum();
-    sums.iter().sum::<f32>() + tail
+    tree_sum(core::hint::black_box(sums)) + tail
 }
 
 /// The loops of [`layer_norm_f32`], inlined wherever they are compiled (`simd` compiles them

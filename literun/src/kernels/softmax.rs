@@ -3,7 +3,7 @@
 //! Softmax: `y = exp(beta * (x - max)) / sum_c exp(beta * (x_c - max))`.
 //! Log-softmax: `y = (x - max) - log(sum_c exp(x_c - max))`.
 
-use crate::math::{exp_fast_block, exp_fast_with, expf, logf};
+use crate::math::{exp_fast_block, exp_fast_with, expf, logf, tree_sum};
 
 /// The row maximum as TFLite computes it (start from `lowest`, `std::max`).
 #[inline]
@@ -60,19 +60,6 @@ fn tree_max(mut v: [f32; LANES]) -> f32 {
             } else {
                 v[i]
             };
-        }
-        half /= 2;
-    }
-    v[0]
-}
-
-/// The sum of the partial sums in pairs, halving the lanes in each step (as [`tree_max`]).
-#[inline(always)]
-fn tree_sum(mut v: [f32; LANES]) -> f32 {
-    let mut half = LANES / 2;
-    while half > 0 {
-        for i in 0..half {
-            v[i] += v[i + half];
         }
         half /= 2;
     }

@@ -210,11 +210,36 @@ fn pack_rhs(b: &[f32], k: usize, n: usize, adj_y: bool, cols: usize, packed: &mu
         let cn = (n - c0).min(width);
         let group = &mut packed[c0 * k..(c0 + width) * k];
         if adj_y {
-            // Column c of the product is row c of the stored matrix.
-            for (j, row) in b[c0 * k..(c0 + cn) * k].chunks_exact(k).enumerate() {
-                for (kk, &v) in row.iter().enumerate() {
-                    group[kk * width + j] = v;
+            // Column c of the product is row c of the stored matrix: four rows at a time, so
+            // each reduction index takes one contiguous store of four values (one value per
+            // iteration, the scatter was most of a 32 x 16 Q·Kᵀ product's time).
+            let rows = &b[c0 * k..(c0 + cn) * k];
+            let mut quads = rows.chunks_exact(4 * k);
+            let mut j = 0;
+            // (No indexing that can panic: each panic site adds a relocation to the static
+            // binary, which moves its text; see "Peak RSS" in docs/performance.md.)
+            for q in &mut quads {
+                let mut r = q.chunks_exact(k);
+                let (Some(r0), Some(r1), Some(r2), Some(r3)) =
+                    (r.next(), r.next(), r.next(), r.next())
+                else {
+                    break;
+                };
+                let cols = r0.iter().zip(r1).zip(r2.iter().zip(r3));
+                for (dst, ((&v0, &v1), (&v2, &v3))) in group.chunks_exact_mut(width).zip(cols) {
+                    if let Some(d) = dst.get_mut(j..j + 4) {
+                        d.copy_from_slice(&[v0, v1, v2, v3]);
+                    }
                 }
+                j += 4;
+            }
+            for row in quads.remainder().chunks_exact(k) {
+                for (dst, &v) in group.chunks_exact_mut(width).zip(row) {
+                    if let Some(d) = dst.get_mut(j) {
+                        *d = v;
+                    }
+                }
+                j += 1;
             }
             if cn < width {
                 for dst in group.chunks_exact_mut(width) {

@@ -4,7 +4,17 @@
 //! last partial vector goes through the same code from a small buffer.
 
 use super::*;
-use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING, ROUNDING_BITS};
+use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING};
+
+/// As the x86 kernels' constants: the rounding sum's low bits hold `n + 127` (`2^n` by a
+/// shift alone), and `M`'s numerator is halved so the rational gives `Φ(-a)`.
+const ROUNDING_EXP: f32 = ROUNDING + 127.0;
+const HALF_M_NUM: [f32; 4] = [
+    GELU_M_NUM[0] * 0.5,
+    GELU_M_NUM[1] * 0.5,
+    GELU_M_NUM[2] * 0.5,
+    GELU_M_NUM[3] * 0.5,
+];
 
 /// The exact GELU of 4 values.
 #[inline]
@@ -12,25 +22,22 @@ use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING, ROUNDI
 fn gelu4(x: float32x4_t) -> float32x4_t {
     let c = vdupq_n_f32;
     let a = vminq_f32(vabsq_f32(x), c(GELU_CLAMP));
-    let u = vmulq_f32(a, a);
-    // u - a^2, exactly.
-    let neg_err = vfmsq_f32(u, a, a);
-    // e^(-a^2 / 2) = 2^n e^r.
-    let k = vfmaq_f32(c(ROUNDING), u, c(-0.5 * core::f32::consts::LOG2_E));
-    let nf = vsubq_f32(k, c(ROUNDING));
-    let r = vfmsq_f32(vmulq_f32(u, c(-0.5)), nf, c(core::f32::consts::LN_2));
-    let r = vfmaq_f32(r, neg_err, c(0.5));
+    // w = -a^2/2 and its rounding error (-a/2 is exact).
+    let na = vmulq_f32(a, c(-0.5));
+    let w = vmulq_f32(na, a);
+    let w_err = vfmaq_f32(vnegq_f32(w), na, a);
+    // e^(w + w_err) = 2^n e^r.
+    let k = vfmaq_f32(c(ROUNDING_EXP), w, c(core::f32::consts::LOG2_E));
+    let nf = vsubq_f32(k, c(ROUNDING_EXP));
+    let r = vaddq_f32(vfmsq_f32(w, nf, c(core::f32::consts::LN_2)), w_err);
     let mut e = c(GELU_EXP[4]);
     for &k in GELU_EXP[..4].iter().rev() {
         e = vfmaq_f32(c(k), e, r);
     }
     let e = vfmaq_f32(c(1.0), e, r);
-    let scale = vreinterpretq_f32_s32(vshlq_n_s32::<23>(vaddq_s32(
-        vreinterpretq_s32_f32(k),
-        vdupq_n_s32(127 - ROUNDING_BITS),
-    )));
-    let mut p = c(GELU_M_NUM[3]);
-    for &k in GELU_M_NUM[..3].iter().rev() {
+    let scale = vreinterpretq_f32_s32(vshlq_n_s32::<23>(vreinterpretq_s32_f32(k)));
+    let mut p = c(HALF_M_NUM[3]);
+    for &k in HALF_M_NUM[..3].iter().rev() {
         p = vfmaq_f32(c(k), p, a);
     }
     let mut q = c(GELU_M_DEN[3]);
@@ -38,12 +45,12 @@ fn gelu4(x: float32x4_t) -> float32x4_t {
         q = vfmaq_f32(c(k), q, a);
     }
     let q = vfmaq_f32(c(1.0), q, a);
-    // erfc(a / √2); GELU = x/2 erfc for x < 0, x/2 (2 - erfc) above.
-    let erfc = vmulq_f32(vdivq_f32(vmulq_f32(e, p), q), scale);
-    let f = vbslq_f32(vcltq_f32(x, c(0.0)), erfc, vsubq_f32(c(2.0), erfc));
+    // Φ(-a) = erfc(a / √2) / 2; Φ(x) is that for x < 0, 1 - it above.
+    let phi = vmulq_f32(vdivq_f32(vmulq_f32(e, p), q), scale);
+    let f = vbslq_f32(vcltq_f32(x, c(0.0)), phi, vsubq_f32(c(1.0), phi));
     // (NEON's `max` keeps a NaN.)
-    let half = vmaxq_f32(c(-0.5 * GELU_CLAMP), vmulq_f32(x, c(0.5)));
-    vmulq_f32(half, f)
+    let xc = vmaxq_f32(c(-GELU_CLAMP), x);
+    vmulq_f32(xc, f)
 }
 
 /// `out = gelu(input)` (exact form) over the common length; `isa` is `Neon` or `NeonDot`.

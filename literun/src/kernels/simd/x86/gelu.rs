@@ -1,49 +1,57 @@
 //! Float GELU (exact form) with AVX2 + FMA (8 lanes) and AVX-512 (16 lanes): the branch-free
 //! formula of [`crate::math::gelu_fast`] (`x/2 erfc(-x/√2)` from `e^(-a^2/2)` times a rational,
-//! ~30 operations a vector, the same for every lane) with fused multiply-adds, keeping its
-//! accuracy contract (within 1e-5 relative wherever `|GELU(x)| >= 1e-37`). Two differences in
-//! the arithmetic, both as accurate: `a^2`'s rounding error is `fma(a, a, -a^2)` instead of a
-//! split of `a`, and `n ln 2` is taken off in one fused step with the f32 `ln 2` (its error,
-//! under 2e-9 a unit of `n`, is 2.5e-7 of the result at most). Not bit-identical with the
-//! portable kernel (a few ulp apart).
+//! ~28 operations a vector, the same for every lane) with fused multiply-adds, keeping its
+//! accuracy contract (within 1e-5 relative wherever `|GELU(x)| >= 1e-37`). Differences in
+//! the arithmetic, all as accurate: `-a^2/2`'s rounding error is `fma(-a/2, a, w)` instead of
+//! a split of `a`, `n ln 2` is taken off in one fused step with the f32 `ln 2` (its error,
+//! under 2e-9 a unit of `n`, is 2.5e-7 of the result at most), `2^n` comes from the rounding
+//! sum's bits by a shift alone ([`ROUNDING_EXP`]), and the rational's numerator is halved so it
+//! gives `Φ(-a)` and `x` needs no halving. Not bit-identical with the portable kernel (a few
+//! ulp apart).
 //!
 //! Four vectors per step, so that their chains (~20 dependent operations, a division among
 //! them) overlap; a slice's last partial vector goes through the same code with masked loads
 //! and stores, so a value's result does not depend on its position.
 
 use super::*;
-use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING, ROUNDING_BITS};
+use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING};
 
-/// `-log2(e) / 2`: `n = round(-a^2/2 log2(e))`.
-const HALF_LOG2_E: f32 = -0.5 * core::f32::consts::LOG2_E;
-/// Added to the rounding sum's bits: `n + 127`, the exponent field of `2^n`.
-const EXP_BIAS: i32 = 127 - ROUNDING_BITS;
+/// The rounding constant of `n = round(-a^2/2 log2(e))` plus 127: the sum's low bits hold
+/// `n + 127`, so shifted by 23 they are `2^n`'s bits with no integer addition (`n >= -122`).
+const ROUNDING_EXP: f32 = ROUNDING + 127.0;
+
+/// `M`'s numerator ([`GELU_M_NUM`]) halved (exactly), so the rational gives `erfc / 2`, that
+/// is `Φ(-a)`, and `GELU = x Φ(x)` needs no multiplication by 1/2.
+const HALF_M_NUM: [f32; 4] = [
+    GELU_M_NUM[0] * 0.5,
+    GELU_M_NUM[1] * 0.5,
+    GELU_M_NUM[2] * 0.5,
+    GELU_M_NUM[3] * 0.5,
+];
 
 /// The exact GELU of 8 values.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn gelu8(x: __m256) -> __m256 {
     let c = _mm256_set1_ps;
-    // (`min` returns its second operand for a NaN: `a` is then 13, and `x/2` keeps the NaN.)
+    // (`min` returns its second operand for a NaN: `a` is then 13, and `x` keeps the NaN.)
     let a = _mm256_min_ps(_mm256_andnot_ps(c(-0.0), x), c(GELU_CLAMP));
-    let u = _mm256_mul_ps(a, a);
-    let u_err = _mm256_fmsub_ps(a, a, u);
-    // e^(-(u + u_err) / 2) = 2^n e^r.
-    let k = _mm256_fmadd_ps(u, c(HALF_LOG2_E), c(ROUNDING));
-    let nf = _mm256_sub_ps(k, c(ROUNDING));
-    let r = _mm256_fnmadd_ps(nf, c(core::f32::consts::LN_2), _mm256_mul_ps(u, c(-0.5)));
-    let r = _mm256_fmadd_ps(u_err, c(-0.5), r);
+    // w = -a^2/2 and its rounding error (-a/2 is exact).
+    let na = _mm256_mul_ps(a, c(-0.5));
+    let w = _mm256_mul_ps(na, a);
+    let w_err = _mm256_fmsub_ps(na, a, w);
+    // e^(w + w_err) = 2^n e^r.
+    let k = _mm256_fmadd_ps(w, c(core::f32::consts::LOG2_E), c(ROUNDING_EXP));
+    let nf = _mm256_sub_ps(k, c(ROUNDING_EXP));
+    let r = _mm256_add_ps(_mm256_fnmadd_ps(nf, c(core::f32::consts::LN_2), w), w_err);
     let mut e = c(GELU_EXP[4]);
     for &k in GELU_EXP[..4].iter().rev() {
         e = _mm256_fmadd_ps(e, r, c(k));
     }
     let e = _mm256_fmadd_ps(e, r, c(1.0));
-    let scale = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
-        _mm256_castps_si256(k),
-        _mm256_set1_epi32(EXP_BIAS),
-    )));
-    let mut p = c(GELU_M_NUM[3]);
-    for &k in GELU_M_NUM[..3].iter().rev() {
+    let scale = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_castps_si256(k)));
+    let mut p = c(HALF_M_NUM[3]);
+    for &k in HALF_M_NUM[..3].iter().rev() {
         p = _mm256_fmadd_ps(p, a, c(k));
     }
     let mut q = c(GELU_M_DEN[3]);
@@ -51,37 +59,34 @@ fn gelu8(x: __m256) -> __m256 {
         q = _mm256_fmadd_ps(q, a, c(k));
     }
     let q = _mm256_fmadd_ps(q, a, c(1.0));
-    // erfc(a / √2); GELU = x/2 erfc for x < 0 (the sign bit selects), x/2 (2 - erfc) above.
-    let erfc = _mm256_mul_ps(_mm256_div_ps(_mm256_mul_ps(e, p), q), scale);
-    let f = _mm256_blendv_ps(_mm256_sub_ps(c(2.0), erfc), erfc, x);
+    // Φ(-a) = erfc(a / √2) / 2; Φ(x) is that for x < 0 (the sign bit selects), 1 - it above.
+    let phi = _mm256_mul_ps(_mm256_div_ps(_mm256_mul_ps(e, p), q), scale);
+    let f = _mm256_blendv_ps(_mm256_sub_ps(c(1.0), phi), phi, x);
     // (`max` returns its second operand for a NaN.)
-    let half = _mm256_max_ps(c(-0.5 * GELU_CLAMP), _mm256_mul_ps(x, c(0.5)));
-    _mm256_mul_ps(half, f)
+    let xc = _mm256_max_ps(c(-GELU_CLAMP), x);
+    _mm256_mul_ps(xc, f)
 }
 
-/// The exact GELU of 16 values: [`gelu8`]'s arithmetic on 512-bit vectors.
+/// The exact GELU of 16 values: [`gelu8`]'s arithmetic on 512-bit vectors, `2^n` applied by
+/// `scalef` and the sign's choice by a masked subtraction.
 #[inline]
 #[target_feature(enable = "avx2,fma,avx512f")]
 fn gelu16(x: __m512) -> __m512 {
     let c = _mm512_set1_ps;
     let a = _mm512_min_ps(_mm512_abs_ps(x), c(GELU_CLAMP));
-    let u = _mm512_mul_ps(a, a);
-    let u_err = _mm512_fmsub_ps(a, a, u);
-    let k = _mm512_fmadd_ps(u, c(HALF_LOG2_E), c(ROUNDING));
-    let nf = _mm512_sub_ps(k, c(ROUNDING));
-    let r = _mm512_fnmadd_ps(nf, c(core::f32::consts::LN_2), _mm512_mul_ps(u, c(-0.5)));
-    let r = _mm512_fmadd_ps(u_err, c(-0.5), r);
+    let na = _mm512_mul_ps(a, c(-0.5));
+    let w = _mm512_mul_ps(na, a);
+    let w_err = _mm512_fmsub_ps(na, a, w);
+    let k = _mm512_fmadd_ps(w, c(core::f32::consts::LOG2_E), c(ROUNDING_EXP));
+    let nf = _mm512_sub_ps(k, c(ROUNDING_EXP));
+    let r = _mm512_add_ps(_mm512_fnmadd_ps(nf, c(core::f32::consts::LN_2), w), w_err);
     let mut e = c(GELU_EXP[4]);
     for &k in GELU_EXP[..4].iter().rev() {
         e = _mm512_fmadd_ps(e, r, c(k));
     }
     let e = _mm512_fmadd_ps(e, r, c(1.0));
-    let scale = _mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
-        _mm512_castps_si512(k),
-        _mm512_set1_epi32(EXP_BIAS),
-    )));
-    let mut p = c(GELU_M_NUM[3]);
-    for &k in GELU_M_NUM[..3].iter().rev() {
+    let mut p = c(HALF_M_NUM[3]);
+    for &k in HALF_M_NUM[..3].iter().rev() {
         p = _mm512_fmadd_ps(p, a, c(k));
     }
     let mut q = c(GELU_M_DEN[3]);
@@ -89,11 +94,13 @@ fn gelu16(x: __m512) -> __m512 {
         q = _mm512_fmadd_ps(q, a, c(k));
     }
     let q = _mm512_fmadd_ps(q, a, c(1.0));
-    let erfc = _mm512_mul_ps(_mm512_div_ps(_mm512_mul_ps(e, p), q), scale);
-    let neg = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps());
-    let f = _mm512_mask_blend_ps(neg, _mm512_sub_ps(c(2.0), erfc), erfc);
-    let half = _mm512_max_ps(c(-0.5 * GELU_CLAMP), _mm512_mul_ps(x, c(0.5)));
-    _mm512_mul_ps(half, f)
+    // `* 2^n` in one step (`scalef`, exact as the multiplication by `2^n` is: n >= -122).
+    let phi = _mm512_scalef_ps(_mm512_div_ps(_mm512_mul_ps(e, p), q), nf);
+    // `1 - Φ(-a)` in the lanes not below 0 (NaN included), in one masked step.
+    let up = _mm512_cmp_ps_mask::<_CMP_NLT_UQ>(x, _mm512_setzero_ps());
+    let f = _mm512_mask_sub_ps(phi, up, c(1.0), phi);
+    let xc = _mm512_max_ps(c(-GELU_CLAMP), x);
+    _mm512_mul_ps(xc, f)
 }
 
 /// `out = gelu(input)` (exact form) over the common length, 8 lanes.
