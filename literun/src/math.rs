@@ -217,6 +217,20 @@ pub(crate) const GELU_EXP: [f32; 5] = [
 pub(crate) const GELU_M_NUM: [f32; 4] = [0.999_999_64, 0.719_998_5, 0.236_804_02, 0.033_561_327];
 /// `Q`'s coefficients after its constant 1; see [`GELU_M_NUM`].
 pub(crate) const GELU_M_DEN: [f32; 4] = [1.517_866, 0.948_022_2, 0.296_569_23, 0.042_068_54];
+/// The vector GELU kernels' (x86, NEON) rounding constant of `n = round(-a^2/2 log2(e))` plus
+/// 127: the sum's low bits hold `n + 127`, so shifted by 23 they are `2^n`'s bits with no
+/// integer addition (`n >= -122`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) const GELU_ROUNDING_EXP: f32 = ROUNDING + 127.0;
+/// [`GELU_M_NUM`] halved (exactly), so the vector kernels' rational gives `erfc / 2`, that is
+/// `Φ(-a)`, and `GELU = x Φ(x)` needs no multiplication by 1/2.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) const GELU_HALF_M_NUM: [f32; 4] = [
+    GELU_M_NUM[0] * 0.5,
+    GELU_M_NUM[1] * 0.5,
+    GELU_M_NUM[2] * 0.5,
+    GELU_M_NUM[3] * 0.5,
+];
 /// The mask keeping the top 12 bits of a float's mantissa: the square of such a value is exact.
 const SPLIT_MASK: u32 = 0xFFFF_F000;
 

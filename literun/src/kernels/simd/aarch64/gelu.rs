@@ -4,17 +4,10 @@
 //! last partial vector goes through the same code from a small buffer.
 
 use super::*;
-use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING};
-
-/// As the x86 kernels' constants: the rounding sum's low bits hold `n + 127` (`2^n` by a
-/// shift alone), and `M`'s numerator is halved so the rational gives `Φ(-a)`.
-const ROUNDING_EXP: f32 = ROUNDING + 127.0;
-const HALF_M_NUM: [f32; 4] = [
-    GELU_M_NUM[0] * 0.5,
-    GELU_M_NUM[1] * 0.5,
-    GELU_M_NUM[2] * 0.5,
-    GELU_M_NUM[3] * 0.5,
-];
+use crate::math::{
+    GELU_CLAMP, GELU_EXP, GELU_HALF_M_NUM as HALF_M_NUM, GELU_M_DEN,
+    GELU_ROUNDING_EXP as ROUNDING_EXP,
+};
 
 /// The exact GELU of 4 values.
 #[inline]

@@ -14,20 +14,10 @@
 //! and stores, so a value's result does not depend on its position.
 
 use super::*;
-use crate::math::{GELU_CLAMP, GELU_EXP, GELU_M_DEN, GELU_M_NUM, ROUNDING};
-
-/// The rounding constant of `n = round(-a^2/2 log2(e))` plus 127: the sum's low bits hold
-/// `n + 127`, so shifted by 23 they are `2^n`'s bits with no integer addition (`n >= -122`).
-const ROUNDING_EXP: f32 = ROUNDING + 127.0;
-
-/// `M`'s numerator ([`GELU_M_NUM`]) halved (exactly), so the rational gives `erfc / 2`, that
-/// is `Φ(-a)`, and `GELU = x Φ(x)` needs no multiplication by 1/2.
-const HALF_M_NUM: [f32; 4] = [
-    GELU_M_NUM[0] * 0.5,
-    GELU_M_NUM[1] * 0.5,
-    GELU_M_NUM[2] * 0.5,
-    GELU_M_NUM[3] * 0.5,
-];
+use crate::math::{
+    GELU_CLAMP, GELU_EXP, GELU_HALF_M_NUM as HALF_M_NUM, GELU_M_DEN,
+    GELU_ROUNDING_EXP as ROUNDING_EXP,
+};
 
 /// The exact GELU of 8 values.
 #[inline]
