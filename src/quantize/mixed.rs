@@ -254,7 +254,7 @@ fn by_local_damage(
         if best.budget_snr() >= budget || q.out_of_time() {
             break;
         }
-        let layers = report::layer_errors(&q.float_bytes, &best.bytes, q.samples, &q.bounded)?;
+        let layers = report::layer_errors(q.float_runs, &best.bytes, q.samples, &q.bounded)?;
         q.count_attempt();
         let mut trial = best.precision.clone();
         let mut moved = 0;

@@ -38,15 +38,99 @@ pub(crate) fn observe_where(
 pub(crate) fn observe_files_where(
     files: &[(&[u8], Wanted<'_>)],
     samples: &[Sample],
+    f: impl FnMut(usize, usize, usize, &[f32]),
+) -> Result<()> {
+    let files: Vec<(File<'_, '_>, Wanted<'_>)> =
+        files.iter().map(|&(b, w)| (File::Bytes(b), w)).collect();
+    observe_files(&files, samples, f)
+}
+
+/// [`observe_where`] on a file whose interpreters are kept between measurements.
+pub(crate) fn observe_kept_where(
+    kept: &KeptInterpreters<'_>,
+    samples: &[Sample],
+    wanted: Wanted<'_>,
+    mut f: impl FnMut(usize, usize, &[f32]),
+) -> Result<()> {
+    observe_files(&[(File::Kept(kept), wanted)], samples, |k, _, t, v| {
+        f(k, t, v)
+    })
+}
+
+/// A file to run samples through: its bytes (its interpreters prepared for this measurement),
+/// or interpreters kept for several.
+#[derive(Clone, Copy)]
+pub(crate) enum File<'f, 'k> {
+    Bytes(&'f [u8]),
+    Kept(&'f KeptInterpreters<'k>),
+}
+
+/// Prepared interpreters of one file, kept for every measurement that runs it: preparing one
+/// packs every weight of the file (45 MB of float weights for ResNet18), and the float file is
+/// run by calibration, weight rounding and the report. An interpreter taken and given back
+/// keeps nothing of its last sample but for a model with state, which gets a fresh one.
+pub struct KeptInterpreters<'m> {
+    model: &'m literun::Model<'m>,
+    stateful: bool,
+    spare: std::sync::Mutex<Vec<literun::Interpreter<'m>>>,
+}
+
+impl<'m> KeptInterpreters<'m> {
+    pub(crate) fn new(model: &'m literun::Model<'m>) -> KeptInterpreters<'m> {
+        KeptInterpreters {
+            model,
+            stateful: keeps_state(model),
+            spare: Default::default(),
+        }
+    }
+
+    pub(crate) fn model(&self) -> &'m literun::Model<'m> {
+        self.model
+    }
+
+    /// A kept interpreter, or a new one where none is spare (always for a model with state:
+    /// each sample from zero state, as the ONNX model runs it).
+    pub(crate) fn take(&self) -> Result<literun::Interpreter<'m>> {
+        let spare = match self.stateful {
+            true => None,
+            false => self.spare.lock().expect("not poisoned").pop(),
+        };
+        match spare {
+            Some(interp) => Ok(interp),
+            None => literun::Interpreter::new(self.model).map_err(|e| anyhow!("{e}")),
+        }
+    }
+
+    pub(crate) fn give_back(&self, interp: literun::Interpreter<'m>) {
+        if !self.stateful {
+            self.spare.lock().expect("not poisoned").push(interp);
+        }
+    }
+}
+
+/// [`observe_files_where`] over files of either kind.
+pub(crate) fn observe_files(
+    files: &[(File<'_, '_>, Wanted<'_>)],
+    samples: &[Sample],
     mut f: impl FnMut(usize, usize, usize, &[f32]),
 ) -> Result<()> {
     if samples.is_empty() || files.is_empty() {
         return Ok(());
     }
-    let aligned: Vec<Aligned<'_>> = files.iter().map(|&(b, _)| aligned(b)).collect();
+    let aligned: Vec<Option<Aligned<'_>>> = files
+        .iter()
+        .map(|(file, _)| match *file {
+            File::Bytes(b) => Some(aligned(b)),
+            File::Kept(_) => None,
+        })
+        .collect();
     let models = aligned
         .iter()
-        .map(|a| literun::Model::from_bytes(a).map_err(|e| anyhow!("{e}")))
+        .map(|a| {
+            a.as_deref()
+                .map(|a| literun::Model::from_bytes(a).map_err(|e| anyhow!("{e}")))
+                .transpose()
+        })
         .collect::<Result<Vec<_>>>()?;
     let wanted: Vec<_> = files.iter().map(|&(_, w)| w).collect();
     let workers = rayon::current_num_threads().clamp(1, samples.len());
@@ -58,8 +142,22 @@ pub(crate) fn observe_files_where(
             let (give_back, returned) = mpsc::channel::<Vec<Observed>>();
             results.push(rx);
             spares.push(give_back);
-            let (models, wanted) = (&models, &wanted);
-            scope.spawn(move || run_every(models, samples, first, workers, wanted, &tx, &returned));
+            let runners: Vec<Runner<'_, '_>> = files
+                .iter()
+                .zip(&models)
+                .map(|((file, _), model)| match (*file, model) {
+                    (File::Kept(kept), _) => Runner::Kept(kept, None),
+                    (File::Bytes(_), Some(model)) => Runner::Fresh {
+                        model,
+                        stateful: keeps_state(model),
+                        interp: None,
+                    },
+                    (File::Bytes(_), None) => unreachable!("every file of bytes has a model"),
+                })
+                .collect();
+            let wanted = &wanted;
+            scope
+                .spawn(move || run_every(runners, samples, first, workers, wanted, &tx, &returned));
         }
         for k in 0..samples.len() {
             let observed = results[k % workers]
@@ -75,6 +173,50 @@ pub(crate) fn observe_files_where(
         }
         Ok(())
     })
+}
+
+/// One worker's interpreter of one file: prepared for this measurement (a new one for each
+/// sample of a model with state), or taken from those kept (and given back when the worker is
+/// done).
+enum Runner<'a, 'k> {
+    Fresh {
+        model: &'a literun::Model<'a>,
+        stateful: bool,
+        interp: Option<literun::Interpreter<'a>>,
+    },
+    Kept(&'a KeptInterpreters<'k>, Option<literun::Interpreter<'k>>),
+}
+
+impl Runner<'_, '_> {
+    fn run(&mut self, sample: &Sample, wanted: Wanted<'_>, spare: Observed) -> Result<Observed> {
+        match self {
+            Runner::Fresh {
+                model,
+                stateful,
+                interp,
+            } => {
+                // Each sample from zero state, as the ONNX model runs it.
+                if interp.is_none() || *stateful {
+                    *interp = Some(literun::Interpreter::new(model).map_err(|e| anyhow!("{e}"))?);
+                }
+                let interp = interp.as_mut().expect("created above");
+                run_sample(model, interp, sample, wanted, spare)
+            }
+            Runner::Kept(kept, interp) => {
+                if interp.is_none() || kept.stateful {
+                    *interp = Some(kept.take()?);
+                }
+                let interp = interp.as_mut().expect("taken above");
+                run_sample(kept.model, interp, sample, wanted, spare)
+            }
+        }
+    }
+
+    fn finish(self) {
+        if let Runner::Kept(kept, Some(interp)) = self {
+            kept.give_back(interp);
+        }
+    }
 }
 
 /// A file's bytes where the model's buffers can be read: the bytes themselves where they start
@@ -105,10 +247,10 @@ pub(crate) fn aligned(bytes: &[u8]) -> Aligned<'_> {
     }
 }
 
-/// Runs samples `first`, `first + step`, ... through every model and sends each one's observed
-/// values (per model), stopping at the first error or when nobody listens any more.
+/// Runs samples `first`, `first + step`, ... through every file and sends each one's observed
+/// values (per file), stopping at the first error or when nobody listens any more.
 fn run_every(
-    models: &[literun::Model<'_>],
+    mut runners: Vec<Runner<'_, '_>>,
     samples: &[Sample],
     first: usize,
     step: usize,
@@ -116,28 +258,22 @@ fn run_every(
     tx: &mpsc::SyncSender<Result<Vec<Observed>>>,
     returned: &mpsc::Receiver<Vec<Observed>>,
 ) {
-    let stateful: Vec<bool> = models.iter().map(keeps_state).collect();
-    let mut interps: Vec<Option<literun::Interpreter<'_>>> = models.iter().map(|_| None).collect();
     for sample in samples.iter().skip(first).step_by(step) {
         let mut spares = returned.try_recv().unwrap_or_default().into_iter();
         let result = (|| -> Result<Vec<Observed>> {
-            let mut all = Vec::with_capacity(models.len());
-            for (m, model) in models.iter().enumerate() {
-                let spare = spares.next().unwrap_or_default();
-                // Each sample from zero state, as the ONNX model runs it.
-                if interps[m].is_none() || stateful[m] {
-                    interps[m] =
-                        Some(literun::Interpreter::new(model).map_err(|e| anyhow!("{e}"))?);
-                }
-                let interp = interps[m].as_mut().expect("created above");
-                all.push(run_sample(model, interp, sample, wanted[m], spare)?);
+            let mut all = Vec::with_capacity(runners.len());
+            for (m, runner) in runners.iter_mut().enumerate() {
+                all.push(runner.run(sample, wanted[m], spares.next().unwrap_or_default())?);
             }
             Ok(all)
         })();
         let failed = result.is_err();
         if tx.send(result).is_err() || failed {
-            return;
+            break;
         }
+    }
+    for runner in runners {
+        runner.finish();
     }
 }
 
@@ -208,6 +344,43 @@ pub(crate) fn float_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file run on kept interpreters gives the values a run of its bytes gives, and its
+    /// interpreters (one per worker) are kept for the next measurement rather than prepared again.
+    #[test]
+    fn kept_interpreters_give_the_values_of_fresh_ones_and_stay_kept() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/literun/examples/models/mobilenetv2_block.lite"
+        );
+        let bytes = literun::AlignedBytes::from_slice(&std::fs::read(path).unwrap());
+        let model = literun::Model::from_bytes(&bytes).unwrap();
+        let len = model.inputs()[0].shape.iter().product::<usize>();
+        let samples: Vec<Sample> = (0..5)
+            .map(|k| {
+                vec![(0..len)
+                    .map(|i| ((i * 13 + k * 71) % 97) as f32 / 48.0 - 1.0)
+                    .collect()]
+            })
+            .collect();
+        let all = |_: usize| true;
+        let mut fresh = Vec::new();
+        observe_where(&bytes, &samples, &all, |k, t, v| {
+            fresh.push((k, t, v.to_vec()))
+        })
+        .unwrap();
+        let kept = KeptInterpreters::new(&model);
+        for _ in 0..2 {
+            let mut seen = Vec::new();
+            observe_kept_where(&kept, &samples, &all, |k, t, v| {
+                seen.push((k, t, v.to_vec()))
+            })
+            .unwrap();
+            assert!(seen == fresh);
+            let workers = rayon::current_num_threads().clamp(1, samples.len());
+            assert_eq!(kept.spare.lock().unwrap().len(), workers);
+        }
+    }
 
     /// Aligned bytes are read in place, others copied to aligned memory; both read the same.
     #[test]

@@ -276,7 +276,7 @@ fn keep_rounded_weights(
     fit: &[Sample],
 ) -> Result<usize> {
     let mut g = q.float_graph.clone();
-    let fixed = weight_rounding::round_weights(&mut g, &q.float_bytes, fit)
+    let fixed = weight_rounding::round_weights(&mut g, q.float_runs, fit)
         .with_context(|| format!("{}: rounding weights", q.label))?;
     if fixed.is_empty() {
         return Ok(0);
@@ -315,7 +315,7 @@ fn validate(
     if others.len() < MIN_FIT_SAMPLES {
         return Ok(None);
     }
-    let reference = FloatOutputs::new(&q.float_bytes, others)?;
+    let reference = FloatOutputs::new(q.float_runs, others)?;
     let check = |a: &Attempt| -> Result<f64> {
         Ok(budget_snr(&report::output_errors(
             &reference, &a.bytes, others,
@@ -433,6 +433,11 @@ fn calibrated(
             float = export::planned_tflite(graph, label)?;
         }
     }
+    // The float file's interpreters serve calibration, weight rounding and the report.
+    let float_aligned = super::observe::aligned(&float);
+    let float_model =
+        literun::Model::from_bytes(&float_aligned).map_err(|e| anyhow::anyhow!("{label}: {e}"))?;
+    let float_runs = super::observe::KeptInterpreters::new(&float_model);
     // Candidate range choices.
     let choice = |method, downstream| RangeChoice {
         method,
@@ -456,7 +461,7 @@ fn calibrated(
     } else {
         None
     };
-    let mut outputs = FloatOutputs::collector(&float, few.len())?;
+    let mut outputs = FloatOutputs::collector(float_runs.model(), few.len());
     let means_read = float_means
         .as_ref()
         .map(|m| m.observed())
@@ -479,8 +484,8 @@ fn calibrated(
         wanted: &wanted,
         f: &mut seen,
     };
-    let stats = range_stats::collect_stats(
-        &float,
+    let stats = range_stats::collect_stats_kept(
+        &float_runs,
         &samples,
         histogram,
         &weights,
@@ -559,7 +564,8 @@ fn calibrated(
     let mut q = Quantizer {
         label,
         float_graph: graph.clone(),
-        float_bytes: float,
+        float_bytes: &float,
+        float_runs: &float_runs,
         ranges: ranges_by(methods[0]),
         int8,
         reference,
@@ -746,7 +752,7 @@ fn calibrated(
         Some(alone) if rounded_layers == 0 => Some(alone),
         _ => Some(weights_alone(&q)?),
     };
-    let layers = report::layer_errors(&q.float_bytes, &bytes, few, &q.bounded)
+    let layers = report::layer_errors(q.float_runs, &bytes, few, &q.bounded)
         .with_context(|| format!("{label}: measuring quantization error"))?;
     stages.mark("report");
     Ok(QuantReport {

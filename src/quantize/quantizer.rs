@@ -3,6 +3,7 @@
 
 use super::calibrate::Sample;
 use super::float_islands;
+use super::observe::KeptInterpreters;
 use super::pipeline::{budget_snr, worst_snr};
 use super::report::{self, FloatOutputs, LayerError};
 use super::{FullInt8Options, QuantSummary, Ranges};
@@ -52,8 +53,10 @@ impl Attempt {
 pub struct Quantizer<'a> {
     pub label: &'a str,
     pub float_graph: Graph,
-    /// The float graph as a file (what calibration and the error measurements run).
-    pub float_bytes: Vec<u8>,
+    /// The float graph as a file (what calibration and the error measurements run)...
+    pub float_bytes: &'a [u8],
+    /// ...and its interpreters, kept for every measurement that runs it.
+    pub float_runs: &'a KeptInterpreters<'a>,
     pub ranges: Ranges,
     pub int8: FullInt8Options,
     pub reference: FloatOutputs,

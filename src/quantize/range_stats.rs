@@ -4,6 +4,7 @@
 //! Each method turns a tensor's statistics into the [lo, hi] its int8 parameters cover.
 
 use super::calibrate::{feed_input, Method, Sample};
+use super::observe::KeptInterpreters;
 use anyhow::{anyhow, Result};
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
@@ -410,8 +411,33 @@ pub fn collect_stats(
 ) -> Result<Stats> {
     let aligned = super::observe::aligned(model_bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    let kept = KeptInterpreters::new(&model);
+    collect_stats_kept(
+        &kept,
+        samples,
+        histogram,
+        channel_weights,
+        silu_inputs,
+        progress,
+        ordered,
+    )
+}
+
+/// [`collect_stats`] on interpreters kept for the file's later measurements (its first pass's
+/// interpreters run the second pass's samples too: preparing one packs every weight of the
+/// file again).
+pub fn collect_stats_kept(
+    kept: &KeptInterpreters<'_>,
+    samples: &[Sample],
+    histogram: bool,
+    channel_weights: &HashMap<usize, Vec<f32>>,
+    silu_inputs: &HashSet<usize>,
+    progress: bool,
+    ordered: Option<Ordered<'_>>,
+) -> Result<Stats> {
+    let model = kept.model();
     let nt = model.tensors().len();
-    let stateful = super::calibrate::keeps_state(&model);
+    let stateful = super::calibrate::keeps_state(model);
     let passes = if histogram { 2 } else { 1 };
     // Histograms over a range fixed by every sample: evenly spaced samples fill them as well as
     // all of them would, at a fraction of the runs.
@@ -433,9 +459,6 @@ pub fn collect_stats(
     };
     let mut stats = vec![Stat::new(); nt];
     let ordered = std::sync::Mutex::new(ordered);
-    // The first pass's interpreters run the second pass's samples too: preparing one packs
-    // every weight of the file again. (A model with state gets a fresh one for each sample.)
-    let spare: std::sync::Mutex<Vec<literun::Interpreter<'_>>> = Default::default();
     for pass in 0..passes {
         let base = stats.clone();
         let every = if pass == 0 { 1 } else { hist_every };
@@ -458,11 +481,8 @@ pub fn collect_stats(
             .par_iter()
             .enumerate()
             .map(|(part_index, part)| {
-                let reused = spare.lock().expect("not poisoned").pop();
-                let mut interp = match reused {
-                    Some(i) if !stateful => i,
-                    _ => literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?,
-                };
+                // (A model with state gets a fresh one for each sample.)
+                let mut interp = kept.take()?;
                 let mut local = base.clone();
                 for s in &mut local {
                     s.hist.clear();
@@ -475,11 +495,11 @@ pub fn collect_stats(
                 for (k, sample) in part.iter().enumerate() {
                     if stateful && k > 0 {
                         // Each sample from zero state, as the ONNX model runs it.
-                        interp = literun::Interpreter::new(&model).map_err(|e| anyhow!("{e}"))?;
+                        interp = kept.take()?;
                     }
                     for (i, values) in sample.iter().enumerate() {
                         let info = &model.inputs()[i];
-                        feed_input(&model, &mut interp, i, values)?;
+                        feed_input(model, &mut interp, i, values)?;
                         let st = &mut local[info.tensor];
                         if pass == 0 {
                             st.observe_range(values);
@@ -525,7 +545,7 @@ pub fn collect_stats(
                         .map_err(|e| anyhow!("{e}"))?;
                     bar.inc(1);
                 }
-                spare.lock().expect("not poisoned").push(interp);
+                kept.give_back(interp);
                 Ok(local)
             })
             .collect();

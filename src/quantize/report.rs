@@ -3,6 +3,7 @@
 //! float tensor of the same name.
 
 use super::calibrate::Sample;
+use super::observe::{File, KeptInterpreters};
 use crate::ir::{ConstData, Graph};
 use anyhow::{anyhow, Result};
 use serde::Serialize;
@@ -87,13 +88,18 @@ pub(crate) fn tensor_names(bytes: &[u8]) -> Result<Vec<String>> {
 fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
     let aligned = super::observe::aligned(bytes);
     let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
+    Ok(model_labels(&model))
+}
+
+/// [`labels`] of a parsed model.
+fn model_labels(model: &literun::Model<'_>) -> Vec<(String, String, bool)> {
     let mut producer = vec![String::new(); model.tensors().len()];
     for op in model.operators() {
         for &o in &op.outputs {
             producer[o] = op.name();
         }
     }
-    Ok(model
+    model
         .tensors()
         .iter()
         .zip(producer)
@@ -101,19 +107,19 @@ fn labels(bytes: &[u8]) -> Result<Vec<(String, String, bool)>> {
             let quantized = matches!(t.dtype, literun::DType::I8 | literun::DType::I16);
             (t.name.to_string(), p, quantized)
         })
-        .collect())
+        .collect()
 }
 
 /// Per-layer error of `quantized` against `float` on `samples`, worst (lowest SNR) first. A
 /// tensor with an interval in `bounded` (by name) is compared with the float values clamped to
 /// it: what later clipping removes is not an error (`clip_ranges`).
 pub fn layer_errors(
-    float: &[u8],
+    float: &KeptInterpreters<'_>,
     quantized: &[u8],
     samples: &[Sample],
     bounded: &HashMap<String, (f32, f32)>,
 ) -> Result<Vec<LayerError>> {
-    let float_index: HashMap<String, usize> = labels(float)?
+    let float_index: HashMap<String, usize> = model_labels(float.model())
         .into_iter()
         .enumerate()
         .map(|(i, (name, _, _))| (name, i))
@@ -129,8 +135,8 @@ pub fn layer_errors(
     let all = |_: usize| true;
     let mut float_values: HashMap<usize, Vec<f32>> = HashMap::new();
     let mut current = None;
-    super::observe::observe_files_where(
-        &[(float, &all), (quantized, &int8)],
+    super::observe::observe_files(
+        &[(File::Kept(float), &all), (File::Bytes(quantized), &int8)],
         samples,
         |k, file, t, v| {
             if file == 0 {
@@ -204,25 +210,25 @@ pub struct FloatOutputs {
 }
 
 impl FloatOutputs {
-    pub fn new(float: &[u8], samples: &[Sample]) -> Result<FloatOutputs> {
-        let mut collect = FloatOutputs::collector(float, samples.len())?;
+    pub fn new(float: &KeptInterpreters<'_>, samples: &[Sample]) -> Result<FloatOutputs> {
+        let mut collect = FloatOutputs::collector(float.model(), samples.len());
         let outs = collect.outs.clone();
         let wanted = |t: usize| outs.contains(&t);
-        super::observe::observe_where(float, samples, &wanted, |k, t, v| collect.add(k, t, v))?;
+        super::observe::observe_kept_where(float, samples, &wanted, |k, t, v| {
+            collect.add(k, t, v)
+        })?;
         Ok(collect.finish())
     }
 
-    /// Gathers the outputs of `float` on its first `few` samples from runs a caller makes
-    /// (calibration's), through [`OutputsCollector::add`].
-    pub fn collector(float: &[u8], few: usize) -> Result<OutputsCollector> {
-        let aligned = super::observe::aligned(float);
-        let model = literun::Model::from_bytes(&aligned).map_err(|e| anyhow!("{e}"))?;
-        let outs: Vec<usize> = model.outputs().iter().map(|o| o.tensor).collect();
-        Ok(OutputsCollector {
+    /// Gathers the outputs of the float file `float` on its first `few` samples from runs a
+    /// caller makes (calibration's), through [`OutputsCollector::add`].
+    pub fn collector(float: &literun::Model<'_>, few: usize) -> OutputsCollector {
+        let outs: Vec<usize> = float.outputs().iter().map(|o| o.tensor).collect();
+        OutputsCollector {
             values: vec![vec![Vec::new(); outs.len()]; few],
-            names: model.outputs().iter().map(|o| o.name.to_string()).collect(),
+            names: float.outputs().iter().map(|o| o.name.to_string()).collect(),
             outs,
-        })
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 use super::calibrate::Sample;
 use super::equalize::{const_f32, is_depthwise};
 use super::inverse_factor::inverse_factor;
+use super::observe::KeptInterpreters;
 use super::outer_products::add_outer;
 use super::wide::{per_isa, Isa};
 use crate::ir::{ConstData, Graph, Layout, Op, QuantParams, TensorId};
@@ -238,19 +239,19 @@ per_isa! {
     }
 }
 
-/// Rounds the weights of every eligible layer of `g` (whose float file is `float_bytes`) with
+/// Rounds the weights of every eligible layer of `g` (whose float file `float` runs) with
 /// `H` gathered on `samples`. Returns the rounded tensors' int8 parameters (per output channel),
 /// which the emit stage must use as they are.
 pub fn round_weights(
     g: &mut Graph,
-    float_bytes: &[u8],
+    float: &KeptInterpreters<'_>,
     samples: &[Sample],
 ) -> Result<HashMap<TensorId, QuantParams>> {
     let mut list = layers(g);
     if list.is_empty() {
         return Ok(HashMap::new());
     }
-    let names = super::report::tensor_names(float_bytes)?;
+    let names: Vec<&str> = float.model().tensors().iter().map(|t| t.name).collect();
     let mut by_input: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, l) in list.iter().enumerate() {
         by_input
@@ -260,13 +261,9 @@ pub fn round_weights(
     }
     let mut seen = vec![false; list.len()];
     let shapes: Vec<Vec<usize>> = list.iter().map(|l| g.shape(l.input).to_vec()).collect();
-    let observed = |t: usize| {
-        names
-            .get(t)
-            .is_some_and(|n| by_input.contains_key(n.as_str()))
-    };
-    super::observe::observe_where(float_bytes, samples, &observed, |_, t, v| {
-        let Some(readers) = names.get(t).and_then(|n| by_input.get(n.as_str())) else {
+    let observed = |t: usize| names.get(t).is_some_and(|n| by_input.contains_key(n));
+    super::observe::observe_kept_where(float, samples, &observed, |_, t, v| {
+        let Some(readers) = names.get(t).and_then(|n| by_input.get(n)) else {
             return;
         };
         for &i in readers {
