@@ -111,7 +111,7 @@ pub(crate) fn exp_fast_block<const N: usize, const FMA: bool>(x: &mut [f32; N]) 
     let ma = mul_add::<FMA>;
     let mut n = [0i32; N];
     for (x, n) in x.iter_mut().zip(n.iter_mut()) {
-        let v = x.clamp(-104.0, 89.0);
+        let v = x.clamp(EXP_BLOCK_MIN, 89.0);
         let t = ma(v, core::f32::consts::LOG2_E, ROUNDING);
         *n = (t.to_bits() as i32).wrapping_sub(ROUNDING_BITS);
         let nf = t - ROUNDING;
@@ -130,11 +130,16 @@ pub(crate) fn exp_fast_block<const N: usize, const FMA: bool>(x: &mut [f32; N]) 
     for ((x, &p), &n) in x.iter_mut().zip(&p).zip(&n) {
         let r = *x;
         let e = ma(p * r, r, r) + 1.0;
-        let half = n >> 1;
-        let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
-        *x = e * scale(half) * scale(n - half);
+        // n >= -126: 2^n is a normal float, one multiplication.
+        *x = e * f32::from_bits(((n + 127) as u32) << 23);
     }
 }
+
+/// Where [`exp_fast_block`] clamps its arguments from below: `n >= -126` there, so `2^n` is one
+/// normal float (one multiplication, where [`exp_fast`] takes two halves to reach the
+/// subnormals). `e^x` below it reads `e^-87.33` (1.2e-38) instead of a subnormal or zero, an
+/// absolute error under 1.2e-38: SOFTMAX, its one user, divides it by a row sum of at least 1.
+const EXP_BLOCK_MIN: f32 = -87.33;
 
 /// `e^r 2^n` for `|r| <= ln 2 / 2` (about; the polynomial's range) and `n` in `-252..=128`:
 /// the polynomial and scaling of [`exp_fast`].
