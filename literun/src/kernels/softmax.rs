@@ -302,6 +302,31 @@ mod tests {
     }
 
     #[test]
+    fn fast_keeps_tiny_outputs_within_their_floor() {
+        // Logits 80-120 below the row's maximum: e^x from the normal range down through the
+        // subnormals to zero. The fast loops' exp stops at e^-87.33 (1.2e-38), so an output
+        // may be off by that much absolutely, and by 1e-6 relatively above it.
+        let depth = 130;
+        let x: Vec<f32> = (0..depth)
+            .map(|i| {
+                if i == 7 {
+                    0.0
+                } else {
+                    -80.0 - (i as f32) * 0.31
+                }
+            })
+            .collect();
+        let (mut want, mut got) = (vec![0.0; depth], vec![0.0; depth]);
+        softmax_f32(&x, 1, depth, 1.0, &mut want);
+        softmax_f32_fast(&x, 1, depth, 1.0, &mut got);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-6 * w.abs() + 1.2e-38, "{g} vs {w}");
+        }
+        assert_eq!(got[7], 1.0);
+        assert!(got.iter().all(|v| v.is_finite() && *v >= 0.0));
+    }
+
+    #[test]
     fn beta_scales_logits() {
         let input = [0.0, 1.0];
         let mut out = [0.0; 2];

@@ -1,13 +1,11 @@
 //! Float GELU (exact form) with NEON: the AVX2 kernel's arithmetic (`simd::x86::gelu`, the
-//! formula of [`crate::math::gelu_fast`] with fused multiply-adds) on 4-lane vectors, keeping
-//! the same accuracy contract. Four vectors per step so that their chains overlap; a slice's
+//! formula of [`crate::math::gelu_fast`] with fused multiply-adds, `-a^2/2` rounded once and
+//! `2^n` added to the numerator's exponent) on 4-lane vectors, keeping the same accuracy
+//! contract; the choice between `Φ(-a)` and `1 - Φ(-a)` is a bit select, one operation here. Four vectors per step so that their chains overlap; a slice's
 //! last partial vector goes through the same code from a small buffer.
 
 use super::*;
-use crate::math::{
-    GELU_CLAMP, GELU_EXP, GELU_HALF_M_NUM as HALF_M_NUM, GELU_M_DEN,
-    GELU_ROUNDING_EXP as ROUNDING_EXP,
-};
+use crate::math::{GELU_CLAMP, GELU_EXP, GELU_HALF_M_NUM as HALF_M_NUM, GELU_M_DEN, ROUNDING};
 
 /// The exact GELU of 4 values.
 #[inline]
@@ -15,31 +13,30 @@ use crate::math::{
 fn gelu4(x: float32x4_t) -> float32x4_t {
     let c = vdupq_n_f32;
     let a = vminq_f32(vabsq_f32(x), c(GELU_CLAMP));
-    // w = -a^2/2 and its rounding error (-a/2 is exact).
-    let na = vmulq_f32(a, c(-0.5));
-    let w = vmulq_f32(na, a);
-    let w_err = vfmaq_f32(vnegq_f32(w), na, a);
-    // e^(w + w_err) = 2^n e^r.
-    let k = vfmaq_f32(c(ROUNDING_EXP), w, c(core::f32::consts::LOG2_E));
-    let nf = vsubq_f32(k, c(ROUNDING_EXP));
-    let r = vaddq_f32(vfmsq_f32(w, nf, c(core::f32::consts::LN_2)), w_err);
+    // e^w = 2^n e^r for w = -a^2/2 (rounded once, as in the x86 kernels).
+    let w = vmulq_f32(vmulq_f32(a, c(-0.5)), a);
+    let k = vfmaq_f32(c(ROUNDING), w, c(core::f32::consts::LOG2_E));
+    let nf = vsubq_f32(k, c(ROUNDING));
+    let r = vfmsq_f32(w, nf, c(core::f32::consts::LN_2));
     let mut e = c(GELU_EXP[4]);
     for &k in GELU_EXP[..4].iter().rev() {
         e = vfmaq_f32(c(k), e, r);
     }
     let e = vfmaq_f32(c(1.0), e, r);
-    let scale = vreinterpretq_f32_s32(vshlq_n_s32::<23>(vreinterpretq_s32_f32(k)));
     let mut p = c(HALF_M_NUM[3]);
     for &k in HALF_M_NUM[..3].iter().rev() {
         p = vfmaq_f32(c(k), p, a);
     }
+    // p 2^n by adding n to p's exponent (`k`'s low bits hold n; p >= 0.49, n >= -122).
+    let n_exp = vshlq_n_s32::<23>(vreinterpretq_s32_f32(k));
+    let p = vreinterpretq_f32_s32(vaddq_s32(vreinterpretq_s32_f32(p), n_exp));
     let mut q = c(GELU_M_DEN[3]);
     for &k in GELU_M_DEN[..3].iter().rev() {
         q = vfmaq_f32(c(k), q, a);
     }
     let q = vfmaq_f32(c(1.0), q, a);
     // Φ(-a) = erfc(a / √2) / 2; Φ(x) is that for x < 0, 1 - it above.
-    let phi = vmulq_f32(vdivq_f32(vmulq_f32(e, p), q), scale);
+    let phi = vdivq_f32(vmulq_f32(e, p), q);
     let f = vbslq_f32(vcltq_f32(x, c(0.0)), phi, vsubq_f32(c(1.0), phi));
     // (NEON's `max` keeps a NaN.)
     let xc = vmaxq_f32(c(-GELU_CLAMP), x);

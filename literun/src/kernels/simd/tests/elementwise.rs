@@ -389,8 +389,9 @@ fn gelu_f32_matches_portable() {
             // Fused multiply-adds: a few ulp apart (absolutely, where exp underflows). The
             // exact form's kernels reduce its exponential differently from the portable one:
             // each within 1e-5 relative of the exact value (the GELU contract), and within
-            // 2e-6 of each other.
-            let rel = if approximate { 1e-6 } else { 2e-6 };
+            // 6e-6 of each other (the vector kernels round `-a^2/2` once: up to 4.4e-6 off
+            // the exact value in the far tail, the portable one 8e-7).
+            let rel = if approximate { 1e-6 } else { 6e-6 };
             for i in 0..x.len() {
                 let close = (got[i] - want[i]).abs() <= rel * want[i].abs() + 1e-37;
                 assert!(
