@@ -326,7 +326,8 @@ fn validate(
         // What the error samples must gain for the others to gain the shortfall.
         let raised = best.budget_snr().max(budget) + (budget - snr).min(MAX_RAISE_DB);
         q.attempt_limit = Some(q.attempts.get() + allowed);
-        let retry = mixed::search(q, best.clone(), raised)?;
+        // The biases stay as they are: those of the result being checked.
+        let (retry, _) = mixed::search(q, best.clone(), raised, &|_, _| Ok(None))?;
         let retried = check(&retry)?;
         if retried > snr {
             *best = retry;
@@ -665,6 +666,8 @@ fn calibrated(
         stages.mark("weight rounding");
     }
     let mut validation = None;
+    // Biases corrected again change what the weights alone cost (measured again for the report).
+    let mut rebiased_after_weights = false;
     if let Some(budget) = opts.min_snr_db {
         // The search may make SEARCH_ATTEMPT_FACTOR times the quantizations the plain
         // conversion made (a small model enough for its exhaustive search): --min-snr costs a
@@ -675,12 +678,25 @@ fn calibrated(
             allowed = allowed.max(mixed::EXHAUSTIVE_ATTEMPTS);
         }
         q.attempt_limit = Some(made + allowed);
-        let searched_from = best.precision.clone();
-        best = mixed::search(&q, best, budget)?;
+        let mut corrected_for = best.precision.clone();
+        let corrected_for_plain = !bias_corrected.is_empty() && rounded_layers == 0;
+        let rebias = |q: &Quantizer<'_>, attempt: &Attempt| match &float_means {
+            Some(means) if corrected_for_plain => {
+                bias_correction::correct_for_precision(q, attempt, &samples, means.clone())
+            }
+            _ => Ok(None),
+        };
+        let (searched, rebiased) = mixed::search(&mut q, best, budget, &rebias)?;
+        best = searched;
+        rebiased_after_weights = rebiased.is_some();
+        if let Some((layers, precision)) = rebiased {
+            bias_corrected = layers;
+            corrected_for = precision;
+        }
         stages.mark("mixed-precision search");
         // The biases were corrected for the plain file's int8 activations.
         if let Some(means) = float_means.as_ref().filter(|_| {
-            best.precision != searched_from && !bias_corrected.is_empty() && rounded_layers == 0
+            best.precision != corrected_for && !bias_corrected.is_empty() && rounded_layers == 0
         }) {
             if let Some((graph, layers, attempt)) =
                 bias_correction::correct_for_precision(&q, &best, &samples, means.clone())?
@@ -688,6 +704,7 @@ fn calibrated(
                 q.replace_float_graph(graph);
                 best = attempt;
                 bias_corrected = layers;
+                rebiased_after_weights = true;
             }
             stages.mark("bias correction for the search's precision");
         }
@@ -746,10 +763,10 @@ fn calibrated(
     if saturating_clamps::drop_saturating_clamps(graph) > 0 {
         graph.remove_dead();
     }
-    // Measured again where rounded weights replaced the float graph's.
+    // Measured again where rounded weights or biases corrected again replaced the float graph's.
     let weights_only = match weights_only {
         _ if model.is_static() => None,
-        Some(alone) if rounded_layers == 0 => Some(alone),
+        Some(alone) if rounded_layers == 0 && !rebiased_after_weights => Some(alone),
         _ => Some(weights_alone(&q)?),
     };
     let layers = report::layer_errors(q.float_runs, &bytes, few, &q.bounded)
