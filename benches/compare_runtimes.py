@@ -442,7 +442,7 @@ def main() -> int:
     ap.add_argument("--no-ort", action="store_true")
     ap.add_argument("--variants", default="float,int8", help="float, int8 or both")
     ap.add_argument("--literun-isa", help="LITERUN_ISA for literun (e.g. avx2 on an AVX-512 machine)")
-    ap.add_argument("--xnnpack-isa", choices=["avx2"],
+    ap.add_argument("--xnnpack-isa", choices=["avx2", "avx512vnni"],
                     help="restrict LiteRT's XNNPack to this ISA's kernels (e.g. avx2 on an AVX-512 "
                          "machine; independent of --literun-isa)")
     ap.add_argument("--portable", action="store_true",

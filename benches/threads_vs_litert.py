@@ -122,7 +122,7 @@ def main() -> int:
     ap.add_argument("--work", help="keep converted files here (default: a temporary directory)")
     ap.add_argument("--json-out")
     ap.add_argument("--literun-isa", help="LITERUN_ISA for literun (e.g. avx2 on an AVX-512 machine)")
-    ap.add_argument("--xnnpack-isa", choices=["avx2"],
+    ap.add_argument("--xnnpack-isa", choices=["avx2", "avx512vnni"],
                     help="restrict LiteRT's XNNPack to this ISA's kernels (independent of --literun-isa)")
     args = ap.parse_args()
     if args.xnnpack_isa:

@@ -8,7 +8,7 @@ XNNPack picks every kernel from one word of architecture flags, `arch_flags`, in
 per-operator kernel tables are filled lazily from it when an operator of that kind is first
 created. `force_xnnpack_isa("avx2")` fills it first, then clears every flag above AVX2 (on
 x86-64, bits 0-7 are SSE2, SSSE3, SSE4.1, AVX, F16C, FMA3, AVX2; the bits from 8 up are
-AVX-512, AVX-VNNI and AMX): from then on, every XNNPack kernel created in this process is one
+AVX-512, AVX-VNNI and, bit 20, AMX): from then on, every XNNPack kernel created in this process is one
 an AVX2 CPU would run. It must run before the process creates its first interpreter with
 XNNPack; it refuses (raises) when the flags were already filled by someone else.
 
@@ -37,7 +37,9 @@ from pathlib import Path
 
 LIBRARY = "libpywrap_litert_common.so"
 # The `arch_flags` bits (x86-64) to keep for each instruction-set level.
-KEEP_FLAGS = {"avx2": 0xFF}
+# `avx512vnni` keeps everything below AMX (bit 20): on a Xeon with AMX, XNNPack's int8 GEMMs as on
+# one without it, to compare with literun's AVX-512 VNNI kernels.
+KEEP_FLAGS = {"avx2": 0xFF, "avx512vnni": (1 << 20) - 1}
 ALWAYS_SET = 0x3  # SSE and SSE2: every x86-64 has them.
 AVX2_FMA3 = (1 << 7) | (1 << 6)
 ARCH_FLAGS_OFFSET = 8  # struct xnn_hardware_config: uint32 uarch, then uint64 arch_flags
