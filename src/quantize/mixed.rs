@@ -219,9 +219,10 @@ pub fn search(
     // little (PP-OCR cls once its HardSwish chains became several ops each): search again from
     // int16 everywhere, as far from the budget, where the moves then take layers to float.
     let (trial, corrected) = wide_start(q)?;
+    // (Constants are shared, so the clone kept for a restore is cheap.)
     let previous = corrected.map(|(graph, layers)| {
-        let previous = std::mem::replace(&mut q.float_graph, graph);
-        q.original.get_or_insert_with(|| previous.clone());
+        let previous = q.float_graph.clone();
+        q.replace_float_graph(graph);
         (previous, layers)
     });
     let again = moves(q, trial)?;
