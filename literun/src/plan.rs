@@ -169,12 +169,25 @@ pub fn parse_offline_metadata(
     Ok(words[3..].to_vec())
 }
 
-/// Checks a stored plan: every tensor of `uses` has an aligned, non-negative offset, and no two
-/// tensors alive at the same time share bytes. Returns the arena size.
+/// Room a stored plan may leave unused beyond twice its tensors laid end to end (the online
+/// planner never exceeds them once; plans written by hand leave gaps).
+pub const STORED_PLAN_SLACK: usize = 64 << 10;
+
+/// Checks a stored plan: every tensor of `uses` has an aligned, non-negative offset that keeps it
+/// within twice the tensors laid end to end plus [`STORED_PLAN_SLACK`] (a file of a few hundred
+/// bytes must not make the interpreter allocate gigabytes), and no two tensors alive at the same
+/// time share bytes. Returns the arena size.
 pub fn verify_offsets(
     uses: &[TensorUse],
     offsets: &[usize],
 ) -> Result<usize, (usize, Option<usize>)> {
+    let limit = uses
+        .iter()
+        .try_fold(0usize, |a, u| {
+            round_up(u.bytes).and_then(|b| a.checked_add(b))
+        })
+        .and_then(|n| n.checked_mul(2))
+        .and_then(|n| n.checked_add(STORED_PLAN_SLACK));
     let mut total = 0usize;
     let mut spans = Vec::with_capacity(uses.len());
     for (i, (u, &off)) in uses.iter().zip(offsets).enumerate() {
@@ -183,6 +196,7 @@ pub fn verify_offsets(
         }
         let end = round_up(u.bytes)
             .and_then(|b| off.checked_add(b))
+            .filter(|&end| limit.is_some_and(|limit| end <= limit))
             .ok_or((i, None))?;
         total = total.max(end);
         spans.push((off, off + u.bytes));
@@ -364,6 +378,12 @@ mod tests {
         assert_eq!(verify_offsets(&uses, &[0, 112, 0]), Ok(176));
         assert_eq!(verify_offsets(&uses, &[0, 96, 0]), Err((0, Some(1))));
         assert_eq!(verify_offsets(&uses, &[0, 120, 0]), Err((1, None)));
+        // Past twice the tensors laid end to end (112 + 64 + 64 bytes) and the slack: refused,
+        // however aligned.
+        let limit = 2 * 240 + STORED_PLAN_SLACK;
+        assert_eq!(verify_offsets(&uses, &[0, limit - 64, 0]), Ok(limit));
+        assert_eq!(verify_offsets(&uses, &[0, limit - 48, 0]), Err((1, None)));
+        assert_eq!(verify_offsets(&uses, &[0, 112, 1 << 30]), Err((2, None)));
         // The online planner's result always verifies.
         let p = plan_arena(&uses).unwrap();
         assert_eq!(verify_offsets(&uses, &p.offsets), Ok(p.total));

@@ -50,6 +50,23 @@ fn fuzz_regressions() {
     assert!(n > 0);
 }
 
+#[test]
+fn a_stored_plan_past_its_tensors_is_refused_before_allocating() {
+    // 800 bytes found by the fuzzer: a SUM of 1x4x6x6 whose OfflineMemoryAllocation puts a
+    // tensor at ~1.9 GB, an arena of that size if trusted.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/fuzz/offline_plan_offset_past_its_tensors.tflite");
+    let bytes = AlignedBytes::from_slice(&std::fs::read(path).unwrap());
+    let model = Model::from_bytes(&bytes).expect("the model itself is valid");
+    let e = Interpreter::new(&model)
+        .err()
+        .expect("must not allocate the arena the stored plan claims");
+    assert!(
+        matches!(&e, Error::InvalidModel(m) if m.contains("stored memory plan")),
+        "{e}"
+    );
+}
+
 fn assert_memory_error(bytes: &AlignedBytes) {
     let t = Instant::now();
     let model = Model::from_bytes(bytes).expect("the shapes alone are valid");
