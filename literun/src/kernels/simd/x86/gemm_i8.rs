@@ -30,7 +30,9 @@ pub(crate) fn tile_i8(
         Isa::Avx2 => dispatch!(tile_i8_avx2, 1 2 3 4),
         Isa::AvxVnni => dispatch!(tile_i8_avxvnni, 1 2 3 4 5 6),
         Isa::Avx512Vnni => dispatch!(tile_i8_avx512vnni, 1 2 3 4 5 6 7 8),
-        Isa::Portable | Isa::Neon | Isa::NeonDot => unreachable!("no int8 GEMM for {isa:?} here"),
+        Isa::Portable | Isa::Neon | Isa::NeonDot | Isa::Avx512Amx => {
+            unreachable!("no int8 GEMM for {isa:?} here")
+        }
     }
 }
 

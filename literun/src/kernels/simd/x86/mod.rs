@@ -23,6 +23,7 @@ use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
+mod amx;
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 mod batch_matmul;
 mod depthwise3x3_f32;
@@ -42,6 +43,7 @@ mod requant;
 mod requant_u;
 mod winograd;
 
+pub(crate) use amx::*;
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 pub(crate) use batch_matmul::*;
 use depthwise3x3_f32::*;
@@ -75,6 +77,7 @@ pub(crate) fn available(isa: Isa) -> bool {
                     && std::is_x86_feature_detected!("avx512vl")
                     && std::is_x86_feature_detected!("avx512vnni")
             }
+            Isa::Avx512Amx => available(Isa::Avx512Vnni) && amx_usable(),
         }
     }
     #[cfg(not(feature = "std"))]
@@ -92,6 +95,8 @@ pub(crate) fn available(isa: Isa) -> bool {
                     && cfg!(target_feature = "avx512vl")
                     && cfg!(target_feature = "avx512vnni")
             }
+            // (The tile permission is asked through std.)
+            Isa::Avx512Amx => false,
         }
     }
 }
