@@ -206,14 +206,18 @@ fn amx_here() -> bool {
 /// Dense layers on AMX blocks against the VNNI tile and the portable kernel, bit-exact, over
 /// rows, lengths and channels that leave partial tiles in every dimension (rows 1, 15-17,
 /// 31-33, ...; `k` short of, at and past a step of 64; channels short of and past 16 and 32),
-/// on one worker and on three.
+/// on one worker and on three (the tests' thresholds: 5 rows and up on the tiles, tails of
+/// 1-4 rows on the VNNI tile).
 #[test]
 fn fully_connected_i8_amx_matches_vnni() {
     if !amx_here() {
         return;
     }
     let mut rng = Rng(21);
-    for (case, &b) in [1, 2, 15, 16, 17, 31, 32, 33, 49, 70].iter().enumerate() {
+    for (case, &b) in [1, 2, 5, 15, 16, 17, 31, 32, 33, 36, 49, 70]
+        .iter()
+        .enumerate()
+    {
         for &k in &[1, 3, 17, 63, 64, 65, 130, 300] {
             for &n in &[1, 15, 16, 17, 31, 32, 33, 70, 130] {
                 let input = rng.i8s(b * k);
