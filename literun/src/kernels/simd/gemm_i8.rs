@@ -168,13 +168,13 @@ impl GemmI8 {
         #[cfg(target_arch = "x86_64")]
         let narrow = self.n <= 16;
         // AMX blocks first (while they pay), the VNNI tile for any rows left.
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", feature = "amx"))]
         let amx_rows = if self.amx {
             self.run_cols_amx(ms.clone(), cols.clone(), rows, row_buf, a_buf, cache, out)
         } else {
             0
         };
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", feature = "amx")))]
         let amx_rows = 0;
         let mut tile = [[0i32; 32]; 8];
         let (base, m_count) = (ms.start, ms.end);

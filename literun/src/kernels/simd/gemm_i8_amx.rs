@@ -15,9 +15,9 @@ pub(crate) const AMX_ROWS: usize = 32;
 /// sums through memory, rows packed one by one), ResNet18's layers 0.4-0.85x.
 /// (The unit tests take every shape with 5 rows or more to the tiles, and leave tails of 1-4
 /// rows to the VNNI tile.)
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", feature = "amx"))]
 const AMX_MIN_ROWS: usize = if cfg!(test) { 5 } else { 16 };
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", feature = "amx"))]
 const AMX_MIN_MACS: usize = if cfg!(test) { 0 } else { 1 << 20 };
 
 /// Whether a layer of `n` output channels and `k` values per output takes AMX blocks: at
@@ -38,8 +38,9 @@ impl GemmI8 {
     /// Rows `ms` (output channels `cols`) in AMX blocks while enough rows are left: returns
     /// how many rows from `ms.start` it computed ([`Self::run_cols`] takes the rest). `cache`:
     /// the fused form's constants ([`x86::fused_cache`]), or empty.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", feature = "amx"))]
     #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
     pub(super) fn run_cols_amx(
         &self,
         ms: Range<usize>,
@@ -88,7 +89,7 @@ impl GemmI8 {
 
     /// Rows `m0..m0 + count` of `rows` as rows `0..count` of `a_buf`, [`Self::amx_row_words`]
     /// apart (the VNNI packing: bytes offset to unsigned, zero past `k`).
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", feature = "amx"))]
     fn pack_rows_amx(
         &self,
         rows: &Rows<'_, i8>,

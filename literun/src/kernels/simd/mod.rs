@@ -125,7 +125,7 @@ pub enum Isa {
     Avx512Vnni,
     /// [`Isa::Avx512Vnni`] with the int8 GEMM (CONV_2D, FULLY_CONNECTED) on AMX tiles
     /// (`tdpbusd`, AMX-INT8), where the CPU has them and the OS grants this process their state
-    /// (x86-64 Linux, feature `std`). Every other kernel is AVX-512 VNNI's.
+    /// (x86-64 Linux, feature `amx`). Every other kernel is AVX-512 VNNI's.
     Avx512Amx,
     /// aarch64 NEON (Advanced SIMD).
     Neon,

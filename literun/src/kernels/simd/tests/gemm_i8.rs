@@ -198,7 +198,9 @@ fn amx_here() -> bool {
     let ok = Isa::Avx512Amx.available();
     #[cfg(feature = "std")]
     if !ok {
-        std::eprintln!("no AMX-INT8 here (or no tile permission): the AMX GEMM is not tested");
+        std::eprintln!(
+            "no AMX-INT8 here, no tile permission, or no feature `amx`: the AMX GEMM is not tested"
+        );
     }
     ok
 }

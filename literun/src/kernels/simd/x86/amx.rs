@@ -155,8 +155,9 @@ pub(crate) fn tile_rq_i8_amx(
     stride: usize,
     sums: &mut Sums,
 ) {
+    // (Always both column tiles: a panel of at most 16 channels is only a wider layer's last
+    // one, `amx_pays`, whose missing channels have zero weights.)
     let row_tiles = if rows > 16 { 2 } else { 1 };
-    let col_tiles = if cn > 16 { 2 } else { 1 };
     assert!(steps >= 1 && a_stride >= steps * 64 && a_stride.is_multiple_of(4));
     assert!(
         (1..=32).contains(&rows) && a.len() * 4 >= (16 * row_tiles - 1) * a_stride + steps * 64
@@ -170,10 +171,10 @@ pub(crate) fn tile_rq_i8_amx(
     );
     // SAFETY: tiles configured on this thread (`_tiles`); the loads read 16 rows of 64 bytes
     // per tile, at most `16 * row_tiles` rows of `a` (`a_stride` apart, step `s` at byte 64 s,
-    // inside `a` as asserted) and 16 rows of `b` per step (128 apart, at most 128 bytes each
+    // inside `a` as asserted) and 16 rows of `b` per step (128 apart, 128 bytes each
     // from `s * 2048`, inside `b` as asserted); the stores write 16 rows of 64 bytes, 128 apart,
     // inside `sums` (32 rows of 128 bytes).
-    unsafe { sums_on_tiles(a, a_stride, b, steps, c, row_tiles, col_tiles) };
+    unsafe { sums_on_tiles(a, a_stride, b, steps, c, row_tiles) };
     // SAFETY: the AVX-512 output stage (AMX CPUs have AVX-512 F/BW/VL: `available`); `rq`
     // covers c0..c0 + 32 and `out` every (row, channel) stored (asserted).
     unsafe { requant_sums(rq, fused, c0, &sums.0, rows, cn, out.as_mut_ptr(), stride) };
@@ -181,8 +182,8 @@ pub(crate) fn tile_rq_i8_amx(
 
 /// # Safety
 /// This thread's tiles configured ([`Tiles`]); `a` readable for `16 * row_tiles` rows of
-/// `steps * 64` bytes `a_stride` apart, `b` for `steps * 16` rows of `64 * col_tiles` bytes 128
-/// apart, `c` writable for 32 rows of 32 i32.
+/// `steps * 64` bytes `a_stride` apart, `b` for `steps * 16` rows of 128 bytes, `c` writable
+/// for 32 rows of 32 i32.
 #[inline(always)]
 unsafe fn sums_on_tiles(
     a: *const u8,
@@ -191,9 +192,8 @@ unsafe fn sums_on_tiles(
     steps: usize,
     c: *mut i32,
     row_tiles: usize,
-    col_tiles: usize,
 ) {
-    // The forms of 32 channels prefetch the weights 8 steps (16 KiB) ahead, the next panel's
+    // Both forms prefetch the weights 8 steps (16 KiB) ahead, the next panel's
     // at a panel's end: ResNet18's 3x3 layers read theirs from L2 or L3, and the tile loads
     // stalled on them (0.85-0.92x the layers' time with the prefetches, on a Xeon with AMX,
     // family 6 model 207). A prefetch never faults, so past the weights' end is harmless.
@@ -203,8 +203,8 @@ unsafe fn sums_on_tiles(
     // SAFETY: the caller's contract; every form reads and writes within it (prefetches are
     // hints, not accesses).
     unsafe {
-        match (row_tiles, col_tiles) {
-            (2, 2) => asm!(
+        match row_tiles {
+            2 => asm!(
                 "tilezero tmm0",
                 "tilezero tmm1",
                 "tilezero tmm2",
@@ -270,7 +270,7 @@ unsafe fn sums_on_tiles(
                 cs = in(reg) 128usize,
                 options(nostack),
             ),
-            (1, 2) => asm!(
+            _ => asm!(
                 "tilezero tmm0",
                 "tilezero tmm1",
                 "2:",
@@ -317,53 +317,6 @@ unsafe fn sums_on_tiles(
                 "jnz 2b",
                 "tilestored [{c} + {cs}*1], tmm0",
                 "tilestored [{c} + {cs}*1 + 64], tmm1",
-                a = inout(reg) a => _,
-                b = inout(reg) b => _,
-                n = inout(reg) steps => _,
-                sa = in(reg) a_stride,
-                bs = in(reg) 128usize,
-                c = in(reg) c,
-                cs = in(reg) 128usize,
-                options(nostack),
-            ),
-            (2, _) => asm!(
-                "tilezero tmm0",
-                "tilezero tmm2",
-                "2:",
-                "tileloadd tmm4, [{a} + {sa}*1]",
-                "tileloadd tmm6, [{b} + {bs}*1]",
-                "tdpbusd tmm0, tmm4, tmm6",
-                "tileloadd tmm5, [{a1} + {sa}*1]",
-                "tdpbusd tmm2, tmm5, tmm6",
-                "add {a}, 64",
-                "add {a1}, 64",
-                "add {b}, 2048",
-                "dec {n}",
-                "jnz 2b",
-                "tilestored [{c} + {cs}*1], tmm0",
-                "tilestored [{c1} + {cs}*1], tmm2",
-                a = inout(reg) a => _,
-                a1 = inout(reg) a1 => _,
-                b = inout(reg) b => _,
-                n = inout(reg) steps => _,
-                sa = in(reg) a_stride,
-                bs = in(reg) 128usize,
-                c = in(reg) c,
-                c1 = in(reg) c1,
-                cs = in(reg) 128usize,
-                options(nostack),
-            ),
-            _ => asm!(
-                "tilezero tmm0",
-                "2:",
-                "tileloadd tmm4, [{a} + {sa}*1]",
-                "tileloadd tmm6, [{b} + {bs}*1]",
-                "tdpbusd tmm0, tmm4, tmm6",
-                "add {a}, 64",
-                "add {b}, 2048",
-                "dec {n}",
-                "jnz 2b",
-                "tilestored [{c} + {cs}*1], tmm0",
                 a = inout(reg) a => _,
                 b = inout(reg) b => _,
                 n = inout(reg) steps => _,

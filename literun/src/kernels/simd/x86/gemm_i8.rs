@@ -624,7 +624,7 @@ fn pack_conv_rows_avx512(
                 // Padding taps, the taps inside the input (one run of pixels), padding taps:
                 // three copies instead of one per tap (an image's stem: 7 taps of 3 bytes).
                 let xs = (ox * p.stride_w) as isize - p.pad_left as isize;
-                let inside = |n: isize| n.clamp(0, k_w as isize) as usize;
+                let inside = |n: isize| n.max(0).min(k_w as isize) as usize;
                 let (lo, hi) = if y < in_h {
                     (inside(-xs), inside(in_w as isize - xs))
                 } else {

@@ -23,6 +23,7 @@ use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
+#[cfg(feature = "amx")]
 mod amx;
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 mod batch_matmul;
@@ -43,6 +44,7 @@ mod requant;
 mod requant_u;
 mod winograd;
 
+#[cfg(feature = "amx")]
 pub(crate) use amx::*;
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 pub(crate) use batch_matmul::*;
@@ -77,7 +79,10 @@ pub(crate) fn available(isa: Isa) -> bool {
                     && std::is_x86_feature_detected!("avx512vl")
                     && std::is_x86_feature_detected!("avx512vnni")
             }
+            #[cfg(feature = "amx")]
             Isa::Avx512Amx => available(Isa::Avx512Vnni) && amx_usable(),
+            #[cfg(not(feature = "amx"))]
+            Isa::Avx512Amx => false,
         }
     }
     #[cfg(not(feature = "std"))]
