@@ -18,7 +18,7 @@ pub(crate) const AMX_ROWS: usize = 32;
 #[cfg(all(target_arch = "x86_64", feature = "amx"))]
 const AMX_MIN_ROWS: usize = if cfg!(test) { 5 } else { 16 };
 #[cfg(all(target_arch = "x86_64", feature = "amx"))]
-const AMX_MIN_MACS: usize = if cfg!(test) { 0 } else { 1 << 20 };
+const AMX_MIN_MACS: usize = if cfg!(test) { 1 } else { 1 << 20 };
 
 /// Whether a layer of `n` output channels and `k` values per output takes AMX blocks: at
 /// least one whole step of `k` (64; a shorter one multiplies mostly padding: MobileNetV2's
