@@ -86,7 +86,7 @@ pub(crate) struct Prepared {
 pub struct Options {
     /// Instruction set of the fast kernels (`Isa::Portable`: the reference kernels only).
     /// Defaults to [`Isa::detect`], or to the `LITERUN_ISA` environment variable (`portable`,
-    /// `avx2`, `avx-vnni`, `avx512-vnni`, `neon`, `neon-dot`) when set and available.
+    /// `avx2`, `avx-vnni`, `avx512-vnni`, `avx512-amx`, `neon`, `neon-dot`) when set and available.
     pub isa: Isa,
     /// Float 3x3 stride-1 convolutions through Winograd F(2x2, 3x3) where it pays (AVX-512,
     /// 16+ channels in and out, outputs of at least [`WINO_MIN_TILES`](crate::kernels::simd::WINO_MIN_TILES)
@@ -105,6 +105,7 @@ impl Default for Options {
                 Isa::Avx2,
                 Isa::AvxVnni,
                 Isa::Avx512Vnni,
+                Isa::Avx512Amx,
                 Isa::Neon,
                 Isa::NeonDot,
             ] {
@@ -414,7 +415,7 @@ impl<'m> Interpreter<'m> {
         }
         self.scratch.fast = Workers::new(scratch);
         #[cfg(feature = "threads")]
-        self.scratch.fast.set_isa(self.isa);
+        self.scratch.fast.set_isa(self.isa.vector());
         Ok(())
     }
 

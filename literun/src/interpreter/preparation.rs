@@ -239,7 +239,7 @@ pub(super) fn prepare<'m>(
             feature = "ops-float"
         ))]
         {
-            layer_norm::fuse_layer_norms(model, &mut ops, &locs, isa);
+            layer_norm::fuse_layer_norms(model, &mut ops, &locs, isa.vector());
             // A row for each chain whose output shares bytes with its input.
             let row = ops
                 .iter()

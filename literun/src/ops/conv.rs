@@ -696,11 +696,12 @@ impl Conv {
                 let b = constants.bias_f32()?;
                 let tiles = out_shape[1].div_ceil(2) * out_shape[2].div_ceil(2);
                 let wino = (winograd && tiles >= simd::WINO_MIN_TILES)
-                    .then(|| WinoF32::pack(isa, w, *o, *i, b, params.activation))
+                    .then(|| WinoF32::pack(isa.vector(), w, *o, *i, b, params.activation))
                     .flatten();
                 match wino {
                     Some(wf) => Some(Fast::ConvWino(wf)),
-                    None => GemmF32::pack(isa, w, *o, 9 * i, b, params.activation).map(Fast::Conv),
+                    None => GemmF32::pack(isa.vector(), w, *o, 9 * i, b, params.activation)
+                        .map(Fast::Conv),
                 }
             }
             Conv::F32 {
@@ -709,7 +710,7 @@ impl Conv {
                 filter_shape: [o, kh, kw, i],
                 ..
             } if *i == in_shape[3] => GemmF32::pack(
-                isa,
+                isa.vector(),
                 constants.weights_f32()?,
                 *o,
                 kh * kw * i,

@@ -238,10 +238,13 @@ impl Fast {
             return None;
         }
         let c = Constants { op, constant };
+        // (CONV_2D and FULLY_CONNECTED take the full ISA for their int8 GEMM: `Avx512Amx`.)
+        let full = isa;
+        let isa = isa.vector();
         match kind {
-            Kind::Conv(k) => k.fast(isa, winograd, &c),
+            Kind::Conv(k) => k.fast(full, winograd, &c),
             Kind::Depthwise(k) => k.fast(isa, &c),
-            Kind::FullyConnected(k) => k.fast(isa, &c),
+            Kind::FullyConnected(k) => k.fast(full, &c),
             Kind::Elementwise(k) => k.fast(isa),
             Kind::Shape(k) => k.fast(isa),
             Kind::Quantize(k) => k.fast(isa),

@@ -339,7 +339,7 @@ impl FullyConnected {
                 act,
                 ..
             } => GemmF32::pack(
-                isa,
+                isa.vector(),
                 constants.weights_f32()?,
                 *out_depth,
                 *in_depth,

@@ -12,13 +12,18 @@ pub struct GemmI8 {
     /// Groups of `kg` values of `k` (the last one zero-padded).
     pub(crate) groups: usize,
     /// Panel `p`, group `g`, channel `j`, byte `t` at `((p * groups + g) * nr + j) * kg + t`.
+    /// (With the AMX blocks, zero groups after the last panel up to a whole step of 16.)
     pub(crate) b: Vec<i8>,
     pub(crate) rq: Requant,
+    /// Blocks of rows on AMX tiles (`gemm_i8_amx`; `isa` is then [`Isa::Avx512Vnni`], whose
+    /// tile takes the blocks too short for them).
+    pub(crate) amx: bool,
 }
 
 impl GemmI8 {
     /// Packs `weights` (`n` rows of `k`) with `bias` and the output stage `q` (whose
     /// `input_offset` is folded into the bias). `None` when `isa` has no int8 GEMM here.
+    /// [`Isa::Avx512Amx`] packs for [`Isa::Avx512Vnni`] with the AMX blocks where they pay.
     pub fn pack(
         isa: Isa,
         weights: &[i8],
@@ -36,10 +41,18 @@ impl GemmI8 {
         {
             return None;
         }
+        let amx = isa == Isa::Avx512Amx && amx_pays(n, k);
+        let isa = isa.vector();
         let (nr, kg) = (isa.nr_i8(), isa.kg_i8());
         let groups = k.div_ceil(kg);
         let panels = n.div_ceil(nr);
-        let mut b = vec![0i8; panels * groups * nr * kg];
+        // The AMX blocks read whole steps of 16 groups: past the last panel's end too.
+        let past = if amx {
+            groups.next_multiple_of(16) - groups
+        } else {
+            0
+        };
+        let mut b = vec![0i8; (panels * groups + past) * nr * kg];
         match kg {
             4 => scatter_rows::<4>(weights, k, nr, groups, &mut b),
             _ => scatter_rows::<2>(weights, k, nr, groups, &mut b),
@@ -64,6 +77,7 @@ impl GemmI8 {
             groups,
             b,
             rq,
+            amx,
         })
     }
 
@@ -81,7 +95,20 @@ impl GemmI8 {
     /// Words of the packed rows: a tile's, and with AVX2 16 i16 more, so that packing an
     /// im2col row's last 16-byte step stays inside them (`x86::pack_conv_rows_pairs`).
     fn a_words(&self) -> usize {
+        if self.amx {
+            return AMX_ROWS * self.amx_row_words();
+        }
         self.groups * self.isa.mr_i8() + if self.isa == Isa::Avx2 { 8 } else { 0 }
+    }
+
+    /// Rows of the output computed together ([`GemmBlocks::mr`]): an AMX block's, or the
+    /// ISA's tile's.
+    pub(crate) fn mr(&self) -> usize {
+        if self.amx {
+            AMX_ROWS
+        } else {
+            self.isa.mr_i8()
+        }
     }
 
     /// Words of the fused form's constants, derived once per [`Self::run`] (`x86::fused_cache`)
@@ -140,9 +167,18 @@ impl GemmI8 {
         // keeps the wide one.
         #[cfg(target_arch = "x86_64")]
         let narrow = self.n <= 16;
+        // AMX blocks first (while they pay), the VNNI tile for any rows left.
+        #[cfg(all(target_arch = "x86_64", feature = "amx"))]
+        let amx_rows = if self.amx {
+            self.run_cols_amx(ms.clone(), cols.clone(), rows, row_buf, a_buf, cache, out)
+        } else {
+            0
+        };
+        #[cfg(not(all(target_arch = "x86_64", feature = "amx")))]
+        let amx_rows = 0;
         let mut tile = [[0i32; 32]; 8];
         let (base, m_count) = (ms.start, ms.end);
-        let mut m0 = base;
+        let mut m0 = base + amx_rows;
         while m0 < m_count {
             // With AVX-512, between one and two tiles of rows left: two tiles of about half
             // each (9 rows as 5 and 4, not 8 and 1), as a tile of few rows has few
@@ -416,7 +452,7 @@ pub(crate) fn conv2d_i8(
             m,
             n: out_c,
             k: g.k,
-            mr: g.isa.mr_i8(),
+            mr: g.mr(),
             cols: COLS_I8,
         };
         for_gemm_blocks(split, outb, workers, |ms, cols, o, s| {
@@ -457,7 +493,7 @@ pub(crate) fn fully_connected_i8(
     }
     for_row_blocks(
         batches,
-        g.isa.mr_i8(),
+        g.mr(),
         g.n,
         fc_row_work_i8(g.isa, batches, work),
         output,
@@ -477,7 +513,7 @@ pub(crate) fn fc_row_work_i8(isa: Isa, batches: usize, macs: usize) -> Work {
 
 /// The x86 packers' view of an im2col row source (`Rows::Conv`).
 #[cfg(target_arch = "x86_64")]
-fn x86_conv_rows<'a>(rows: &'a Rows<'_, i8>) -> x86::ConvRows<'a> {
+pub(super) fn x86_conv_rows<'a>(rows: &'a Rows<'_, i8>) -> x86::ConvRows<'a> {
     match rows {
         Rows::Conv {
             input,

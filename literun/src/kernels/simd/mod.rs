@@ -71,6 +71,7 @@ mod elementwise_i16;
 mod fully_connected_f32;
 mod gemm_f32;
 mod gemm_i8;
+mod gemm_i8_amx;
 mod im2col;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 mod pad;
@@ -97,6 +98,7 @@ pub(crate) use elementwise_i16::*;
 pub(crate) use fully_connected_f32::*;
 pub use gemm_f32::*;
 pub use gemm_i8::*;
+pub(crate) use gemm_i8_amx::*;
 pub(crate) use im2col::*;
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use pad::*;
@@ -121,6 +123,10 @@ pub enum Isa {
     AvxVnni,
     /// AVX-512 F/BW/VL + VNNI (512-bit `vpdpbusd`).
     Avx512Vnni,
+    /// [`Isa::Avx512Vnni`] with the int8 GEMM (CONV_2D, FULLY_CONNECTED) on AMX tiles
+    /// (`tdpbusd`, AMX-INT8), where the CPU has them and the OS grants this process their state
+    /// (x86-64 Linux, feature `amx`). Every other kernel is AVX-512 VNNI's.
+    Avx512Amx,
     /// aarch64 NEON (Advanced SIMD).
     Neon,
     /// NEON + the dot-product instructions (`sdot`, Armv8.2 `dotprod`).
@@ -131,6 +137,7 @@ impl Isa {
     /// The best instruction set this CPU supports.
     pub fn detect() -> Isa {
         for isa in [
+            Isa::Avx512Amx,
             Isa::Avx512Vnni,
             Isa::AvxVnni,
             Isa::Avx2,
@@ -163,8 +170,18 @@ impl Isa {
             Isa::Avx2 => "avx2",
             Isa::AvxVnni => "avx-vnni",
             Isa::Avx512Vnni => "avx512-vnni",
+            Isa::Avx512Amx => "avx512-amx",
             Isa::Neon => "neon",
             Isa::NeonDot => "neon-dot",
+        }
+    }
+
+    /// The ISA of the vector kernels: `self`, but [`Isa::Avx512Vnni`] for [`Isa::Avx512Amx`]
+    /// (whose tiles serve the int8 GEMM alone, which takes the full ISA).
+    pub fn vector(self) -> Isa {
+        match self {
+            Isa::Avx512Amx => Isa::Avx512Vnni,
+            isa => isa,
         }
     }
 

@@ -192,3 +192,116 @@ fast_vs_portable! {
         assert_eq!(g.b, want, "{isa:?} n {n} k {k}");
     }
 }
+
+/// Whether the AMX blocks can run here; if not, says why (their tests then pass untested).
+fn amx_here() -> bool {
+    let ok = Isa::Avx512Amx.available();
+    #[cfg(feature = "std")]
+    if !ok {
+        std::eprintln!(
+            "no AMX-INT8 here, no tile permission, or no feature `amx`: the AMX GEMM is not tested"
+        );
+    }
+    ok
+}
+
+/// Dense layers on AMX blocks against the VNNI tile and the portable kernel, bit-exact, over
+/// rows, lengths and channels that leave partial tiles in every dimension (rows 1, 15-17,
+/// 31-33, ...; `k` short of, at and past a step of 64; channels short of and past 16 and 32),
+/// on one worker and on three (the tests' thresholds: 5 rows and up on the tiles, tails of
+/// 1-4 rows on the VNNI tile).
+#[test]
+fn fully_connected_i8_amx_matches_vnni() {
+    if !amx_here() {
+        return;
+    }
+    let mut rng = Rng(21);
+    for (case, &b) in [1, 2, 5, 15, 16, 17, 31, 32, 33, 36, 49, 70]
+        .iter()
+        .enumerate()
+    {
+        for &k in &[1, 3, 17, 63, 64, 65, 130, 300] {
+            for &n in &[1, 15, 16, 17, 31, 32, 33, 70, 130] {
+                let input = rng.i8s(b * k);
+                let weights = rng.i8s(n * k);
+                let bias: Vec<i32> = (0..n).map(|_| rng.u() as i32 >> 10).collect();
+                let q = rng.stage(n, k, case.is_multiple_of(2));
+                let mut want = vec![0i8; b * n];
+                fully_connected::fully_connected_i8(
+                    &input,
+                    b,
+                    k,
+                    &weights,
+                    n,
+                    Some(&bias),
+                    &q,
+                    &mut want,
+                );
+                let amx = GemmI8::pack(Isa::Avx512Amx, &weights, n, k, Some(&bias), &q).unwrap();
+                let vnni = GemmI8::pack(Isa::Avx512Vnni, &weights, n, k, Some(&bias), &q).unwrap();
+                assert!(amx.amx && amx.isa == Isa::Avx512Vnni && !vnni.amx);
+                for workers in [1, 3] {
+                    for g in [&amx, &vnni] {
+                        let mut s = workers_for(k, g.scratch_i32(), workers);
+                        let mut got = vec![0i8; b * n];
+                        fully_connected_i8(g, &input, b, &mut got, &mut s);
+                        assert_eq!(
+                            got, want,
+                            "amx {}: b {b} k {k} n {n}, {workers} workers",
+                            g.amx
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Convolutions on AMX blocks (im2col rows gathered into whole steps of 64 bytes, 1x1 rows
+/// read in place) against the portable kernel, bit-exact: 3-64 channels in (`k` from 3 to
+/// 576), 1-70 out, outputs of 1 to ~100 pixels.
+#[test]
+fn conv_i8_amx_matches_portable() {
+    if !amx_here() {
+        return;
+    }
+    let mut rng = Rng(22);
+    for case in 0..48usize {
+        let k = [1, 3, 3, 7, 1, 3][case % 6];
+        let stride = 1 + case % 2;
+        let cin = [3, 16, 40, 64][case / 6 % 4];
+        let cout = [8, 24, 64, 70, 1 + rng.below(40)][case % 5];
+        let (h, w) = (k + rng.below(12), k + rng.below(12));
+        let pad = if case.is_multiple_of(3) { 0 } else { k / 2 };
+        let oh = (h + 2 * pad - k) / stride + 1;
+        let ow = (w + 2 * pad - k) / stride + 1;
+        let p = Conv2dParams {
+            stride_h: stride,
+            stride_w: stride,
+            pad_top: pad,
+            pad_left: pad,
+            activation: Activation::None,
+            ..Default::default()
+        };
+        let (is, fs, os) = ([1, h, w, cin], [cout, k, k, cin], [1, oh, ow, cout]);
+        let g = GemmI8::pack(
+            Isa::Avx512Amx,
+            &rng.i8s(1),
+            1,
+            1,
+            None,
+            &rng.stage(1, 1, true),
+        );
+        assert!(g.is_some_and(|g| g.amx));
+        check_conv_i8(
+            Isa::Avx512Amx,
+            &mut rng,
+            is,
+            fs,
+            os,
+            &p,
+            case % 4 != 0,
+            case,
+        );
+    }
+}

@@ -30,7 +30,9 @@ pub(crate) fn tile_i8(
         Isa::Avx2 => dispatch!(tile_i8_avx2, 1 2 3 4),
         Isa::AvxVnni => dispatch!(tile_i8_avxvnni, 1 2 3 4 5 6),
         Isa::Avx512Vnni => dispatch!(tile_i8_avx512vnni, 1 2 3 4 5 6 7 8),
-        Isa::Portable | Isa::Neon | Isa::NeonDot => unreachable!("no int8 GEMM for {isa:?} here"),
+        Isa::Portable | Isa::Neon | Isa::NeonDot | Isa::Avx512Amx => {
+            unreachable!("no int8 GEMM for {isa:?} here")
+        }
     }
 }
 
@@ -527,6 +529,20 @@ fn pack_conv_rows_avx512(
     let row_mask = lanes(wrow);
     let packed_bytes = groups * 4;
     let dst_bytes = dst.len() * 4;
+    // Bytes `from..` of the packed row at `row` to zero: the last word's missing bytes, and
+    // the whole steps of the AMX blocks (up to 63 bytes), whose weights are zero.
+    let zero_tail = |row: *mut u8, from: usize| {
+        let mut o = from;
+        while o < packed_bytes {
+            // SAFETY: the mask keeps the store to bytes o..packed_bytes of the row, which the
+            // callers pass inside dst (a row r < count).
+            unsafe {
+                let m = lanes(packed_bytes - o);
+                _mm512_mask_storeu_epi8(row.add(o) as *mut i8, m, _mm512_setzero_si512());
+            }
+            o += 64;
+        }
+    };
     // The window at input byte `at` to the packed row at `out`, byte `row_at` of `dst`.
     let window_in_register = |at: usize, row_at: usize, out: *mut u8| {
         let mut v = _mm512_setzero_si512();
@@ -586,11 +602,7 @@ fn pack_conv_rows_avx512(
             for i in 0..run {
                 let row = row.wrapping_add(i * groups * 4);
                 window(at0 + i * p.stride_w * c, row);
-                // The last word's missing bytes (their weights are zero).
-                for o in k..groups * 4 {
-                    // SAFETY: o < groups * 4, inside row r + i (r + i < count).
-                    unsafe { *row.add(o) = 0 };
-                }
+                zero_tail(row, k);
             }
             r += run;
             ox += run;
@@ -608,6 +620,27 @@ fn pack_conv_rows_avx512(
                 o += k_w * c;
                 continue;
             }
+            if y >= in_h || p.dilation_w == 1 {
+                // Padding taps, the taps inside the input (one run of pixels), padding taps:
+                // three copies instead of one per tap (an image's stem: 7 taps of 3 bytes).
+                let xs = (ox * p.stride_w) as isize - p.pad_left as isize;
+                let inside = |n: isize| n.max(0).min(k_w as isize) as usize;
+                let (lo, hi) = if y < in_h {
+                    (inside(-xs), inside(in_w as isize - xs))
+                } else {
+                    (k_w, k_w)
+                };
+                let hi = hi.max(lo);
+                run(None, lo * c, row.wrapping_add(o));
+                if hi > lo {
+                    // Pixels xs + lo..xs + hi of input row y (0 <= xs + lo, xs + hi <= in_w).
+                    let at = (y * in_w + (xs + lo as isize) as usize) * c;
+                    run(Some(at), (hi - lo) * c, row.wrapping_add(o + lo * c));
+                }
+                run(None, (k_w - hi) * c, row.wrapping_add(o + hi * c));
+                o += k_w * c;
+                continue;
+            }
             for kx in 0..k_w {
                 let x = (ox * p.stride_w + kx * p.dilation_w).wrapping_sub(p.pad_left);
                 let at = (y < in_h && x < in_w).then(|| (y * in_w + x) * c);
@@ -615,12 +648,7 @@ fn pack_conv_rows_avx512(
                 o += c;
             }
         }
-        // The last word's missing bytes (their weights are zero).
-        while o < groups * 4 {
-            // SAFETY: o < groups * 4, inside row r.
-            unsafe { *row.add(o) = 0 };
-            o += 1;
-        }
+        zero_tail(row, o);
         r += 1;
         ox += 1;
         if ox == conv.out_w {

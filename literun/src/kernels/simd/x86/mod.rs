@@ -23,6 +23,8 @@ use crate::kernels::conv::Conv2dParams;
 use crate::kernels::elementwise::Run;
 use crate::kernels::Activation;
 
+#[cfg(feature = "amx")]
+mod amx;
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 mod batch_matmul;
 mod depthwise3x3_f32;
@@ -42,6 +44,8 @@ mod requant;
 mod requant_u;
 mod winograd;
 
+#[cfg(feature = "amx")]
+pub(crate) use amx::*;
 #[cfg(all(feature = "ops-batch-matmul", feature = "ops-float"))]
 pub(crate) use batch_matmul::*;
 use depthwise3x3_f32::*;
@@ -75,6 +79,10 @@ pub(crate) fn available(isa: Isa) -> bool {
                     && std::is_x86_feature_detected!("avx512vl")
                     && std::is_x86_feature_detected!("avx512vnni")
             }
+            #[cfg(feature = "amx")]
+            Isa::Avx512Amx => available(Isa::Avx512Vnni) && amx_usable(),
+            #[cfg(not(feature = "amx"))]
+            Isa::Avx512Amx => false,
         }
     }
     #[cfg(not(feature = "std"))]
@@ -92,6 +100,8 @@ pub(crate) fn available(isa: Isa) -> bool {
                     && cfg!(target_feature = "avx512vl")
                     && cfg!(target_feature = "avx512vnni")
             }
+            // (The tile permission is asked through std.)
+            Isa::Avx512Amx => false,
         }
     }
 }
